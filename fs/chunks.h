@@ -1,0 +1,62 @@
+#ifndef WHARF_CHUNKS_H
+#define WHARF_CHUNKS_H
+/*
+ * chunks: the in-memory cache of decompressed chunks, with its own byte
+ * cap, so that a hot chunk is not read from disk and decompressed again for
+ * every 128 KiB kernel read.  It is also the rendezvous that keeps a chunk
+ * from being fetched twice: the first asker owns the load, later askers
+ * wait for it.
+ *
+ * Lookups take a per-bucket lock, never a global one; a hit allocates
+ * nothing.  Eviction is LRU over chunks nobody holds.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct chunk_cache;
+
+struct chunk {
+	struct chunk_key key;
+	void *data; /* valid while held and ready */
+	size_t len; /* bytes in data */
+	/* the rest is private to chunks.c */
+};
+
+/* @return 0 or -ENOMEM. */
+int chunks_new(uint64_t cap_bytes, struct chunk_cache **out) WHARF_CHECK;
+void chunks_free(struct chunk_cache *cc);
+
+/*
+ * Finds the chunk for key and takes a reference.
+ * - Ready: returns 0, *owner = false.
+ * - Absent: inserts a loading entry, returns 0, *owner = true: the caller
+ *   must fill it with chunks_fill_buffer + chunks_ready, or chunks_fail.
+ * - Being loaded by someone else: if wait, sleeps until it is ready (0) or
+ *   failed (that load's -errno); if !wait, returns -EAGAIN without a
+ *   reference (prefetchers use this: nothing is fetched twice).
+ */
+int chunks_get(struct chunk_cache *cc, const struct chunk_key *key, bool wait,
+	       struct chunk **out, bool *owner) WHARF_CHECK;
+
+/* The owner's buffer of `cap` bytes to load into (allocated once per load,
+ * never per read).  NULL on -ENOMEM. */
+void *chunks_fill_buffer(struct chunk_cache *cc, struct chunk *c, size_t cap);
+/* The owner publishes len loaded bytes and wakes the waiters. */
+void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len);
+/* The owner gives up: waiters get err, the entry is dropped, and the next
+ * asker becomes a new owner.  Also drops the owner's reference. */
+void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err);
+/* Drops a reference taken by chunks_get (after chunks_ready for owners). */
+void chunks_put(struct chunk_cache *cc, struct chunk *c);
+/* Is the chunk ready in memory now?  (no reference taken) */
+bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key);
+
+struct chunks_stats {
+	uint64_t hits, misses, waits, bytes, cap, evictions;
+};
+void chunks_get_stats(struct chunk_cache *cc, struct chunks_stats *out);
+
+#endif

@@ -1,0 +1,12 @@
+/* Placeholder: filled in by its module owner. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cmd.h"
+
+int cmd_index(int argc, char **argv)
+{
+	fprintf(stderr, "wharf index: not implemented yet\n");
+	return 1;
+}

@@ -1,0 +1,12 @@
+/* Placeholder: filled in by its module owner. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cmd.h"
+
+int cmd_prefetch(int argc, char **argv)
+{
+	fprintf(stderr, "wharf prefetch: not implemented yet\n");
+	return 1;
+}

@@ -1,0 +1,100 @@
+#ifndef WHARF_FETCH_H
+#define WHARF_FETCH_H
+/*
+ * fetch: the one libcurl multi engine a mount shares.  One thread drives a
+ * curl multi handle; any thread may call fetch_run(), which queues the
+ * request and sleeps until it completes.  Connections are kept alive and
+ * reused, their number bounded by fetch_config.max_connections; HTTP/2 is
+ * used where TLS offers it; TLS peers are verified unless told otherwise.
+ *
+ * Retries: 5xx, 429, timeouts, resets and short bodies are retried with
+ * exponential backoff and full jitter, bounded by `retries` and
+ * `retry_budget_ms`.  4xx other than 429 are final.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct curl_slist;
+struct fetch_engine;
+
+struct fetch_config {
+	unsigned max_connections;    /* parallel transfers, default 16 */
+	unsigned retries;            /* extra attempts, default 5 */
+	unsigned retry_budget_ms;    /* give up retrying after this, 30000 */
+	unsigned connect_timeout_ms; /* default 10000 */
+	unsigned stall_timeout_ms;   /* no byte for this long -> retry, 30000 */
+	bool insecure;               /* do not verify TLS peers (--insecure) */
+	const char *ca_file;         /* extra CA bundle, or NULL */
+	const char *user_agent;      /* NULL: "wharf/VERSION" */
+};
+
+/* Fills cfg with the defaults above. */
+void fetch_config_default(struct fetch_config *cfg);
+
+struct fetch_req {
+	const char *url;            /* caller-owned until fetch_run returns */
+	struct curl_slist *headers; /* extra headers, caller-owned, may be NULL */
+	bool head;                  /* HEAD instead of GET */
+	/* Range: bytes=off-(off+len-1).  len == 0: no Range header. */
+	uint64_t range_off, range_len;
+	/*
+	 * Body destination.  With grow == false the body goes into buf (cap
+	 * bytes, caller-owned; a longer body is an error, a shorter one for a
+	 * range is a short body and is retried).  With grow == true the engine
+	 * mallocs and grows a buffer up to cap bytes (listings), hands it back
+	 * in fetch_res.body, and the caller frees it.
+	 */
+	void *buf;
+	size_t cap;
+	bool grow;
+	/* Optional: fills `headers` again before each retry (fresh signatures or
+	 * tokens).  Returns 0 or -errno. */
+	int (*resign)(void *arg, struct fetch_req *req);
+	void *resign_arg;
+};
+
+struct fetch_res {
+	long status;           /* last HTTP status, 0 when none came */
+	void *body;            /* req.buf, or the grown buffer (caller frees) */
+	size_t len;            /* body bytes */
+	char etag[128];        /* ETag header, "" if none */
+	char content_type[64]; /* Content-Type header, "" if none */
+	int64_t mtime;         /* Last-Modified as epoch seconds, 0 if none */
+	int64_t content_length; /* -1 if none */
+	uint64_t total_size;   /* from Content-Range ".../N", 0 if none */
+	unsigned attempts;     /* 1 + retries made */
+	uint64_t ttfb_ns;      /* first byte latency of the successful attempt */
+	char err[512];         /* on failure: URL, range, what the origin said */
+};
+
+/* @return 0, or -errno (-ENOMEM, -EINVAL) with nothing allocated. */
+int fetch_engine_new(const struct fetch_config *cfg,
+		     struct fetch_engine **out) WHARF_CHECK;
+/* Waits for requests in flight to finish, then frees everything. */
+void fetch_engine_free(struct fetch_engine *fe);
+
+/*
+ * Performs req with retries, blocking only the calling thread.
+ * @return 0 on 2xx with the whole body (and for a range, exactly range_len
+ * bytes unless the object ends earlier, which total_size then shows);
+ * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 (the pinned
+ * version changed), -EIO after retries ran out, -EFBIG when the body
+ * exceeds cap, -ENOMEM.  On any error res->err says what happened.
+ */
+int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
+	      struct fetch_res *res) WHARF_CHECK;
+
+struct fetch_stats {
+	uint64_t requests;    /* attempts sent to the origin */
+	uint64_t retries;
+	uint64_t errors;      /* fetch_run calls that failed */
+	uint64_t bytes;       /* body bytes received */
+	uint64_t ttfb_p50_ns, ttfb_p90_ns, ttfb_p99_ns;
+};
+/* A consistent snapshot; cheap (no lock on the request path). */
+void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out);
+
+#endif

@@ -1,0 +1,101 @@
+#ifndef WHARF_SOURCE_H
+#define WHARF_SOURCE_H
+/*
+ * source: one interface over the origins a mount can show (HTTP(S) prefix,
+ * S3-compatible prefix, Google Cloud Storage prefix).  A source lists one
+ * directory at a time, stats one object, and prepares ranged reads; the
+ * transfers themselves go through the shared fetch engine.
+ *
+ * Paths are relative to the source's prefix, without a leading '/',
+ * components separated by '/' ("" is the root, "train/n01/x.jpg" a file).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fetch.h"
+
+struct source;
+
+/* One prepared ranged read: the URL and headers live here. */
+struct source_read {
+	struct fetch_req req;       /* req.url points into url[] */
+	char url[4096];
+	struct curl_slist *headers; /* == req.headers; freed by _done */
+};
+/* Frees what prepare_read attached to rd. */
+void source_read_done(struct source_read *rd);
+
+struct source_object {
+	const char *name;    /* last path component (list) or full path (stat) */
+	bool is_dir;
+	uint64_t size;       /* bytes; 0 for directories */
+	int64_t mtime;       /* epoch seconds, 0 when unknown */
+	const char *version; /* ETag / generation / "" : pins the content */
+};
+
+/* Called once per entry of a directory; strings are valid only during the
+ * call.  Return 0 to go on, or -errno to stop the listing with that error. */
+typedef int (*source_list_cb)(void *arg, const struct source_object *obj);
+
+struct source_ops {
+	const char *scheme; /* "http", "s3", "gs" */
+	/* Lists the direct children of directory `dir`.  -ENOENT if absent. */
+	int (*list_dir)(struct source *src, const char *dir, source_list_cb cb,
+			void *arg);
+	/* Size, mtime and version of one object (HEAD or the API's metadata).
+	 * String fields of *out stay valid until the next stat on this thread. */
+	int (*stat)(struct source *src, const char *path,
+		    struct source_object *out);
+	/*
+	 * Fills rd->req (url, headers, range) to read [off, off+len) of the
+	 * object at `path` whose version is `version` (sent as If-Match,
+	 * generation=, or ignored, as the backend allows).  The caller then sets
+	 * rd->req.buf/cap, calls fetch_run, and source_read_done(rd).  This runs
+	 * once per chunk fetched from the origin, never per read served.
+	 */
+	int (*prepare_read)(struct source *src, const char *path,
+			    const char *version, uint64_t off, uint64_t len,
+			    struct source_read *rd);
+	void (*destroy)(struct source *src);
+};
+
+
+struct source {
+	const struct source_ops *ops;
+	struct fetch_engine *fetch;
+	/* Canonical origin identity ("https://host/prefix/", "s3://b/p/",
+	 * "gs://b/p/") used in cache keys, so two sources never share chunks. */
+	char *id;
+};
+
+struct source_options {
+	const char *manifest;     /* http: "path size [etag]" lines, URL or file */
+	const char *endpoint;     /* s3/gs: endpoint URL override */
+	const char *region;       /* s3 */
+	bool no_sign;             /* s3: anonymous requests */
+	int addressing;           /* s3: 0 auto, 1 path-style, 2 virtual-host */
+	const char *token_file;   /* gs */
+	const char *token_command;/* gs */
+	bool anonymous;           /* gs */
+};
+
+/*
+ * Opens the source for spec ("http://…", "https://…", "s3://bucket/prefix",
+ * "gs://bucket/prefix"), checking that the prefix can be listed or the
+ * manifest read.  @return 0, or -errno with *err a malloc'd message
+ * (the caller frees it) that names the URL and what went wrong.
+ */
+int source_open(const char *spec, const struct source_options *opt,
+		struct fetch_engine *fe, struct source **out,
+		char **err) WHARF_CHECK;
+void source_close(struct source *src);
+
+/* Backends' constructors, called by source_open only. */
+int source_http_open(const char *spec, const struct source_options *opt,
+		     struct fetch_engine *fe, struct source **out, char **err);
+int source_s3_open(const char *spec, const struct source_options *opt,
+		   struct fetch_engine *fe, struct source **out, char **err);
+int source_gcs_open(const char *spec, const struct source_options *opt,
+		    struct fetch_engine *fe, struct source **out, char **err);
+
+#endif

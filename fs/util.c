@@ -1,0 +1,137 @@
+#include "config.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+
+static enum log_level log_level = LOG_INFO;
+static bool use_syslog;
+
+void log_set_level(enum log_level level)
+{
+	log_level = level;
+}
+
+void log_to_syslog(const char *ident)
+{
+	openlog(ident, LOG_PID, LOG_DAEMON);
+	use_syslog = true;
+}
+
+void wlog(enum log_level level, const char *fmt, ...)
+{
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE,
+				   LOG_DEBUG};
+	static const char *const tag[] = {"error", "warning", "info",
+					  "debug"};
+	char msg[2048];
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (use_syslog)
+		syslog(prio[level], "%s", msg);
+	else
+		fprintf(stderr, "wharf: %s: %s\n", tag[level], msg);
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default:
+		return -EINVAL;
+	}
+	if (shift && (*end == 'i' || *end == 'I'))
+		end++;
+	if (shift && (*end == 'b' || *end == 'B'))
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+const char *format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	unsigned i = 0;
+
+	while (v >= 1024 && i + 1 < ARRAY_SIZE(unit)) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.1f %s", v, unit[i]);
+	return buf;
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static char *vstrdupf(const char *fmt, va_list ap)
+{
+	char *s;
+
+	if (vasprintf(&s, fmt, ap) < 0) {
+		fputs("wharf: out of memory formatting an error message\n",
+		      stderr);
+		abort();
+	}
+	return s;
+}
+
+char *strdupf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	s = vstrdupf(fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+void err_set(char **err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return;
+	va_start(ap, fmt);
+	*err = vstrdupf(fmt, ap);
+	va_end(ap);
+}

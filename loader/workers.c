@@ -1,0 +1,2 @@
+/* Placeholder: filled in by its module owner. */
+typedef int wharf_placeholder_workers;

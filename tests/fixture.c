@@ -1,0 +1,272 @@
+#include "config.h"
+
+#include "fixture.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *tmp_root(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	return t && *t ? t : "/tmp";
+}
+
+char *fx_tmpdir(const char *tag)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/wharf-%s-XXXXXX", tmp_root(), tag) < 0)
+		abort();
+	if (!mkdtemp(p)) {
+		perror(p);
+		abort();
+	}
+	return p;
+}
+
+void fx_rmtree(const char *path)
+{
+	const char *t = tmp_root();
+
+	if (!path || (strncmp(path, t, strlen(t)) && strncmp(path, "/tmp/", 5)))
+		return;
+	fx_sh("rm -rf '%s'", path);
+}
+
+uint8_t fx_byte(uint32_t seed, uint64_t off)
+{
+	uint64_t x = (off >> 3) * 0x9E3779B97F4A7C15ull ^
+		     (uint64_t)seed * 0xD1B54A32D192ED03ull;
+
+	x ^= x >> 29;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 32;
+	return (uint8_t)(x >> ((off & 7) * 8));
+}
+
+int fx_write_file(const char *path, uint64_t size, uint32_t seed)
+{
+	static uint8_t buf[1 << 16];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	uint64_t off = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (off < size) {
+		size_t n = size - off < sizeof(buf) ? size - off : sizeof(buf);
+
+		for (size_t i = 0; i < n; i++)
+			buf[i] = fx_byte(seed, off + i);
+		if (write(fd, buf, n) != (ssize_t)n) {
+			close(fd);
+			return -EIO;
+		}
+		off += n;
+	}
+	return close(fd) ? -errno : 0;
+}
+
+int fx_mkdirs(const char *path)
+{
+	return fx_sh("mkdir -p '%s'", path) ? -EIO : 0;
+}
+
+void *fx_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t cap = 0, n = 0, r;
+
+	if (!f)
+		return NULL;
+	do {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 65536;
+			buf = realloc(buf, cap + 1);
+			if (!buf)
+				abort();
+		}
+		r = fread(buf + n, 1, cap - n, f);
+		n += r;
+	} while (r > 0);
+	fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+int fx_sh(const char *fmt, ...)
+{
+	char *cmd;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	if (vasprintf(&cmd, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	rc = system(cmd);
+	free(cmd);
+	if (rc == -1 || !WIFEXITED(rc))
+		return -1;
+	return WEXITSTATUS(rc);
+}
+
+int fx_free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(fd, (struct sockaddr *)&a, &len))
+		abort();
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+int fx_wait_port(int port, int timeout_ms)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port)};
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int waited = 0; waited < timeout_ms; waited += 20) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+		close(fd);
+		if (ok)
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
+pid_t fx_spawn(char *const argv[], const char *log_path)
+{
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	if (log_path) {
+		int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+	}
+	execvp(argv[0], argv);
+	perror(argv[0]);
+	_exit(127);
+}
+
+int fx_stop(pid_t pid, int timeout_ms)
+{
+	int status = -1;
+
+	if (pid <= 0)
+		return -1;
+	kill(pid, SIGTERM);
+	for (int waited = 0; waited < timeout_ms; waited += 10) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+int fx_nginx_start(struct fx_nginx *ng, const char *root)
+{
+	static const char *const bins[] = {"/usr/sbin/nginx", "/usr/bin/nginx"};
+	const char *bin = NULL;
+	char conf[4096], *path;
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
+		if (access(bins[i], X_OK) == 0)
+			bin = bins[i];
+	if (!bin) {
+		fprintf(stderr, "SKIP: nginx is not installed "
+				"(apt-get install nginx-light)\n");
+		exit(77);
+	}
+	memset(ng, 0, sizeof(*ng));
+	ng->dir = fx_tmpdir("nginx");
+	ng->port = fx_free_port();
+	snprintf(ng->base, sizeof(ng->base), "http://127.0.0.1:%d", ng->port);
+	snprintf(conf, sizeof(conf),
+		 "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+		 "pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"
+		 "events { worker_connections 1024; }\n"
+		 "http {\n access_log off;\n"
+		 " client_body_temp_path %1$s/body;\n"
+		 " proxy_temp_path %1$s/proxy;\n"
+		 " fastcgi_temp_path %1$s/fastcgi;\n"
+		 " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		 " types { text/html html; application/octet-stream bin; }\n"
+		 " default_type application/octet-stream;\n"
+		 " keepalive_requests 100000;\n"
+		 " server {\n  listen 127.0.0.1:%2$d;\n"
+		 "  location /json/ { alias %3$s/; autoindex on; "
+		 "autoindex_format json; }\n"
+		 "  location /html/ { alias %3$s/; autoindex on; }\n"
+		 "  location /plain/ { alias %3$s/; }\n"
+		 "  location ~ ^/status/(\\d+) { return $1; }\n"
+		 " }\n}\n",
+		 ng->dir, ng->port, root);
+	if (asprintf(&path, "%s/nginx.conf", ng->dir) < 0)
+		abort();
+	f = fopen(path, "w");
+	if (!f || fputs(conf, f) < 0 || fclose(f))
+		abort();
+	{
+		char log[4200];
+		char *argv[] = {(char *)bin, "-c", path, "-p", ng->dir, NULL};
+
+		snprintf(log, sizeof(log), "%s/stderr.log", ng->dir);
+		ng->pid = fx_spawn(argv, log);
+	}
+	free(path);
+	if (ng->pid < 0 || fx_wait_port(ng->port, 10000)) {
+		fprintf(stderr, "nginx did not start; see %s\n", ng->dir);
+		return -1;
+	}
+	return 0;
+}
+
+void fx_nginx_stop(struct fx_nginx *ng)
+{
+	if (ng->pid > 0)
+		fx_stop(ng->pid, 5000);
+	ng->pid = 0;
+	fx_rmtree(ng->dir);
+	free(ng->dir);
+	ng->dir = NULL;
+}
+
+const char *fx_wharf_bin(void)
+{
+	const char *b = getenv("WHARF_BIN");
+
+	return b && *b ? b : "wharf";
+}

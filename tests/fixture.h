@@ -1,0 +1,50 @@
+#ifndef WHARF_TEST_FIXTURE_H
+#define WHARF_TEST_FIXTURE_H
+/* Shared test fixtures: temp dirs, deterministic files, helper daemons. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A fresh directory under $TMPDIR (or /tmp), "wharf-TAG-XXXXXX"; caller frees. */
+char *fx_tmpdir(const char *tag);
+/* rm -rf, refusing anything outside /tmp or $TMPDIR. */
+void fx_rmtree(const char *path);
+/* Writes `size` deterministic bytes (a function of seed and offset). */
+int fx_write_file(const char *path, uint64_t size, uint32_t seed);
+/* The byte fx_write_file puts at offset off. */
+uint8_t fx_byte(uint32_t seed, uint64_t off);
+/* mkdir -p */
+int fx_mkdirs(const char *path);
+/* Reads a whole file into a malloc'd buffer; NULL on error. */
+void *fx_read_file(const char *path, size_t *len);
+/* Runs a shell command; returns its exit status (or -1). */
+int fx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A free TCP port on 127.0.0.1. */
+int fx_free_port(void);
+/* Waits until 127.0.0.1:port accepts, up to timeout_ms; 0 or -1. */
+int fx_wait_port(int port, int timeout_ms);
+/* Starts argv[0] with argv; returns its pid (-1 on error). Output goes to
+ * log_path when not NULL. */
+pid_t fx_spawn(char *const argv[], const char *log_path);
+/* SIGTERM, then SIGKILL after timeout_ms; returns the wait status. */
+int fx_stop(pid_t pid, int timeout_ms);
+
+/*
+ * nginx on 127.0.0.1 over `root`: /json/ is the JSON autoindex, /html/ the
+ * HTML autoindex, /plain/ files without listing; /status/NNN answers NNN.
+ * Skips the test (exit 77) when nginx is not installed.
+ */
+struct fx_nginx {
+	pid_t pid;
+	int port;
+	char *dir; /* its conf, logs and temp files */
+	char base[128]; /* "http://127.0.0.1:PORT" */
+};
+int fx_nginx_start(struct fx_nginx *ng, const char *root);
+void fx_nginx_stop(struct fx_nginx *ng);
+
+/* The built `wharf` command ($WHARF_BIN, set by tests/Makefile.am). */
+const char *fx_wharf_bin(void);
+
+#endif

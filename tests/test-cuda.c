@@ -1,0 +1,8 @@
+/* Placeholder until its module lands: skipped. */
+#include <stdio.h>
+
+int main(void)
+{
+	puts("SKIP: test-cuda not written yet");
+	return 77;
+}
