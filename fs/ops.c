@@ -1,2 +1,546 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_ops;
+/*
+ * The FUSE callbacks: thin.  Lower layers return 0 or -errno; this file
+ * turns that into the reply, and is the only one that calls fuse_reply_*.
+ *
+ * Inodes: the tree's numbers (below 2^32), plus two virtual ones for the
+ * hidden `.wharf` directory and its `stats` file.  Inodes live as long as
+ * the mount, so lookup counts need no bookkeeping (forget is a no-op).
+ * Objects are immutable while mounted, so attributes, entries (negative
+ * ones too) and file pages are cached by the kernel for a long time.
+ */
+#include "config.h"
+
+#define FUSE_USE_VERSION 312
+
+#include "ops.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#define INO_WHARF_DIR ((fuse_ino_t)1 << 40)
+#define INO_STATS (INO_WHARF_DIR + 1)
+#define WHARF_DIR_NAME ".wharf"
+#define STATS_NAME "stats"
+/* A day: nothing changes under a mount, and a remount starts afresh. */
+#define CACHE_TIMEOUT 86400.0
+
+/* The open stats file: a snapshot taken at open. */
+struct stats_file {
+	char *json;
+	size_t len;
+};
+
+static struct ops_ctx *ctx_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void fill_stat(const struct ops_ctx *ctx, const struct tree_attr *a,
+		      struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_uid = ctx->uid;
+	st->st_gid = ctx->gid;
+	st->st_mtime = a->mtime;
+	st->st_ctime = a->mtime;
+	st->st_atime = a->mtime;
+	st->st_blksize = PF_MAX_READ;
+	if (a->is_dir) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)a->size;
+		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	}
+}
+
+static void fill_virtual(const struct ops_ctx *ctx, fuse_ino_t ino,
+			 struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = ctx->uid;
+	st->st_gid = ctx->gid;
+	st->st_mtime = st->st_ctime = st->st_atime = ctx->mounted_at;
+	if (ino == INO_WHARF_DIR) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+	} else {
+		/* Its size is not known before it is opened; direct_io makes
+		 * readers read to the end anyway. */
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+	}
+}
+
+static bool is_virtual(fuse_ino_t ino)
+{
+	return ino == INO_WHARF_DIR || ino == INO_STATS;
+}
+
+/* Fills e for ino, which must exist.  Returns 0 or -errno. */
+static int entry_of(struct ops_ctx *ctx, fuse_ino_t ino,
+		    const struct tree_attr *a, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->attr_timeout = ino == INO_STATS ? 0 : CACHE_TIMEOUT;
+	e->entry_timeout = CACHE_TIMEOUT;
+	if (is_virtual(ino))
+		fill_virtual(ctx, ino, &e->attr);
+	else
+		fill_stat(ctx, a, &e->attr);
+	return 0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* Many read-ahead requests in flight keep the prefetch pool busy. */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* Nothing is ever invalidated: objects are immutable. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->time_gran = 1000000000;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	struct fuse_entry_param e;
+	struct tree_attr a;
+	int rc;
+
+	if (parent == FUSE_ROOT_ID && !strcmp(name, WHARF_DIR_NAME)) {
+		entry_of(ctx, INO_WHARF_DIR, NULL, &e);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (parent == INO_WHARF_DIR) {
+		if (strcmp(name, STATS_NAME)) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		entry_of(ctx, INO_STATS, NULL, &e);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	rc = tree_lookup(ctx->tree, parent, name, &a);
+	if (rc == -ENOENT) {
+		/* A negative entry the kernel may keep: nothing appears. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = CACHE_TIMEOUT;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	entry_of(ctx, a.ino, &a, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	struct tree_attr a;
+	struct stat st;
+	int rc;
+
+	if (is_virtual(ino)) {
+		fill_virtual(ctx, ino, &st);
+		fuse_reply_attr(req, &st, ino == INO_STATS ? 0 : CACHE_TIMEOUT);
+		return;
+	}
+	rc = tree_getattr(ctx->tree, ino, &a);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fill_stat(ctx, &a, &st);
+	fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	char *err = NULL;
+	int rc = 0;
+
+	if (ino == INO_STATS) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	if (!is_virtual(ino)) {
+		rc = tree_list(ctx->tree, ino, &err);
+		if (err) {
+			log_error("%s", err);
+			free(err);
+		}
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* The listing never changes: let the kernel keep it. */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* One readdir reply being filled. */
+struct dirbuf {
+	fuse_req_t req;
+	struct ops_ctx *ctx;
+	bool plus;
+	char *buf;
+	size_t size, used;
+	off_t base; /* offsets before the tree's children */
+};
+
+/* Adds one entry whose successor is at offset next; 1 when full. */
+static int dir_add(struct dirbuf *d, const char *name, fuse_ino_t ino,
+		   const struct tree_attr *a, off_t next)
+{
+	size_t n;
+
+	if (d->plus) {
+		struct fuse_entry_param e;
+
+		entry_of(d->ctx, ino, a, &e);
+		n = fuse_add_direntry_plus(d->req, d->buf + d->used,
+					   d->size - d->used, name, &e, next);
+	} else {
+		struct stat st = {0};
+
+		st.st_ino = ino;
+		st.st_mode =
+		    (a ? a->is_dir : ino != INO_STATS) ? S_IFDIR : S_IFREG;
+		n = fuse_add_direntry(d->req, d->buf + d->used,
+				      d->size - d->used, name, &st, next);
+	}
+	if (n > d->size - d->used)
+		return 1;
+	d->used += n;
+	return 0;
+}
+
+static int dir_add_child(void *arg, const struct tree_attr *child,
+			 uint64_t next_index)
+{
+	struct dirbuf *d = arg;
+
+	/* The virtual directory shadows an origin entry of the same name. */
+	if (child->parent == FUSE_ROOT_ID &&
+	    !strcmp(child->name, WHARF_DIR_NAME))
+		return 0;
+	return dir_add(d, child->name, child->ino, child,
+		       d->base + (off_t)next_index);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       bool plus)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	struct dirbuf d = {.req = req, .ctx = ctx, .plus = plus, .size = size};
+	struct tree_attr self, parent;
+	int rc = 0;
+
+	d.buf = malloc(size);
+	if (!d.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (ino == INO_WHARF_DIR) {
+		self = (struct tree_attr){.ino = INO_WHARF_DIR, .is_dir = true};
+		if (off < 1 && dir_add(&d, ".", INO_WHARF_DIR, NULL, 1))
+			goto reply;
+		if (off < 2 && dir_add(&d, "..", FUSE_ROOT_ID, NULL, 2))
+			goto reply;
+		if (off < 3)
+			dir_add(&d, STATS_NAME, INO_STATS, NULL, 3);
+		goto reply;
+	}
+	rc = tree_getattr(ctx->tree, ino, &self);
+	if (!rc)
+		rc = tree_getattr(ctx->tree, self.parent, &parent);
+	if (rc)
+		goto reply;
+	if (off < 1 && dir_add(&d, ".", ino, &self, 1))
+		goto reply;
+	if (off < 2 && dir_add(&d, "..", self.parent, &parent, 2))
+		goto reply;
+	d.base = 2;
+	if (ino == FUSE_ROOT_ID) {
+		if (off < 3 &&
+		    dir_add(&d, WHARF_DIR_NAME, INO_WHARF_DIR, NULL, 3))
+			goto reply;
+		d.base = 3;
+	}
+	rc = tree_readdir(ctx->tree, ino,
+			  off > d.base ? (uint64_t)(off - d.base) : 0,
+			  dir_add_child, &d);
+reply:
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, d.buf, d.used);
+	free(d.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	struct pf_file *pf_file;
+	struct tree_attr a;
+	char path[4096];
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
+	    (fi->flags & (O_TRUNC | O_CREAT))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (ino == INO_WHARF_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (ino == INO_STATS) {
+		struct stats_file *sf = calloc(1, sizeof(*sf));
+
+		if (!sf || stats_json(&ctx->stats, &sf->json, &sf->len)) {
+			free(sf);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		fi->fh = (uintptr_t)sf;
+		fi->direct_io = 1;
+		fi->nonseekable = 0;
+		fuse_reply_open(req, fi);
+		return;
+	}
+	rc = tree_getattr(ctx->tree, ino, &a);
+	if (!rc && a.is_dir)
+		rc = -EISDIR;
+	if (!rc)
+		rc = tree_path(ctx->tree, ino, path, sizeof(path));
+	if (rc >= 0)
+		rc = prefetch_open(ctx->prefetch, path, a.version, a.size,
+				   a.mtime, &pf_file);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)pf_file;
+	/* Objects are immutable: pages cached by an earlier open stay good. */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		prefetch_close(ctx->prefetch, pf_file); /* interrupted */
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	struct iovec iov[PF_MAX_SPANS];
+	struct pf_read rd;
+	int rc;
+
+	if (ino == INO_STATS) {
+		const struct stats_file *sf = (void *)(uintptr_t)fi->fh;
+		size_t n = 0;
+
+		if ((uint64_t)off < sf->len)
+			n = sf->len - (size_t)off < size ? sf->len - (size_t)off
+							 : size;
+		fuse_reply_buf(req, n ? sf->json + off : NULL, n);
+		return;
+	}
+	if (size > PF_MAX_READ)
+		size = PF_MAX_READ; /* never happens with our max_pages */
+	rc = prefetch_read(ctx->prefetch, (struct pf_file *)(uintptr_t)fi->fh,
+			   (uint64_t)off, size, &rd);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	for (unsigned i = 0; i < rd.n; i++) {
+		iov[i].iov_base = (void *)rd.span[i].data;
+		iov[i].iov_len = rd.span[i].len;
+	}
+	/* The kernel copies straight from chunk memory; then we let go. */
+	if (rd.n)
+		fuse_reply_iov(req, iov, (int)rd.n);
+	else
+		fuse_reply_buf(req, NULL, 0);
+	prefetch_read_done(ctx->prefetch, &rd);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+
+	if (ino == INO_STATS) {
+		struct stats_file *sf = (void *)(uintptr_t)fi->fh;
+
+		free(sf->json);
+		free(sf);
+	} else {
+		prefetch_close(ctx->prefetch,
+			       (struct pf_file *)(uintptr_t)fi->fh);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	struct statvfs sv = {0};
+	uint64_t nodes = 0, bytes = 0;
+
+	tree_usage(ctx->tree, &nodes, &bytes);
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_files = nodes;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* Everything that would change the tree. */
+static void erofs(fuse_req_t req)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	erofs(req);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	erofs(req);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	erofs(req);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	erofs(req);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	erofs(req);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	erofs(req);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	erofs(req);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	erofs(req);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	erofs(req);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	erofs(req);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	erofs(req);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			 off_t length, struct fuse_file_info *fi)
+{
+	erofs(req);
+}
+
+static const struct fuse_lowlevel_ops wharf_ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .getattr = op_getattr,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .open = op_open,
+    .read = op_read,
+    .release = op_release,
+    .statfs = op_statfs,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_unlink,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .write = op_write,
+    .create = op_create,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+    .fallocate = op_fallocate,
+};
+
+struct fuse_session *ops_session_new(struct fuse_args *args,
+				     struct ops_ctx *ctx)
+{
+	return fuse_session_new(args, &wharf_ops, sizeof(wharf_ops), ctx);
+}

@@ -1,4 +1,34 @@
 #ifndef WHARF_FS_OPS_H
 #define WHARF_FS_OPS_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * ops: the FUSE low-level callbacks of a mount, and the only place that
+ * replies to the kernel.  Read-only: anything that would change the tree
+ * gets EROFS.  The root holds a hidden directory `.wharf` with one virtual
+ * file, `stats` (see stats.h), which shadows an origin entry of that name.
+ */
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "prefetch.h"
+#include "stats.h"
+#include "tree.h"
+
+struct fuse_args;
+struct fuse_session;
+
+struct ops_ctx {
+	struct tree *tree;
+	struct prefetch *prefetch;
+	struct stats_sources stats; /* what .wharf/stats reports */
+	uid_t uid;		    /* owner shown for every inode */
+	gid_t gid;
+	time_t mounted_at; /* mtime of the virtual inodes */
+};
+
+/* A session whose callbacks use ctx (which must outlive it); NULL on error
+ * (libfuse has printed why). */
+struct fuse_session *ops_session_new(struct fuse_args *args,
+				     struct ops_ctx *ctx);
+
 #endif

@@ -1,2 +1,521 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_prefetch;
+/*
+ * The read path and read-ahead: see prefetch.h for the contract.
+ *
+ * What a read costs when its chunks are in the memory cache: per chunk
+ * touched, one key hash and one chunks_get/chunks_put pair (a per-bucket
+ * lock each); per read, the open file's own mutex once and a few relaxed
+ * atomic counter increments.  No allocation, no global lock.  The bytes are
+ * not copied here: the caller replies with iovecs that point into chunk
+ * memory, so the only copy is the kernel's, into the reader's pages.  A
+ * chunk loaded from the origin is written once, by the fetch engine, into
+ * the chunk's own buffer; one loaded from the store is decompressed (or
+ * read) straight into it.  The read-ahead queue's lock is taken only when a
+ * sequential reader enters a new chunk.
+ */
+#include "config.h"
+
+#include "prefetch.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUEUE_CAP 1024
+
+#define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
+#define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+struct pf_file {
+	char *path;
+	char *version;
+	uint64_t size;
+	int64_t mtime;
+	uint64_t nchunks;
+	unsigned refs;	    /* the opener + queued jobs; atomic */
+	bool closed;	    /* atomic: read-ahead for it is pointless */
+	pthread_mutex_t mu; /* the sequential-read state below */
+	uint64_t next_off;  /* where a sequential reader reads next */
+	uint64_t cur_chunk; /* last chunk a sequential read reached */
+	uint64_t ra_next;   /* first chunk not yet queued */
+	uint32_t window;    /* read-ahead window in chunks; 0: random */
+};
+
+struct job {
+	struct pf_file *f;
+	uint64_t idx;
+};
+
+struct queue {
+	struct job *jobs;
+	unsigned head, len;
+};
+
+struct prefetch {
+	struct prefetch_config cfg;
+	uint32_t window_cap; /* chunks */
+	struct source *src;
+	struct store *st;
+	struct chunk_cache *cc;
+
+	pthread_mutex_t qmu;
+	pthread_cond_t qcond;
+	struct queue q[PF_NCLASS];
+	bool stopping;
+	pthread_t *threads;
+	unsigned nthreads;
+
+	struct prefetch_stats stats; /* atomic fields */
+};
+
+static void file_ref(struct pf_file *f)
+{
+	__atomic_fetch_add(&f->refs, 1, __ATOMIC_RELAXED);
+}
+
+static void file_unref(struct pf_file *f)
+{
+	if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_destroy(&f->mu);
+	free(f->path);
+	free(f->version);
+	free(f);
+}
+
+static size_t chunk_len(const struct prefetch *pf, const struct pf_file *f,
+			uint64_t idx)
+{
+	uint64_t start = idx * pf->cfg.chunk_size;
+
+	assert(start < f->size);
+	return f->size - start < pf->cfg.chunk_size ? f->size - start
+						    : pf->cfg.chunk_size;
+}
+
+static void file_key(const struct prefetch *pf, const struct pf_file *f,
+		     uint64_t idx, struct chunk_key *key)
+{
+	store_key(key, pf->src->id, f->path, f->version, f->size, f->mtime,
+		  pf->cfg.chunk_size, idx);
+}
+
+/* Errors a reader may see: the origin's refusals, else EIO. */
+static int reader_errno(int rc)
+{
+	switch (rc) {
+	case -ENOENT:
+	case -EACCES:
+	case -ENOMEM:
+		return rc;
+	default:
+		return -EIO;
+	}
+}
+
+/*
+ * Fills chunk c (which we own) from the store, else from the origin, and
+ * publishes it; on failure fails it (dropping our reference).  The chunk
+ * must be exactly as long as the object's size implies: a short or long
+ * body is an error, never short data inside a file.
+ */
+static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+		      const struct chunk_key *key, struct chunk *c)
+{
+	const size_t want = chunk_len(pf, f, idx);
+	const uint64_t off = idx * pf->cfg.chunk_size;
+	struct source_read rd;
+	struct fetch_res res;
+	size_t len = 0;
+	void *buf;
+	int rc;
+
+	buf = chunks_fill_buffer(pf->cc, c, want);
+	if (!buf) {
+		rc = -ENOMEM;
+		log_error("%s%s: chunk %llu: out of memory", pf->src->id,
+			  f->path, (unsigned long long)idx);
+		goto fail;
+	}
+	rc = store_get(pf->st, key, buf, want, &len);
+	if (rc == 0 && len == want)
+		goto ready;
+	if (rc == 0)
+		log_warn("%s%s: cached chunk %llu has %zu bytes, expected %zu; "
+			 "fetching it again",
+			 pf->src->id, f->path, (unsigned long long)idx, len,
+			 want);
+	else if (rc != -ENOENT && rc != -EBADMSG)
+		log_warn("%s%s: cannot read cached chunk %llu (%s); fetching "
+			 "it again",
+			 pf->src->id, f->path, (unsigned long long)idx,
+			 strerror(-rc));
+
+	memset(&rd, 0, sizeof(rd));
+	rc = pf->src->ops->prepare_read(pf->src, f->path, f->version, off, want,
+					&rd);
+	if (rc) {
+		log_error("%s%s: chunk %llu: cannot prepare the request: %s",
+			  pf->src->id, f->path, (unsigned long long)idx,
+			  strerror(-rc));
+		source_read_done(&rd);
+		goto fail;
+	}
+	rd.req.buf = buf;
+	rd.req.cap = want;
+	rd.req.grow = false;
+	memset(&res, 0, sizeof(res));
+	rc = fetch_run(pf->src->fetch, &rd.req, &res);
+	source_read_done(&rd);
+	STAT_ADD(pf->stats.chunks_fetched, 1);
+	if (rc) {
+		log_error("%s%s: chunk %llu (bytes %llu-%llu): %s", pf->src->id,
+			  f->path, (unsigned long long)idx,
+			  (unsigned long long)off,
+			  (unsigned long long)(off + want - 1),
+			  res.err[0] ? res.err : strerror(-rc));
+		goto fail;
+	}
+	if (res.len != want) {
+		log_error("%s%s: chunk %llu (bytes %llu-%llu): the origin sent "
+			  "%zu bytes, expected %zu (the object changed?)",
+			  pf->src->id, f->path, (unsigned long long)idx,
+			  (unsigned long long)off,
+			  (unsigned long long)(off + want - 1), res.len, want);
+		rc = -EIO;
+		goto fail;
+	}
+	rc = store_put(pf->st, key, buf, want);
+	if (rc && rc != -ENOSPC)
+		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
+			 f->path, (unsigned long long)idx, strerror(-rc));
+ready:
+	chunks_ready(pf->cc, c, want);
+	STAT_ADD(pf->stats.chunks_loaded, 1);
+	return 0;
+fail:
+	rc = reader_errno(rc);
+	STAT_ADD(pf->stats.chunk_errors, 1);
+	chunks_fail(pf->cc, c, rc);
+	return rc;
+}
+
+/* Under qmu. */
+static bool queue_pop(struct prefetch *pf, struct job *out)
+{
+	for (int k = 0; k < PF_NCLASS; k++) {
+		struct queue *q = &pf->q[k];
+
+		if (!q->len)
+			continue;
+		*out = q->jobs[q->head];
+		q->head = (q->head + 1) % QUEUE_CAP;
+		q->len--;
+		return true;
+	}
+	return false;
+}
+
+static void *worker(void *arg)
+{
+	struct prefetch *pf = arg;
+	struct chunk_key key;
+	struct chunk *c;
+	struct job j;
+	bool owner;
+
+	for (;;) {
+		pthread_mutex_lock(&pf->qmu);
+		while (!pf->stopping && !queue_pop(pf, &j))
+			pthread_cond_wait(&pf->qcond, &pf->qmu);
+		if (pf->stopping) {
+			pthread_mutex_unlock(&pf->qmu);
+			return NULL;
+		}
+		pthread_mutex_unlock(&pf->qmu);
+
+		if (!__atomic_load_n(&j.f->closed, __ATOMIC_RELAXED)) {
+			file_key(pf, j.f, j.idx, &key);
+			/* Without waiting: a chunk in flight is someone
+			 * else's load, and a ready one needs nothing. */
+			if (chunks_get(pf->cc, &key, false, &c, &owner) == 0) {
+				if (owner) {
+					if (!load_chunk(pf, j.f, j.idx, &key,
+							c)) {
+						STAT_ADD(pf->stats.ra_loaded,
+							 1);
+						chunks_put(pf->cc, c);
+					}
+				} else {
+					chunks_put(pf->cc, c);
+				}
+			}
+		}
+		file_unref(j.f);
+	}
+}
+
+/* Queues chunks [from, to] of f in class k; a full queue drops the rest. */
+static void enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
+		    uint64_t to, enum pf_class k)
+{
+	struct queue *q = &pf->q[k];
+	uint64_t queued = 0, dropped = 0;
+
+	pthread_mutex_lock(&pf->qmu);
+	for (uint64_t i = from; i <= to; i++) {
+		if (q->len == QUEUE_CAP) {
+			dropped += to - i + 1;
+			break;
+		}
+		file_ref(f);
+		q->jobs[(q->head + q->len) % QUEUE_CAP] =
+		    (struct job){.f = f, .idx = i};
+		q->len++;
+		queued++;
+	}
+	pthread_mutex_unlock(&pf->qmu);
+	if (queued == 1)
+		pthread_cond_signal(&pf->qcond);
+	else if (queued)
+		pthread_cond_broadcast(&pf->qcond);
+	STAT_ADD(pf->stats.ra_queued, queued);
+	STAT_ADD(pf->stats.ra_dropped, dropped);
+}
+
+/*
+ * Updates f's sequential state for a read of [off, end) and says which
+ * chunks to read ahead: [*from, *to], none when *from > *to.  Reads that
+ * land within a chunk of where the last one ended count as sequential: the
+ * kernel issues its read-ahead in parallel, slightly out of order.
+ */
+static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
+			   uint64_t end, uint64_t *from, uint64_t *to)
+{
+	const uint64_t cs = pf->cfg.chunk_size;
+	const uint64_t last = (end - 1) / cs;
+	bool seq;
+
+	*from = 1;
+	*to = 0;
+	pthread_mutex_lock(&f->mu);
+	seq = off <= f->next_off + cs && off + cs >= f->next_off;
+	if (!seq) {
+		f->window = 0;
+		f->ra_next = 0;
+		f->next_off = end;
+		goto out;
+	}
+	if (end > f->next_off)
+		f->next_off = end;
+	if (f->window == 0 || last > f->cur_chunk) {
+		f->window = f->window ? f->window * 2 : 1;
+		if (f->window > pf->window_cap)
+			f->window = pf->window_cap;
+		f->cur_chunk = last;
+	}
+	*from = f->ra_next > last + 1 ? f->ra_next : last + 1;
+	*to = last + f->window;
+	if (*to >= f->nchunks)
+		*to = f->nchunks - 1;
+	if (*from <= *to)
+		f->ra_next = *to + 1;
+out:
+	pthread_mutex_unlock(&f->mu);
+}
+
+void prefetch_read_done(struct prefetch *pf, struct pf_read *rd)
+{
+	for (unsigned i = 0; i < rd->n; i++)
+		chunks_put(pf->cc, rd->span[i].c);
+	rd->n = 0;
+}
+
+int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
+		  size_t size, struct pf_read *rd)
+{
+	const uint64_t cs = pf->cfg.chunk_size;
+	uint64_t end, first, last, ra_from, ra_to;
+	int rc = 0;
+
+	rd->n = 0;
+	rd->bytes = 0;
+	STAT_ADD(pf->stats.reads, 1);
+	if (off >= f->size || size == 0)
+		return 0;
+	end = f->size - off < size ? f->size : off + size;
+	first = off / cs;
+	last = (end - 1) / cs;
+	if (last - first + 1 > PF_MAX_SPANS) {
+		log_error("%s%s: a read of %zu bytes spans more chunks than "
+			  "one reply can carry",
+			  pf->src->id, f->path, size);
+		return -EINVAL;
+	}
+
+	/* Queue read-ahead first, so it overlaps this read's own loads. */
+	if (pf->window_cap) {
+		plan_readahead(pf, f, off, end, &ra_from, &ra_to);
+		if (ra_from <= ra_to)
+			enqueue(pf, f, ra_from, ra_to, PF_READAHEAD);
+	}
+
+	for (uint64_t idx = first; idx <= last; idx++) {
+		const uint64_t cstart = idx * cs;
+		const uint64_t s = off > cstart ? off - cstart : 0;
+		const uint64_t e =
+		    (end < cstart + cs ? end : cstart + cs) - cstart;
+		struct chunk_key key;
+		struct chunk *c;
+		bool owner;
+
+		file_key(pf, f, idx, &key);
+		rc = chunks_get(pf->cc, &key, true, &c, &owner);
+		if (rc) {
+			rc = reader_errno(rc);
+			goto fail;
+		}
+		if (owner) {
+			rc = load_chunk(pf, f, idx, &key, c);
+			if (rc)
+				goto fail;
+		}
+		if (c->len < e) {
+			log_error("%s%s: chunk %llu holds %zu bytes, expected "
+				  "at least %llu",
+				  pf->src->id, f->path, (unsigned long long)idx,
+				  c->len, (unsigned long long)e);
+			chunks_put(pf->cc, c);
+			rc = -EIO;
+			goto fail;
+		}
+		rd->span[rd->n++] = (struct pf_span){
+		    .c = c, .data = (const char *)c->data + s, .len = e - s};
+		rd->bytes += e - s;
+	}
+	STAT_ADD(pf->stats.bytes_served, rd->bytes);
+	return 0;
+fail:
+	prefetch_read_done(pf, rd);
+	rd->bytes = 0;
+	return rc;
+}
+
+int prefetch_open(struct prefetch *pf, const char *path, const char *version,
+		  uint64_t size, int64_t mtime, struct pf_file **out)
+{
+	struct pf_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->path = strdup(path);
+	f->version = strdup(version ? version : "");
+	if (!f->path || !f->version) {
+		free(f->path);
+		free(f->version);
+		free(f);
+		return -ENOMEM;
+	}
+	f->size = size;
+	f->mtime = mtime;
+	f->nchunks = (size + pf->cfg.chunk_size - 1) / pf->cfg.chunk_size;
+	f->refs = 1;
+	pthread_mutex_init(&f->mu, NULL);
+	STAT_ADD(pf->stats.open_files, 1);
+	*out = f;
+	return 0;
+}
+
+void prefetch_close(struct prefetch *pf, struct pf_file *f)
+{
+	if (!f)
+		return;
+	__atomic_store_n(&f->closed, true, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&pf->stats.open_files, 1, __ATOMIC_RELAXED);
+	file_unref(f);
+}
+
+int prefetch_new(const struct prefetch_config *cfg, struct source *src,
+		 struct store *st, struct chunk_cache *cc,
+		 struct prefetch **out)
+{
+	struct prefetch *pf;
+	uint64_t cap;
+	int rc;
+
+	if (cfg->chunk_size < PF_MIN_CHUNK)
+		return -EINVAL;
+	pf = calloc(1, sizeof(*pf));
+	if (!pf)
+		return -ENOMEM;
+	pf->cfg = *cfg;
+	pf->src = src;
+	pf->st = st;
+	pf->cc = cc;
+	cap = cfg->threads ? cfg->readahead_bytes / cfg->chunk_size : 0;
+	pf->window_cap = cap > 1024 ? 1024 : (uint32_t)cap;
+	if (cfg->readahead_bytes && cfg->threads && !pf->window_cap)
+		pf->window_cap = 1;
+	pthread_mutex_init(&pf->qmu, NULL);
+	pthread_cond_init(&pf->qcond, NULL);
+	for (int k = 0; k < PF_NCLASS; k++) {
+		pf->q[k].jobs = calloc(QUEUE_CAP, sizeof(struct job));
+		if (!pf->q[k].jobs) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	pf->threads =
+	    calloc(cfg->threads ? cfg->threads : 1, sizeof(pthread_t));
+	if (!pf->threads) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; pf->window_cap && i < cfg->threads; i++) {
+		rc = -pthread_create(&pf->threads[i], NULL, worker, pf);
+		if (rc)
+			goto fail;
+		pf->nthreads++;
+	}
+	*out = pf;
+	return 0;
+fail:
+	prefetch_free(pf);
+	return rc;
+}
+
+void prefetch_free(struct prefetch *pf)
+{
+	struct job j;
+
+	if (!pf)
+		return;
+	pthread_mutex_lock(&pf->qmu);
+	pf->stopping = true;
+	pthread_cond_broadcast(&pf->qcond);
+	pthread_mutex_unlock(&pf->qmu);
+	for (unsigned i = 0; i < pf->nthreads; i++)
+		pthread_join(pf->threads[i], NULL);
+	while (queue_pop(pf, &j))
+		file_unref(j.f);
+	for (int k = 0; k < PF_NCLASS; k++)
+		free(pf->q[k].jobs);
+	free(pf->threads);
+	pthread_cond_destroy(&pf->qcond);
+	pthread_mutex_destroy(&pf->qmu);
+	free(pf);
+}
+
+void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
+{
+	out->reads = STAT_GET(pf->stats.reads);
+	out->bytes_served = STAT_GET(pf->stats.bytes_served);
+	out->chunks_loaded = STAT_GET(pf->stats.chunks_loaded);
+	out->chunks_fetched = STAT_GET(pf->stats.chunks_fetched);
+	out->chunk_errors = STAT_GET(pf->stats.chunk_errors);
+	out->ra_queued = STAT_GET(pf->stats.ra_queued);
+	out->ra_loaded = STAT_GET(pf->stats.ra_loaded);
+	out->ra_dropped = STAT_GET(pf->stats.ra_dropped);
+	out->open_files = STAT_GET(pf->stats.open_files);
+}

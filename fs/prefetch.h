@@ -1,4 +1,105 @@
 #ifndef WHARF_FS_PREFETCH_H
 #define WHARF_FS_PREFETCH_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * prefetch: the read path of a mount and its read-ahead.
+ *
+ * A read of [off, off+size) of an open file takes a reference on each chunk
+ * it touches (chunks_get, waiting for a load in flight), loads the chunks it
+ * owns (chunk store, else the origin: one ranged GET straight into the
+ * chunk's buffer), and hands back spans that point into chunk memory; the
+ * caller replies from them and then calls prefetch_read_done().
+ *
+ * Read-ahead: each open file watches whether it is read sequentially; if it
+ * is, a window of 1, 2, 4, ... chunks (up to the configured cap) beyond the
+ * read is queued for a fixed pool of threads, which load chunks nobody else
+ * is loading (chunks_get without waiting), so nothing is fetched twice.
+ * The queue has priority classes; demand reads never queue (they load on
+ * the reader's own thread), hinted chunks come before read-ahead ones.
+ * Memory in flight is bounded by the pool: each thread loads one chunk at a
+ * time, queued jobs hold no buffers, and a full queue drops read-ahead.
+ *
+ * Call order: prefetch_new -> (prefetch_open -> (prefetch_read ->
+ * prefetch_read_done)* -> prefetch_close)* -> prefetch_free.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chunks.h"
+#include "source.h"
+#include "store.h"
+#include "util.h"
+
+/* Smallest chunk size allowed: with 1 MiB kernel reads a read spans at most
+ * PF_MAX_SPANS chunks. */
+#define PF_MIN_CHUNK (64u << 10)
+#define PF_MAX_READ (1u << 20)
+#define PF_MAX_SPANS (PF_MAX_READ / PF_MIN_CHUNK + 2)
+
+/* Queue classes, highest priority first.  Demand reads do not queue. */
+enum pf_class {
+	PF_HINT,      /* chunks a loader said it will read next (later) */
+	PF_READAHEAD, /* sequential read-ahead */
+	PF_NCLASS
+};
+
+struct prefetch_config {
+	uint32_t chunk_size;	  /* >= PF_MIN_CHUNK */
+	uint64_t readahead_bytes; /* window cap; 0 turns read-ahead off */
+	unsigned threads;	  /* read-ahead pool; 0: no read-ahead */
+};
+
+struct prefetch;
+struct pf_file;
+
+/* Starts the pool.  The source, store and chunk cache must outlive it.
+ * @return 0, -EINVAL (bad config), -ENOMEM or a pthread error. */
+int prefetch_new(const struct prefetch_config *cfg, struct source *src,
+		 struct store *st, struct chunk_cache *cc,
+		 struct prefetch **out) WHARF_CHECK;
+/* Stops the pool (jobs still queued are dropped) and frees it. */
+void prefetch_free(struct prefetch *pf);
+
+/* Per open file state: copies path and version.  @return 0 or -ENOMEM. */
+int prefetch_open(struct prefetch *pf, const char *path, const char *version,
+		  uint64_t size, int64_t mtime,
+		  struct pf_file **out) WHARF_CHECK;
+/* The file may still be referenced by queued jobs; it is freed after them. */
+void prefetch_close(struct prefetch *pf, struct pf_file *f);
+
+struct pf_span {
+	struct chunk *c;  /* referenced until prefetch_read_done */
+	const void *data; /* into c's memory */
+	size_t len;
+};
+
+struct pf_read {
+	struct pf_span span[PF_MAX_SPANS];
+	unsigned n;
+	size_t bytes; /* sum of span lengths: short only at end of file */
+};
+
+/*
+ * Reads [off, off+size) (size <= PF_MAX_READ) as spans into chunk memory.
+ * @return 0 (rd->bytes may be less than size at the end of the file, 0
+ * past it), or -ENOENT/-EACCES/-EIO (the origin refused, or a chunk came
+ * back with the wrong length), -ENOMEM; on error no reference is held and
+ * a log line names the object, the chunk and what happened.
+ */
+int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
+		  size_t size, struct pf_read *rd) WHARF_CHECK;
+/* Drops the references of a successful prefetch_read. */
+void prefetch_read_done(struct prefetch *pf, struct pf_read *rd);
+
+struct prefetch_stats {
+	uint64_t reads;		 /* prefetch_read calls */
+	uint64_t bytes_served;	 /* bytes handed to readers */
+	uint64_t chunks_loaded;	 /* loads done (store or origin) */
+	uint64_t chunks_fetched; /* of which from the origin */
+	uint64_t chunk_errors;	 /* loads that failed */
+	uint64_t ra_queued, ra_loaded, ra_dropped;
+	uint64_t open_files;
+};
+void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out);
+
 #endif

@@ -1,2 +1,118 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_stats;
+/* The JSON behind DIR/.wharf/stats: see stats.h for the layout. */
+#include "config.h"
+
+#include "stats.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "chunks.h"
+#include "fetch.h"
+#include "prefetch.h"
+#include "store.h"
+#include "tree.h"
+
+static void put_str(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, "  \"%s\": \"", key);
+	for (; s && *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputs("\",\n", f);
+}
+
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+int stats_json(const struct stats_sources *s, char **out, size_t *len)
+{
+	struct fetch_stats fs = {0};
+	struct store_stats ss = {0};
+	struct chunks_stats cs = {0};
+	struct prefetch_stats ps = {0};
+	uint64_t inodes = 0, tree_bytes = 0;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	if (s->fetch)
+		fetch_get_stats(s->fetch, &fs);
+	if (s->store)
+		store_get_stats(s->store, &ss);
+	if (s->chunks)
+		chunks_get_stats(s->chunks, &cs);
+	if (s->prefetch)
+		prefetch_get_stats(s->prefetch, &ps);
+	if (s->tree)
+		tree_usage(s->tree, &inodes, &tree_bytes);
+
+	f = open_memstream(&buf, &n);
+	if (!f)
+		return -ENOMEM;
+	fputs("{\n", f);
+	put_str(f, "source", s->source_id);
+	put_str(f, "mountpoint", s->mountpoint);
+	put_str(f, "cache_dir", s->cache_dir);
+	fprintf(f, "  \"uptime_s\": %.3f,\n",
+		(double)(now_ns() - s->started_ns) / 1e9);
+	fprintf(f,
+		"  \"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
+		"\"waits\": %llu, \"bytes\": %llu, \"cap\": %llu, "
+		"\"evictions\": %llu},\n",
+		(unsigned long long)cs.hits, (unsigned long long)cs.misses,
+		(unsigned long long)cs.waits, (unsigned long long)cs.bytes,
+		(unsigned long long)cs.cap, (unsigned long long)cs.evictions);
+	fprintf(
+	    f,
+	    "  \"disk_cache\": {\"hits\": %llu, \"misses\": %llu, "
+	    "\"chunks\": %llu, \"bytes_on_disk\": %llu, "
+	    "\"bytes_raw\": %llu, \"max_bytes\": %llu, "
+	    "\"evictions\": %llu, \"corrupt\": %llu},\n",
+	    (unsigned long long)ss.hits, (unsigned long long)ss.misses,
+	    (unsigned long long)ss.chunks, (unsigned long long)ss.bytes_on_disk,
+	    (unsigned long long)ss.bytes_raw, (unsigned long long)ss.max_bytes,
+	    (unsigned long long)ss.evictions, (unsigned long long)ss.corrupt);
+	fprintf(f,
+		"  \"origin\": {\"requests\": %llu, \"retries\": %llu, "
+		"\"errors\": %llu, \"bytes_fetched\": %llu, "
+		"\"ttfb_ms\": {\"p50\": %.3f, \"p90\": %.3f, "
+		"\"p99\": %.3f}},\n",
+		(unsigned long long)fs.requests, (unsigned long long)fs.retries,
+		(unsigned long long)fs.errors, (unsigned long long)fs.bytes,
+		ms(fs.ttfb_p50_ns), ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
+	fprintf(f,
+		"  \"reads\": {\"count\": %llu, \"bytes_served\": %llu, "
+		"\"chunks_loaded\": %llu, \"chunks_fetched\": %llu, "
+		"\"chunk_errors\": %llu, \"open_files\": %llu},\n",
+		(unsigned long long)ps.reads,
+		(unsigned long long)ps.bytes_served,
+		(unsigned long long)ps.chunks_loaded,
+		(unsigned long long)ps.chunks_fetched,
+		(unsigned long long)ps.chunk_errors,
+		(unsigned long long)ps.open_files);
+	fprintf(f,
+		"  \"readahead\": {\"queued\": %llu, \"loaded\": %llu, "
+		"\"dropped\": %llu},\n",
+		(unsigned long long)ps.ra_queued,
+		(unsigned long long)ps.ra_loaded,
+		(unsigned long long)ps.ra_dropped);
+	fprintf(f, "  \"tree\": {\"inodes\": %llu, \"bytes\": %llu}\n}\n",
+		(unsigned long long)inodes, (unsigned long long)tree_bytes);
+	if (fclose(f)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}

@@ -1,4 +1,47 @@
 #ifndef WHARF_FS_STATS_H
 #define WHARF_FS_STATS_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * stats: the JSON snapshot behind DIR/.wharf/stats.  Built once when the
+ * file is opened, so every read of that open file sees the same numbers.
+ *
+ * Layout (all counters since the mount started; sizes in bytes):
+ *   {"source", "mountpoint", "cache_dir", "uptime_s",
+ *    "memory_cache": {hits, misses, waits, bytes, cap, evictions},
+ *    "disk_cache": {hits, misses, chunks, bytes_on_disk, bytes_raw,
+ *                   max_bytes, evictions, corrupt},
+ *    "origin": {requests, retries, errors, bytes_fetched,
+ *               "ttfb_ms": {p50, p90, p99}},
+ *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
+ *              chunk_errors, open_files},
+ *    "readahead": {queued, loaded, dropped},
+ *    "tree": {inodes, bytes}}
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct fetch_engine;
+struct store;
+struct chunk_cache;
+struct prefetch;
+struct tree;
+
+struct stats_sources {
+	struct fetch_engine *fetch;
+	struct store *store;
+	struct chunk_cache *chunks;
+	struct prefetch *prefetch;
+	struct tree *tree;
+	const char *source_id;
+	const char *mountpoint;
+	const char *cache_dir;
+	uint64_t started_ns; /* now_ns() at mount */
+};
+
+/* A malloc'd, NUL-terminated JSON text (ends with a newline) in *out.
+ * @return 0 or -ENOMEM. */
+int stats_json(const struct stats_sources *s, char **out,
+	       size_t *len) WHARF_CHECK;
+
 #endif

@@ -1,2 +1,445 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_tree;
+/* Inodes from listings: see tree.h for the contract. */
+#include "config.h"
+
+#include "tree.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_BLOCK (1u << 20)
+#define NAME_MAX_LEN 255
+
+struct node {
+	const char *name;    /* in the arena */
+	const char *version; /* in the arena, or "" */
+	uint64_t size;
+	int64_t mtime;
+	uint32_t parent;
+	uint32_t first_child; /* children are [first_child, +nchild) */
+	uint32_t nchild;
+	uint8_t is_dir;
+	uint8_t listed;
+};
+
+struct arena_block {
+	struct arena_block *next;
+	size_t used, cap;
+	char data[];
+};
+
+struct tree {
+	struct source *src;
+	pthread_rwlock_t lock;	    /* nodes[], n_nodes, slots[] */
+	pthread_mutex_t list_mutex; /* one listing at a time; the arena */
+	struct node *nodes;	    /* index == inode number; 0 unused */
+	uint32_t n_nodes, cap_nodes;
+	uint32_t *slots; /* open addressing: inode numbers, 0 = empty */
+	uint32_t n_slots;
+	uint32_t n_hashed;
+	struct arena_block *arena;
+	uint64_t arena_bytes;
+};
+
+static uint64_t hash_name(uint32_t parent, const char *name, size_t len)
+{
+	uint64_t h =
+	    0xcbf29ce484222325ull ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ull);
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 0x100000001b3ull;
+	}
+	h ^= h >> 31;
+	return h;
+}
+
+/* The arena only grows, and only under list_mutex; its strings never move,
+ * so readers use them without any lock. */
+static const char *arena_dup(struct tree *t, const char *s, size_t len)
+{
+	struct arena_block *b = t->arena;
+	char *p;
+
+	if (!b || b->cap - b->used < len + 1) {
+		size_t cap = len + 1 > ARENA_BLOCK ? len + 1 : ARENA_BLOCK;
+
+		b = malloc(sizeof(*b) + cap);
+		if (!b)
+			return NULL;
+		b->next = t->arena;
+		b->used = 0;
+		b->cap = cap;
+		t->arena = b;
+		t->arena_bytes += sizeof(*b) + cap;
+	}
+	p = b->data + b->used;
+	memcpy(p, s, len);
+	p[len] = '\0';
+	b->used += len + 1;
+	return p;
+}
+
+/* Under the write lock (or before the tree is shared). */
+static int hash_grow(struct tree *t)
+{
+	uint32_t n = t->n_slots ? t->n_slots * 2 : 1024;
+	uint32_t *slots = calloc(n, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n_slots; i++) {
+		uint32_t ino = t->slots[i];
+		const struct node *nd;
+		uint64_t h;
+
+		if (!ino)
+			continue;
+		nd = &t->nodes[ino];
+		h = hash_name(nd->parent, nd->name, strlen(nd->name));
+		while (slots[h & (n - 1)])
+			h++;
+		slots[h & (n - 1)] = ino;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->n_slots = n;
+	return 0;
+}
+
+/* Under at least the read lock.  Returns the inode or 0. */
+static uint32_t hash_find(const struct tree *t, uint32_t parent,
+			  const char *name, size_t len)
+{
+	uint64_t h = hash_name(parent, name, len);
+
+	for (;; h++) {
+		uint32_t ino = t->slots[h & (t->n_slots - 1)];
+		const struct node *nd;
+
+		if (!ino)
+			return 0;
+		nd = &t->nodes[ino];
+		if (nd->parent == parent && !strncmp(nd->name, name, len) &&
+		    nd->name[len] == '\0')
+			return ino;
+	}
+}
+
+/* Under the write lock; the slot table has room. */
+static void hash_insert(struct tree *t, uint32_t ino)
+{
+	const struct node *nd = &t->nodes[ino];
+	uint64_t h = hash_name(nd->parent, nd->name, strlen(nd->name));
+
+	while (t->slots[h & (t->n_slots - 1)])
+		h++;
+	t->slots[h & (t->n_slots - 1)] = ino;
+	t->n_hashed++;
+}
+
+int tree_new(struct source *src, struct tree **out)
+{
+	struct tree *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->src = src;
+	t->cap_nodes = 1024;
+	t->nodes = calloc(t->cap_nodes, sizeof(*t->nodes));
+	if (!t->nodes || hash_grow(t)) {
+		free(t->nodes);
+		free(t);
+		return -ENOMEM;
+	}
+	pthread_rwlock_init(&t->lock, NULL);
+	pthread_mutex_init(&t->list_mutex, NULL);
+	/* 0 is no inode; 1 is the root. */
+	t->n_nodes = 2;
+	t->nodes[TREE_ROOT] = (struct node){
+	    .name = "", .version = "", .is_dir = 1, .parent = TREE_ROOT};
+	*out = t;
+	return 0;
+}
+
+void tree_free(struct tree *t)
+{
+	if (!t)
+		return;
+	while (t->arena) {
+		struct arena_block *b = t->arena;
+
+		t->arena = b->next;
+		free(b);
+	}
+	pthread_rwlock_destroy(&t->lock);
+	pthread_mutex_destroy(&t->list_mutex);
+	free(t->slots);
+	free(t->nodes);
+	free(t);
+}
+
+static void fill_attr(const struct tree *t, uint32_t ino, struct tree_attr *a)
+{
+	const struct node *nd = &t->nodes[ino];
+
+	a->ino = ino;
+	a->parent = nd->parent;
+	a->is_dir = nd->is_dir;
+	a->size = nd->size;
+	a->mtime = nd->mtime;
+	a->name = nd->name;
+	a->version = nd->version;
+}
+
+/* Under at least the read lock. */
+static int path_locked(const struct tree *t, uint32_t ino, char *buf,
+		       size_t len)
+{
+	size_t pos = len - 1;
+	uint32_t i = ino;
+
+	if (len == 0)
+		return -ENAMETOOLONG;
+	buf[pos] = '\0';
+	while (i != TREE_ROOT) {
+		const struct node *nd = &t->nodes[i];
+		size_t n = strlen(nd->name);
+
+		if (pos < n + (pos != len - 1))
+			return -ENAMETOOLONG;
+		if (pos != len - 1)
+			buf[--pos] = '/';
+		pos -= n;
+		memcpy(buf + pos, nd->name, n);
+		i = nd->parent;
+	}
+	memmove(buf, buf + pos, len - pos);
+	return (int)(len - 1 - pos);
+}
+
+int tree_path(struct tree *t, uint64_t ino, char *buf, size_t len)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&t->lock);
+	if (ino == 0 || ino >= t->n_nodes)
+		rc = -ENOENT;
+	else
+		rc = path_locked(t, (uint32_t)ino, buf, len);
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+/* Entries collected by one listing before they are published. */
+struct pending {
+	struct tree *t;
+	struct node *v;
+	size_t n, cap;
+	uint64_t skipped;
+};
+
+static int collect(void *arg, const struct source_object *obj)
+{
+	struct pending *p = arg;
+	size_t len = strlen(obj->name);
+	struct node nd = {0};
+
+	/* A name the kernel cannot show is left out rather than mangled. */
+	if (len == 0 || len > NAME_MAX_LEN || strchr(obj->name, '/') ||
+	    !strcmp(obj->name, ".") || !strcmp(obj->name, "..")) {
+		p->skipped++;
+		return 0;
+	}
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 256;
+		struct node *v = realloc(p->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	nd.name = arena_dup(p->t, obj->name, len);
+	nd.version = obj->version && *obj->version
+			 ? arena_dup(p->t, obj->version, strlen(obj->version))
+			 : "";
+	if (!nd.name || !nd.version)
+		return -ENOMEM;
+	nd.is_dir = obj->is_dir;
+	nd.size = obj->is_dir ? 0 : obj->size;
+	nd.mtime = obj->mtime;
+	p->v[p->n++] = nd;
+	return 0;
+}
+
+/* Appends the collected children of dir under the write lock. */
+static int publish(struct tree *t, uint32_t dir, struct pending *p)
+{
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&t->lock);
+	if ((uint64_t)t->n_nodes + p->n >= UINT32_MAX) {
+		rc = -EOVERFLOW;
+		goto out;
+	}
+	if (t->n_nodes + p->n > t->cap_nodes) {
+		uint32_t cap = t->cap_nodes;
+		struct node *v;
+
+		while (cap < t->n_nodes + p->n)
+			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+		v = realloc(t->nodes, (size_t)cap * sizeof(*v));
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		t->nodes = v;
+		t->cap_nodes = cap;
+	}
+	while ((uint64_t)(t->n_hashed + p->n) * 2 > t->n_slots) {
+		rc = hash_grow(t);
+		if (rc)
+			goto out;
+	}
+	t->nodes[dir].first_child = t->n_nodes;
+	for (size_t i = 0; i < p->n; i++) {
+		struct node *nd = &p->v[i];
+
+		/* Some origins list "x" both as an object and as a prefix;
+		 * the first one listed wins. */
+		if (hash_find(t, dir, nd->name, strlen(nd->name)))
+			continue;
+		nd->parent = dir;
+		t->nodes[t->n_nodes] = *nd;
+		hash_insert(t, t->n_nodes);
+		t->n_nodes++;
+	}
+	t->nodes[dir].nchild = t->n_nodes - t->nodes[dir].first_child;
+	t->nodes[dir].listed = 1;
+out:
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+/* Checks ino under the read lock: 1 listed, 0 needs listing, or -errno. */
+static int list_state(struct tree *t, uint64_t ino)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&t->lock);
+	if (ino == 0 || ino >= t->n_nodes)
+		rc = -ENOENT;
+	else if (!t->nodes[ino].is_dir)
+		rc = -ENOTDIR;
+	else
+		rc = t->nodes[ino].listed;
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+int tree_list(struct tree *t, uint64_t ino, char **err)
+{
+	struct pending p = {.t = t};
+	char path[4096];
+	int rc;
+
+	rc = list_state(t, ino);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	pthread_mutex_lock(&t->list_mutex);
+	/* Someone may have listed it while we waited. */
+	rc = list_state(t, ino);
+	if (rc != 0) {
+		rc = rc < 0 ? rc : 0;
+		goto out;
+	}
+	rc = tree_path(t, ino, path, sizeof(path));
+	if (rc < 0)
+		goto out;
+	rc = t->src->ops->list_dir(t->src, path, collect, &p);
+	if (rc) {
+		err_set(err, "cannot list %s%s: %s", t->src->id, path,
+			strerror(-rc));
+		goto out;
+	}
+	if (p.skipped)
+		log_warn("%s%s: %llu entries with names that cannot be shown "
+			 "were left out",
+			 t->src->id, path, (unsigned long long)p.skipped);
+	rc = publish(t, (uint32_t)ino, &p);
+	if (rc)
+		err_set(err, "cannot list %s%s: %s", t->src->id, path,
+			strerror(-rc));
+out:
+	pthread_mutex_unlock(&t->list_mutex);
+	free(p.v);
+	return rc;
+}
+
+int tree_lookup(struct tree *t, uint64_t parent, const char *name,
+		struct tree_attr *out)
+{
+	uint32_t ino;
+	int rc;
+
+	rc = tree_list(t, parent, NULL);
+	if (rc)
+		return rc;
+	pthread_rwlock_rdlock(&t->lock);
+	ino = hash_find(t, (uint32_t)parent, name, strlen(name));
+	if (ino)
+		fill_attr(t, ino, out);
+	pthread_rwlock_unlock(&t->lock);
+	return ino ? 0 : -ENOENT;
+}
+
+int tree_getattr(struct tree *t, uint64_t ino, struct tree_attr *out)
+{
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	if (ino == 0 || ino >= t->n_nodes)
+		rc = -ENOENT;
+	else
+		fill_attr(t, (uint32_t)ino, out);
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+int tree_readdir(struct tree *t, uint64_t dir, uint64_t index, tree_dir_cb cb,
+		 void *arg)
+{
+	struct tree_attr a;
+	int rc;
+
+	rc = tree_list(t, dir, NULL);
+	if (rc)
+		return rc;
+	pthread_rwlock_rdlock(&t->lock);
+	{
+		const struct node *d = &t->nodes[dir];
+
+		for (uint64_t i = index; i < d->nchild; i++) {
+			fill_attr(t, d->first_child + (uint32_t)i, &a);
+			if (cb(arg, &a, i + 1))
+				break;
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return 0;
+}
+
+void tree_usage(struct tree *t, uint64_t *nodes, uint64_t *bytes)
+{
+	pthread_rwlock_rdlock(&t->lock);
+	*nodes = t->n_nodes - 1;
+	*bytes = (uint64_t)t->cap_nodes * sizeof(struct node) +
+		 (uint64_t)t->n_slots * sizeof(uint32_t);
+	pthread_rwlock_unlock(&t->lock);
+	pthread_mutex_lock(&t->list_mutex);
+	*bytes += t->arena_bytes;
+	pthread_mutex_unlock(&t->list_mutex);
+}
