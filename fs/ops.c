@@ -49,9 +49,10 @@ static void fill_stat(const struct ops_ctx *ctx, const struct tree_attr *a,
 	st->st_ino = a->ino;
 	st->st_uid = ctx->uid;
 	st->st_gid = ctx->gid;
-	st->st_mtime = a->mtime;
-	st->st_ctime = a->mtime;
-	st->st_atime = a->mtime;
+	/* Origins that give no time (manifests, prefixes) show the mount's. */
+	st->st_mtime = a->mtime ? a->mtime : ctx->mounted_at;
+	st->st_ctime = st->st_mtime;
+	st->st_atime = st->st_mtime;
 	st->st_blksize = PF_MAX_READ;
 	if (a->is_dir) {
 		st->st_mode = S_IFDIR | 0555;

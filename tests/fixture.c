@@ -231,7 +231,15 @@ int fx_nginx_start(struct fx_nginx *ng, const char *root)
 		 "autoindex_format json; }\n"
 		 "  location /html/ { alias %3$s/; autoindex on; }\n"
 		 "  location /plain/ { alias %3$s/; }\n"
-		 "  location ~ ^/status/(\\d+) { return $1; }\n"
+		 /* `return` takes a literal code, not a capture. */
+		 "  location /status/401 { return 401; }\n"
+		 "  location /status/403 { return 403; }\n"
+		 "  location /status/404 { return 404; }\n"
+		 "  location /status/410 { return 410; }\n"
+		 "  location /status/429 { return 429; }\n"
+		 "  location /status/500 { return 500; }\n"
+		 "  location /status/502 { return 502; }\n"
+		 "  location /status/503 { return 503; }\n"
 		 " }\n}\n",
 		 ng->dir, ng->port, root);
 	if (asprintf(&path, "%s/nginx.conf", ng->dir) < 0)
