@@ -263,16 +263,19 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct tree_attr self, parent;
 	int rc = 0;
 
+	assert(size > 0);
 	d.buf = malloc(size);
 	if (!d.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (ino == INO_WHARF_DIR) {
-		self = (struct tree_attr){.ino = INO_WHARF_DIR, .is_dir = true};
+		rc = tree_getattr(ctx->tree, FUSE_ROOT_ID, &parent);
+		if (rc)
+			goto reply;
 		if (off < 1 && dir_add(&d, ".", INO_WHARF_DIR, NULL, 1))
 			goto reply;
-		if (off < 2 && dir_add(&d, "..", FUSE_ROOT_ID, NULL, 2))
+		if (off < 2 && dir_add(&d, "..", FUSE_ROOT_ID, &parent, 2))
 			goto reply;
 		if (off < 3)
 			dir_add(&d, STATS_NAME, INO_STATS, NULL, 3);
