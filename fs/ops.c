@@ -7,6 +7,16 @@
  * the mount, so lookup counts need no bookkeeping (forget is a no-op).
  * Objects are immutable while mounted, so attributes, entries (negative
  * ones too) and file pages are cached by the kernel for a long time.
+ *
+ * Files need no open: their read state (prefetch's pf_file) is kept per
+ * inode, created by the first open or read and kept until unmount (about
+ * 100 bytes and the path per file read).  Where the kernel allows it, the
+ * first open answers ENOSYS, and from then on the kernel sends no OPEN or
+ * RELEASE at all (and keeps file pages cached): a file whose pages are
+ * cached is read without a single request to this process.  The stats file
+ * then cannot rely on open either: its snapshot is taken when its
+ * attributes are asked for (the kernel asks before reading past the size
+ * it knows), and a new size makes the kernel drop the old pages.
  */
 #include "config.h"
 
@@ -18,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,10 +42,25 @@
 /* A day: nothing changes under a mount, and a remount starts afresh. */
 #define CACHE_TIMEOUT 86400.0
 
-/* The open stats file: a snapshot taken at open. */
+/* The per-inode file table: pages of pointers, allocated on first use and
+ * read without locks. */
+#define FT_BITS 16
+#define FT_PAGE (1u << FT_BITS)
+#define FT_PAGES (1u << 16)
+
+/* A stats snapshot: taken at open, or (without opens) at getattr. */
 struct stats_file {
 	char *json;
 	size_t len;
+};
+
+struct ops_state {
+	struct fuse_session *se;
+	bool no_open_ok; /* the kernel can do without OPEN/RELEASE */
+	bool no_open;	 /* ... and was told so (atomic) */
+	pthread_mutex_t stats_mu;
+	struct stats_file stats; /* the getattr snapshot, under stats_mu */
+	struct pf_file **pages[FT_PAGES];
 };
 
 static struct ops_ctx *ctx_of(fuse_req_t req)
@@ -104,8 +130,93 @@ static int entry_of(struct ops_ctx *ctx, fuse_ino_t ino,
 	return 0;
 }
 
+/* The read state of file ino, created on first use. */
+static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
+{
+	struct ops_state *st = ctx->state;
+	struct pf_file **page, *f, *expected = NULL;
+	struct pf_file ***slot;
+	struct tree_attr a;
+	char path[4096];
+	int rc;
+
+	if (ino >= (fuse_ino_t)FT_PAGE * FT_PAGES)
+		return -ENOENT;
+	slot = &st->pages[ino >> FT_BITS];
+	page = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!page) {
+		struct pf_file **fresh = calloc(FT_PAGE, sizeof(*fresh));
+
+		if (!fresh)
+			return -ENOMEM;
+		if (__atomic_compare_exchange_n(slot, &page, fresh, false,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			page = fresh;
+		else
+			free(fresh);
+	}
+	f = __atomic_load_n(&page[ino & (FT_PAGE - 1)], __ATOMIC_ACQUIRE);
+	if (f) {
+		*out = f;
+		return 0;
+	}
+	rc = tree_getattr(ctx->tree, ino, &a);
+	if (!rc && a.is_dir)
+		rc = -EISDIR;
+	if (!rc)
+		rc = tree_path(ctx->tree, ino, path, sizeof(path));
+	if (rc >= 0)
+		rc = prefetch_open(ctx->prefetch, path, a.version, a.size,
+				   a.mtime, &f);
+	if (rc < 0)
+		return rc;
+	if (!__atomic_compare_exchange_n(&page[ino & (FT_PAGE - 1)], &expected,
+					 f, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		prefetch_close(ctx->prefetch, f); /* another thread won */
+		f = expected;
+	}
+	*out = f;
+	return 0;
+}
+
+/* Takes a new getattr snapshot of the stats; returns its length. */
+static size_t stats_refresh(struct ops_ctx *ctx)
+{
+	struct ops_state *st = ctx->state;
+	struct stats_file fresh = {0};
+	size_t len;
+
+	if (stats_json(&ctx->stats, &fresh.json, &fresh.len))
+		fresh = (struct stats_file){0};
+	pthread_mutex_lock(&st->stats_mu);
+	/*
+	 * The kernel drops the pages it cached of the last snapshot only when
+	 * the size changes (an invalidation from here would race with this
+	 * very getattr), so two snapshots in a row never have the same size:
+	 * the JSON ends in one newline or two.
+	 */
+	if (fresh.json && fresh.len == st->stats.len) {
+		char *longer = realloc(fresh.json, fresh.len + 2);
+
+		if (longer) {
+			longer[fresh.len] = '\n';
+			longer[++fresh.len] = '\0';
+			fresh.json = longer;
+		}
+	}
+	free(st->stats.json);
+	st->stats = fresh;
+	len = fresh.len;
+	pthread_mutex_unlock(&st->stats_mu);
+	return len;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct ops_ctx *ctx = userdata;
+
 	/* Many read-ahead requests in flight keep the prefetch pool busy. */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
@@ -116,6 +227,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Nothing is ever invalidated: objects are immutable. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->time_gran = 1000000000;
+	ctx->state->no_open_ok =
+	    (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -165,6 +278,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 	if (is_virtual(ino)) {
 		fill_virtual(ctx, ino, &st);
+		if (ino == INO_STATS &&
+		    __atomic_load_n(&ctx->state->no_open, __ATOMIC_ACQUIRE)) {
+			/* Reads without open see this snapshot. */
+			st.st_size = (off_t)stats_refresh(ctx);
+		}
 		fuse_reply_attr(req, &st, ino == INO_STATS ? 0 : CACHE_TIMEOUT);
 		return;
 	}
@@ -323,9 +441,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = ctx_of(req);
-	struct pf_file *pf_file;
-	struct tree_attr a;
-	char path[4096];
+	struct pf_file *f;
 	int rc;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
@@ -347,27 +463,24 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		fi->fh = (uintptr_t)sf;
 		fi->direct_io = 1;
-		fi->nonseekable = 0;
 		fuse_reply_open(req, fi);
 		return;
 	}
-	rc = tree_getattr(ctx->tree, ino, &a);
-	if (!rc && a.is_dir)
-		rc = -EISDIR;
-	if (!rc)
-		rc = tree_path(ctx->tree, ino, path, sizeof(path));
-	if (rc >= 0)
-		rc = prefetch_open(ctx->prefetch, path, a.version, a.size,
-				   a.mtime, &pf_file);
-	if (rc < 0) {
+	rc = file_of(ctx, ino, &f);
+	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uintptr_t)pf_file;
+	if (ctx->state->no_open_ok) {
+		/* Not an error: the kernel stops sending opens. */
+		__atomic_store_n(&ctx->state->no_open, true, __ATOMIC_RELEASE);
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->fh = 0;
 	/* Objects are immutable: pages cached by an earlier open stay good. */
 	fi->keep_cache = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		prefetch_close(ctx->prefetch, pf_file); /* interrupted */
+	fuse_reply_open(req, fi);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -378,20 +491,30 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct pf_read rd;
 	int rc;
 
+	struct pf_file *f;
+
 	if (ino == INO_STATS) {
 		const struct stats_file *sf = (void *)(uintptr_t)fi->fh;
+		bool shared = !sf;
 		size_t n = 0;
 
+		if (shared) {
+			pthread_mutex_lock(&ctx->state->stats_mu);
+			sf = &ctx->state->stats;
+		}
 		if ((uint64_t)off < sf->len)
 			n = sf->len - (size_t)off < size ? sf->len - (size_t)off
 							 : size;
 		fuse_reply_buf(req, n ? sf->json + off : NULL, n);
+		if (shared)
+			pthread_mutex_unlock(&ctx->state->stats_mu);
 		return;
 	}
 	if (size > PF_MAX_READ)
 		size = PF_MAX_READ; /* never happens with our max_pages */
-	rc = prefetch_read(ctx->prefetch, (struct pf_file *)(uintptr_t)fi->fh,
-			   (uint64_t)off, size, &rd);
+	rc = file_of(ctx, ino, &f);
+	if (!rc)
+		rc = prefetch_read(ctx->prefetch, f, (uint64_t)off, size, &rd);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -411,17 +534,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct ops_ctx *ctx = ctx_of(req);
-
-	if (ino == INO_STATS) {
+	if (ino == INO_STATS && fi->fh) {
 		struct stats_file *sf = (void *)(uintptr_t)fi->fh;
 
 		free(sf->json);
 		free(sf);
-	} else {
-		prefetch_close(ctx->prefetch,
-			       (struct pf_file *)(uintptr_t)fi->fh);
 	}
+	/* A file's read state stays with its inode. */
 	fuse_reply_err(req, 0);
 }
 
@@ -546,5 +665,36 @@ static const struct fuse_lowlevel_ops wharf_ops = {
 struct fuse_session *ops_session_new(struct fuse_args *args,
 				     struct ops_ctx *ctx)
 {
-	return fuse_session_new(args, &wharf_ops, sizeof(wharf_ops), ctx);
+	struct ops_state *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	pthread_mutex_init(&st->stats_mu, NULL);
+	ctx->state = st;
+	st->se = fuse_session_new(args, &wharf_ops, sizeof(wharf_ops), ctx);
+	if (!st->se) {
+		ops_cleanup(ctx);
+		return NULL;
+	}
+	return st->se;
+}
+
+void ops_cleanup(struct ops_ctx *ctx)
+{
+	struct ops_state *st = ctx->state;
+
+	if (!st)
+		return;
+	for (size_t i = 0; i < FT_PAGES; i++) {
+		if (!st->pages[i])
+			continue;
+		for (size_t j = 0; j < FT_PAGE; j++)
+			if (st->pages[i][j])
+				prefetch_close(ctx->prefetch, st->pages[i][j]);
+		free(st->pages[i]);
+	}
+	free(st->stats.json);
+	pthread_mutex_destroy(&st->stats_mu);
+	free(st);
+	ctx->state = NULL;
 }

@@ -16,6 +16,7 @@
 
 struct fuse_args;
 struct fuse_session;
+struct ops_state;
 
 struct ops_ctx {
 	struct tree *tree;
@@ -23,12 +24,16 @@ struct ops_ctx {
 	struct stats_sources stats; /* what .wharf/stats reports */
 	uid_t uid;		    /* owner shown for every inode */
 	gid_t gid;
-	time_t mounted_at; /* mtime of the virtual inodes */
+	time_t mounted_at;	 /* mtime of the virtual inodes */
+	struct ops_state *state; /* private to ops.c */
 };
 
 /* A session whose callbacks use ctx (which must outlive it); NULL on error
- * (libfuse has printed why). */
+ * (libfuse has printed why, or memory ran out). */
 struct fuse_session *ops_session_new(struct fuse_args *args,
 				     struct ops_ctx *ctx);
+/* Frees what the callbacks kept (per-file state), after the session is
+ * destroyed and before the prefetch engine is. */
+void ops_cleanup(struct ops_ctx *ctx);
 
 #endif
