@@ -3,7 +3,7 @@
  *
  * What a read costs when its chunks are in the memory cache: per chunk
  * touched, one key hash and one chunks_get/chunks_put pair (a per-bucket
- * lock each); per read, the open file's own mutex once and a few relaxed
+ * lock each); per read, the file's own mutex once and a few relaxed
  * atomic counter increments.  No allocation, no global lock.  The bytes are
  * not copied here: the caller replies with iovecs that point into chunk
  * memory, so the only copy is the kernel's, into the reader's pages.  A
@@ -422,7 +422,7 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	f->nchunks = (size + pf->cfg.chunk_size - 1) / pf->cfg.chunk_size;
 	f->refs = 1;
 	pthread_mutex_init(&f->mu, NULL);
-	STAT_ADD(pf->stats.open_files, 1);
+	STAT_ADD(pf->stats.files, 1);
 	*out = f;
 	return 0;
 }
@@ -432,7 +432,7 @@ void prefetch_close(struct prefetch *pf, struct pf_file *f)
 	if (!f)
 		return;
 	__atomic_store_n(&f->closed, true, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&pf->stats.open_files, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&pf->stats.files, 1, __ATOMIC_RELAXED);
 	file_unref(f);
 }
 
@@ -517,5 +517,5 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->ra_queued = STAT_GET(pf->stats.ra_queued);
 	out->ra_loaded = STAT_GET(pf->stats.ra_loaded);
 	out->ra_dropped = STAT_GET(pf->stats.ra_dropped);
-	out->open_files = STAT_GET(pf->stats.open_files);
+	out->files = STAT_GET(pf->stats.files);
 }

@@ -3,13 +3,13 @@
 /*
  * prefetch: the read path of a mount and its read-ahead.
  *
- * A read of [off, off+size) of an open file takes a reference on each chunk
+ * A read of [off, off+size) of a file takes a reference on each chunk
  * it touches (chunks_get, waiting for a load in flight), loads the chunks it
  * owns (chunk store, else the origin: one ranged GET straight into the
  * chunk's buffer), and hands back spans that point into chunk memory; the
  * caller replies from them and then calls prefetch_read_done().
  *
- * Read-ahead: each open file watches whether it is read sequentially; if it
+ * Read-ahead: each file watches whether it is read sequentially; if it
  * is, a window of 1, 2, 4, ... chunks (up to the configured cap) beyond the
  * read is queued for a fixed pool of threads, which load chunks nobody else
  * is loading (chunks_get without waiting), so nothing is fetched twice.
@@ -19,7 +19,9 @@
  * time, queued jobs hold no buffers, and a full queue drops read-ahead.
  *
  * Call order: prefetch_new -> (prefetch_open -> (prefetch_read ->
- * prefetch_read_done)* -> prefetch_close)* -> prefetch_free.
+ * prefetch_read_done)* -> prefetch_close)* -> prefetch_free.  A pf_file
+ * may be shared by any number of readers and threads (the mount keeps one
+ * per inode).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,7 +62,7 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 /* Stops the pool (jobs still queued are dropped) and frees it. */
 void prefetch_free(struct prefetch *pf);
 
-/* Per open file state: copies path and version.  @return 0 or -ENOMEM. */
+/* A file's read state: copies path and version.  @return 0 or -ENOMEM. */
 int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 		  uint64_t size, int64_t mtime,
 		  struct pf_file **out) WHARF_CHECK;
@@ -98,7 +100,7 @@ struct prefetch_stats {
 	uint64_t chunks_fetched; /* of which from the origin */
 	uint64_t chunk_errors;	 /* loads that failed */
 	uint64_t ra_queued, ra_loaded, ra_dropped;
-	uint64_t open_files;
+	uint64_t files; /* pf_files alive */
 };
 void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out);
 

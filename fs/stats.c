@@ -90,16 +90,15 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 		(unsigned long long)fs.requests, (unsigned long long)fs.retries,
 		(unsigned long long)fs.errors, (unsigned long long)fs.bytes,
 		ms(fs.ttfb_p50_ns), ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
-	fprintf(f,
-		"  \"reads\": {\"count\": %llu, \"bytes_served\": %llu, "
-		"\"chunks_loaded\": %llu, \"chunks_fetched\": %llu, "
-		"\"chunk_errors\": %llu, \"open_files\": %llu},\n",
-		(unsigned long long)ps.reads,
-		(unsigned long long)ps.bytes_served,
-		(unsigned long long)ps.chunks_loaded,
-		(unsigned long long)ps.chunks_fetched,
-		(unsigned long long)ps.chunk_errors,
-		(unsigned long long)ps.open_files);
+	fprintf(
+	    f,
+	    "  \"reads\": {\"count\": %llu, \"bytes_served\": %llu, "
+	    "\"chunks_loaded\": %llu, \"chunks_fetched\": %llu, "
+	    "\"chunk_errors\": %llu, \"files\": %llu},\n",
+	    (unsigned long long)ps.reads, (unsigned long long)ps.bytes_served,
+	    (unsigned long long)ps.chunks_loaded,
+	    (unsigned long long)ps.chunks_fetched,
+	    (unsigned long long)ps.chunk_errors, (unsigned long long)ps.files);
 	fprintf(f,
 		"  \"readahead\": {\"queued\": %llu, \"loaded\": %llu, "
 		"\"dropped\": %llu},\n",

@@ -12,7 +12,7 @@
  *    "origin": {requests, retries, errors, bytes_fetched,
  *               "ttfb_ms": {p50, p90, p99}},
  *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
- *              chunk_errors, open_files},
+ *              chunk_errors, files},
  *    "readahead": {queued, loaded, dropped},
  *    "tree": {inodes, bytes}}
  */
