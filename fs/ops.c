@@ -227,6 +227,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Nothing is ever invalidated: objects are immutable. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->time_gran = 1000000000;
+	conn->max_read = PF_MAX_READ; /* as the max_read mount option says */
 	ctx->state->no_open_ok =
 	    (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 }
@@ -510,8 +511,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			pthread_mutex_unlock(&ctx->state->stats_mu);
 		return;
 	}
-	if (size > PF_MAX_READ)
-		size = PF_MAX_READ; /* never happens with our max_pages */
+	/* The mount's max_read keeps the kernel under this; a short reply
+	 * would read as the end of the file, so refuse instead. */
+	if (size > PF_MAX_READ) {
+		log_error("a read of %zu bytes is over the %u byte limit", size,
+			  PF_MAX_READ);
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	rc = file_of(ctx, ino, &f);
 	if (!rc)
 		rc = prefetch_read(ctx->prefetch, f, (uint64_t)off, size, &rd);
