@@ -1,2 +1,786 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_fetch;
+#include "config.h"
+
+#include "fetch.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/*
+ * The engine thread owns the multi handle and every easy handle.  A caller
+ * builds a struct xfer on its own stack, queues it, and sleeps on the xfer's
+ * condvar; the engine attaches an easy handle, runs it, fills the result and
+ * signals.  Retries and their backoff happen on the caller's thread, so the
+ * engine never sleeps and a waiting retry costs no engine time.
+ */
+
+#define POOL_MAX 64 /* idle easy handles kept for reuse */
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 5000
+#define HIST_SUB 4 /* sub-buckets per power of two */
+#define HIST_BUCKETS (64 * HIST_SUB)
+
+#define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
+#define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
+struct xfer {
+	const struct fetch_req *req;
+	struct fetch_res *res;
+	struct xfer *next;
+	pthread_cond_t cond;
+	bool done;
+	CURL *easy;
+	CURLcode cc;
+	char errbuf[CURL_ERROR_SIZE];
+	char range[48];
+	char reason[64]; /* status line text after the code */
+	uint64_t start_ns;
+	uint64_t skip;	   /* bytes to drop: a 200 answer to a range */
+	bool body_checked; /* first body byte seen, status examined */
+	bool discard;	   /* not a 2xx: drop the body */
+	bool overflow;	   /* body longer than cap */
+	bool enough;	   /* got the whole range from a 200; stopped early */
+	bool bad_range;	   /* 206 for another range than asked */
+	int nomem;
+	size_t grow_cap; /* allocated size of res->body when growing */
+};
+
+struct fetch_engine {
+	struct fetch_config cfg;
+	char *ca_file, *user_agent;
+	CURLM *multi;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	struct xfer *queue, *queue_tail; /* under lock */
+	bool stop;			 /* under lock */
+	unsigned running;		 /* engine thread only */
+	CURL *pool[POOL_MAX];		 /* engine thread only */
+	unsigned npool;
+	struct {
+		uint64_t requests, retries, errors, bytes, connects;
+		uint64_t hist[HIST_BUCKETS];
+	} st;
+};
+
+void fetch_config_default(struct fetch_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_connections = 16;
+	cfg->retries = 5;
+	cfg->retry_budget_ms = 30000;
+	cfg->connect_timeout_ms = 10000;
+	cfg->stall_timeout_ms = 30000;
+}
+
+/* ---- stats ---- */
+
+static unsigned hist_bucket(uint64_t ns)
+{
+	unsigned lg, sub;
+
+	if (ns < HIST_SUB)
+		return (unsigned)ns;
+	lg = 63 - (unsigned)__builtin_clzll(ns);
+	/* two mantissa bits below the leading one */
+	sub = (unsigned)(ns >> (lg - 2)) & (HIST_SUB - 1);
+	return lg * HIST_SUB + sub;
+}
+
+/* Upper bound of a bucket's values, the figure a percentile reports. */
+static uint64_t hist_upper(unsigned b)
+{
+	unsigned lg = b / HIST_SUB, sub = b % HIST_SUB;
+
+	if (lg < 2)
+		return b;
+	return ((uint64_t)(HIST_SUB + sub + 1) << (lg - 2)) - 1;
+}
+
+void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
+{
+	uint64_t h[HIST_BUCKETS], total = 0, acc = 0;
+	uint64_t want50, want90, want99;
+	unsigned i;
+
+	memset(out, 0, sizeof(*out));
+	out->requests = STAT_GET(fe->st.requests);
+	out->retries = STAT_GET(fe->st.retries);
+	out->errors = STAT_GET(fe->st.errors);
+	out->bytes = STAT_GET(fe->st.bytes);
+	out->connects = STAT_GET(fe->st.connects);
+	for (i = 0; i < HIST_BUCKETS; i++) {
+		h[i] = STAT_GET(fe->st.hist[i]);
+		total += h[i];
+	}
+	if (!total)
+		return;
+	want50 = (total * 50 + 99) / 100;
+	want90 = (total * 90 + 99) / 100;
+	want99 = (total * 99 + 99) / 100;
+	for (i = 0; i < HIST_BUCKETS; i++) {
+		if (!h[i])
+			continue;
+		acc += h[i];
+		if (!out->ttfb_p50_ns && acc >= want50)
+			out->ttfb_p50_ns = hist_upper(i);
+		if (!out->ttfb_p90_ns && acc >= want90)
+			out->ttfb_p90_ns = hist_upper(i);
+		if (!out->ttfb_p99_ns && acc >= want99) {
+			out->ttfb_p99_ns = hist_upper(i);
+			break;
+		}
+	}
+}
+
+/* ---- curl callbacks (engine thread) ---- */
+
+static bool hdr_is(const char *line, size_t n, const char *name,
+		   const char **val, size_t *vlen)
+{
+	size_t k = strlen(name);
+
+	if (n <= k || strncasecmp(line, name, k) || line[k] != ':')
+		return false;
+	line += k + 1;
+	n -= k + 1;
+	while (n && (*line == ' ' || *line == '\t')) {
+		line++;
+		n--;
+	}
+	while (n && (line[n - 1] == '\r' || line[n - 1] == '\n' ||
+		     line[n - 1] == ' '))
+		n--;
+	*val = line;
+	*vlen = n;
+	return true;
+}
+
+static void copy_field(char *dst, size_t cap, const char *src, size_t n)
+{
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+	struct xfer *x = arg;
+	struct fetch_res *res = x->res;
+	size_t n = size * nmemb, vlen;
+	const char *v;
+	char tmp[128];
+
+	if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
+		/* A new response (redirect, 100 Continue): forget the last. */
+		const char *sp = memchr(line, ' ', n), *sp2 = NULL;
+
+		res->etag[0] = res->content_type[0] = '\0';
+		res->mtime = 0;
+		res->content_length = -1;
+		res->total_size = 0;
+		x->reason[0] = '\0';
+		if (sp)
+			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
+		if (sp2) {
+			size_t k = n - (size_t)(sp2 + 1 - line);
+
+			while (k && (sp2[k] == '\r' || sp2[k] == '\n'))
+				k--;
+			copy_field(x->reason, sizeof(x->reason), sp2 + 1, k);
+		}
+		return n;
+	}
+	if (hdr_is(line, n, "etag", &v, &vlen)) {
+		copy_field(res->etag, sizeof(res->etag), v, vlen);
+	} else if (hdr_is(line, n, "content-type", &v, &vlen)) {
+		copy_field(res->content_type, sizeof(res->content_type), v,
+			   vlen);
+	} else if (hdr_is(line, n, "last-modified", &v, &vlen)) {
+		time_t t;
+
+		copy_field(tmp, sizeof(tmp), v, vlen);
+		t = curl_getdate(tmp, NULL);
+		res->mtime = t > 0 ? (int64_t)t : 0;
+	} else if (hdr_is(line, n, "content-length", &v, &vlen)) {
+		char *end;
+		long long cl;
+
+		copy_field(tmp, sizeof(tmp), v, vlen);
+		errno = 0;
+		cl = strtoll(tmp, &end, 10);
+		if (!errno && end != tmp && cl >= 0)
+			res->content_length = cl;
+	} else if (hdr_is(line, n, "content-range", &v, &vlen)) {
+		/* "bytes A-B/N", or "bytes *" then "/N" for a 416 */
+		const char *slash;
+
+		copy_field(tmp, sizeof(tmp), v, vlen);
+		slash = strrchr(tmp, '/');
+		if (slash && slash[1] != '*')
+			res->total_size = strtoull(slash + 1, NULL, 10);
+		if (!strncasecmp(tmp, "bytes ", 6) && tmp[6] != '*' &&
+		    strtoull(tmp + 6, NULL, 10) != x->req->range_off)
+			x->bad_range = true;
+	}
+	return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct xfer *x = arg;
+	const struct fetch_req *req = x->req;
+	struct fetch_res *res = x->res;
+	size_t n = size * nmemb;
+
+	if (!x->body_checked) {
+		long code = 0;
+
+		x->body_checked = true;
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+		if (code < 200 || code > 299) {
+			x->discard = true;
+		} else {
+			res->ttfb_ns = now_ns() - x->start_ns;
+			/* The origin ignored Range: drop what precedes it. */
+			if (code == 200 && req->range_len)
+				x->skip = req->range_off;
+			if (code == 206 && x->bad_range)
+				return 0;
+		}
+	}
+	if (x->discard)
+		return n;
+	if (x->skip) {
+		size_t k = x->skip < n ? (size_t)x->skip : n;
+
+		x->skip -= k;
+		data += k;
+		n -= k;
+		if (!n)
+			return size * nmemb;
+	}
+	if (req->range_len && res->len + n > req->range_len) {
+		/* A 200 answer goes on past the range: stop at its end. */
+		n = (size_t)(req->range_len - res->len);
+		x->enough = true;
+	}
+	if (n > req->cap - res->len) {
+		x->overflow = true;
+		return 0;
+	}
+	if (req->grow && res->len + n > x->grow_cap) {
+		size_t nc = x->grow_cap ? x->grow_cap : 65536;
+		void *nb;
+
+		while (nc < res->len + n)
+			nc = nc > SIZE_MAX / 2 ? SIZE_MAX : nc * 2;
+		if (nc > req->cap)
+			nc = req->cap;
+		nb = realloc(res->body, nc);
+		if (!nb) {
+			x->nomem = 1;
+			return 0;
+		}
+		res->body = nb;
+		x->grow_cap = nc;
+	}
+	memcpy((char *)res->body + res->len, data, n);
+	res->len += n;
+	if (x->enough)
+		return 0;
+	return size * nmemb;
+}
+
+/* ---- engine thread ---- */
+
+static CURL *easy_get(struct fetch_engine *fe)
+{
+	CURL *e;
+
+	if (fe->npool) {
+		e = fe->pool[--fe->npool];
+		/* Forget the last request's options; connections, DNS and
+		 * TLS sessions stay with the multi handle. */
+		curl_easy_reset(e);
+		return e;
+	}
+	return curl_easy_init();
+}
+
+static void easy_put(struct fetch_engine *fe, CURL *e)
+{
+	if (fe->npool < POOL_MAX)
+		fe->pool[fe->npool++] = e;
+	else
+		curl_easy_cleanup(e);
+}
+
+static int easy_setup(struct fetch_engine *fe, struct xfer *x)
+{
+	const struct fetch_req *req = x->req;
+	CURL *e = x->easy;
+	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
+	CURLcode c = CURLE_OK;
+
+#define SET(opt, val)                                                          \
+	do {                                                                   \
+		if (c == CURLE_OK)                                             \
+			c = curl_easy_setopt(e, opt, val);                     \
+	} while (0)
+	SET(CURLOPT_URL, req->url);
+	SET(CURLOPT_PRIVATE, x);
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_ERRORBUFFER, x->errbuf);
+	SET(CURLOPT_WRITEFUNCTION, on_body);
+	SET(CURLOPT_WRITEDATA, x);
+	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_HEADERDATA, x);
+	SET(CURLOPT_HTTPHEADER, req->headers);
+	SET(CURLOPT_FOLLOWLOCATION, 1L);
+	SET(CURLOPT_MAXREDIRS, 5L);
+	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	SET(CURLOPT_PIPEWAIT, 1L);
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)fe->cfg.connect_timeout_ms);
+	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
+	SET(CURLOPT_SSL_VERIFYPEER, fe->cfg.insecure ? 0L : 1L);
+	SET(CURLOPT_SSL_VERIFYHOST, fe->cfg.insecure ? 0L : 2L);
+	SET(CURLOPT_USERAGENT, fe->user_agent);
+	if (fe->ca_file)
+		SET(CURLOPT_CAINFO, fe->ca_file);
+	if (req->head)
+		SET(CURLOPT_NOBODY, 1L);
+	if (req->range_len && !req->head) {
+		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
+			 req->range_off, req->range_off + req->range_len - 1);
+		SET(CURLOPT_RANGE, x->range);
+	}
+#undef SET
+	return c == CURLE_OK ? 0 : -EINVAL;
+}
+
+static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
+{
+	if (x->easy) {
+		long nc = 0;
+
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE,
+				  &x->res->status);
+		if (curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &nc) ==
+			CURLE_OK &&
+		    nc > 0)
+			STAT_ADD(fe->st.connects, (uint64_t)nc);
+		curl_multi_remove_handle(fe->multi, x->easy);
+		easy_put(fe, x->easy);
+		x->easy = NULL;
+	}
+	x->cc = cc;
+	pthread_mutex_lock(&fe->lock);
+	x->done = true;
+	pthread_cond_signal(&x->cond);
+	pthread_mutex_unlock(&fe->lock);
+}
+
+static void engine_start_queued(struct fetch_engine *fe)
+{
+	struct xfer *q, *x;
+
+	pthread_mutex_lock(&fe->lock);
+	q = fe->queue;
+	fe->queue = fe->queue_tail = NULL;
+	pthread_mutex_unlock(&fe->lock);
+
+	while ((x = q)) {
+		q = x->next;
+		x->easy = easy_get(fe);
+		if (!x->easy) {
+			xfer_finish(fe, x, CURLE_OUT_OF_MEMORY);
+			continue;
+		}
+		if (easy_setup(fe, x) ||
+		    curl_multi_add_handle(fe->multi, x->easy) != CURLM_OK) {
+			easy_put(fe, x->easy);
+			x->easy = NULL;
+			xfer_finish(fe, x, CURLE_FAILED_INIT);
+			continue;
+		}
+		x->start_ns = now_ns();
+		fe->running++;
+	}
+}
+
+static void *engine_main(void *arg)
+{
+	struct fetch_engine *fe = arg;
+
+	for (;;) {
+		CURLMsg *m;
+		int still, left;
+		bool stop;
+
+		engine_start_queued(fe);
+		curl_multi_perform(fe->multi, &still);
+		while ((m = curl_multi_info_read(fe->multi, &left))) {
+			struct xfer *x = NULL;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+					  (char **)&x);
+			fe->running--;
+			xfer_finish(fe, x, m->data.result);
+		}
+		pthread_mutex_lock(&fe->lock);
+		stop = fe->stop && !fe->queue && !fe->running;
+		pthread_mutex_unlock(&fe->lock);
+		if (stop)
+			break;
+		/* curl_multi_wakeup() ends this wait when work is queued. */
+		curl_multi_poll(fe->multi, NULL, 0, 1000, NULL);
+	}
+	return NULL;
+}
+
+/* ---- public ---- */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
+{
+	struct fetch_engine *fe;
+	long maxc;
+	int rc;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return -ENOMEM;
+	fe = calloc(1, sizeof(*fe));
+	if (!fe)
+		return -ENOMEM;
+	if (cfg)
+		fe->cfg = *cfg;
+	else
+		fetch_config_default(&fe->cfg);
+	if (!fe->cfg.max_connections)
+		fe->cfg.max_connections = 16;
+	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
+					    : strdup("wharf/" PACKAGE_VERSION);
+	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
+	fe->cfg.user_agent = fe->user_agent;
+	fe->cfg.ca_file = fe->ca_file;
+	fe->multi = curl_multi_init();
+	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
+	    !fe->multi) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	maxc = (long)fe->cfg.max_connections;
+	if (curl_multi_setopt(fe->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+			      maxc) != CURLM_OK ||
+	    curl_multi_setopt(fe->multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxc) !=
+		CURLM_OK ||
+	    curl_multi_setopt(fe->multi, CURLMOPT_MAXCONNECTS, maxc * 2) !=
+		CURLM_OK ||
+	    curl_multi_setopt(fe->multi, CURLMOPT_PIPELINING,
+			      (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	pthread_mutex_init(&fe->lock, NULL);
+	rc = -pthread_create(&fe->thread, NULL, engine_main, fe);
+	if (rc) {
+		pthread_mutex_destroy(&fe->lock);
+		goto fail;
+	}
+	*out = fe;
+	return 0;
+fail:
+	if (fe->multi)
+		curl_multi_cleanup(fe->multi);
+	free(fe->user_agent);
+	free(fe->ca_file);
+	free(fe);
+	return rc;
+}
+
+void fetch_engine_free(struct fetch_engine *fe)
+{
+	unsigned i;
+
+	if (!fe)
+		return;
+	pthread_mutex_lock(&fe->lock);
+	fe->stop = true;
+	pthread_mutex_unlock(&fe->lock);
+	curl_multi_wakeup(fe->multi);
+	pthread_join(fe->thread, NULL);
+	for (i = 0; i < fe->npool; i++)
+		curl_easy_cleanup(fe->pool[i]);
+	curl_multi_cleanup(fe->multi);
+	pthread_mutex_destroy(&fe->lock);
+	free(fe->user_agent);
+	free(fe->ca_file);
+	free(fe);
+}
+
+/* Runs one attempt on the engine thread and waits for it. */
+static void attempt(struct fetch_engine *fe, struct xfer *x)
+{
+	pthread_cond_init(&x->cond, NULL);
+	pthread_mutex_lock(&fe->lock);
+	if (fe->queue_tail)
+		fe->queue_tail->next = x;
+	else
+		fe->queue = x;
+	fe->queue_tail = x;
+	pthread_mutex_unlock(&fe->lock);
+	curl_multi_wakeup(fe->multi);
+
+	pthread_mutex_lock(&fe->lock);
+	while (!x->done)
+		pthread_cond_wait(&x->cond, &fe->lock);
+	pthread_mutex_unlock(&fe->lock);
+	pthread_cond_destroy(&x->cond);
+}
+
+/* The URL as logs show it: no query string (it may carry a signature). */
+static void url_for_log(const char *url, char *out, size_t cap)
+{
+	size_t n = strcspn(url, "?");
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, url, n);
+	out[n] = '\0';
+}
+
+static bool retryable_cc(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_URL_MALFORMAT:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_TOO_MANY_REDIRECTS:
+	case CURLE_FAILED_INIT:
+	case CURLE_OUT_OF_MEMORY:
+	case CURLE_NOT_BUILT_IN:
+		return false;
+	default:
+		return true;
+	}
+}
+
+static uint64_t rand_below(uint64_t n)
+{
+	static __thread unsigned seed;
+
+	if (!seed)
+		seed = (unsigned)now_ns() ^ (unsigned)(uintptr_t)&seed;
+	return n ? (uint64_t)rand_r(&seed) * n / ((uint64_t)RAND_MAX + 1) : 0;
+}
+
+enum verdict { V_OK, V_RETRY, V_FAIL };
+
+/*
+ * Judges one finished attempt: V_OK, V_FAIL with *rc set, or V_RETRY.
+ * `what` gets the origin's answer in words.
+ */
+static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
+{
+	const struct fetch_req *req = x->req;
+	struct fetch_res *res = x->res;
+	long st = res->status;
+
+	if (x->overflow) {
+		snprintf(what, wcap, "body larger than %zu bytes", req->cap);
+		*rc = -EFBIG;
+		return V_FAIL;
+	}
+	if (x->nomem || x->cc == CURLE_OUT_OF_MEMORY) {
+		snprintf(what, wcap, "out of memory");
+		*rc = -ENOMEM;
+		return V_FAIL;
+	}
+	if (x->bad_range && st == 206) {
+		snprintf(what, wcap, "HTTP 206 for another range than asked");
+		*rc = -EIO;
+		return V_FAIL;
+	}
+	if (x->cc != CURLE_OK && !(x->enough && x->cc == CURLE_WRITE_ERROR)) {
+		snprintf(what, wcap, "%.150s",
+			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
+		*rc = -EIO;
+		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
+	}
+	snprintf(what, wcap, "HTTP %ld%s%s", st, x->reason[0] ? " " : "",
+		 x->reason);
+	if (st >= 200 && st <= 299) {
+		uint64_t want;
+
+		if (req->head || !req->range_len) {
+			if (!req->head && res->content_length >= 0 &&
+			    res->len < (uint64_t)res->content_length) {
+				snprintf(what, wcap,
+					 "short body: %zu of %" PRId64 " bytes",
+					 res->len, res->content_length);
+				*rc = -EIO;
+				return V_RETRY;
+			}
+			return V_OK;
+		}
+		want = req->range_len;
+		if (st == 200 && res->content_length >= 0) {
+			/* Whole object sent: it is its own total. */
+			res->total_size = (uint64_t)res->content_length;
+		}
+		if (res->total_size && req->range_off + want > res->total_size)
+			want = req->range_off < res->total_size
+				   ? res->total_size - req->range_off
+				   : 0;
+		if (res->len < want) {
+			snprintf(what, wcap,
+				 "short body: %zu of %" PRIu64 " bytes",
+				 res->len, want);
+			*rc = -EIO;
+			return V_RETRY;
+		}
+		return V_OK;
+	}
+	if (st == 416 && req->range_len) {
+		/* The range starts at or past the end: nothing to read. */
+		res->len = 0;
+		return V_OK;
+	}
+	if (st == 404 || st == 410)
+		*rc = -ENOENT;
+	else if (st == 401 || st == 403)
+		*rc = -EACCES;
+	else if (st == 412)
+		*rc = -ESTALE;
+	else
+		*rc = -EIO;
+	if (st == 429 || st >= 500)
+		return V_RETRY;
+	return V_FAIL;
+}
+
+int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
+	      struct fetch_res *res)
+{
+	struct fetch_req r = *req;
+	uint64_t t0 = now_ns(), budget_ns;
+	char what[160], range[48] = "", url[256];
+	enum verdict v = V_FAIL;
+	int rc = 0;
+	unsigned n;
+
+	memset(res, 0, sizeof(*res));
+	res->content_length = -1;
+	if (!req->url || (!req->grow && req->cap && !req->buf)) {
+		snprintf(res->err, sizeof(res->err), "fetch: bad request");
+		return -EINVAL;
+	}
+	budget_ns = (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL;
+	url_for_log(req->url, url, sizeof(url));
+	if (req->range_len)
+		snprintf(range, sizeof(range), " bytes=%" PRIu64 "-%" PRIu64,
+			 req->range_off, req->range_off + req->range_len - 1);
+
+	for (n = 0;; n++) {
+		struct xfer x;
+		uint64_t wait_ms, elapsed;
+
+		if (n > 0 && r.resign) {
+			rc = r.resign(r.resign_arg, &r);
+			if (rc) {
+				snprintf(what, sizeof(what),
+					 "signing the retry failed: %s",
+					 strerror(-rc));
+				v = V_FAIL;
+				break;
+			}
+		}
+		memset(&x, 0, sizeof(x));
+		x.req = &r;
+		x.res = res;
+		/* Each attempt starts from an empty body and fresh headers. */
+		res->len = 0;
+		res->status = 0;
+		res->etag[0] = res->content_type[0] = '\0';
+		res->mtime = 0;
+		res->content_length = -1;
+		res->total_size = 0;
+		res->ttfb_ns = 0;
+		if (!r.grow)
+			res->body = r.buf;
+		if (r.grow) {
+			free(res->body);
+			res->body = NULL;
+		}
+		STAT_ADD(fe->st.requests, 1);
+		attempt(fe, &x);
+		res->attempts = n + 1;
+		STAT_ADD(fe->st.bytes, res->len);
+		v = judge(&x, &rc, what, sizeof(what));
+		if (v != V_RETRY)
+			break;
+		if (n >= fe->cfg.retries)
+			break;
+		/* Full jitter: a uniform wait below the exponential bound. */
+		wait_ms = BACKOFF_BASE_MS << (n < 16 ? n : 16);
+		if (wait_ms > BACKOFF_CAP_MS)
+			wait_ms = BACKOFF_CAP_MS;
+		wait_ms = rand_below(wait_ms + 1);
+		elapsed = now_ns() - t0;
+		if (elapsed + wait_ms * 1000000ULL > budget_ns)
+			break;
+		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
+			 req->head ? "HEAD" : "GET", url, range, what, n + 1,
+			 wait_ms);
+		STAT_ADD(fe->st.retries, 1);
+		if (wait_ms) {
+			struct timespec ts = {
+			    .tv_sec = (time_t)(wait_ms / 1000),
+			    .tv_nsec = (long)(wait_ms % 1000) * 1000000L,
+			};
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (v == V_OK) {
+		STAT_ADD(fe->st.hist[hist_bucket(res->ttfb_ns)], 1);
+		return 0;
+	}
+	if (rc == 0)
+		rc = -EIO;
+	snprintf(res->err, sizeof(res->err), "%s %s%s: %s (after %u attempt%s)",
+		 req->head ? "HEAD" : "GET", url, range, what, res->attempts,
+		 res->attempts == 1 ? "" : "s");
+	if (rc == -ENOENT)
+		log_debug("%s", res->err);
+	else
+		log_error("%s", res->err);
+	STAT_ADD(fe->st.errors, 1);
+	if (r.grow) {
+		free(res->body);
+		res->body = NULL;
+	}
+	res->len = 0;
+	return rc;
+}

@@ -93,6 +93,7 @@ struct fetch_stats {
 	uint64_t errors;      /* fetch_run calls that failed */
 	uint64_t bytes;       /* body bytes received */
 	uint64_t ttfb_p50_ns, ttfb_p90_ns, ttfb_p99_ns;
+	uint64_t connects;    /* new connections opened (reuse shows here) */
 };
 /* A consistent snapshot; cheap (no lock on the request path). */
 void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out);
