@@ -1,2 +1,810 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_listing;
+#define _GNU_SOURCE /* strptime, timegm, memmem, strncasecmp */
+#include "config.h"
+
+#include "listing.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+enum listing_format listing_detect(const char *content_type, const char *body,
+				   size_t len)
+{
+	size_t i = 0;
+
+	if (content_type && strcasestr(content_type, "json"))
+		return LISTING_JSON;
+	if (content_type && strcasestr(content_type, "html"))
+		return LISTING_HTML;
+	while (i < len && isspace((unsigned char)body[i]))
+		i++;
+	if (i < len && body[i] == '[')
+		return LISTING_JSON;
+	if (i < len && body[i] == '<')
+		return LISTING_HTML;
+	return LISTING_UNKNOWN;
+}
+
+/* A name must be one path component a filesystem can show. */
+static bool name_ok(const char *s, size_t n)
+{
+	if (n == 0 || (n == 1 && s[0] == '.') ||
+	    (n == 2 && s[0] == '.' && s[1] == '.'))
+		return false;
+	return !memchr(s, '/', n) && !memchr(s, '\0', n);
+}
+
+/* "Thu, 01 Jan 2026 00:00:00 GMT" -> epoch seconds, 0 if unparsable. */
+static int64_t parse_http_date(const char *s)
+{
+	struct tm tm;
+	const char *end;
+
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%a, %d %b %Y %H:%M:%S", &tm);
+	if (!end)
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+/* ---- JSON (nginx autoindex) ---- */
+
+struct jscan {
+	const char *p, *end, *start;
+	char **err;
+};
+
+static void js_ws(struct jscan *s)
+{
+	while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' ||
+				 *s->p == '\r' || *s->p == '\t'))
+		s->p++;
+}
+
+static int js_fail(struct jscan *s, const char *what)
+{
+	err_set(s->err, "JSON listing, byte %zu: %s", (size_t)(s->p - s->start),
+		what);
+	return -EINVAL;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int js_hex4(struct jscan *s, unsigned *out)
+{
+	unsigned v = 0;
+	int i, h;
+
+	if (s->end - s->p < 4)
+		return js_fail(s, "truncated \\u escape");
+	for (i = 0; i < 4; i++) {
+		h = hexval((unsigned char)s->p[i]);
+		if (h < 0)
+			return js_fail(s, "bad \\u escape");
+		v = v << 4 | (unsigned)h;
+	}
+	s->p += 4;
+	*out = v;
+	return 0;
+}
+
+/* Decodes a string at s->p (on the opening quote) into out (cap bytes). */
+static int js_string(struct jscan *s, char *out, size_t cap, size_t *outlen)
+{
+	size_t n = 0;
+
+	if (s->p >= s->end || *s->p != '"')
+		return js_fail(s, "expected a string");
+	s->p++;
+	for (;;) {
+		char tmp[4];
+		size_t k = 1;
+		unsigned c;
+
+		if (s->p >= s->end)
+			return js_fail(s, "unterminated string");
+		c = (unsigned char)*s->p++;
+		if (c == '"')
+			break;
+		if (c < 0x20)
+			return js_fail(s, "control character in a string");
+		tmp[0] = (char)c;
+		if (c == '\\') {
+			if (s->p >= s->end)
+				return js_fail(s, "unterminated string");
+			c = (unsigned char)*s->p++;
+			switch (c) {
+			case '"':
+			case '\\':
+			case '/':
+				tmp[0] = (char)c;
+				break;
+			case 'b':
+				tmp[0] = '\b';
+				break;
+			case 'f':
+				tmp[0] = '\f';
+				break;
+			case 'n':
+				tmp[0] = '\n';
+				break;
+			case 'r':
+				tmp[0] = '\r';
+				break;
+			case 't':
+				tmp[0] = '\t';
+				break;
+			case 'u': {
+				unsigned u, lo;
+
+				if (js_hex4(s, &u))
+					return -EINVAL;
+				if (u >= 0xd800 && u < 0xdc00) {
+					if (s->end - s->p < 2 ||
+					    s->p[0] != '\\' || s->p[1] != 'u')
+						return js_fail(
+						    s, "lone surrogate");
+					s->p += 2;
+					if (js_hex4(s, &lo))
+						return -EINVAL;
+					if (lo < 0xdc00 || lo >= 0xe000)
+						return js_fail(
+						    s, "bad surrogate pair");
+					u = 0x10000 + ((u - 0xd800) << 10) +
+					    (lo - 0xdc00);
+				} else if (u >= 0xdc00 && u < 0xe000) {
+					return js_fail(s, "lone surrogate");
+				}
+				if (u == 0)
+					return js_fail(s, "NUL in a string");
+				if (u < 0x80) {
+					tmp[0] = (char)u;
+				} else if (u < 0x800) {
+					tmp[0] = (char)(0xc0 | u >> 6);
+					tmp[1] = (char)(0x80 | (u & 0x3f));
+					k = 2;
+				} else if (u < 0x10000) {
+					tmp[0] = (char)(0xe0 | u >> 12);
+					tmp[1] = (char)(0x80 | (u >> 6 & 0x3f));
+					tmp[2] = (char)(0x80 | (u & 0x3f));
+					k = 3;
+				} else {
+					tmp[0] = (char)(0xf0 | u >> 18);
+					tmp[1] =
+					    (char)(0x80 | (u >> 12 & 0x3f));
+					tmp[2] = (char)(0x80 | (u >> 6 & 0x3f));
+					tmp[3] = (char)(0x80 | (u & 0x3f));
+					k = 4;
+				}
+				break;
+			}
+			default:
+				return js_fail(s, "bad escape in a string");
+			}
+		}
+		if (n + k >= cap)
+			return js_fail(s, "string too long");
+		memcpy(out + n, tmp, k);
+		n += k;
+	}
+	out[n] = '\0';
+	*outlen = n;
+	return 0;
+}
+
+/* Skips a scalar value we do not use (number, true, false, null). */
+static int js_scalar(struct jscan *s, const char **tok, size_t *toklen)
+{
+	const char *b = s->p;
+
+	while (s->p < s->end && (isalnum((unsigned char)*s->p) ||
+				 *s->p == '-' || *s->p == '+' || *s->p == '.'))
+		s->p++;
+	if (s->p == b)
+		return js_fail(s, "expected a value");
+	*tok = b;
+	*toklen = (size_t)(s->p - b);
+	return 0;
+}
+
+int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
+		       char **err)
+{
+	struct jscan s = {body, body + len, body, err};
+	char key[32], name[LISTING_NAME_MAX + 1], val[128];
+	int rc;
+
+	js_ws(&s);
+	if (s.p >= s.end || *s.p != '[')
+		return js_fail(&s, "expected '['");
+	s.p++;
+	js_ws(&s);
+	if (s.p < s.end && *s.p == ']')
+		goto tail;
+	for (;;) {
+		struct listing_entry e = {.name = name};
+		bool have_name = false, have_type = false;
+
+		js_ws(&s);
+		if (s.p >= s.end || *s.p != '{')
+			return js_fail(&s, "expected '{'");
+		s.p++;
+		js_ws(&s);
+		if (s.p < s.end && *s.p == '}') {
+			s.p++;
+		} else {
+			for (;;) {
+				size_t kl, vl;
+
+				js_ws(&s);
+				if (js_string(&s, key, sizeof(key), &kl))
+					return -EINVAL;
+				js_ws(&s);
+				if (s.p >= s.end || *s.p != ':')
+					return js_fail(&s, "expected ':'");
+				s.p++;
+				js_ws(&s);
+				if (s.p < s.end && *s.p == '"') {
+					if (!strcmp(key, "name")) {
+						if (js_string(&s, name,
+							      sizeof(name),
+							      &vl))
+							return -EINVAL;
+						if (!name_ok(name, vl))
+							return js_fail(
+							    &s, "bad name");
+						have_name = true;
+					} else {
+						if (js_string(&s, val,
+							      sizeof(val), &vl))
+							return -EINVAL;
+						if (!strcmp(key, "type")) {
+							have_type = true;
+							e.is_dir = !strcmp(
+							    val, "directory");
+						} else if (!strcmp(key,
+								   "mtime")) {
+							e.mtime =
+							    parse_http_date(
+								val);
+						}
+					}
+				} else {
+					const char *t;
+					char *end;
+
+					if (js_scalar(&s, &t, &vl))
+						return -EINVAL;
+					if (!strcmp(key, "size")) {
+						char num[32];
+
+						if (vl >= sizeof(num))
+							return js_fail(
+							    &s, "bad size");
+						memcpy(num, t, vl);
+						num[vl] = '\0';
+						errno = 0;
+						e.size =
+						    strtoull(num, &end, 10);
+						if (errno || *end ||
+						    num[0] == '-')
+							return js_fail(
+							    &s, "bad size");
+						e.has_size = true;
+					}
+				}
+				js_ws(&s);
+				if (s.p < s.end && *s.p == ',') {
+					s.p++;
+					continue;
+				}
+				if (s.p < s.end && *s.p == '}') {
+					s.p++;
+					break;
+				}
+				return js_fail(&s, "expected ',' or '}'");
+			}
+		}
+		if (!have_name || !have_type)
+			return js_fail(&s, "entry without name or type");
+		if (e.is_dir) {
+			e.size = 0;
+			e.has_size = true;
+		}
+		rc = cb(arg, &e);
+		if (rc)
+			return rc;
+		js_ws(&s);
+		if (s.p < s.end && *s.p == ',') {
+			s.p++;
+			continue;
+		}
+		if (s.p < s.end && *s.p == ']')
+			break;
+		return js_fail(&s, "expected ',' or ']'");
+	}
+tail:
+	s.p++;
+	js_ws(&s);
+	if (s.p != s.end)
+		return js_fail(&s, "junk after the array");
+	return 0;
+}
+
+/* ---- HTML index pages ---- */
+
+int listing_url_decode(const char *in, size_t n, char *out, size_t cap)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		int c = (unsigned char)in[i];
+
+		if (c == '%') {
+			int h, l;
+
+			if (i + 2 >= n)
+				return -EINVAL;
+			h = hexval((unsigned char)in[i + 1]);
+			l = hexval((unsigned char)in[i + 2]);
+			if (h < 0 || l < 0)
+				return -EINVAL;
+			c = h << 4 | l;
+			i += 2;
+		}
+		if (c == 0 || k + 1 >= cap)
+			return -EINVAL;
+		out[k++] = (char)c;
+	}
+	out[k] = '\0';
+	return (int)k;
+}
+
+int listing_url_encode_path(const char *path, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t k = 0;
+
+	for (; *path; path++) {
+		unsigned char c = (unsigned char)*path;
+
+		if (isalnum(c) || c == '-' || c == '.' || c == '_' ||
+		    c == '~' || c == '/') {
+			if (k + 1 >= cap)
+				return -ENAMETOOLONG;
+			out[k++] = (char)c;
+		} else {
+			if (k + 3 >= cap)
+				return -ENAMETOOLONG;
+			out[k++] = '%';
+			out[k++] = hex[c >> 4];
+			out[k++] = hex[c & 15];
+		}
+	}
+	if (k >= cap)
+		return -ENAMETOOLONG;
+	out[k] = '\0';
+	return (int)k;
+}
+
+/* Decodes the few HTML entities index pages put in hrefs. */
+static size_t html_unescape(const char *in, size_t n, char *out, size_t cap)
+{
+	static const struct {
+		const char *ent;
+		char c;
+	} ents[] = {{"&amp;", '&'},  {"&lt;", '<'},   {"&gt;", '>'},
+		    {"&quot;", '"'}, {"&#39;", '\''}, {"&#x27;", '\''}};
+	size_t i = 0, k = 0, j;
+
+	while (i < n && k + 1 < cap) {
+		char c = in[i];
+		size_t adv = 1;
+
+		if (c == '&')
+			for (j = 0; j < ARRAY_SIZE(ents); j++) {
+				size_t el = strlen(ents[j].ent);
+
+				if (n - i >= el &&
+				    !memcmp(in + i, ents[j].ent, el)) {
+					c = ents[j].c;
+					adv = el;
+					break;
+				}
+			}
+		out[k++] = c;
+		i += adv;
+	}
+	out[k] = '\0';
+	return i < n ? (size_t)-1 : k;
+}
+
+/*
+ * nginx's HTML autoindex follows the link with "  01-Jan-2026 00:00   1234"
+ * (or "-" for a directory): exact sizes, so no HEAD is needed.
+ */
+static void nginx_tail(const char *p, const char *end, struct listing_entry *e)
+{
+	char line[96], *q;
+	size_t n = 0;
+	struct tm tm;
+	unsigned long long v;
+
+	while (p < end && *p != '\n' && n + 1 < sizeof(line))
+		line[n++] = *p++;
+	line[n] = '\0';
+	q = line;
+	if (strncmp(q, "</a>", 4))
+		return;
+	q += 4;
+	while (*q == ' ')
+		q++;
+	memset(&tm, 0, sizeof(tm));
+	q = strptime(q, "%d-%b-%Y %H:%M", &tm);
+	if (!q || *q != ' ')
+		return;
+	while (*q == ' ')
+		q++;
+	e->mtime = (int64_t)timegm(&tm);
+	if (e->is_dir || !isdigit((unsigned char)*q))
+		return;
+	errno = 0;
+	v = strtoull(q, &q, 10);
+	if (errno || (*q && *q != '\r' && *q != ' '))
+		return;
+	e->size = v;
+	e->has_size = true;
+}
+
+static int html_fail(char **err, const char *body, const char *p,
+		     const char *what)
+{
+	err_set(err, "HTML listing, byte %zu: %s", (size_t)(p - body), what);
+	return -EINVAL;
+}
+
+int listing_parse_html(const char *body, size_t len, listing_cb cb, void *arg,
+		       char **err)
+{
+	const char *p = body, *end = body + len;
+	char raw[LISTING_NAME_MAX * 3 + 2], name[LISTING_NAME_MAX + 2];
+	bool saw_html = false;
+	int rc;
+
+	while (p < end) {
+		const char *tag = memchr(p, '<', (size_t)(end - p));
+		const char *close, *h, *v, *ve;
+		struct listing_entry e = {.name = name};
+		size_t rl;
+		int nl;
+
+		if (!tag)
+			break;
+		close = memchr(tag, '>', (size_t)(end - tag));
+		if (!close)
+			return html_fail(err, body, tag,
+					 "the page ends inside a tag "
+					 "(truncated?)");
+		p = close + 1;
+		if ((size_t)(close - tag) >= 5 && !strncasecmp(tag, "<html", 5))
+			saw_html = true;
+		if ((size_t)(close - tag) < 3 || strncasecmp(tag, "<a", 2) ||
+		    !isspace((unsigned char)tag[2]))
+			continue;
+		/* the href attribute, quoted or not */
+		h = NULL;
+		for (v = tag + 2; v + 5 <= close; v++)
+			if (!strncasecmp(v, "href", 4) &&
+			    isspace((unsigned char)v[-1])) {
+				h = v + 4;
+				break;
+			}
+		if (!h)
+			continue;
+		while (h < close && isspace((unsigned char)*h))
+			h++;
+		if (h >= close || *h != '=')
+			continue;
+		h++;
+		while (h < close && isspace((unsigned char)*h))
+			h++;
+		if (h < close && (*h == '"' || *h == '\'')) {
+			char q = *h++;
+
+			ve = memchr(h, q, (size_t)(end - h));
+			if (!ve)
+				return html_fail(err, body, h,
+						 "unterminated href");
+			if (ve > close) {
+				/* '>' inside the quoted value */
+				close = memchr(ve, '>', (size_t)(end - ve));
+				if (!close)
+					return html_fail(err, body, tag,
+							 "the page ends inside "
+							 "a tag (truncated?)");
+				p = close + 1;
+			}
+		} else {
+			ve = h;
+			while (ve < close && !isspace((unsigned char)*ve))
+				ve++;
+		}
+		v = h;
+		if (ve - v > (ptrdiff_t)(sizeof(raw) - 1))
+			return html_fail(err, body, v, "link too long");
+		rl = html_unescape(v, (size_t)(ve - v), raw, sizeof(raw));
+		if (rl == (size_t)-1)
+			return html_fail(err, body, v, "link too long");
+		if (rl >= 2 && raw[0] == '.' && raw[1] == '/') {
+			memmove(raw, raw + 2, rl - 1);
+			rl -= 2;
+		}
+		/* parent, sort links (?C=N;O=D), anchors, absolute links */
+		if (!rl || raw[0] == '?' || raw[0] == '#' || raw[0] == '/' ||
+		    strchr(raw, ':') || strchr(raw, '?') || strchr(raw, '#'))
+			continue;
+		if (raw[rl - 1] == '/') {
+			e.is_dir = true;
+			e.has_size = true;
+			raw[--rl] = '\0';
+		}
+		if (memchr(raw, '/', rl))
+			continue; /* deeper than one level: not an entry */
+		nl = listing_url_decode(raw, rl, name, sizeof(name));
+		if (nl < 0)
+			return html_fail(
+			    err, body, v,
+			    "bad or too long percent-encoded name");
+		if (nl > LISTING_NAME_MAX)
+			return html_fail(err, body, v, "name too long");
+		if (!name_ok(name, (size_t)nl))
+			continue; /* "..", "." */
+		nginx_tail(p, end, &e);
+		rc = cb(arg, &e);
+		if (rc)
+			return rc;
+	}
+	if (saw_html && !strcasestr(body, "</html>"))
+		return html_fail(err, body, end,
+				 "the page ends before </html> (truncated?)");
+	return 0;
+}
+
+/* ---- manifest ---- */
+
+static int mcmp(const void *a, const void *b)
+{
+	return strcmp(((const struct manifest_entry *)a)->path,
+		      ((const struct manifest_entry *)b)->path);
+}
+
+void manifest_free(struct manifest *m)
+{
+	if (!m)
+		return;
+	free(m->v);
+	free(m->blob);
+	free(m);
+}
+
+int manifest_parse(const char *text, size_t len, struct manifest **out,
+		   char **err)
+{
+	struct manifest *m;
+	const char *p = text, *end = text + len;
+	size_t cap = 0, line = 0, bk = 0, i;
+	int rc = 0;
+
+	*out = NULL;
+	m = calloc(1, sizeof(*m));
+	/* strings are never longer than the text itself */
+	if (!m || !(m->blob = malloc(len + 1))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end, *f[4];
+		size_t fl[4], nf = 0;
+		const char *q = p;
+		char num[32], *ne;
+		unsigned long long sz;
+
+		line++;
+		p = nl ? nl + 1 : end;
+		if (le > q && le[-1] == '\r')
+			le--;
+		while (q < le && nf < 4) {
+			while (q < le && (*q == ' ' || *q == '\t'))
+				q++;
+			if (q >= le || (nf == 0 && *q == '#'))
+				break;
+			f[nf] = q;
+			while (q < le && *q != ' ' && *q != '\t')
+				q++;
+			fl[nf] = (size_t)(q - f[nf]);
+			nf++;
+		}
+		if (nf == 0)
+			continue;
+		while (q < le && (*q == ' ' || *q == '\t'))
+			q++;
+		if (nf < 2 || q < le || (nf == 4)) {
+			err_set(err,
+				"manifest line %zu: expected \"path size "
+				"[etag]\"",
+				line);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (fl[0] > LISTING_PATH_MAX || memchr(f[0], '\0', fl[0]) ||
+		    f[0][0] == '/' || f[0][fl[0] - 1] == '/') {
+			err_set(err, "manifest line %zu: bad path", line);
+			rc = -EINVAL;
+			goto out;
+		}
+		for (i = 0; i < fl[0];) {
+			/* every component a valid name */
+			size_t j = i;
+
+			while (j < fl[0] && f[0][j] != '/')
+				j++;
+			if (!name_ok(f[0] + i, j - i) ||
+			    j - i > LISTING_NAME_MAX) {
+				err_set(err,
+					"manifest line %zu: bad path "
+					"component",
+					line);
+				rc = -EINVAL;
+				goto out;
+			}
+			i = j + 1;
+		}
+		if (fl[1] >= sizeof(num) || f[1][0] == '-' || f[1][0] == '+') {
+			err_set(err, "manifest line %zu: bad size", line);
+			rc = -EINVAL;
+			goto out;
+		}
+		memcpy(num, f[1], fl[1]);
+		num[fl[1]] = '\0';
+		errno = 0;
+		sz = strtoull(num, &ne, 10);
+		if (errno || *ne || ne == num) {
+			err_set(err, "manifest line %zu: bad size \"%s\"", line,
+				num);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (nf == 3 && fl[2] > 127) {
+			err_set(err, "manifest line %zu: etag too long", line);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (m->n == cap) {
+			size_t nc = cap ? cap * 2 : 1024;
+			struct manifest_entry *nv =
+			    realloc(m->v, nc * sizeof(*nv));
+
+			if (!nv) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			m->v = nv;
+			cap = nc;
+		}
+		/* offsets for now; the blob is final only at the end */
+		m->v[m->n].path = (const char *)(uintptr_t)bk;
+		memcpy(m->blob + bk, f[0], fl[0]);
+		bk += fl[0];
+		m->blob[bk++] = '\0';
+		m->v[m->n].size = sz;
+		m->v[m->n].etag = NULL;
+		if (nf == 3) {
+			m->v[m->n].etag = (const char *)(uintptr_t)bk;
+			memcpy(m->blob + bk, f[2], fl[2]);
+			bk += fl[2];
+			m->blob[bk++] = '\0';
+		}
+		m->n++;
+	}
+	/* each field's NUL is paid for by the separator or newline after it */
+	assert(bk <= len + 1);
+	for (i = 0; i < m->n; i++) {
+		m->v[i].path = m->blob + (uintptr_t)m->v[i].path;
+		m->v[i].etag =
+		    m->v[i].etag ? m->blob + (uintptr_t)m->v[i].etag : "";
+	}
+	qsort(m->v, m->n, sizeof(*m->v), mcmp);
+	for (i = 1; i < m->n; i++) {
+		size_t pl = strlen(m->v[i - 1].path);
+
+		if (!strcmp(m->v[i - 1].path, m->v[i].path)) {
+			err_set(err, "manifest: \"%s\" is listed twice",
+				m->v[i].path);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (!strncmp(m->v[i - 1].path, m->v[i].path, pl) &&
+		    m->v[i].path[pl] == '/') {
+			err_set(err,
+				"manifest: \"%s\" is both a file and a "
+				"directory",
+				m->v[i - 1].path);
+			rc = -EINVAL;
+			goto out;
+		}
+	}
+	*out = m;
+	m = NULL;
+out:
+	manifest_free(m);
+	return rc;
+}
+
+const struct manifest_entry *manifest_find(const struct manifest *m,
+					   const char *path)
+{
+	struct manifest_entry key = {.path = path};
+
+	return bsearch(&key, m->v, m->n, sizeof(*m->v), mcmp);
+}
+
+int manifest_list(const struct manifest *m, const char *dir, listing_cb cb,
+		  void *arg)
+{
+	char pre[LISTING_PATH_MAX + 2], last[LISTING_NAME_MAX + 1] = "";
+	char name[LISTING_NAME_MAX + 1];
+	size_t pl, lo = 0, hi = m->n, i;
+	bool any = false;
+	int rc;
+
+	pl = (size_t)snprintf(pre, sizeof(pre), "%s%s", dir, *dir ? "/" : "");
+	if (pl >= sizeof(pre))
+		return -ENAMETOOLONG;
+	/* first entry >= prefix: the prefix's entries follow, contiguous */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(m->v[mid].path, pre) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i < m->n && !strncmp(m->v[i].path, pre, pl); i++) {
+		const char *rest = m->v[i].path + pl;
+		const char *slash = strchr(rest, '/');
+		struct listing_entry e = {.name = name, .has_size = true};
+		size_t nl = slash ? (size_t)(slash - rest) : strlen(rest);
+
+		any = true;
+		memcpy(name, rest, nl);
+		name[nl] = '\0';
+		if (slash) {
+			/* a subdirectory: its entries are contiguous too */
+			if (!strcmp(last, name))
+				continue;
+			memcpy(last, name, nl + 1);
+			e.is_dir = true;
+		} else {
+			e.size = m->v[i].size;
+			e.etag = m->v[i].etag;
+		}
+		rc = cb(arg, &e);
+		if (rc)
+			return rc;
+	}
+	return any || !*dir ? 0 : -ENOENT;
+}

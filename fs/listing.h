@@ -1,4 +1,77 @@
 #ifndef WHARF_FS_LISTING_H
 #define WHARF_FS_LISTING_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * listing: the pure parsers behind HTTP directory listings (no network).
+ * nginx JSON autoindex, HTML index pages (nginx, Apache, python
+ * http.server), and manifests ("path size [etag]" lines).  Every input is
+ * untrusted: sizes are bounded, malformed input is a clear error.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define LISTING_NAME_MAX 1024 /* bytes in one name (decoded) */
+#define LISTING_PATH_MAX 4096 /* bytes in one manifest path */
+
+struct listing_entry {
+	const char *name; /* one component, decoded, no '/' */
+	bool is_dir;
+	bool has_size; /* false: the listing gave no exact size */
+	uint64_t size;
+	int64_t mtime; /* epoch seconds, 0 when unknown */
+	const char *etag; /* manifest only: the line's etag or ""; else NULL */
+};
+
+/* Called per entry; name valid during the call only.  Non-zero stops the
+ * parse and is returned. */
+typedef int (*listing_cb)(void *arg, const struct listing_entry *e);
+
+enum listing_format { LISTING_UNKNOWN, LISTING_JSON, LISTING_HTML };
+
+/* From the Content-Type, else from the body's first character. */
+enum listing_format listing_detect(const char *content_type, const char *body,
+				   size_t len);
+
+/* nginx `autoindex_format json`.  @return 0, the callback's value, or
+ * -EINVAL with *err saying where and what (caller frees). */
+int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
+		       char **err) WHARF_CHECK;
+/* <a href> index pages; skips parent, query, fragment and absolute links. */
+int listing_parse_html(const char *body, size_t len, listing_cb cb, void *arg,
+		       char **err) WHARF_CHECK;
+
+/* %XX-decodes n bytes of in into out (cap bytes, NUL-terminated).
+ * @return the decoded length, or -EINVAL (bad escape, NUL, too long). */
+int listing_url_decode(const char *in, size_t n, char *out, size_t cap);
+/* Percent-encodes a path (keeps '/' and unreserved characters).
+ * @return the length, or -ENAMETOOLONG when out is too small. */
+int listing_url_encode_path(const char *path, char *out, size_t cap);
+
+/* A manifest: a sorted table of objects, built once. */
+struct manifest_entry {
+	const char *path; /* "dir/sub/file" */
+	uint64_t size;
+	const char *etag; /* "" when the line gave none */
+};
+struct manifest {
+	struct manifest_entry *v;
+	size_t n;
+	char *blob; /* the strings */
+};
+/* Parses "path size [etag]" lines, '#' comments and blank lines allowed.
+ * @return 0, or -EINVAL (with the line number in *err), -ENOMEM. */
+int manifest_parse(const char *text, size_t len, struct manifest **out,
+		   char **err) WHARF_CHECK;
+void manifest_free(struct manifest *m);
+/* The entry for path, or NULL. */
+const struct manifest_entry *manifest_find(const struct manifest *m,
+					   const char *path);
+/* Direct children of dir ("" is the root): files and subdirectories, each
+ * once, in order.  @return 0, the callback's value, or -ENOENT when dir is
+ * neither the root nor a directory of the manifest. */
+int manifest_list(const struct manifest *m, const char *dir, listing_cb cb,
+		  void *arg);
+
 #endif

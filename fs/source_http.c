@@ -1,2 +1,601 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_source_http;
+#include "config.h"
+
+#include "source.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "listing.h"
+
+/*
+ * HTTP(S) prefix: directories are listed from the server's index pages
+ * (nginx JSON autoindex, or HTML <a href> pages), or from a manifest read
+ * once at open.  Versions: the ETag where one is known, else mtime+size.
+ * Reads send no validator: pinning a version over plain HTTP is best
+ * effort, and the cache key carries the version seen at listing time.
+ */
+
+#define LISTING_CAP (256u << 20) /* bytes of one listing or manifest */
+#define HEAD_THREADS 16		 /* parallel HEADs for sizes pages omit */
+
+struct http_src {
+	struct source base;
+	char *prefix; /* request URL of the root, ending in '/' */
+	struct manifest *man;
+};
+
+/* One entry collected from a page, before the HEADs fill the gaps. */
+struct hent {
+	size_t name; /* offset in the names blob */
+	bool is_dir, has_size;
+	uint64_t size;
+	int64_t mtime;
+	char etag[128];
+};
+
+struct hlist {
+	struct hent *v;
+	size_t n, cap;
+	char *names;
+	size_t nlen, ncap;
+};
+
+static struct http_src *hs_of(struct source *src)
+{
+	return (struct http_src *)src;
+}
+
+static int url_of(struct http_src *hs, const char *path, bool dir, char *out,
+		  size_t cap)
+{
+	size_t pl = strlen(hs->prefix);
+	int n;
+
+	if (pl >= cap)
+		return -ENAMETOOLONG;
+	memcpy(out, hs->prefix, pl);
+	n = listing_url_encode_path(path, out + pl, cap - pl);
+	if (n < 0)
+		return n;
+	if (dir && n > 0) {
+		if (pl + (size_t)n + 2 > cap)
+			return -ENAMETOOLONG;
+		out[pl + (size_t)n] = '/';
+		out[pl + (size_t)n + 1] = '\0';
+	}
+	return 0;
+}
+
+static void version_of(char *out, size_t cap, const char *etag, int64_t mtime,
+		       uint64_t size)
+{
+	if (etag && *etag)
+		snprintf(out, cap, "%s", etag);
+	else
+		snprintf(out, cap, "t%" PRId64 "-s%" PRIu64, mtime, size);
+}
+
+static int collect(void *arg, const struct listing_entry *e)
+{
+	struct hlist *l = arg;
+	size_t nl = strlen(e->name) + 1;
+	struct hent *h;
+
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 256;
+		struct hent *nv = realloc(l->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+		l->cap = nc;
+	}
+	if (l->nlen + nl > l->ncap) {
+		size_t nc = l->ncap ? l->ncap * 2 : 16384;
+		char *nb;
+
+		while (nc < l->nlen + nl)
+			nc *= 2;
+		nb = realloc(l->names, nc);
+		if (!nb)
+			return -ENOMEM;
+		l->names = nb;
+		l->ncap = nc;
+	}
+	h = &l->v[l->n++];
+	memset(h, 0, sizeof(*h));
+	h->name = l->nlen;
+	memcpy(l->names + l->nlen, e->name, nl);
+	l->nlen += nl;
+	h->is_dir = e->is_dir;
+	h->has_size = e->has_size;
+	h->size = e->size;
+	h->mtime = e->mtime;
+	return 0;
+}
+
+/* HEADs for the entries whose page gave no size, HEAD_THREADS at a time. */
+struct heads {
+	struct http_src *hs;
+	struct hlist *l;
+	const char *dir;
+	size_t next; /* atomic */
+	int rc;	     /* first error, atomic */
+};
+
+static void *heads_main(void *arg)
+{
+	struct heads *h = arg;
+	char url[4096], path[LISTING_PATH_MAX + LISTING_NAME_MAX + 2];
+
+	for (;;) {
+		size_t i = __atomic_fetch_add(&h->next, 1, __ATOMIC_RELAXED);
+		struct hent *e;
+		struct fetch_req req = {0};
+		struct fetch_res res;
+		int rc;
+
+		if (i >= h->l->n)
+			break;
+		e = &h->l->v[i];
+		if (e->has_size)
+			continue;
+		if (__atomic_load_n(&h->rc, __ATOMIC_RELAXED))
+			break;
+		snprintf(path, sizeof(path), "%s%s%s", h->dir,
+			 *h->dir ? "/" : "", h->l->names + e->name);
+		rc = url_of(h->hs, path, false, url, sizeof(url));
+		if (!rc) {
+			req.url = url;
+			req.head = true;
+			rc = fetch_run(h->hs->base.fetch, &req, &res);
+		}
+		if (!rc && res.content_length < 0) {
+			log_error("HEAD %s: no Content-Length", url);
+			rc = -EIO;
+		}
+		if (rc) {
+			int zero = 0;
+
+			__atomic_compare_exchange_n(&h->rc, &zero, rc, false,
+						    __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+			break;
+		}
+		e->size = (uint64_t)res.content_length;
+		e->has_size = true;
+		if (res.mtime)
+			e->mtime = res.mtime;
+		snprintf(e->etag, sizeof(e->etag), "%s", res.etag);
+	}
+	return NULL;
+}
+
+static int fill_sizes(struct http_src *hs, const char *dir, struct hlist *l)
+{
+	struct heads h = {.hs = hs, .l = l, .dir = dir};
+	pthread_t th[HEAD_THREADS];
+	size_t i, missing = 0, nt;
+
+	for (i = 0; i < l->n; i++)
+		missing += !l->v[i].has_size;
+	if (!missing)
+		return 0;
+	nt = missing < HEAD_THREADS ? missing : HEAD_THREADS;
+	for (i = 0; i < nt; i++)
+		if (pthread_create(&th[i], NULL, heads_main, &h))
+			break;
+	if (i == 0)
+		heads_main(&h);
+	nt = i;
+	for (i = 0; i < nt; i++)
+		pthread_join(th[i], NULL);
+	return h.rc;
+}
+
+/* GETs and parses the listing of dir into l.  *err on failure. */
+static int fetch_listing(struct http_src *hs, const char *dir, struct hlist *l,
+			 char **err)
+{
+	char url[4096];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	char *perr = NULL;
+	int rc;
+
+	rc = url_of(hs, dir, true, url, sizeof(url));
+	if (rc) {
+		err_set(err, "%s%s: path too long", hs->prefix, dir);
+		return rc;
+	}
+	req.url = url;
+	req.grow = true;
+	req.cap = LISTING_CAP;
+	rc = fetch_run(hs->base.fetch, &req, &res);
+	if (rc) {
+		err_set(err, "listing %s", res.err);
+		return rc;
+	}
+	switch (listing_detect(res.content_type, res.body, res.len)) {
+	case LISTING_JSON:
+		rc = listing_parse_json(res.body, res.len, collect, l, &perr);
+		break;
+	case LISTING_HTML:
+		rc = listing_parse_html(res.body, res.len, collect, l, &perr);
+		break;
+	default:
+		perr = strdupf("neither a JSON nor an HTML index (Content-Type "
+			       "\"%s\")",
+			       res.content_type);
+		rc = -EINVAL;
+	}
+	free(res.body);
+	if (rc == -ENOMEM && !perr)
+		perr = strdupf("out of memory");
+	if (rc) {
+		err_set(err, "listing %s: %s", url, perr ? perr : "failed");
+		free(perr);
+		return rc == -ENOMEM ? rc : -EIO;
+	}
+	return 0;
+}
+
+/* A manifest line without an etag still pins the size. */
+static void man_version(char *out, size_t cap, const char *etag, uint64_t size)
+{
+	if (etag && *etag)
+		snprintf(out, cap, "%s", etag);
+	else
+		snprintf(out, cap, "s%" PRIu64, size);
+}
+
+struct man_adapt {
+	source_list_cb cb;
+	void *arg;
+};
+
+static int man_entry(void *arg, const struct listing_entry *e)
+{
+	struct man_adapt *a = arg;
+	struct source_object o = {.name = e->name,
+				  .is_dir = e->is_dir,
+				  .size = e->size,
+				  .version = ""};
+	char ver[160];
+
+	if (!e->is_dir) {
+		man_version(ver, sizeof(ver), e->etag, e->size);
+		o.version = ver;
+	}
+	return a->cb(a->arg, &o);
+}
+
+static int http_list_dir(struct source *src, const char *dir, source_list_cb cb,
+			 void *arg)
+{
+	struct http_src *hs = hs_of(src);
+	struct hlist l = {0};
+	char *err = NULL, ver[160];
+	size_t i;
+	int rc;
+
+	if (hs->man) {
+		struct man_adapt a = {cb, arg};
+
+		return manifest_list(hs->man, dir, man_entry, &a);
+	}
+	rc = fetch_listing(hs, dir, &l, &err);
+	if (rc) {
+		if (rc != -ENOENT)
+			log_error("%s", err);
+		goto out;
+	}
+	rc = fill_sizes(hs, dir, &l);
+	if (rc)
+		goto out;
+	for (i = 0; i < l.n && !rc; i++) {
+		struct hent *e = &l.v[i];
+		struct source_object o = {.name = l.names + e->name,
+					  .is_dir = e->is_dir,
+					  .size = e->is_dir ? 0 : e->size,
+					  .mtime = e->mtime,
+					  .version = ""};
+
+		if (!e->is_dir) {
+			version_of(ver, sizeof(ver), e->etag, e->mtime,
+				   e->size);
+			o.version = ver;
+		}
+		rc = cb(arg, &o);
+	}
+out:
+	free(err);
+	free(l.v);
+	free(l.names);
+	return rc;
+}
+
+static int first_entry(void *arg, const struct listing_entry *e)
+{
+	(void)arg;
+	(void)e;
+	return 1;
+}
+
+static int http_stat(struct source *src, const char *path,
+		     struct source_object *out)
+{
+	static __thread char name[LISTING_PATH_MAX + 1], ver[160];
+	struct http_src *hs = hs_of(src);
+	char url[4096];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(name, sizeof(name), "%s", path);
+	out->name = name;
+	out->version = "";
+	if (!*path) {
+		out->is_dir = true;
+		return 0;
+	}
+	if (hs->man) {
+		const struct manifest_entry *m = manifest_find(hs->man, path);
+
+		if (m) {
+			out->size = m->size;
+			man_version(ver, sizeof(ver), m->etag, m->size);
+			out->version = ver;
+			return 0;
+		}
+		rc = manifest_list(hs->man, path, first_entry, NULL);
+		if (rc == 1) {
+			out->is_dir = true;
+			return 0;
+		}
+		return -ENOENT;
+	}
+	rc = url_of(hs, path, false, url, sizeof(url));
+	if (rc)
+		return rc;
+	req.url = url;
+	req.head = true;
+	rc = fetch_run(src->fetch, &req, &res);
+	if (rc)
+		return rc;
+	if (res.content_length < 0) {
+		log_error("HEAD %s: no Content-Length", url);
+		return -EIO;
+	}
+	out->size = (uint64_t)res.content_length;
+	out->mtime = res.mtime;
+	version_of(ver, sizeof(ver), res.etag, res.mtime, out->size);
+	out->version = ver;
+	return 0;
+}
+
+static int http_prepare_read(struct source *src, const char *path,
+			     const char *version, uint64_t off, uint64_t len,
+			     struct source_read *rd)
+{
+	int rc;
+
+	(void)version; /* best effort over HTTP: see the comment at the top */
+	memset(&rd->req, 0, sizeof(rd->req));
+	rd->headers = NULL;
+	rc = url_of(hs_of(src), path, false, rd->url, sizeof(rd->url));
+	if (rc)
+		return rc;
+	rd->req.url = rd->url;
+	rd->req.range_off = off;
+	rd->req.range_len = len;
+	return 0;
+}
+
+static void http_destroy(struct source *src)
+{
+	struct http_src *hs = hs_of(src);
+
+	manifest_free(hs->man);
+	free(hs->prefix);
+	free(src->id);
+	free(hs);
+}
+
+static const struct source_ops http_ops = {
+    .scheme = "http",
+    .list_dir = http_list_dir,
+    .stat = http_stat,
+    .prepare_read = http_prepare_read,
+    .destroy = http_destroy,
+};
+
+/* "HTTPS://Host:443/a/b" -> "https://host/a/b/"; refuses what it cannot
+ * keep apart or would leak (credentials, queries). */
+static int canonical(const char *spec, char **out, char **err)
+{
+	const char *p = strstr(spec, "://"), *auth, *path;
+	char scheme[8], host[256];
+	size_t sl, hl, i;
+	const char *port = NULL;
+	size_t portl = 0;
+
+	*out = NULL;
+	if (!p || (size_t)(p - spec) >= sizeof(scheme)) {
+		err_set(err, "%s: not an http(s) URL", spec);
+		return -EINVAL;
+	}
+	sl = (size_t)(p - spec);
+	for (i = 0; i < sl; i++)
+		scheme[i] = (char)tolower((unsigned char)spec[i]);
+	scheme[sl] = '\0';
+	auth = p + 3;
+	path = auth + strcspn(auth, "/");
+	if (strpbrk(spec, "?#")) {
+		err_set(err,
+			"%s: query strings and fragments are not "
+			"supported in a source URL",
+			spec);
+		return -EINVAL;
+	}
+	if (memchr(auth, '@', (size_t)(path - auth))) {
+		err_set(err, "%s: credentials in the URL are not supported",
+			spec);
+		return -EINVAL;
+	}
+	hl = (size_t)(path - auth);
+	if (auth[0] != '[') {
+		const char *c = memchr(auth, ':', hl);
+
+		if (c) {
+			port = c + 1;
+			portl = (size_t)(path - port);
+			hl = (size_t)(c - auth);
+		}
+	} else {
+		const char *rb = memchr(auth, ']', hl);
+
+		if (rb && rb + 1 < path && rb[1] == ':') {
+			port = rb + 2;
+			portl = (size_t)(path - port);
+			hl = (size_t)(rb + 1 - auth);
+		}
+	}
+	if (hl == 0 || hl >= sizeof(host)) {
+		err_set(err, "%s: bad host", spec);
+		return -EINVAL;
+	}
+	for (i = 0; i < hl; i++)
+		host[i] = (char)tolower((unsigned char)auth[i]);
+	host[hl] = '\0';
+	for (i = 0; i < portl; i++)
+		if (!isdigit((unsigned char)port[i])) {
+			err_set(err, "%s: bad port", spec);
+			return -EINVAL;
+		}
+	if (portl && ((!strcmp(scheme, "http") && portl == 2 &&
+		       !strncmp(port, "80", 2)) ||
+		      (!strcmp(scheme, "https") && portl == 3 &&
+		       !strncmp(port, "443", 3))))
+		portl = 0;
+	*out = strdupf("%s://%s%s%.*s%s%s", scheme, host, portl ? ":" : "",
+		       (int)portl, portl ? port : "", *path ? path : "/",
+		       *path && path[strlen(path) - 1] == '/' ? "" : "/");
+	return 0;
+}
+
+static int read_manifest(struct http_src *hs, const char *where, char **text,
+			 size_t *len, char **err)
+{
+	FILE *f;
+	struct stat st;
+
+	*text = NULL;
+	*len = 0;
+	if (!strncasecmp(where, "http://", 7) ||
+	    !strncasecmp(where, "https://", 8)) {
+		struct fetch_req req = {0};
+		struct fetch_res res;
+		int rc;
+
+		req.url = where;
+		req.grow = true;
+		req.cap = LISTING_CAP;
+		rc = fetch_run(hs->base.fetch, &req, &res);
+		if (rc) {
+			err_set(err, "manifest %s", res.err);
+			return rc;
+		}
+		*text = res.body;
+		*len = res.len;
+		return 0;
+	}
+	f = fopen(where, "r");
+	if (!f) {
+		int e = errno;
+
+		err_set(err, "manifest %s: %s", where, strerror(e));
+		return -e;
+	}
+	if (fstat(fileno(f), &st) || st.st_size > LISTING_CAP) {
+		err_set(err, "manifest %s: larger than %u MiB or unreadable",
+			where, LISTING_CAP >> 20);
+		fclose(f);
+		return -EFBIG;
+	}
+	*text = malloc((size_t)st.st_size + 1);
+	if (!*text) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	*len = fread(*text, 1, (size_t)st.st_size, f);
+	if (ferror(f)) {
+		err_set(err, "manifest %s: read error", where);
+		fclose(f);
+		free(*text);
+		*text = NULL;
+		return -EIO;
+	}
+	fclose(f);
+	return 0;
+}
+
+int source_http_open(const char *spec, const struct source_options *opt,
+		     struct fetch_engine *fe, struct source **out, char **err)
+{
+	struct http_src *hs;
+	char *text = NULL, *perr = NULL;
+	size_t len;
+	int rc;
+
+	*out = NULL;
+	hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return -ENOMEM;
+	hs->base.ops = &http_ops;
+	hs->base.fetch = fe;
+	rc = canonical(spec, &hs->base.id, err);
+	if (rc)
+		goto fail;
+	hs->prefix = strdup(hs->base.id);
+	if (!hs->prefix) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (opt && opt->manifest) {
+		rc = read_manifest(hs, opt->manifest, &text, &len, err);
+		if (rc)
+			goto fail;
+		rc = manifest_parse(text, len, &hs->man, &perr);
+		free(text);
+		if (rc) {
+			err_set(err, "manifest %s: %s", opt->manifest,
+				perr ? perr : strerror(-rc));
+			free(perr);
+			goto fail;
+		}
+	} else {
+		struct hlist l = {0};
+
+		/* The root must list: catches a wrong URL at mount time. */
+		rc = fetch_listing(hs, "", &l, err);
+		free(l.v);
+		free(l.names);
+		if (rc)
+			goto fail;
+	}
+	*out = &hs->base;
+	return 0;
+fail:
+	http_destroy(&hs->base);
+	return rc;
+}
