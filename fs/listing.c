@@ -439,17 +439,21 @@ static size_t html_unescape(const char *in, size_t n, char *out, size_t cap)
 static void nginx_tail(const char *p, const char *end, struct listing_entry *e)
 {
 	char line[96], *q;
+	const char *nl = memchr(p, '\n', (size_t)(end - p));
 	size_t n = 0;
 	struct tm tm;
 	unsigned long long v;
 
-	while (p < end && *p != '\n' && n + 1 < sizeof(line))
+	if (!nl)
+		nl = end;
+	p = memmem(p, (size_t)(nl - p), "</a>", 4);
+	if (!p)
+		return;
+	p += 4;
+	while (p < nl && n + 1 < sizeof(line))
 		line[n++] = *p++;
 	line[n] = '\0';
 	q = line;
-	if (strncmp(q, "</a>", 4))
-		return;
-	q += 4;
 	while (*q == ' ')
 		q++;
 	memset(&tm, 0, sizeof(tm));
