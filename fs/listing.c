@@ -626,6 +626,8 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		const char *q = p;
 		char num[32], *ne;
 		unsigned long long sz;
+		const char *dp;
+		int dl;
 
 		line++;
 		p = nl ? nl + 1 : end;
@@ -654,19 +656,22 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 			rc = -EINVAL;
 			goto out;
 		}
-		if (fl[0] > LISTING_PATH_MAX || memchr(f[0], '\0', fl[0]) ||
-		    f[0][0] == '/' || f[0][fl[0] - 1] == '/') {
+		/* percent-decoded in place: "a%20b" is "a b"; never longer */
+		dl = listing_url_decode(f[0], fl[0], m->blob + bk, fl[0] + 1);
+		dp = m->blob + bk;
+		if (dl <= 0 || dl > LISTING_PATH_MAX || dp[0] == '/' ||
+		    dp[dl - 1] == '/') {
 			err_set(err, "manifest line %zu: bad path", line);
 			rc = -EINVAL;
 			goto out;
 		}
-		for (i = 0; i < fl[0];) {
+		for (i = 0; i < (size_t)dl;) {
 			/* every component a valid name */
 			size_t j = i;
 
-			while (j < fl[0] && f[0][j] != '/')
+			while (j < (size_t)dl && dp[j] != '/')
 				j++;
-			if (!name_ok(f[0] + i, j - i) ||
+			if (!name_ok(dp + i, j - i) ||
 			    j - i > LISTING_NAME_MAX) {
 				err_set(err,
 					"manifest line %zu: bad path "
@@ -711,9 +716,7 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		}
 		/* offsets for now; the blob is final only at the end */
 		m->v[m->n].path = (const char *)(uintptr_t)bk;
-		memcpy(m->blob + bk, f[0], fl[0]);
-		bk += fl[0];
-		m->blob[bk++] = '\0';
+		bk += (size_t)dl + 1;
 		m->v[m->n].size = sz;
 		m->v[m->n].etag = NULL;
 		if (nf == 3) {

@@ -61,6 +61,7 @@ struct manifest {
 	char *blob; /* the strings */
 };
 /* Parses "path size [etag]" lines, '#' comments and blank lines allowed.
+ * Paths are percent-decoded ("a%20b" for a name with a space, %25 for '%').
  * @return 0, or -EINVAL (with the line number in *err), -ENOMEM. */
 int manifest_parse(const char *text, size_t len, struct manifest **out,
 		   char **err) WHARF_CHECK;
