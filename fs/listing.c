@@ -734,7 +734,8 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		m->v[i].etag =
 		    m->v[i].etag ? m->blob + (uintptr_t)m->v[i].etag : "";
 	}
-	qsort(m->v, m->n, sizeof(*m->v), mcmp);
+	if (m->n)
+		qsort(m->v, m->n, sizeof(*m->v), mcmp);
 	for (i = 1; i < m->n; i++) {
 		size_t pl = strlen(m->v[i - 1].path);
 
@@ -766,6 +767,8 @@ const struct manifest_entry *manifest_find(const struct manifest *m,
 {
 	struct manifest_entry key = {.path = path};
 
+	if (!m->n)
+		return NULL;
 	return bsearch(&key, m->v, m->n, sizeof(*m->v), mcmp);
 }
 
