@@ -40,7 +40,6 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE];
 	char range[48];
 	char reason[64]; /* status line text after the code */
-	uint64_t start_ns;
 	uint64_t skip;	   /* bytes to drop: a 200 answer to a range */
 	bool body_checked; /* first body byte seen, status examined */
 	bool discard;	   /* not a 2xx: drop the body */
@@ -186,6 +185,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 		res->content_length = -1;
 		res->total_size = 0;
 		x->reason[0] = '\0';
+		x->bad_range = false;
 		if (sp)
 			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
 		if (sp2) {
@@ -247,7 +247,6 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 		if (code < 200 || code > 299) {
 			x->discard = true;
 		} else {
-			res->ttfb_ns = now_ns() - x->start_ns;
 			/* The origin ignored Range: drop what precedes it. */
 			if (code == 200 && req->range_len)
 				x->skip = req->range_off;
@@ -371,9 +370,15 @@ static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
 {
 	if (x->easy) {
 		long nc = 0;
+		curl_off_t ttfb_us = 0;
 
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE,
 				  &x->res->status);
+		/* time to the first response byte, headers included */
+		if (curl_easy_getinfo(x->easy, CURLINFO_STARTTRANSFER_TIME_T,
+				      &ttfb_us) == CURLE_OK &&
+		    ttfb_us > 0)
+			x->res->ttfb_ns = (uint64_t)ttfb_us * 1000;
 		if (curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &nc) ==
 			CURLE_OK &&
 		    nc > 0)
@@ -412,7 +417,6 @@ static void engine_start_queued(struct fetch_engine *fe)
 			xfer_finish(fe, x, CURLE_FAILED_INIT);
 			continue;
 		}
-		x->start_ns = now_ns();
 		fe->running++;
 	}
 }
@@ -646,9 +650,10 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 			return V_OK;
 		}
 		want = req->range_len;
-		if (st == 200 && res->content_length >= 0) {
-			/* Whole object sent: it is its own total. */
-			res->total_size = (uint64_t)res->content_length;
+		if (st == 200 && !x->enough) {
+			/* The whole object came and ended early: its size is
+			 * what was skipped plus what was kept. */
+			res->total_size = req->range_off - x->skip + res->len;
 		}
 		if (res->total_size && req->range_off + want > res->total_size)
 			want = req->range_off < res->total_size

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "fetch.h"
 #include "fixture.h"
@@ -298,6 +301,175 @@ START_TEST(concurrency)
 }
 END_TEST
 
+/* ---- a scripted origin: one canned answer per connection ---- */
+
+struct script {
+	int fd;
+	const char *const *answers; /* NULL-terminated */
+	int served;
+};
+
+static void *script_main(void *arg)
+{
+	struct script *sc = arg;
+	const char *const *a;
+
+	for (a = sc->answers; *a; a++) {
+		char req[4096];
+		int c = accept(sc->fd, NULL, NULL);
+		ssize_t n, got = 0;
+
+		if (c < 0)
+			break;
+		/* read up to the end of the request head */
+		while (got < (ssize_t)sizeof(req) - 1 &&
+		       (n = read(c, req + got, sizeof(req) - 1 - (size_t)got)) >
+			   0) {
+			got += n;
+			req[got] = '\0';
+			if (strstr(req, "\r\n\r\n"))
+				break;
+		}
+		if (write(c, *a, strlen(*a)) < 0)
+			perror("write");
+		sc->served++;
+		close(c);
+	}
+	return NULL;
+}
+
+static int script_start(struct script *sc, pthread_t *th,
+			const char *const *answers)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+
+	sc->answers = answers;
+	sc->served = 0;
+	sc->fd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(sc->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(sc->fd, 8), 0);
+	ck_assert_int_eq(getsockname(sc->fd, (struct sockaddr *)&sa, &sl), 0);
+	ck_assert_int_eq(pthread_create(th, NULL, script_main, sc), 0);
+	return ntohs(sa.sin_port);
+}
+
+static void script_stop(struct script *sc, pthread_t th)
+{
+	shutdown(sc->fd, SHUT_RDWR);
+	close(sc->fd);
+	pthread_join(th, NULL);
+}
+
+static int resigned;
+
+static int resign(void *arg, struct fetch_req *req)
+{
+	(void)arg;
+	(void)req;
+	resigned++;
+	return 0;
+}
+
+START_TEST(short_body_retried)
+{
+	/* a 206 that stops early although the object is longer, then the
+	 * right answer: the retry must deliver exactly the range */
+	static const char *const answers[] = {
+	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 4\r\n"
+	    "Content-Range: bytes 2-5/100\r\nConnection: close\r\n\r\n"
+	    "cdef",
+	    "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n"
+	    "Connection: close\r\n\r\n",
+	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 8\r\n"
+	    "Content-Range: bytes 2-9/100\r\nETag: \"v1\"\r\n"
+	    "Connection: close\r\n\r\ncdefghij",
+	    NULL};
+	struct script sc;
+	pthread_t th;
+	char url[64], buf[8];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	int port = script_start(&sc, &th, answers);
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
+	req.url = url;
+	req.range_off = 2;
+	req.range_len = 8;
+	req.buf = buf;
+	req.cap = sizeof(buf);
+	req.resign = resign;
+	resigned = 0;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_uint_eq(res.attempts, 3);
+	ck_assert_int_eq(resigned, 2);
+	ck_assert_uint_eq(res.len, 8);
+	ck_assert_int_eq(memcmp(buf, "cdefghij", 8), 0);
+	ck_assert_str_eq(res.etag, "\"v1\"");
+	ck_assert_uint_eq(res.total_size, 100);
+	script_stop(&sc, th);
+}
+END_TEST
+
+START_TEST(range_ignored)
+{
+	/* a 200 with the whole object: the engine skips to the range */
+	static const char *const answers[] = {
+	    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"
+	    "Connection: close\r\n\r\n0123456789",
+	    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"
+	    "Connection: close\r\n\r\n0123456789",
+	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\n"
+	    "Content-Range: bytes 5-7/10\r\nConnection: close\r\n\r\n567",
+	    NULL};
+	struct script sc;
+	pthread_t th;
+	char url[64], buf[16];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	int port = script_start(&sc, &th, answers);
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
+	req.url = url;
+	req.buf = buf;
+	req.cap = sizeof(buf);
+	req.range_off = 3;
+	req.range_len = 4;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_uint_eq(res.len, 4);
+	ck_assert_int_eq(memcmp(buf, "3456", 4), 0);
+	/* running past the end of a 200: the tail and the object's size */
+	req.range_off = 8;
+	req.range_len = 5;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_uint_eq(res.len, 2);
+	ck_assert_int_eq(memcmp(buf, "89", 2), 0);
+	ck_assert_uint_eq(res.total_size, 10);
+	/* a 206 for another range than asked is an error, never data */
+	req.range_off = 4;
+	req.range_len = 3;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_ptr_nonnull(strstr(res.err, "another range"));
+	script_stop(&sc, th);
+}
+END_TEST
+
+START_TEST(throttled)
+{
+	struct fetch_res res;
+	uint8_t buf[64];
+
+	ck_assert_int_eq(get("/status/429", 0, 0, buf, sizeof(buf), &res),
+			 -EIO);
+	ck_assert_uint_eq(res.attempts, 3);
+	ck_assert_ptr_nonnull(strstr(res.err, "HTTP 429"));
+	ck_assert_int_eq(get("/status/503", 0, 0, buf, sizeof(buf), &res),
+			 -EIO);
+	ck_assert_uint_eq(res.attempts, 3);
+}
+END_TEST
+
 /* ---- HTTP source end to end ---- */
 
 struct names {
@@ -510,6 +682,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, unreachable);
 	tcase_add_test(tc, keep_alive);
 	tcase_add_test(tc, concurrency);
+	tcase_add_test(tc, short_body_retried);
+	tcase_add_test(tc, range_ignored);
+	tcase_add_test(tc, throttled);
 	tcase_add_test(tc, source_json);
 	tcase_add_test(tc, source_html);
 	tcase_add_test(tc, source_manifest);
