@@ -280,8 +280,10 @@ START_TEST(concurrency)
 {
 	pthread_t th[8];
 	struct par p[8];
-	struct fetch_stats st;
+	struct fetch_stats st0, st;
 	int i;
+
+	fetch_get_stats(fe, &st0);
 
 	for (i = 0; i < 8; i++) {
 		p[i].id = i;
@@ -298,6 +300,10 @@ START_TEST(concurrency)
 	ck_assert_uint_ge(st.bytes, 160 * 65536);
 	ck_assert_uint_gt(st.ttfb_p50_ns, 0);
 	ck_assert_uint_ge(st.ttfb_p99_ns, st.ttfb_p50_ns);
+	/* 8 threads share at most max_connections (4) connections */
+	fprintf(stderr, "concurrency: %llu new connections\n",
+		(unsigned long long)(st.connects - st0.connects));
+	ck_assert_uint_le(st.connects - st0.connects, 4);
 }
 END_TEST
 
