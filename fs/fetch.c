@@ -39,7 +39,7 @@ struct xfer {
 	CURLcode cc;
 	char errbuf[CURL_ERROR_SIZE];
 	char range[48];
-	char reason[64]; /* status line text after the code */
+	char reason[64];   /* status line text after the code */
 	uint64_t skip;	   /* bytes to drop: a 200 answer to a range */
 	bool body_checked; /* first body byte seen, status examined */
 	bool discard;	   /* not a 2xx: drop the body */
@@ -290,8 +290,10 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 		res->body = nb;
 		x->grow_cap = nc;
 	}
-	memcpy((char *)res->body + res->len, data, n);
-	res->len += n;
+	if (n) {
+		memcpy((char *)res->body + res->len, data, n);
+		res->len += n;
+	}
 	if (x->enough)
 		return 0;
 	return size * nmemb;

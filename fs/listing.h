@@ -20,7 +20,7 @@ struct listing_entry {
 	bool is_dir;
 	bool has_size; /* false: the listing gave no exact size */
 	uint64_t size;
-	int64_t mtime; /* epoch seconds, 0 when unknown */
+	int64_t mtime;	  /* epoch seconds, 0 when unknown */
 	const char *etag; /* manifest only: the line's etag or ""; else NULL */
 };
 
