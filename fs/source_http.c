@@ -26,10 +26,15 @@
 #define LISTING_CAP (256u << 20) /* bytes of one listing or manifest */
 #define HEAD_THREADS 16		 /* parallel HEADs for sizes pages omit */
 
+struct hlist;
+
 struct http_src {
 	struct source base;
 	char *prefix; /* request URL of the root, ending in '/' */
 	struct manifest *man;
+	/* The root as open listed it, for the first list_dir(""); taken
+	 * with an atomic exchange so it is used once. */
+	struct hlist *root;
 };
 
 /* One entry collected from a page, before the HEADs fill the gaps. */
@@ -292,12 +297,23 @@ static int http_list_dir(struct source *src, const char *dir, source_list_cb cb,
 
 		return manifest_list(hs->man, dir, man_entry, &a);
 	}
+	if (!*dir) {
+		struct hlist *root =
+		    __atomic_exchange_n(&hs->root, NULL, __ATOMIC_ACQ_REL);
+
+		if (root) {
+			l = *root;
+			free(root);
+			goto listed;
+		}
+	}
 	rc = fetch_listing(hs, dir, &l, &err);
 	if (rc) {
 		if (rc != -ENOENT)
 			log_error("%s", err);
 		goto out;
 	}
+listed:
 	rc = fill_sizes(hs, dir, &l);
 	if (rc)
 		goto out;
@@ -406,6 +422,11 @@ static void http_destroy(struct source *src)
 	struct http_src *hs = hs_of(src);
 
 	manifest_free(hs->man);
+	if (hs->root) {
+		free(hs->root->v);
+		free(hs->root->names);
+		free(hs->root);
+	}
 	free(hs->prefix);
 	free(src->id);
 	free(hs);
@@ -584,12 +605,13 @@ int source_http_open(const char *spec, const struct source_options *opt,
 			goto fail;
 		}
 	} else {
-		struct hlist l = {0};
-
 		/* The root must list: catches a wrong URL at mount time. */
-		rc = fetch_listing(hs, "", &l, err);
-		free(l.v);
-		free(l.names);
+		hs->root = calloc(1, sizeof(*hs->root));
+		if (!hs->root) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		rc = fetch_listing(hs, "", hs->root, err);
 		if (rc)
 			goto fail;
 	}
