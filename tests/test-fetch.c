@@ -476,6 +476,106 @@ START_TEST(throttled)
 }
 END_TEST
 
+/* ---- TLS and HTTP/2: nginx with a self-signed certificate ---- */
+
+static int tls_get(const struct fetch_config *cfg, const char *url,
+		   struct fetch_res *res, uint8_t *buf, size_t cap)
+{
+	struct fetch_engine *e;
+	struct fetch_req req = {0};
+	int rc;
+
+	ck_assert_int_eq(fetch_engine_new(cfg, &e), 0);
+	req.url = url;
+	req.buf = buf;
+	req.cap = cap;
+	req.range_off = 777;
+	req.range_len = cap;
+	rc = fetch_run(e, &req, res);
+	fetch_engine_free(e);
+	return rc;
+}
+
+START_TEST(tls_http2)
+{
+	char *dir = fx_tmpdir("tls"), conf[4096], path[512], url[128];
+	char logp[512], cert[512];
+	int port = fx_free_port();
+	struct fetch_config cfg;
+	struct fetch_res res;
+	uint8_t buf[4096];
+	pid_t pid;
+	FILE *f;
+
+	if (fx_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout "
+		  "%s/key.pem -out %s/cert.pem -days 2 -subj /CN=127.0.0.1 "
+		  "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+		  dir, dir)) {
+		fprintf(stderr, "openssl cannot make a certificate: TLS part "
+				"skipped\n");
+		fx_rmtree(dir);
+		free(dir);
+		return;
+	}
+	snprintf(conf, sizeof(conf),
+		 "daemon off;\nmaster_process off;\npid %1$s/nginx.pid;\n"
+		 "error_log %1$s/error.log warn;\nevents {}\nhttp {\n"
+		 " log_format proto '$server_protocol';\n"
+		 " access_log %1$s/access.log proto;\n"
+		 " client_body_temp_path %1$s/body;\n"
+		 " proxy_temp_path %1$s/proxy;\n"
+		 " fastcgi_temp_path %1$s/fastcgi;\n"
+		 " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		 " server {\n  listen 127.0.0.1:%2$d ssl http2;\n"
+		 "  ssl_certificate %1$s/cert.pem;\n"
+		 "  ssl_certificate_key %1$s/key.pem;\n"
+		 "  location / { alias %3$s/; }\n }\n}\n",
+		 dir, port, root);
+	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(conf, f);
+	ck_assert_int_eq(fclose(f), 0);
+	{
+		char *argv[] = {access("/usr/sbin/nginx", X_OK) == 0
+				    ? "/usr/sbin/nginx"
+				    : "/usr/bin/nginx",
+				"-c",
+				path,
+				"-p",
+				dir,
+				NULL};
+
+		snprintf(logp, sizeof(logp), "%s/stderr.log", dir);
+		pid = fx_spawn(argv, logp);
+	}
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(fx_wait_port(port, 10000), 0);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/big.bin", port);
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+
+	/* an unknown issuer: refused at once, not retried */
+	fetch_config_default(&cfg);
+	ck_assert_int_eq(tls_get(&cfg, url, &res, buf, sizeof(buf)), -EIO);
+	ck_assert_uint_eq(res.attempts, 1);
+	ck_assert_ptr_nonnull(strstr(res.err, url));
+	/* trusted through --ca-file, and with verification off */
+	cfg.ca_file = cert;
+	ck_assert_int_eq(tls_get(&cfg, url, &res, buf, sizeof(buf)), 0);
+	check_bytes(buf, 777, sizeof(buf));
+	cfg.ca_file = NULL;
+	cfg.insecure = true;
+	ck_assert_int_eq(tls_get(&cfg, url, &res, buf, sizeof(buf)), 0);
+	check_bytes(buf, 777, sizeof(buf));
+	fx_stop(pid, 5000);
+	/* both good requests went over HTTP/2 */
+	ck_assert_int_eq(
+	    fx_sh("test $(grep -c HTTP/2.0 %s/access.log) -eq 2", dir), 0);
+	fx_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
 /* ---- HTTP source end to end ---- */
 
 struct names {
@@ -691,6 +791,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, short_body_retried);
 	tcase_add_test(tc, range_ignored);
 	tcase_add_test(tc, throttled);
+	tcase_add_test(tc, tls_http2);
 	tcase_add_test(tc, source_json);
 	tcase_add_test(tc, source_html);
 	tcase_add_test(tc, source_manifest);
