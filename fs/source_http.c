@@ -388,6 +388,23 @@ static int http_stat(struct source *src, const char *path,
 	rc = fetch_run(src->fetch, &req, &res);
 	if (rc)
 		return rc;
+	if (listing_detect(res.content_type, "", 0) != LISTING_UNKNOWN) {
+		/* Maybe a directory the server redirected to "path/": an
+		 * index page answers there, a file does not. */
+		struct fetch_res dres;
+		char durl[4096];
+
+		if (!url_of(hs, path, true, durl, sizeof(durl))) {
+			req.url = durl;
+			rc = fetch_run(src->fetch, &req, &dres);
+			if (!rc) {
+				out->is_dir = true;
+				return 0;
+			}
+			if (rc != -ENOENT)
+				return rc;
+		}
+	}
 	if (res.content_length < 0) {
 		log_error("HEAD %s: no Content-Length", url);
 		return -EIO;

@@ -656,6 +656,8 @@ static void source_common(const char *spec, const char *manifest)
 	ck_assert_int_eq(src->ops->stat(src, "", &o), 0);
 	ck_assert(o.is_dir);
 	ck_assert_int_eq(src->ops->stat(src, "sub dir/missing", &o), -ENOENT);
+	ck_assert_int_eq(src->ops->stat(src, "sub dir", &o), 0);
+	ck_assert(o.is_dir);
 
 	read_check(src, "big.bin", SEED, 0, BIG_SIZE, BIG_SIZE);
 	read_check(src, "big.bin", SEED, 1048576, 65536, 65536);
