@@ -23,6 +23,8 @@
 static struct fx_nginx ng;
 static char *root;
 static struct fetch_engine *fe;
+/* A server a test started: stopped by teardown even when the test fails. */
+static pid_t extra_pid;
 
 static void setup(void)
 {
@@ -40,6 +42,9 @@ static void teardown(void)
 {
 	fetch_engine_free(fe);
 	fe = NULL;
+	if (extra_pid > 0)
+		fx_stop(extra_pid, 5000);
+	extra_pid = 0;
 }
 
 static int get(const char *path, uint64_t off, uint64_t len, void *buf,
@@ -547,7 +552,7 @@ START_TEST(tls_http2)
 				NULL};
 
 		snprintf(logp, sizeof(logp), "%s/stderr.log", dir);
-		pid = fx_spawn(argv, logp);
+		pid = extra_pid = fx_spawn(argv, logp);
 	}
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(fx_wait_port(port, 10000), 0);
@@ -568,6 +573,7 @@ START_TEST(tls_http2)
 	ck_assert_int_eq(tls_get(&cfg, url, &res, buf, sizeof(buf)), 0);
 	check_bytes(buf, 777, sizeof(buf));
 	fx_stop(pid, 5000);
+	extra_pid = 0;
 	/* both good requests went over HTTP/2 */
 	ck_assert_int_eq(
 	    fx_sh("test $(grep -c HTTP/2.0 %s/access.log) -eq 2", dir), 0);
@@ -723,12 +729,13 @@ START_TEST(source_python_server)
 		return;
 	}
 	snprintf(port, sizeof(port), "%d", p);
-	pid = fx_spawn(argv, "/dev/null");
+	pid = extra_pid = fx_spawn(argv, "/dev/null");
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(fx_wait_port(p, 10000), 0);
 	snprintf(spec, sizeof(spec), "http://127.0.0.1:%d/", p);
 	source_common(spec, NULL);
 	fx_stop(pid, 5000);
+	extra_pid = 0;
 }
 END_TEST
 
