@@ -359,6 +359,10 @@ static int easy_setup(struct fetch_engine *fe, struct xfer *x)
 		SET(CURLOPT_CAINFO, fe->ca_file);
 	if (req->head)
 		SET(CURLOPT_NOBODY, 1L);
+	if (req->post) {
+		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->post_len);
+		SET(CURLOPT_POSTFIELDS, req->post);
+	}
 	if (req->range_len && !req->head) {
 		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
 			 req->range_off, req->range_off + req->range_len - 1);
@@ -602,6 +606,11 @@ static uint64_t rand_below(uint64_t n)
 	return n ? (uint64_t)rand_r(&seed) * n / ((uint64_t)RAND_MAX + 1) : 0;
 }
 
+static const char *method_of(const struct fetch_req *req)
+{
+	return req->head ? "HEAD" : req->post ? "POST" : "GET";
+}
+
 enum verdict { V_OK, V_RETRY, V_FAIL };
 
 /*
@@ -759,7 +768,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 		if (elapsed + wait_ms * 1000000ULL > budget_ns)
 			break;
 		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
-			 req->head ? "HEAD" : "GET", url, range, what, n + 1,
+			 method_of(req), url, range, what, n + 1,
 			 wait_ms);
 		STAT_ADD(fe->st.retries, 1);
 		if (wait_ms) {
@@ -777,7 +786,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	if (rc == 0)
 		rc = -EIO;
 	snprintf(res->err, sizeof(res->err), "%s %s%s: %s (after %u attempt%s)",
-		 req->head ? "HEAD" : "GET", url, range, what, res->attempts,
+		 method_of(req), url, range, what, res->attempts,
 		 res->attempts == 1 ? "" : "s");
 	if (rc == -ENOENT)
 		log_debug("%s", res->err);

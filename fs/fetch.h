@@ -38,6 +38,9 @@ struct fetch_req {
 	const char *url;            /* caller-owned until fetch_run returns */
 	struct curl_slist *headers; /* extra headers, caller-owned, may be NULL */
 	bool head;                  /* HEAD instead of GET */
+	/* POST this body instead of GET (token exchanges); caller-owned. */
+	const char *post;
+	size_t post_len;
 	/* Range: bytes=off-(off+len-1).  len == 0: no Range header. */
 	uint64_t range_off, range_len;
 	/*

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "listing.h"
+#include "json.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -54,221 +55,56 @@ static int64_t parse_http_date(const char *s)
 
 /* ---- JSON (nginx autoindex) ---- */
 
-struct jscan {
-	const char *p, *end, *start;
-	char **err;
-};
-
-static void js_ws(struct jscan *s)
-{
-	while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' ||
-				 *s->p == '\r' || *s->p == '\t'))
-		s->p++;
-}
-
-static int js_fail(struct jscan *s, const char *what)
-{
-	err_set(s->err, "JSON listing, byte %zu: %s", (size_t)(s->p - s->start),
-		what);
-	return -EINVAL;
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-static int js_hex4(struct jscan *s, unsigned *out)
-{
-	unsigned v = 0;
-	int i, h;
-
-	if (s->end - s->p < 4)
-		return js_fail(s, "truncated \\u escape");
-	for (i = 0; i < 4; i++) {
-		h = hexval((unsigned char)s->p[i]);
-		if (h < 0)
-			return js_fail(s, "bad \\u escape");
-		v = v << 4 | (unsigned)h;
-	}
-	s->p += 4;
-	*out = v;
-	return 0;
-}
-
-/* Decodes a string at s->p (on the opening quote) into out (cap bytes). */
-static int js_string(struct jscan *s, char *out, size_t cap, size_t *outlen)
-{
-	size_t n = 0;
-
-	if (s->p >= s->end || *s->p != '"')
-		return js_fail(s, "expected a string");
-	s->p++;
-	for (;;) {
-		char tmp[4];
-		size_t k = 1;
-		unsigned c;
-
-		if (s->p >= s->end)
-			return js_fail(s, "unterminated string");
-		c = (unsigned char)*s->p++;
-		if (c == '"')
-			break;
-		if (c < 0x20)
-			return js_fail(s, "control character in a string");
-		tmp[0] = (char)c;
-		if (c == '\\') {
-			if (s->p >= s->end)
-				return js_fail(s, "unterminated string");
-			c = (unsigned char)*s->p++;
-			switch (c) {
-			case '"':
-			case '\\':
-			case '/':
-				tmp[0] = (char)c;
-				break;
-			case 'b':
-				tmp[0] = '\b';
-				break;
-			case 'f':
-				tmp[0] = '\f';
-				break;
-			case 'n':
-				tmp[0] = '\n';
-				break;
-			case 'r':
-				tmp[0] = '\r';
-				break;
-			case 't':
-				tmp[0] = '\t';
-				break;
-			case 'u': {
-				unsigned u, lo;
-
-				if (js_hex4(s, &u))
-					return -EINVAL;
-				if (u >= 0xd800 && u < 0xdc00) {
-					if (s->end - s->p < 2 ||
-					    s->p[0] != '\\' || s->p[1] != 'u')
-						return js_fail(
-						    s, "lone surrogate");
-					s->p += 2;
-					if (js_hex4(s, &lo))
-						return -EINVAL;
-					if (lo < 0xdc00 || lo >= 0xe000)
-						return js_fail(
-						    s, "bad surrogate pair");
-					u = 0x10000 + ((u - 0xd800) << 10) +
-					    (lo - 0xdc00);
-				} else if (u >= 0xdc00 && u < 0xe000) {
-					return js_fail(s, "lone surrogate");
-				}
-				if (u == 0)
-					return js_fail(s, "NUL in a string");
-				if (u < 0x80) {
-					tmp[0] = (char)u;
-				} else if (u < 0x800) {
-					tmp[0] = (char)(0xc0 | u >> 6);
-					tmp[1] = (char)(0x80 | (u & 0x3f));
-					k = 2;
-				} else if (u < 0x10000) {
-					tmp[0] = (char)(0xe0 | u >> 12);
-					tmp[1] = (char)(0x80 | (u >> 6 & 0x3f));
-					tmp[2] = (char)(0x80 | (u & 0x3f));
-					k = 3;
-				} else {
-					tmp[0] = (char)(0xf0 | u >> 18);
-					tmp[1] =
-					    (char)(0x80 | (u >> 12 & 0x3f));
-					tmp[2] = (char)(0x80 | (u >> 6 & 0x3f));
-					tmp[3] = (char)(0x80 | (u & 0x3f));
-					k = 4;
-				}
-				break;
-			}
-			default:
-				return js_fail(s, "bad escape in a string");
-			}
-		}
-		if (n + k >= cap)
-			return js_fail(s, "string too long");
-		memcpy(out + n, tmp, k);
-		n += k;
-	}
-	out[n] = '\0';
-	*outlen = n;
-	return 0;
-}
-
-/* Skips a scalar value we do not use (number, true, false, null). */
-static int js_scalar(struct jscan *s, const char **tok, size_t *toklen)
-{
-	const char *b = s->p;
-
-	while (s->p < s->end && (isalnum((unsigned char)*s->p) ||
-				 *s->p == '-' || *s->p == '+' || *s->p == '.'))
-		s->p++;
-	if (s->p == b)
-		return js_fail(s, "expected a value");
-	*tok = b;
-	*toklen = (size_t)(s->p - b);
-	return 0;
-}
-
 int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 		       char **err)
 {
-	struct jscan s = {body, body + len, body, err};
+	struct json s;
 	char key[32], name[LISTING_NAME_MAX + 1], val[128];
 	int rc;
 
-	js_ws(&s);
+	json_init(&s, body, len, "JSON listing", err);
+	json_ws(&s);
 	if (s.p >= s.end || *s.p != '[')
-		return js_fail(&s, "expected '['");
+		return json_fail(&s, "expected '['");
 	s.p++;
-	js_ws(&s);
+	json_ws(&s);
 	if (s.p < s.end && *s.p == ']')
 		goto tail;
 	for (;;) {
 		struct listing_entry e = {.name = name};
 		bool have_name = false, have_type = false;
 
-		js_ws(&s);
+		json_ws(&s);
 		if (s.p >= s.end || *s.p != '{')
-			return js_fail(&s, "expected '{'");
+			return json_fail(&s, "expected '{'");
 		s.p++;
-		js_ws(&s);
+		json_ws(&s);
 		if (s.p < s.end && *s.p == '}') {
 			s.p++;
 		} else {
 			for (;;) {
 				size_t kl, vl;
 
-				js_ws(&s);
-				if (js_string(&s, key, sizeof(key), &kl))
+				json_ws(&s);
+				if (json_string(&s, key, sizeof(key), &kl))
 					return -EINVAL;
-				js_ws(&s);
+				json_ws(&s);
 				if (s.p >= s.end || *s.p != ':')
-					return js_fail(&s, "expected ':'");
+					return json_fail(&s, "expected ':'");
 				s.p++;
-				js_ws(&s);
+				json_ws(&s);
 				if (s.p < s.end && *s.p == '"') {
 					if (!strcmp(key, "name")) {
-						if (js_string(&s, name,
+						if (json_string(&s, name,
 							      sizeof(name),
 							      &vl))
 							return -EINVAL;
 						if (!name_ok(name, vl))
-							return js_fail(
+							return json_fail(
 							    &s, "bad name");
 						have_name = true;
 					} else {
-						if (js_string(&s, val,
+						if (json_string(&s, val,
 							      sizeof(val), &vl))
 							return -EINVAL;
 						if (!strcmp(key, "type")) {
@@ -286,13 +122,13 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 					const char *t;
 					char *end;
 
-					if (js_scalar(&s, &t, &vl))
+					if (json_scalar(&s, &t, &vl))
 						return -EINVAL;
 					if (!strcmp(key, "size")) {
 						char num[32];
 
 						if (vl >= sizeof(num))
-							return js_fail(
+							return json_fail(
 							    &s, "bad size");
 						memcpy(num, t, vl);
 						num[vl] = '\0';
@@ -301,12 +137,12 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 						    strtoull(num, &end, 10);
 						if (errno || *end ||
 						    num[0] == '-')
-							return js_fail(
+							return json_fail(
 							    &s, "bad size");
 						e.has_size = true;
 					}
 				}
-				js_ws(&s);
+				json_ws(&s);
 				if (s.p < s.end && *s.p == ',') {
 					s.p++;
 					continue;
@@ -315,11 +151,11 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 					s.p++;
 					break;
 				}
-				return js_fail(&s, "expected ',' or '}'");
+				return json_fail(&s, "expected ',' or '}'");
 			}
 		}
 		if (!have_name || !have_type)
-			return js_fail(&s, "entry without name or type");
+			return json_fail(&s, "entry without name or type");
 		if (e.is_dir) {
 			e.size = 0;
 			e.has_size = true;
@@ -327,20 +163,20 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 		rc = cb(arg, &e);
 		if (rc)
 			return rc;
-		js_ws(&s);
+		json_ws(&s);
 		if (s.p < s.end && *s.p == ',') {
 			s.p++;
 			continue;
 		}
 		if (s.p < s.end && *s.p == ']')
 			break;
-		return js_fail(&s, "expected ',' or ']'");
+		return json_fail(&s, "expected ',' or ']'");
 	}
 tail:
 	s.p++;
-	js_ws(&s);
+	json_ws(&s);
 	if (s.p != s.end)
-		return js_fail(&s, "junk after the array");
+		return json_fail(&s, "junk after the array");
 	return 0;
 }
 
@@ -358,8 +194,8 @@ int listing_url_decode(const char *in, size_t n, char *out, size_t cap)
 
 			if (i + 2 >= n)
 				return -EINVAL;
-			h = hexval((unsigned char)in[i + 1]);
-			l = hexval((unsigned char)in[i + 2]);
+			h = hex_value((unsigned char)in[i + 1]);
+			l = hex_value((unsigned char)in[i + 2]);
 			if (h < 0 || l < 0)
 				return -EINVAL;
 			c = h << 4 | l;

@@ -135,3 +135,14 @@ void err_set(char **err, const char *fmt, ...)
 	*err = vstrdupf(fmt, ap);
 	va_end(ap);
 }
+
+int hex_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -37,4 +37,7 @@ uint64_t now_ns(void);
 char *strdupf(const char *fmt, ...) WHARF_PRINTF(1, 2);
 void err_set(char **err, const char *fmt, ...) WHARF_PRINTF(2, 3);
 
+/* The value of one hex digit, or -1. */
+int hex_value(int c);
+
 #endif
