@@ -1,2 +1,803 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_creds_gcp;
+#include "config.h"
+
+#include "creds_gcp.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include "fetch.h"
+#include "json.h"
+
+#define TOKEN_MAX 4096	       /* bytes of one access token */
+#define TEXT_MAX (64u << 10)   /* key files, command output, responses */
+#define FILE_RENEW_S 60	       /* a token file is re-read this often */
+#define RENEW_MARGIN_MAX_S 300 /* renew at most this long before expiry */
+#define RETRY_RENEW_S 10       /* after a failed renewal, wait this long */
+#define REFUSED_GRACE_NS 5000000000ull /* a token this fresh is not re-got */
+#define JWT_LIFETIME_S 3600
+#define LIFE_MAX_S (7 * 86400ull)
+#define DEFAULT_COMMAND_LIFETIME_S 300
+#define DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"
+#define METADATA_PATH                                                          \
+	"/computeMetadata/v1/instance/service-accounts/default/token"
+#define SCOPE "https://www.googleapis.com/auth/devstorage.read_only"
+
+enum kind { K_ANON, K_FILE, K_ENV, K_COMMAND, K_SERVICE, K_USER, K_METADATA };
+
+struct gcp_creds {
+	enum kind kind;
+	struct fetch_engine *fe;
+	char desc[512];
+	char *path;	   /* token file or key file */
+	char *command;	   /* token command */
+	unsigned lifetime; /* seconds a bare command token lasts */
+	char *email, *key_id, *token_uri; /* service account */
+	EVP_PKEY *pkey;
+	char *client_id, *client_secret, *refresh_token; /* authorized user */
+	char *metadata_url;
+
+	/* Under lock: the current token and when to renew it.  The lock is
+	 * taken once per origin request (a chunk, a listing page), never per
+	 * read served from cache; it is held across a renewal so that only
+	 * one thread renews and the others wait for its token. */
+	pthread_mutex_t lock;
+	char token[TOKEN_MAX];
+	bool have;
+	uint64_t got_ns;     /* monotonic: when the token came */
+	uint64_t renew_ns;   /* monotonic: renew from then on; 0 never */
+	uint64_t expires_ns; /* monotonic: useless from then on; 0 unknown */
+};
+
+/* ---- small helpers ---- */
+
+static void wipe_free(char *s)
+{
+	if (s) {
+		OPENSSL_cleanse(s, strlen(s));
+		free(s);
+	}
+}
+
+/* A token goes into a header: refuse anything that could break one. */
+static int token_ok(const char *t)
+{
+	size_t n = strlen(t);
+
+	if (n == 0 || n >= TOKEN_MAX)
+		return 0;
+	for (; *t; t++)
+		if ((unsigned char)*t <= 0x20 || (unsigned char)*t >= 0x7f)
+			return 0;
+	return 1;
+}
+
+/* Strings that go into the JWT unescaped must not need escaping. */
+static int plain_ok(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == '"' || *s == '\\')
+			return 0;
+	return 1;
+}
+
+static int read_text(const char *path, char **out, size_t *len, char **err)
+{
+	return read_file_capped(path, TEXT_MAX, out, len, err);
+}
+
+/* The first line of text, without surrounding white space, as the token. */
+static int bare_token(const char *text, char *tok, const char *what, char **err)
+{
+	size_t n;
+
+	text += strspn(text, " \t\r\n");
+	n = strcspn(text, "\r\n");
+	while (n && (text[n - 1] == ' ' || text[n - 1] == '\t'))
+		n--;
+	if (n == 0 || n >= TOKEN_MAX) {
+		err_set(err, "%s: %s", what,
+			n ? "token too long" : "no token in it");
+		return -EINVAL;
+	}
+	memcpy(tok, text, n);
+	tok[n] = '\0';
+	if (!token_ok(tok)) {
+		err_set(err,
+			"%s: the token has characters a header cannot "
+			"carry",
+			what);
+		OPENSSL_cleanse(tok, n);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * {"access_token": "...", "expires_in": N, ...} as the token endpoint, the
+ * metadata server and a token command answer.  *expires_s stays as it was
+ * when the answer gives no expiry.
+ */
+static int parse_token_json(const char *text, size_t len, char *tok,
+			    uint64_t *expires_s, const char *what, char **err)
+{
+	struct json s;
+	char key[64];
+	bool first = true, got = false;
+	size_t n;
+	int rc;
+
+	json_init(&s, text, len, what, err);
+	if (json_expect(&s, '{'))
+		return -EINVAL;
+	while ((rc = json_next(&s, '}', &first)) == 1) {
+		if (json_key(&s, key, sizeof(key)))
+			return -EINVAL;
+		if (!strcmp(key, "access_token")) {
+			if (json_string(&s, tok, TOKEN_MAX, &n))
+				return -EINVAL;
+			got = true;
+		} else if (!strcmp(key, "expires_in")) {
+			if (json_u64(&s, expires_s))
+				return -EINVAL;
+		} else if (json_skip(&s)) {
+			return -EINVAL;
+		}
+	}
+	if (rc < 0 || json_end(&s))
+		return -EINVAL;
+	if (!got || !token_ok(tok)) {
+		err_set(err, "%s: no usable access_token in the answer", what);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- the sources ---- */
+
+static int from_file(struct gcp_creds *c, char *tok, uint64_t *life_s,
+		     char **err)
+{
+	char *text;
+	size_t len;
+	int rc;
+
+	rc = read_text(c->path, &text, &len, err);
+	if (rc)
+		return rc;
+	rc = bare_token(text, tok, c->desc, err);
+	OPENSSL_cleanse(text, len);
+	free(text);
+	*life_s = 0;
+	return rc;
+}
+
+static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
+			char **err)
+{
+	char *out = malloc(TEXT_MAX + 1);
+	size_t n = 0, k;
+	FILE *p;
+	int status, rc;
+
+	if (!out)
+		return -ENOMEM;
+	p = popen(c->command, "re");
+	if (!p) {
+		int e = errno;
+
+		err_set(err, "%s: cannot run it: %s", c->desc, strerror(e));
+		free(out);
+		return -e;
+	}
+	while (n < TEXT_MAX && (k = fread(out + n, 1, TEXT_MAX - n, p)) > 0)
+		n += k;
+	/* Drain what is left so the command does not die of SIGPIPE. */
+	while (fgetc(p) != EOF)
+		;
+	out[n] = '\0';
+	status = pclose(p);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		err_set(err, "%s: exited with %s %d", c->desc,
+			status != -1 && WIFEXITED(status) ? "status" : "signal",
+			status == -1	    ? -1
+			: WIFEXITED(status) ? WEXITSTATUS(status)
+					    : WTERMSIG(status));
+		rc = -EIO;
+		goto out;
+	}
+	*life_s = c->lifetime;
+	if (out[strspn(out, " \t\r\n")] == '{')
+		rc = parse_token_json(out, n, tok, life_s, c->desc, err);
+	else
+		rc = bare_token(out, tok, c->desc, err);
+out:
+	OPENSSL_cleanse(out, n);
+	free(out);
+	return rc;
+}
+
+/* POST or GET url; the answer is a token response. */
+static int token_request(struct gcp_creds *c, const char *url,
+			 struct curl_slist *headers, const char *post,
+			 char *tok, uint64_t *life_s, char **err)
+{
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	int rc;
+
+	req.url = url;
+	req.headers = headers;
+	req.post = post;
+	req.post_len = post ? strlen(post) : 0;
+	req.grow = true;
+	req.cap = TEXT_MAX;
+	rc = fetch_run(c->fe, &req, &res);
+	if (rc) {
+		err_set(err, "%s: %s", c->desc, res.err);
+		/* The endpoint refused the grant (400 invalid_grant...). */
+		if (rc == -EIO && res.status >= 400 && res.status < 500)
+			rc = -EACCES;
+		return rc;
+	}
+	*life_s = 0;
+	rc = parse_token_json(res.body, res.len, tok, life_s, c->desc, err);
+	OPENSSL_cleanse(res.body, res.len);
+	free(res.body);
+	if (!rc && !*life_s) {
+		err_set(err, "%s: the answer gives no expires_in", c->desc);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
+/* base64url without padding (RFC 7515) of n bytes; out holds 4*(n+2)/3+1. */
+static void b64url(const unsigned char *in, size_t n, char *out)
+{
+	int len = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+
+	while (len > 0 && out[len - 1] == '=')
+		len--;
+	out[len] = '\0';
+	for (char *p = out; *p; p++) {
+		if (*p == '+')
+			*p = '-';
+		else if (*p == '/')
+			*p = '_';
+	}
+}
+
+/* "HEADER.CLAIMS.SIGNATURE", RS256 over the first two, in a malloc'd
+ * string. */
+static int make_jwt(struct gcp_creds *c, char **out, char **err)
+{
+	char header[512], claims[4096], *jwt = NULL;
+	unsigned char sig[1024];
+	size_t hl, cl, siglen = sizeof(sig), cap;
+	EVP_MD_CTX *md = NULL;
+	int64_t now = (int64_t)time(NULL);
+	int rc = -EIO;
+
+	*out = NULL;
+	snprintf(
+	    header, sizeof(header), "{\"alg\":\"RS256\",\"typ\":\"JWT\"%s%s%s}",
+	    *c->key_id ? ",\"kid\":\"" : "", c->key_id, *c->key_id ? "\"" : "");
+	snprintf(claims, sizeof(claims),
+		 "{\"iss\":\"%s\",\"scope\":\"%s\",\"aud\":\"%s\","
+		 "\"iat\":%" PRId64 ",\"exp\":%" PRId64 "}",
+		 c->email, SCOPE, c->token_uri, now, now + JWT_LIFETIME_S);
+	hl = strlen(header);
+	cl = strlen(claims);
+	cap = (hl + cl + sizeof(sig)) * 4 / 3 + 16;
+	jwt = malloc(cap);
+	if (!jwt)
+		return -ENOMEM;
+	b64url((unsigned char *)header, hl, jwt);
+	hl = strlen(jwt);
+	jwt[hl] = '.';
+	b64url((unsigned char *)claims, cl, jwt + hl + 1);
+	cl = strlen(jwt);
+	md = EVP_MD_CTX_new();
+	if (!md ||
+	    EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, c->pkey) != 1 ||
+	    EVP_DigestSign(md, sig, &siglen, (unsigned char *)jwt, cl) != 1) {
+		err_set(err, "%s: signing the JWT failed", c->desc);
+		goto out;
+	}
+	jwt[cl] = '.';
+	b64url(sig, siglen, jwt + cl + 1);
+	*out = jwt;
+	jwt = NULL;
+	rc = 0;
+out:
+	EVP_MD_CTX_free(md);
+	free(jwt);
+	return rc;
+}
+
+static int from_service_account(struct gcp_creds *c, char *tok,
+				uint64_t *life_s, char **err)
+{
+	static const char grant[] =
+	    "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"
+	    "&assertion=";
+	char *jwt, *body;
+	int rc;
+
+	rc = make_jwt(c, &jwt, err);
+	if (rc)
+		return rc;
+	/* base64url needs no form encoding */
+	body = strdupf("%s%s", grant, jwt);
+	free(jwt);
+	rc = token_request(c, c->token_uri, NULL, body, tok, life_s, err);
+	free(body);
+	return rc;
+}
+
+static int from_authorized_user(struct gcp_creds *c, char *tok,
+				uint64_t *life_s, char **err)
+{
+	const char *vals[3] = {c->client_id, c->client_secret,
+			       c->refresh_token};
+	char enc[3][2048], *body;
+	int rc;
+
+	for (int i = 0; i < 3; i++)
+		if (url_encode(vals[i], false, enc[i], sizeof(enc[i])) < 0) {
+			err_set(err, "%s: a field is too long", c->desc);
+			return -EINVAL;
+		}
+	body = strdupf("grant_type=refresh_token&client_id=%s&client_secret=%s"
+		       "&refresh_token=%s",
+		       enc[0], enc[1], enc[2]);
+	rc = token_request(c, c->token_uri, NULL, body, tok, life_s, err);
+	wipe_free(body);
+	OPENSSL_cleanse(enc, sizeof(enc));
+	return rc;
+}
+
+static int from_metadata(struct gcp_creds *c, char *tok, uint64_t *life_s,
+			 char **err)
+{
+	struct curl_slist *h =
+	    curl_slist_append(NULL, "Metadata-Flavor: Google");
+	int rc;
+
+	if (!h)
+		return -ENOMEM;
+	rc = token_request(c, c->metadata_url, h, NULL, tok, life_s, err);
+	curl_slist_free_all(h);
+	return rc;
+}
+
+/* Gets a new token into c (lock held). */
+static int renew(struct gcp_creds *c, char **err)
+{
+	char tok[TOKEN_MAX];
+	uint64_t life_s = 0, now;
+	int rc;
+
+	switch (c->kind) {
+	case K_FILE:
+		rc = from_file(c, tok, &life_s, err);
+		break;
+	case K_COMMAND:
+		rc = from_command(c, tok, &life_s, err);
+		break;
+	case K_SERVICE:
+		rc = from_service_account(c, tok, &life_s, err);
+		break;
+	case K_USER:
+		rc = from_authorized_user(c, tok, &life_s, err);
+		break;
+	case K_METADATA:
+		rc = from_metadata(c, tok, &life_s, err);
+		break;
+	default:
+		return 0; /* anonymous and env tokens never change */
+	}
+	if (rc) {
+		OPENSSL_cleanse(tok, sizeof(tok));
+		return rc;
+	}
+	now = now_ns();
+	memcpy(c->token, tok, sizeof(tok));
+	OPENSSL_cleanse(tok, sizeof(tok));
+	c->have = true;
+	c->got_ns = now;
+	if (c->kind == K_FILE) {
+		c->expires_ns = 0;
+		c->renew_ns = now + FILE_RENEW_S * 1000000000ull;
+	} else {
+		uint64_t margin;
+
+		/* A silly expires_in neither overflows nor renews per use. */
+		if (life_s < 1)
+			life_s = 1;
+		if (life_s > LIFE_MAX_S)
+			life_s = LIFE_MAX_S;
+		margin = life_s / 4;
+		if (margin > RENEW_MARGIN_MAX_S)
+			margin = RENEW_MARGIN_MAX_S;
+		c->expires_ns = now + life_s * 1000000000ull;
+		c->renew_ns = now + (life_s - margin) * 1000000000ull;
+	}
+	log_debug("GCS credentials: new token from %s, renewal in %" PRIu64
+		  " s",
+		  c->desc, (uint64_t)((c->renew_ns - now) / 1000000000ull));
+	return 0;
+}
+
+int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap)
+{
+	uint64_t now;
+	int rc = 0;
+
+	if (c->kind == K_ANON) {
+		if (cap)
+			out[0] = '\0';
+		return 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	now = now_ns();
+	if (!c->have || (c->renew_ns && now >= c->renew_ns)) {
+		char *err = NULL;
+
+		rc = renew(c, &err);
+		if (rc && c->have && (!c->expires_ns || now < c->expires_ns)) {
+			/* The old token still works for a while. */
+			log_warn("GCS credentials: renewing failed, keeping "
+				 "the current token: %s",
+				 err ? err : strerror(-rc));
+			c->renew_ns = now + RETRY_RENEW_S * 1000000000ull;
+			rc = 0;
+		} else if (rc) {
+			log_error("GCS credentials: %s",
+				  err ? err : strerror(-rc));
+			c->have = false;
+			rc = rc == -ENOMEM ? rc : -EACCES;
+		}
+		free(err);
+	}
+	if (!rc && (size_t)snprintf(out, cap, "Authorization: Bearer %s",
+				    c->token) >= cap)
+		rc = -ENAMETOOLONG;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+bool gcp_creds_refused(struct gcp_creds *c)
+{
+	bool again = false;
+
+	if (c->kind == K_ANON || c->kind == K_ENV)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	/* Many reads may be refused at once: renew once, not per read. */
+	if (c->have && now_ns() - c->got_ns > REFUSED_GRACE_NS) {
+		c->renew_ns = 1;
+		c->expires_ns = 1;
+		again = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return again;
+}
+
+const char *gcp_creds_describe(const struct gcp_creds *c)
+{
+	return c->desc;
+}
+
+/* ---- finding the credentials ---- */
+
+static int dup_field(struct json *s, char **dst, size_t cap)
+{
+	char *buf = malloc(cap);
+	size_t n;
+
+	if (!buf)
+		return -ENOMEM;
+	if (json_string(s, buf, cap, &n)) {
+		free(buf);
+		return -EINVAL;
+	}
+	wipe_free(*dst);
+	*dst = buf;
+	return 0;
+}
+
+/* Reads a service_account or authorized_user key file into c. */
+static int load_key_file(struct gcp_creds *c, const char *path, char **err)
+{
+	static const struct {
+		const char *key;
+		size_t off, cap;
+	} fields[] = {
+	    {"client_email", offsetof(struct gcp_creds, email), 1024},
+	    {"private_key_id", offsetof(struct gcp_creds, key_id), 256},
+	    {"token_uri", offsetof(struct gcp_creds, token_uri), 1024},
+	    {"client_id", offsetof(struct gcp_creds, client_id), 1024},
+	    {"client_secret", offsetof(struct gcp_creds, client_secret), 1024},
+	    {"refresh_token", offsetof(struct gcp_creds, refresh_token), 2048},
+	};
+	char *text = NULL, *pem = NULL, type[64] = "", key[64];
+	struct json s;
+	size_t len, n;
+	bool first = true;
+	BIO *bio = NULL;
+	int rc;
+
+	rc = read_text(path, &text, &len, err);
+	if (rc)
+		return rc;
+	json_init(&s, text, len, path, err);
+	rc = -EINVAL;
+	if (json_expect(&s, '{'))
+		goto out;
+	while ((rc = json_next(&s, '}', &first)) == 1) {
+		size_t i;
+
+		rc = -EINVAL;
+		if (json_key(&s, key, sizeof(key)))
+			goto out;
+		for (i = 0; i < ARRAY_SIZE(fields); i++)
+			if (!strcmp(key, fields[i].key))
+				break;
+		if (i < ARRAY_SIZE(fields)) {
+			rc = dup_field(&s, (char **)((char *)c + fields[i].off),
+				       fields[i].cap);
+		} else if (!strcmp(key, "type")) {
+			rc = json_string(&s, type, sizeof(type), &n);
+		} else if (!strcmp(key, "private_key")) {
+			rc = dup_field(&s, &pem, 16384);
+		} else {
+			rc = json_skip(&s);
+		}
+		if (rc)
+			goto out;
+	}
+	if (rc < 0 || json_end(&s)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (!c->token_uri)
+		c->token_uri = strdup(DEFAULT_TOKEN_URI);
+	if (!c->token_uri) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = -EINVAL;
+	if (!strcmp(type, "service_account")) {
+		c->kind = K_SERVICE;
+		if (!c->email || !pem) {
+			err_set(err,
+				"%s: a service account key needs "
+				"client_email and private_key",
+				path);
+			goto out;
+		}
+		if (!c->key_id)
+			c->key_id = strdup("");
+		if (!c->key_id) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (!plain_ok(c->email) || !plain_ok(c->key_id) ||
+		    !plain_ok(c->token_uri)) {
+			err_set(err,
+				"%s: client_email, private_key_id or "
+				"token_uri has characters a JWT claim "
+				"would need to escape",
+				path);
+			goto out;
+		}
+		bio = BIO_new_mem_buf(pem, -1);
+		c->pkey =
+		    bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+		if (!c->pkey || EVP_PKEY_get_base_id(c->pkey) != EVP_PKEY_RSA) {
+			err_set(err, "%s: private_key is not a PEM RSA key",
+				path);
+			goto out;
+		}
+		snprintf(c->desc, sizeof(c->desc),
+			 "service account %.200s (key file %.250s)", c->email,
+			 path);
+	} else if (!strcmp(type, "authorized_user")) {
+		c->kind = K_USER;
+		if (!c->client_id || !c->client_secret || !c->refresh_token) {
+			err_set(err,
+				"%s: an authorized_user file needs "
+				"client_id, client_secret and "
+				"refresh_token",
+				path);
+			goto out;
+		}
+		snprintf(c->desc, sizeof(c->desc),
+			 "authorized user (key file %.400s)", path);
+	} else {
+		err_set(err,
+			"%s: credentials of type \"%s\" are not "
+			"supported (service_account, authorized_user)",
+			path, type);
+		goto out;
+	}
+	rc = 0;
+out:
+	BIO_free(bio);
+	wipe_free(pem);
+	if (text)
+		OPENSSL_cleanse(text, len);
+	free(text);
+	return rc;
+}
+
+/* gcloud's application default credentials, when present. */
+static char *well_known_file(void)
+{
+	const char *dir = getenv("CLOUDSDK_CONFIG"), *home = getenv("HOME");
+	char *path;
+
+	if (dir && *dir)
+		path = strdupf("%s/application_default_credentials.json", dir);
+	else if (home && *home)
+		path = strdupf("%s/.config/gcloud/"
+			       "application_default_credentials.json",
+			       home);
+	else
+		return NULL;
+	if (access(path, R_OK) == 0)
+		return path;
+	free(path);
+	return NULL;
+}
+
+/* Off Google Cloud, DNS for metadata.google.internal fails slowly and is
+ * retried, so the server is only asked when told (GCE_METADATA_HOST) or
+ * when the firmware says this is a Google VM, as Google's libraries do. */
+static bool on_gce(void)
+{
+	char name[64] = "";
+	FILE *f = fopen("/sys/class/dmi/id/product_name", "re");
+
+	if (!f)
+		return false;
+	if (!fgets(name, sizeof(name), f))
+		name[0] = '\0';
+	fclose(f);
+	return !strncmp(name, "Google", 6);
+}
+
+static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
+		char **err)
+{
+	const char *env = getenv("GOOGLE_OAUTH_ACCESS_TOKEN");
+	const char *adc = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+	const char *mhost = getenv("GCE_METADATA_HOST");
+	char *wk;
+
+	if (o->anonymous) {
+		snprintf(c->desc, sizeof(c->desc), "anonymous (--anonymous)");
+		c->kind = K_ANON;
+		return 0;
+	}
+	if (o->token_file) {
+		c->kind = K_FILE;
+		c->path = strdup(o->token_file);
+		snprintf(c->desc, sizeof(c->desc), "token file %.450s",
+			 o->token_file);
+		return c->path ? 0 : -ENOMEM;
+	}
+	if (env && *env) {
+		c->kind = K_ENV;
+		snprintf(c->desc, sizeof(c->desc), "GOOGLE_OAUTH_ACCESS_TOKEN");
+		if (bare_token(env, c->token, c->desc, err))
+			return -EINVAL;
+		c->have = true;
+		return 0;
+	}
+	if (o->token_command) {
+		c->kind = K_COMMAND;
+		c->command = strdup(o->token_command);
+		c->lifetime = o->token_lifetime ? o->token_lifetime
+						: DEFAULT_COMMAND_LIFETIME_S;
+		snprintf(c->desc, sizeof(c->desc), "token command \"%.440s\"",
+			 o->token_command);
+		return c->command ? 0 : -ENOMEM;
+	}
+	if (adc && *adc) {
+		c->path = strdup(adc);
+		return c->path ? load_key_file(c, adc, err) : -ENOMEM;
+	}
+	wk = well_known_file();
+	if (wk) {
+		c->path = wk;
+		return load_key_file(c, wk, err);
+	}
+	if ((mhost && *mhost) || on_gce()) {
+		const char *h =
+		    mhost && *mhost ? mhost : "metadata.google.internal";
+
+		c->kind = K_METADATA;
+		c->metadata_url = strdupf("http://%s" METADATA_PATH, h);
+		snprintf(c->desc, sizeof(c->desc), "metadata server %.400s", h);
+		return 0;
+	}
+	if (o->emulator) {
+		snprintf(c->desc, sizeof(c->desc),
+			 "anonymous (emulator, no credentials configured)");
+		c->kind = K_ANON;
+		return 0;
+	}
+	err_set(err, "no Google credentials found: tried --token-file, "
+		     "GOOGLE_OAUTH_ACCESS_TOKEN, --token-command, "
+		     "GOOGLE_APPLICATION_CREDENTIALS, gcloud's application "
+		     "default credentials and the GCE metadata server; use "
+		     "--anonymous for a public bucket");
+	return -EACCES;
+}
+
+int gcp_creds_new(const struct gcp_creds_options *o, struct fetch_engine *fe,
+		  struct gcp_creds **out, char **err)
+{
+	struct gcp_creds *c = calloc(1, sizeof(*c));
+	char *why = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->fe = fe;
+	pthread_mutex_init(&c->lock, NULL);
+	rc = pick(c, o, err);
+	if (rc)
+		goto fail;
+	if (c->kind != K_ANON && c->kind != K_ENV) {
+		rc = renew(c, &why);
+		if (rc) {
+			err_set(err, "GCS credentials: %s",
+				why ? why : strerror(-rc));
+			free(why);
+			goto fail;
+		}
+	}
+	log_info("GCS credentials: %s", c->desc);
+	*out = c;
+	return 0;
+fail:
+	gcp_creds_free(c);
+	return rc;
+}
+
+void gcp_creds_free(struct gcp_creds *c)
+{
+	if (!c)
+		return;
+	OPENSSL_cleanse(c->token, sizeof(c->token));
+	free(c->path);
+	free(c->command);
+	free(c->email);
+	free(c->key_id);
+	free(c->token_uri);
+	EVP_PKEY_free(c->pkey);
+	free(c->client_id);
+	wipe_free(c->client_secret);
+	wipe_free(c->refresh_token);
+	free(c->metadata_url);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

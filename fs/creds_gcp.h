@@ -1,4 +1,64 @@
 #ifndef WHARF_FS_CREDS_GCP_H
 #define WHARF_FS_CREDS_GCP_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * creds_gcp: the OAuth access token a GCS request carries, found in the
+ * order Google's own tools use:
+ *   1. --token-file FILE (re-read every minute and after a 401),
+ *   2. GOOGLE_OAUTH_ACCESS_TOKEN (fixed for the life of the mount),
+ *   3. --token-command CMD: the program prints a bare token (it lasts
+ *      token_lifetime seconds) or a JSON object with "access_token" and
+ *      "expires_in",
+ *   4. a key file: GOOGLE_APPLICATION_CREDENTIALS, else gcloud's
+ *      application_default_credentials.json; a service account key signs an
+ *      RS256 JWT exchanged at its token_uri, an authorized_user file trades
+ *      its refresh token,
+ *   5. the GCE metadata server (GCE_METADATA_HOST, or metadata.google.internal
+ *      when the machine says it is a Google Compute Engine VM),
+ *   6. none: anonymous when asked (--anonymous) or when talking to an
+ *      emulator (STORAGE_EMULATOR_HOST), an error otherwise.
+ * Tokens with a known expiry are renewed once less than a quarter of their
+ * life (at most five minutes) is left.  Tokens never reach a log.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+struct fetch_engine;
+struct gcp_creds;
+
+struct gcp_creds_options {
+	const char *token_file;
+	const char *token_command;
+	unsigned
+	    token_lifetime; /* seconds a bare command token lasts; 0: 300 */
+	bool anonymous;
+	bool emulator; /* no credentials found is fine: go anonymous */
+};
+
+/*
+ * Picks the first source that is configured and fetches a first token, so
+ * that a bad key or an unreachable token endpoint shows at mount time.
+ * @return 0, or -errno with *err saying which source failed and why.
+ */
+int gcp_creds_new(const struct gcp_creds_options *o, struct fetch_engine *fe,
+		  struct gcp_creds **out, char **err) WHARF_CHECK;
+void gcp_creds_free(struct gcp_creds *c);
+
+/*
+ * Writes "Authorization: Bearer TOKEN" into out (cap bytes), renewing the
+ * token first when it is close to expiry; "" when anonymous.  Safe from any
+ * thread.  @return 0, or -errno (-EACCES, -EIO) once the token has expired
+ * and could not be renewed; the failure is logged.
+ */
+int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap) WHARF_CHECK;
+
+/* The origin refused the token (401): renew it before the next use.
+ * @return true when a retry may see another token. */
+bool gcp_creds_refused(struct gcp_creds *c);
+
+/* Where the token comes from, for logs: "token file /x", "service account
+ * a@b", "anonymous"...; never the token. */
+const char *gcp_creds_describe(const struct gcp_creds *c);
+
 #endif

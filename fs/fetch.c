@@ -768,8 +768,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 		if (elapsed + wait_ms * 1000000ULL > budget_ns)
 			break;
 		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
-			 method_of(req), url, range, what, n + 1,
-			 wait_ms);
+			 method_of(req), url, range, what, n + 1, wait_ms);
 		STAT_ADD(fe->st.retries, 1);
 		if (wait_ms) {
 			struct timespec ts = {

@@ -96,8 +96,8 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 				if (s.p < s.end && *s.p == '"') {
 					if (!strcmp(key, "name")) {
 						if (json_string(&s, name,
-							      sizeof(name),
-							      &vl))
+								sizeof(name),
+								&vl))
 							return -EINVAL;
 						if (!name_ok(name, vl))
 							return json_fail(
@@ -105,7 +105,8 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 						have_name = true;
 					} else {
 						if (json_string(&s, val,
-							      sizeof(val), &vl))
+								sizeof(val),
+								&vl))
 							return -EINVAL;
 						if (!strcmp(key, "type")) {
 							have_type = true;
@@ -211,29 +212,7 @@ int listing_url_decode(const char *in, size_t n, char *out, size_t cap)
 
 int listing_url_encode_path(const char *path, char *out, size_t cap)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	size_t k = 0;
-
-	for (; *path; path++) {
-		unsigned char c = (unsigned char)*path;
-
-		if (isalnum(c) || c == '-' || c == '.' || c == '_' ||
-		    c == '~' || c == '/') {
-			if (k + 1 >= cap)
-				return -ENAMETOOLONG;
-			out[k++] = (char)c;
-		} else {
-			if (k + 3 >= cap)
-				return -ENAMETOOLONG;
-			out[k++] = '%';
-			out[k++] = hex[c >> 4];
-			out[k++] = hex[c & 15];
-		}
-	}
-	if (k >= cap)
-		return -ENAMETOOLONG;
-	out[k] = '\0';
-	return (int)k;
+	return url_encode(path, true, out, cap);
 }
 
 /* Decodes the few HTML entities index pages put in hrefs. */

@@ -76,6 +76,7 @@ struct source_options {
 	int addressing;           /* s3: 0 auto, 1 path-style, 2 virtual-host */
 	const char *token_file;   /* gs */
 	const char *token_command;/* gs */
+	unsigned token_lifetime;  /* gs: seconds a bare command token lasts */
 	bool anonymous;           /* gs */
 };
 

@@ -1,13 +1,655 @@
-/* Placeholder until the gcs backend lands. */
+#define _GNU_SOURCE /* timegm */
 #include "config.h"
-
-#include <errno.h>
 
 #include "source.h"
 
-int source_gcs_open(const char *spec, const struct source_options *opt,
-		     struct fetch_engine *fe, struct source **out, char **err)
+#include <curl/curl.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "creds_gcp.h"
+#include "json.h"
+
+/*
+ * Google Cloud Storage through its JSON API.  A directory is the set of
+ * object names under "prefix/" up to the next '/', listed a page at a time
+ * with delimiter=/; an object's generation is its version: reads ask for
+ * alt=media&generation=G, so a replaced object answers 404 instead of
+ * mixing bytes, and the generation goes into the cache key.  The objects'
+ * crc32c and md5Hash are not asked for: they cover whole objects, and reads
+ * are ranged chunks the chunk store checksums itself.
+ */
+
+#define DEFAULT_ENDPOINT "https://storage.googleapis.com"
+#define PAGE_CAP (32u << 20) /* bytes of one listing page or metadata */
+#define PAGE_TOKEN_MAX 4096
+#define NAME_MAX_GCS 1024 /* GCS object names are at most 1024 bytes */
+#define URL_MAX 4096
+#define AUTH_MAX 4200 /* "Authorization: Bearer " + a token */
+#define LIST_FIELDS "items(name,size,generation,updated),prefixes,nextPageToken"
+#define STAT_FIELDS "name,size,generation,updated"
+
+struct gcs_src {
+	struct source base;
+	char *objects; /* ENDPOINT/storage/v1/b/BUCKET/o */
+	char *prefix;  /* object name prefix: "" or "a/b/" */
+	struct gcp_creds *creds;
+};
+
+static struct gcs_src *gs_of(struct source *src)
 {
-	err_set(err, "%s: this source type is not built yet", spec);
-	return -ENOTSUP;
+	return (struct gcs_src *)src;
+}
+
+/* "2024-05-01T12:34:56.789Z" (RFC 3339, as GCS writes it) -> epoch
+ * seconds; 0 when it does not parse. */
+static int64_t parse_rfc3339(const char *s)
+{
+	struct tm tm;
+	const char *end;
+	int64_t t;
+
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!end)
+		return 0;
+	t = (int64_t)timegm(&tm);
+	if (*end == '.')
+		while (isdigit((unsigned char)*++end))
+			;
+	if (*end == '+' || *end == '-') {
+		int h = 0, m = 0;
+
+		if (sscanf(end + 1, "%2d:%2d", &h, &m) != 2)
+			return 0;
+		t -= (*end == '+' ? 1 : -1) * (int64_t)(h * 3600 + m * 60);
+	} else if (*end != 'Z' && *end != 'z') {
+		return 0;
+	}
+	return t;
+}
+
+/* ---- requests ---- */
+
+/*
+ * GETs url (a listing page or object metadata) with the token.  One 401 is
+ * answered by renewing the token and asking again.  @return as fetch_run;
+ * res->body is the caller's to free on success.
+ */
+static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
+{
+	char auth[AUTH_MAX];
+	int rc;
+
+	for (int attempt = 0;; attempt++) {
+		struct fetch_req req = {0};
+		struct curl_slist *h = NULL;
+
+		rc = gcp_creds_header(gs->creds, auth, sizeof(auth));
+		if (rc)
+			return rc;
+		if (*auth) {
+			h = curl_slist_append(NULL, auth);
+			if (!h)
+				return -ENOMEM;
+		}
+		req.url = url;
+		req.headers = h;
+		req.grow = true;
+		req.cap = PAGE_CAP;
+		rc = fetch_run(gs->base.fetch, &req, res);
+		curl_slist_free_all(h);
+		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
+		    gcp_creds_refused(gs->creds))
+			continue;
+		if (rc == -EACCES)
+			log_error("%s (credentials: %s)", res->err,
+				  gcp_creds_describe(gs->creds));
+		return rc;
+	}
+}
+
+/* One listed entry, collected from an "items" member. */
+struct item {
+	char name[NAME_MAX_GCS + 1];
+	char generation[32];
+	uint64_t size;
+	int64_t mtime;
+	bool has_name, has_size, has_gen;
+};
+
+/* An object resource: {"name": ..., "size": "N", "generation": "G",
+ * "updated": "..."}; other members are skipped. */
+static int parse_item(struct json *s, struct item *it)
+{
+	char key[32], upd[64];
+	bool first = true;
+	size_t n;
+	int rc;
+
+	memset(it, 0, sizeof(*it));
+	if (json_expect(s, '{'))
+		return -EINVAL;
+	while ((rc = json_next(s, '}', &first)) == 1) {
+		if (json_key(s, key, sizeof(key)))
+			return -EINVAL;
+		if (!strcmp(key, "name")) {
+			if (json_string(s, it->name, sizeof(it->name), &n))
+				return -EINVAL;
+			if (strlen(it->name) != n)
+				return json_fail(s, "NUL in a name");
+			it->has_name = true;
+		} else if (!strcmp(key, "size")) {
+			if (json_u64(s, &it->size))
+				return -EINVAL;
+			it->has_size = true;
+		} else if (!strcmp(key, "generation")) {
+			uint64_t g;
+
+			if (json_u64(s, &g))
+				return -EINVAL;
+			snprintf(it->generation, sizeof(it->generation),
+				 "%" PRIu64, g);
+			it->has_gen = true;
+		} else if (!strcmp(key, "updated")) {
+			if (json_string(s, upd, sizeof(upd), &n))
+				return -EINVAL;
+			it->mtime = parse_rfc3339(upd);
+		} else if (json_skip(s)) {
+			return -EINVAL;
+		}
+	}
+	if (rc < 0)
+		return rc;
+	if (!it->has_name || !it->has_size || !it->has_gen)
+		return json_fail(s, "an object without name, size or "
+				    "generation");
+	return 0;
+}
+
+struct page {
+	const char *prefix; /* the listed prefix, "" or ending in '/' */
+	size_t plen;
+	source_list_cb cb;
+	void *arg;
+	size_t entries;	  /* children handed to cb */
+	bool placeholder; /* an object named exactly prefix: the dir exists */
+	char next[PAGE_TOKEN_MAX];
+};
+
+/* The part of a listed name below the listed prefix. */
+static const char *child_of(struct json *s, struct page *pg, const char *name)
+{
+	if (strncmp(name, pg->prefix, pg->plen)) {
+		json_fail(s, "a name outside the listed prefix");
+		return NULL;
+	}
+	return name + pg->plen;
+}
+
+static int page_item(struct json *s, struct page *pg)
+{
+	struct item it;
+	const char *rest;
+	int rc;
+
+	if (parse_item(s, &it))
+		return -EINVAL;
+	rest = child_of(s, pg, it.name);
+	if (!rest)
+		return -EINVAL;
+	if (!*rest) {
+		pg->placeholder = true; /* "dir/" made by a console */
+		return 0;
+	}
+	if (strchr(rest, '/'))
+		return json_fail(s, "a name below the delimiter");
+	{
+		struct source_object o = {.name = rest,
+					  .size = it.size,
+					  .mtime = it.mtime,
+					  .version = it.generation};
+
+		rc = pg->cb(pg->arg, &o);
+	}
+	pg->entries++;
+	return rc;
+}
+
+static int page_prefix(struct json *s, struct page *pg)
+{
+	char name[NAME_MAX_GCS + 1];
+	const char *rest;
+	size_t n;
+	struct source_object o = {.is_dir = true, .version = ""};
+
+	if (json_string(s, name, sizeof(name), &n))
+		return -EINVAL;
+	rest = child_of(s, pg, name);
+	if (!rest)
+		return -EINVAL;
+	n = strlen(rest);
+	if (n == 0 || rest[n - 1] != '/')
+		return json_fail(s, "a prefix not ending in '/'");
+	name[pg->plen + n - 1] = '\0';
+	if (n == 1) {
+		/* "a//b": an empty component no filesystem can show */
+		log_warn("a GCS name with an empty component under \"%s\" "
+			 "is left out",
+			 pg->prefix);
+		return 0;
+	}
+	o.name = rest;
+	pg->entries++;
+	return pg->cb(pg->arg, &o);
+}
+
+/* Parses one page of objects.list, handing each child to pg->cb. */
+static int parse_page(const char *body, size_t len, struct page *pg, char **err)
+{
+	struct json s;
+	char key[32];
+	bool first = true;
+	size_t n;
+	int rc;
+
+	pg->next[0] = '\0';
+	json_init(&s, body, len, "GCS listing", err);
+	if (json_expect(&s, '{'))
+		return -EINVAL;
+	while ((rc = json_next(&s, '}', &first)) == 1) {
+		bool f2 = true;
+		int r2;
+
+		if (json_key(&s, key, sizeof(key)))
+			return -EINVAL;
+		if (!strcmp(key, "items") || !strcmp(key, "prefixes")) {
+			bool items = key[0] == 'i';
+
+			if (json_expect(&s, '['))
+				return -EINVAL;
+			while ((r2 = json_next(&s, ']', &f2)) == 1) {
+				r2 = items ? page_item(&s, pg)
+					   : page_prefix(&s, pg);
+				if (r2)
+					return r2;
+			}
+			if (r2 < 0)
+				return r2;
+		} else if (!strcmp(key, "nextPageToken")) {
+			if (json_string(&s, pg->next, sizeof(pg->next), &n))
+				return -EINVAL;
+		} else if (json_skip(&s)) {
+			return -EINVAL;
+		}
+	}
+	if (rc < 0 || json_end(&s))
+		return -EINVAL;
+	return 0;
+}
+
+/* Appends "&NAME=ENCODED(value)" to url (cap bytes). */
+static int add_param(char *url, size_t cap, const char *name, const char *value)
+{
+	size_t n = strlen(url);
+	int k;
+
+	k = snprintf(url + n, cap - n, "%s%s=", strchr(url, '?') ? "&" : "?",
+		     name);
+	if (k < 0 || (size_t)k >= cap - n)
+		return -ENAMETOOLONG;
+	n += (size_t)k;
+	k = url_encode(value, false, url + n, cap - n);
+	return k < 0 ? k : 0;
+}
+
+/* ENDPOINT/storage/v1/b/BUCKET/o/ENCODED(prefix + path) */
+static int object_url(struct gcs_src *gs, const char *path, char *url,
+		      size_t cap)
+{
+	char name[NAME_MAX_GCS * 2];
+	int k;
+
+	k = snprintf(name, sizeof(name), "%s%s", gs->prefix, path);
+	if (k < 0 || (size_t)k >= sizeof(name))
+		return -ENAMETOOLONG;
+	k = snprintf(url, cap, "%s/", gs->objects);
+	if (k < 0 || (size_t)k >= cap)
+		return -ENAMETOOLONG;
+	k = url_encode(name, false, url + k, cap - (size_t)k);
+	return k < 0 ? k : 0;
+}
+
+/*
+ * Lists the children of dir page by page.  max_results limits a page (0:
+ * the server's choice); with stop_early the first page that shows anything
+ * ends it (an existence check).
+ */
+static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
+		       bool stop_early, struct page *pg, char **err)
+{
+	char prefix[NAME_MAX_GCS * 2], url[URL_MAX], maxs[16];
+	unsigned pages = 0;
+	int rc, k;
+
+	k = snprintf(prefix, sizeof(prefix), "%s%s%s", gs->prefix, dir,
+		     *dir ? "/" : "");
+	if (k < 0 || (size_t)k >= sizeof(prefix)) {
+		err_set(err, "%s%s: path too long", gs->base.id, dir);
+		return -ENAMETOOLONG;
+	}
+	pg->prefix = prefix;
+	pg->plen = (size_t)k;
+	pg->next[0] = '\0';
+	do {
+		struct fetch_res res;
+		char *perr = NULL;
+
+		snprintf(url, sizeof(url), "%s", gs->objects);
+		snprintf(maxs, sizeof(maxs), "%u", max);
+		rc = add_param(url, sizeof(url), "prefix", prefix);
+		if (!rc)
+			rc = add_param(url, sizeof(url), "delimiter", "/");
+		if (!rc)
+			rc = add_param(url, sizeof(url), "fields", LIST_FIELDS);
+		if (!rc && max)
+			rc = add_param(url, sizeof(url), "maxResults", maxs);
+		if (!rc && pg->next[0])
+			rc = add_param(url, sizeof(url), "pageToken", pg->next);
+		if (rc) {
+			err_set(err, "%s%s: listing URL too long", gs->base.id,
+				dir);
+			return rc;
+		}
+		rc = api_get(gs, url, &res);
+		if (rc) {
+			err_set(err, "listing %s", res.err);
+			return rc;
+		}
+		rc = parse_page(res.body, res.len, pg, &perr);
+		free(res.body);
+		if (rc) {
+			if (rc == -EINVAL || perr)
+				err_set(err, "listing gs://%s: %s", prefix,
+					perr ? perr : "bad page");
+			free(perr);
+			return rc == -EINVAL ? -EIO : rc;
+		}
+		pages++;
+		if (stop_early && (pg->entries || pg->placeholder))
+			break;
+	} while (pg->next[0]);
+	log_debug("listed %s%s: %zu entries in %u pages", gs->base.id, dir,
+		  pg->entries, pages);
+	return 0;
+}
+
+static int gcs_list_dir(struct source *src, const char *dir, source_list_cb cb,
+			void *arg)
+{
+	struct gcs_src *gs = gs_of(src);
+	struct page *pg = calloc(1, sizeof(*pg));
+	char *err = NULL;
+	int rc;
+
+	if (!pg)
+		return -ENOMEM;
+	pg->cb = cb;
+	pg->arg = arg;
+	rc = list_prefix(gs, dir, 0, false, pg, &err);
+	if (rc && err && rc != -ENOENT)
+		log_error("%s", err);
+	/* GCS has no directories: an empty prefix other than the root is
+	 * absent unless a placeholder object names it. */
+	if (!rc && *dir && !pg->entries && !pg->placeholder)
+		rc = -ENOENT;
+	free(err);
+	free(pg);
+	return rc;
+}
+
+static int count_entry(void *arg, const struct source_object *o)
+{
+	(void)arg;
+	(void)o;
+	return 0;
+}
+
+static int gcs_stat(struct source *src, const char *path,
+		    struct source_object *out)
+{
+	static __thread char name[NAME_MAX_GCS + 1], gen[32];
+	struct gcs_src *gs = gs_of(src);
+	char url[URL_MAX], *perr = NULL;
+	struct fetch_res res;
+	struct item it;
+	struct json s;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(name, sizeof(name), "%s", path);
+	out->name = name;
+	out->version = "";
+	if (!*path) {
+		out->is_dir = true;
+		return 0;
+	}
+	rc = object_url(gs, path, url, sizeof(url));
+	if (!rc)
+		rc = add_param(url, sizeof(url), "fields", STAT_FIELDS);
+	if (rc)
+		return rc;
+	rc = api_get(gs, url, &res);
+	if (rc == -ENOENT) {
+		/* Not an object: a directory if anything lies below it. */
+		struct page *pg = calloc(1, sizeof(*pg));
+		char *err = NULL;
+
+		if (!pg)
+			return -ENOMEM;
+		pg->cb = count_entry;
+		rc = list_prefix(gs, path, 1, true, pg, &err);
+		if (!rc)
+			rc = pg->entries || pg->placeholder ? 0 : -ENOENT;
+		else if (err)
+			log_error("%s", err);
+		out->is_dir = rc == 0;
+		free(err);
+		free(pg);
+		return rc;
+	}
+	if (rc)
+		return rc;
+	json_init(&s, res.body, res.len, "GCS object metadata", &perr);
+	rc = parse_item(&s, &it);
+	if (!rc)
+		rc = json_end(&s);
+	free(res.body);
+	if (rc) {
+		log_error("%s%s: %s", gs->base.id, path,
+			  perr ? perr : "bad metadata");
+		free(perr);
+		return -EIO;
+	}
+	snprintf(gen, sizeof(gen), "%s", it.generation);
+	out->size = it.size;
+	out->mtime = it.mtime;
+	out->version = gen;
+	return 0;
+}
+
+static int gcs_prepare_read(struct source *src, const char *path,
+			    const char *version, uint64_t off, uint64_t len,
+			    struct source_read *rd)
+{
+	struct gcs_src *gs = gs_of(src);
+	char auth[AUTH_MAX];
+	int rc;
+
+	memset(&rd->req, 0, sizeof(rd->req));
+	rd->headers = NULL;
+	rc = object_url(gs, path, rd->url, sizeof(rd->url));
+	if (!rc)
+		rc = add_param(rd->url, sizeof(rd->url), "alt", "media");
+	if (!rc && version && *version)
+		rc = add_param(rd->url, sizeof(rd->url), "generation", version);
+	if (rc)
+		return rc;
+	/* A token is renewed well before it expires (see creds_gcp.h), so
+	 * the fetch engine's retries of this request can reuse it. */
+	rc = gcp_creds_header(gs->creds, auth, sizeof(auth));
+	if (rc)
+		return rc;
+	if (*auth) {
+		rd->headers = curl_slist_append(NULL, auth);
+		if (!rd->headers)
+			return -ENOMEM;
+	}
+	rd->req.url = rd->url;
+	rd->req.headers = rd->headers;
+	rd->req.range_off = off;
+	rd->req.range_len = len;
+	return 0;
+}
+
+static void gcs_destroy(struct source *src)
+{
+	struct gcs_src *gs = gs_of(src);
+
+	gcp_creds_free(gs->creds);
+	free(gs->objects);
+	free(gs->prefix);
+	free(src->id);
+	free(gs);
+}
+
+static const struct source_ops gcs_ops = {
+    .scheme = "gs",
+    .list_dir = gcs_list_dir,
+    .stat = gcs_stat,
+    .prepare_read = gcs_prepare_read,
+    .destroy = gcs_destroy,
+};
+
+/* Bucket names: 3 to 222 of [a-z0-9._-], starting and ending alphanumeric. */
+static bool bucket_ok(const char *b, size_t n)
+{
+	if (n < 3 || n > 222 || !isalnum((unsigned char)b[0]) ||
+	    !isalnum((unsigned char)b[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!islower((unsigned char)b[i]) &&
+		    !isdigit((unsigned char)b[i]) && !strchr("._-", b[i]))
+			return false;
+	return true;
+}
+
+/* --endpoint, else STORAGE_EMULATOR_HOST ("host:port" or a URL), else
+ * Google's; without a trailing '/'. */
+static char *endpoint_of(const struct source_options *opt, bool *emulator)
+{
+	const char *e = opt->endpoint, *env = getenv("STORAGE_EMULATOR_HOST");
+	char *out;
+	size_t n;
+
+	*emulator = false;
+	if (!e && env && *env) {
+		e = env;
+		*emulator = true;
+	}
+	if (!e)
+		return strdup(DEFAULT_ENDPOINT);
+	out = strstr(e, "://") ? strdup(e) : strdupf("http://%s", e);
+	n = strlen(out);
+	while (n && out[n - 1] == '/')
+		out[--n] = '\0';
+	return out;
+}
+
+int source_gcs_open(const char *spec, const struct source_options *opt,
+		    struct fetch_engine *fe, struct source **out, char **err)
+{
+	struct gcp_creds_options co = {0};
+	const char *b = spec + 5, *slash; /* after "gs://" */
+	struct gcs_src *gs;
+	struct page *pg = NULL;
+	char *endpoint = NULL, *p;
+	size_t bl;
+	int rc;
+
+	*out = NULL;
+	slash = strchr(b, '/');
+	bl = slash ? (size_t)(slash - b) : strlen(b);
+	if (!bucket_ok(b, bl)) {
+		err_set(err,
+			"%s: bad bucket name (3 to 222 of a-z, 0-9, '.', "
+			"'_', '-')",
+			spec);
+		return -EINVAL;
+	}
+	if (strpbrk(spec, "?#")) {
+		err_set(err,
+			"%s: query strings and fragments are not "
+			"supported in a source URL",
+			spec);
+		return -EINVAL;
+	}
+	gs = calloc(1, sizeof(*gs));
+	if (!gs)
+		return -ENOMEM;
+	gs->base.ops = &gcs_ops;
+	gs->base.fetch = fe;
+	/* The prefix: no leading '/', one trailing '/' unless empty. */
+	p = slash ? (char *)slash + strspn(slash, "/") : "";
+	gs->prefix =
+	    strdupf("%s%s", p, *p && p[strlen(p) - 1] != '/' ? "/" : "");
+	gs->base.id = strdupf("gs://%.*s/%s", (int)bl, b, gs->prefix);
+	endpoint = endpoint_of(opt, &co.emulator);
+	if (!endpoint) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	gs->objects = strdupf("%s/storage/v1/b/%.*s/o", endpoint, (int)bl, b);
+	if (strlen(gs->prefix) > NAME_MAX_GCS) {
+		err_set(err, "%s: prefix longer than %d bytes", spec,
+			NAME_MAX_GCS);
+		rc = -ENAMETOOLONG;
+		goto fail;
+	}
+	co.token_file = opt->token_file;
+	co.token_command = opt->token_command;
+	co.token_lifetime = opt->token_lifetime;
+	co.anonymous = opt->anonymous;
+	rc = gcp_creds_new(&co, fe, &gs->creds, err);
+	if (rc)
+		goto fail;
+	/* The prefix must list: a wrong bucket, endpoint or credential
+	 * shows at mount time. */
+	pg = calloc(1, sizeof(*pg));
+	if (!pg) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	pg->cb = count_entry;
+	rc = list_prefix(gs, "", 1, true, pg, err);
+	if (rc)
+		goto fail;
+	if (*gs->prefix && !pg->entries && !pg->placeholder)
+		log_warn("%s: nothing under this prefix (yet)", gs->base.id);
+	log_info("%s: GCS at %s", gs->base.id, endpoint);
+	free(pg);
+	free(endpoint);
+	*out = &gs->base;
+	return 0;
+fail:
+	free(pg);
+	free(endpoint);
+	gcs_destroy(&gs->base);
+	return rc;
 }

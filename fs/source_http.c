@@ -534,8 +534,8 @@ static int canonical(const char *spec, char **out, char **err)
 static int read_manifest(struct http_src *hs, const char *where, char **text,
 			 size_t *len, char **err)
 {
-	FILE *f;
-	struct stat st;
+	char *ferr = NULL;
+	int rc;
 
 	*text = NULL;
 	*len = 0;
@@ -543,7 +543,6 @@ static int read_manifest(struct http_src *hs, const char *where, char **text,
 	    !strncasecmp(where, "https://", 8)) {
 		struct fetch_req req = {0};
 		struct fetch_res res;
-		int rc;
 
 		req.url = where;
 		req.grow = true;
@@ -557,34 +556,12 @@ static int read_manifest(struct http_src *hs, const char *where, char **text,
 		*len = res.len;
 		return 0;
 	}
-	f = fopen(where, "r");
-	if (!f) {
-		int e = errno;
-
-		err_set(err, "manifest %s: %s", where, strerror(e));
-		return -e;
+	rc = read_file_capped(where, LISTING_CAP, text, len, &ferr);
+	if (rc) {
+		err_set(err, "manifest %s", ferr ? ferr : strerror(-rc));
+		free(ferr);
 	}
-	if (fstat(fileno(f), &st) || st.st_size > LISTING_CAP) {
-		err_set(err, "manifest %s: larger than %u MiB or unreadable",
-			where, LISTING_CAP >> 20);
-		fclose(f);
-		return -EFBIG;
-	}
-	*text = malloc((size_t)st.st_size + 1);
-	if (!*text) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	*len = fread(*text, 1, (size_t)st.st_size, f);
-	if (ferror(f)) {
-		err_set(err, "manifest %s: read error", where);
-		fclose(f);
-		free(*text);
-		*text = NULL;
-		return -EIO;
-	}
-	fclose(f);
-	return 0;
+	return rc;
 }
 
 int source_http_open(const char *spec, const struct source_options *opt,

@@ -6,11 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
+#include <sys/stat.h>
 #include <time.h>
 
+/* Before <syslog.h>: its LOG_INFO macro (6) would shadow ours (2). */
 static enum log_level log_level = LOG_INFO;
 static bool use_syslog;
+
+#include <syslog.h>
 
 void log_set_level(enum log_level level)
 {
@@ -25,10 +28,8 @@ void log_to_syslog(const char *ident)
 
 void wlog(enum log_level level, const char *fmt, ...)
 {
-	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE,
-				   LOG_DEBUG};
-	static const char *const tag[] = {"error", "warning", "info",
-					  "debug"};
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_DEBUG};
+	static const char *const tag[] = {"error", "warning", "info", "debug"};
 	char msg[2048];
 	va_list ap;
 
@@ -58,10 +59,26 @@ int parse_size(const char *s, uint64_t *out)
 	switch (*end) {
 	case '\0':
 		break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -145,4 +162,73 @@ int hex_value(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+int url_encode(const char *s, bool keep_slash, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t k = 0;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~' || (c == '/' && keep_slash)) {
+			if (k + 1 >= cap)
+				return -ENAMETOOLONG;
+			out[k++] = (char)c;
+		} else {
+			if (k + 3 >= cap)
+				return -ENAMETOOLONG;
+			out[k++] = '%';
+			out[k++] = hex[c >> 4];
+			out[k++] = hex[c & 15];
+		}
+	}
+	if (k >= cap)
+		return -ENAMETOOLONG;
+	out[k] = '\0';
+	return (int)k;
+}
+
+int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
+		     char **err)
+{
+	FILE *f = fopen(path, "re");
+	struct stat st;
+	char *buf;
+	size_t n;
+
+	*text = NULL;
+	*len = 0;
+	if (!f) {
+		int e = errno;
+
+		err_set(err, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	if (fstat(fileno(f), &st) || (uint64_t)st.st_size > cap) {
+		err_set(err, "%s: larger than %zu bytes or unreadable", path,
+			cap);
+		fclose(f);
+		return -EFBIG;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	n = fread(buf, 1, (size_t)st.st_size, f);
+	if (ferror(f)) {
+		err_set(err, "%s: read error", path);
+		fclose(f);
+		free(buf);
+		return -EIO;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
 }

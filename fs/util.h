@@ -1,6 +1,7 @@
 #ifndef WHARF_UTIL_H
 #define WHARF_UTIL_H
-/* Small helpers shared by every fs/ module and the CLI: logging, sizes, time. */
+/* Small helpers shared by every fs/ module and the CLI: logging, sizes, time.
+ */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,7 +14,8 @@
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 /* Logs go to stderr, or to syslog once log_to_syslog() is called (a daemonized
- * mount).  Messages name the object: URL, range, chunk, what the origin said. */
+ * mount).  Messages name the object: URL, range, chunk, what the origin said.
+ */
 void log_set_level(enum log_level level);
 void log_to_syslog(const char *ident);
 void wlog(enum log_level level, const char *fmt, ...) WHARF_PRINTF(2, 3);
@@ -37,7 +39,16 @@ uint64_t now_ns(void);
 char *strdupf(const char *fmt, ...) WHARF_PRINTF(1, 2);
 void err_set(char **err, const char *fmt, ...) WHARF_PRINTF(2, 3);
 
+/* Reads a whole file of at most cap bytes into a malloc'd, NUL-terminated
+ * buffer (the caller frees it).  @return 0, or -errno with *err saying
+ * "PATH: what" (-EFBIG when it is larger than cap). */
+int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
+		     char **err) WHARF_CHECK;
+
 /* The value of one hex digit, or -1. */
 int hex_value(int c);
+/* Percent-encodes s, keeping unreserved characters (and '/' when asked).
+ * @return the length, or -ENAMETOOLONG when out (cap bytes) is too small. */
+int url_encode(const char *s, bool keep_slash, char *out, size_t cap);
 
 #endif
