@@ -1,2 +1,403 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_chunks;
+/*
+ * The memory chunk cache: see chunks.h for the contract.
+ *
+ * Entries live in a hash table of buckets, each with its own mutex and
+ * condition variable; a lookup, a reference and a wakeup touch only the
+ * key's bucket.  Eviction order is CLOCK (second chance), an approximation
+ * of LRU that lets a hit mark its entry with one relaxed store instead of
+ * moving it on a shared list, which would take a global lock on every
+ * read.  The clock ring and its hand are under evict_mu, taken only when
+ * an entry is added (a miss), evicted or dropped after a failed load.
+ *
+ * Lock order: evict_mu, then a bucket's mu.
+ *
+ * An entry is freed by whoever drops it last: the evictor (ready, nobody
+ * holds it), or the last holder of a failed entry.  A failed entry has left
+ * its bucket and the ring before its holders see it fail.
+ */
+#include "config.h"
+
+#include "chunks.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
+#define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* Buckets: one per 64 KiB of cap, so a full cache keeps chains short. */
+#define BUCKET_BYTES (64 * 1024)
+#define MIN_BUCKETS 256
+#define MAX_BUCKETS 65536
+
+enum state { LOADING, READY, FAILED };
+
+struct centry {
+	struct chunk pub; /* first: chunks.h hands out &pub */
+	struct centry *hnext;
+	struct centry *cprev, *cnext; /* clock ring, under evict_mu */
+	size_t cap;		      /* bytes allocated at pub.data */
+	unsigned refs;		      /* under the bucket's mu */
+	enum state state;	      /* under the bucket's mu */
+	int err;		      /* a failed load's -errno */
+	bool in_ring;		      /* under evict_mu */
+	bool used;		      /* CLOCK bit; atomic */
+};
+
+struct bucket {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct centry *head;
+} __attribute__((aligned(64)));
+
+struct chunk_cache {
+	struct bucket *b;
+	size_t nb;
+	uint64_t cap;
+
+	pthread_mutex_t evict_mu;
+	struct centry *hand; /* clock ring; NULL when empty */
+	size_t nring;
+
+	uint64_t bytes; /* allocated chunk buffers; atomic */
+	uint64_t hits, misses, waits, evictions; /* atomic */
+};
+
+static struct centry *entry_of(struct chunk *c)
+{
+	return (struct centry *)c;
+}
+
+static struct bucket *bucket_of(struct chunk_cache *cc,
+				const struct chunk_key *key)
+{
+	uint64_t h;
+
+	/* Keys are hashes already: any 8 bytes are uniform. */
+	memcpy(&h, key->b + 8, 8);
+	return &cc->b[h & (cc->nb - 1)];
+}
+
+/* Under the bucket's mu. */
+static struct centry *bucket_find(struct bucket *b, const struct chunk_key *key)
+{
+	struct centry *e = b->head;
+
+	while (e && memcmp(e->pub.key.b, key->b, 16))
+		e = e->hnext;
+	return e;
+}
+
+/* Under the bucket's mu. */
+static void bucket_unlink(struct bucket *b, struct centry *e)
+{
+	struct centry **pp = &b->head;
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+}
+
+static void entry_free(struct chunk_cache *cc, struct centry *e)
+{
+	if (e->cap)
+		__atomic_fetch_sub(&cc->bytes, e->cap, __ATOMIC_RELAXED);
+	free(e->pub.data);
+	free(e);
+}
+
+/* Under evict_mu. */
+static void ring_add(struct chunk_cache *cc, struct centry *e)
+{
+	if (!cc->hand) {
+		e->cprev = e->cnext = e;
+		cc->hand = e;
+	} else {
+		/* Just behind the hand: the last to be considered. */
+		e->cnext = cc->hand;
+		e->cprev = cc->hand->cprev;
+		e->cprev->cnext = e;
+		cc->hand->cprev = e;
+	}
+	e->in_ring = true;
+	cc->nring++;
+}
+
+/* Under evict_mu. */
+static void ring_remove(struct chunk_cache *cc, struct centry *e)
+{
+	if (!e->in_ring)
+		return;
+	if (e->cnext == e) {
+		cc->hand = NULL;
+	} else {
+		e->cprev->cnext = e->cnext;
+		e->cnext->cprev = e->cprev;
+		if (cc->hand == e)
+			cc->hand = e->cnext;
+	}
+	e->in_ring = false;
+	cc->nring--;
+}
+
+/*
+ * Evicts unreferenced ready entries until `need` more bytes fit under the
+ * cap, or no entry can go (then the cache runs over its cap until chunks
+ * are released: a reader is never refused for lack of room).  Two turns of
+ * the clock are enough: the first clears every used bit.
+ */
+static void make_room(struct chunk_cache *cc, size_t need)
+{
+	struct centry *gone_list = NULL;
+	size_t steps;
+
+	pthread_mutex_lock(&cc->evict_mu);
+	steps = 2 * cc->nring + 1;
+	while (cc->hand && steps-- &&
+	       __atomic_load_n(&cc->bytes, __ATOMIC_RELAXED) + need > cc->cap) {
+		struct centry *e = cc->hand;
+		struct bucket *b;
+		bool gone = false;
+
+		cc->hand = e->cnext;
+		if (__atomic_exchange_n(&e->used, false, __ATOMIC_RELAXED))
+			continue;
+		b = bucket_of(cc, &e->pub.key);
+		pthread_mutex_lock(&b->mu);
+		if (e->refs == 0 && e->state == READY) {
+			bucket_unlink(b, e);
+			gone = true;
+		}
+		pthread_mutex_unlock(&b->mu);
+		if (!gone)
+			continue;
+		ring_remove(cc, e);
+		/* Counted now, freed after the lock: free may munmap. */
+		__atomic_fetch_sub(&cc->bytes, e->cap, __ATOMIC_RELAXED);
+		e->cap = 0;
+		e->hnext = gone_list;
+		gone_list = e;
+		STAT_ADD(cc->evictions, 1);
+	}
+	pthread_mutex_unlock(&cc->evict_mu);
+	while (gone_list) {
+		struct centry *e = gone_list;
+
+		gone_list = e->hnext;
+		entry_free(cc, e);
+	}
+}
+
+int chunks_new(uint64_t cap_bytes, struct chunk_cache **out)
+{
+	struct chunk_cache *cc = calloc(1, sizeof(*cc));
+	size_t nb = MIN_BUCKETS;
+
+	if (!cc)
+		return -ENOMEM;
+	while (nb < MAX_BUCKETS && nb * BUCKET_BYTES < cap_bytes)
+		nb *= 2;
+	if (posix_memalign((void **)&cc->b, 64, nb * sizeof(*cc->b))) {
+		free(cc);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nb; i++) {
+		pthread_mutex_init(&cc->b[i].mu, NULL);
+		pthread_cond_init(&cc->b[i].cond, NULL);
+		cc->b[i].head = NULL;
+	}
+	cc->nb = nb;
+	cc->cap = cap_bytes;
+	pthread_mutex_init(&cc->evict_mu, NULL);
+	*out = cc;
+	return 0;
+}
+
+void chunks_free(struct chunk_cache *cc)
+{
+	if (!cc)
+		return;
+	for (size_t i = 0; i < cc->nb; i++) {
+		struct centry *e = cc->b[i].head, *next;
+
+		for (; e; e = next) {
+			next = e->hnext;
+			/* Nobody may hold a chunk when the cache goes. */
+			assert(e->refs == 0);
+			entry_free(cc, e);
+		}
+		pthread_mutex_destroy(&cc->b[i].mu);
+		pthread_cond_destroy(&cc->b[i].cond);
+	}
+	pthread_mutex_destroy(&cc->evict_mu);
+	free(cc->b);
+	free(cc);
+}
+
+int chunks_get(struct chunk_cache *cc, const struct chunk_key *key, bool wait,
+	       struct chunk **out, bool *owner)
+{
+	struct bucket *b = bucket_of(cc, key);
+	struct centry *e;
+	int rc;
+
+	pthread_mutex_lock(&b->mu);
+	e = bucket_find(b, key);
+	if (e && e->state == READY) {
+		e->refs++;
+		pthread_mutex_unlock(&b->mu);
+		if (!__atomic_load_n(&e->used, __ATOMIC_RELAXED))
+			__atomic_store_n(&e->used, true, __ATOMIC_RELAXED);
+		STAT_ADD(cc->hits, 1);
+		*out = &e->pub;
+		*owner = false;
+		return 0;
+	}
+	if (e) {
+		assert(e->state == LOADING);
+		if (!wait) {
+			pthread_mutex_unlock(&b->mu);
+			return -EAGAIN;
+		}
+		e->refs++;
+		STAT_ADD(cc->waits, 1);
+		while (e->state == LOADING)
+			pthread_cond_wait(&b->cond, &b->mu);
+		if (e->state == READY) {
+			pthread_mutex_unlock(&b->mu);
+			*out = &e->pub;
+			*owner = false;
+			return 0;
+		}
+		rc = e->err;
+		if (--e->refs) {
+			pthread_mutex_unlock(&b->mu);
+			return rc;
+		}
+		pthread_mutex_unlock(&b->mu);
+		entry_free(cc, e);
+		return rc;
+	}
+
+	/* A miss: this caller owns the load. */
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		pthread_mutex_unlock(&b->mu);
+		return -ENOMEM;
+	}
+	e->pub.key = *key;
+	e->state = LOADING;
+	e->refs = 1;
+	e->hnext = b->head;
+	b->head = e;
+	pthread_mutex_unlock(&b->mu);
+	STAT_ADD(cc->misses, 1);
+
+	/* Loading and held: no evictor can take it before it is ringed. */
+	pthread_mutex_lock(&cc->evict_mu);
+	ring_add(cc, e);
+	pthread_mutex_unlock(&cc->evict_mu);
+	*out = &e->pub;
+	*owner = true;
+	return 0;
+}
+
+void *chunks_fill_buffer(struct chunk_cache *cc, struct chunk *c, size_t cap)
+{
+	struct centry *e = entry_of(c);
+	void *p;
+
+	assert(e->state == LOADING && e->refs > 0);
+	if (e->cap >= cap && e->pub.data)
+		return e->pub.data;
+	make_room(cc, cap - e->cap);
+	/* At least one byte, so that an empty chunk has a buffer too. */
+	p = realloc(e->pub.data, cap ? cap : 1);
+	if (!p)
+		return NULL;
+	__atomic_fetch_add(&cc->bytes, cap - e->cap, __ATOMIC_RELAXED);
+	e->pub.data = p;
+	e->cap = cap;
+	return p;
+}
+
+void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len)
+{
+	struct centry *e = entry_of(c);
+	struct bucket *b = bucket_of(cc, &c->key);
+
+	assert(len <= e->cap);
+	pthread_mutex_lock(&b->mu);
+	assert(e->state == LOADING);
+	e->pub.len = len;
+	e->state = READY;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->mu);
+}
+
+void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err)
+{
+	struct centry *e = entry_of(c);
+	struct bucket *b = bucket_of(cc, &c->key);
+	bool last;
+
+	assert(err < 0);
+	pthread_mutex_lock(&cc->evict_mu);
+	ring_remove(cc, e);
+	pthread_mutex_unlock(&cc->evict_mu);
+
+	pthread_mutex_lock(&b->mu);
+	assert(e->state == LOADING);
+	e->state = FAILED;
+	e->err = err;
+	bucket_unlink(b, e);
+	last = --e->refs == 0;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->mu);
+	if (last)
+		entry_free(cc, e);
+}
+
+void chunks_put(struct chunk_cache *cc, struct chunk *c)
+{
+	struct centry *e = entry_of(c);
+	struct bucket *b = bucket_of(cc, &c->key);
+	bool over;
+
+	pthread_mutex_lock(&b->mu);
+	assert(e->refs > 0 && e->state == READY);
+	e->refs--;
+	pthread_mutex_unlock(&b->mu);
+	/* Chunks held past the cap are evicted once they are let go.  Only
+	 * then is the global evict_mu taken here: a cap too small for the
+	 * chunks that readers hold at once makes every release pay it. */
+	over = __atomic_load_n(&cc->bytes, __ATOMIC_RELAXED) > cc->cap;
+	if (over)
+		make_room(cc, 0);
+}
+
+bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key)
+{
+	struct bucket *b = bucket_of(cc, key);
+	struct centry *e;
+	bool ready;
+
+	pthread_mutex_lock(&b->mu);
+	e = bucket_find(b, key);
+	ready = e && e->state == READY;
+	pthread_mutex_unlock(&b->mu);
+	return ready;
+}
+
+void chunks_get_stats(struct chunk_cache *cc, struct chunks_stats *out)
+{
+	out->hits = STAT_GET(cc->hits);
+	out->misses = STAT_GET(cc->misses);
+	out->waits = STAT_GET(cc->waits);
+	out->bytes = STAT_GET(cc->bytes);
+	out->cap = cc->cap;
+	out->evictions = STAT_GET(cc->evictions);
+}

@@ -1,12 +1,369 @@
-/* Placeholder: filled in by its module owner. */
+/*
+ * `wharf cache stats|ls|verify|prune|clear`: parses, calls store.c (the one
+ * place that knows the cache layout), prints.
+ *
+ * stats, ls and verify work on a cache that a mount is using: they only
+ * read, and verify removes nothing but corrupt files (the mount forgets a
+ * chunk whose file is gone at its next read of it).  prune and clear take
+ * the cache's lock like a mount does, so they refuse a mounted cache.
+ */
 #include "config.h"
 
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cmd.h"
+#include "store.h"
+
+static void usage(FILE *out)
+{
+	char *def = store_default_dir();
+
+	fprintf(out,
+		"Usage: wharf cache COMMAND [--cache-dir DIR] [OPTIONS]\n\n"
+		"Inspects and maintains a wharf chunk cache.\n\n"
+		"Commands:\n"
+		"  stats [--json]         chunks and bytes on disk; the live "
+		"counters of the\n"
+		"                         mount using the cache, if any\n"
+		"  ls                     one line per chunk: key, bytes on "
+		"disk, raw bytes,\n"
+		"                         codec, last use\n"
+		"  verify                 check every chunk; report and "
+		"remove bad ones\n"
+		"                         (exit status 1 when any was bad)\n"
+		"  prune --max-size SIZE  evict the least recently used "
+		"chunks down to SIZE\n"
+		"  clear                  remove every chunk\n\n"
+		"Options:\n"
+		"  --cache-dir DIR  the cache (default: %s)\n"
+		"  --json           stats: print JSON\n"
+		"  --max-size SIZE  prune: the size to keep (K, M, G, T "
+		"suffixes)\n"
+		"  -h, --help       show this help\n\n"
+		"prune and clear refuse a cache that a mount is using.\n",
+		def ? def : "/var/cache/wharf");
+	free(def);
+}
+
+struct opts {
+	const char *sub;
+	char *dir;
+	bool json;
+	bool has_max;
+	uint64_t max_size;
+};
+
+/* ---- stats ---- */
+
+struct totals {
+	uint64_t chunks, disk, raw, zstd, unreadable;
+};
+
+static int add_entry(const struct store_entry *e, void *arg)
+{
+	struct totals *t = arg;
+
+	if (e->error) {
+		t->unreadable++;
+		return 0;
+	}
+	t->chunks++;
+	t->disk += e->disk_bytes;
+	t->raw += e->raw_bytes;
+	t->zstd += e->zstd;
+	return 0;
+}
+
+/* The mount's DIR/.wharf/stats, or NULL (with a warning). */
+static char *read_mount_stats(const char *mountpoint)
+{
+	char *path = strdupf("%s/.wharf/stats", mountpoint);
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f) {
+		fprintf(stderr, "wharf cache stats: %s: %s\n", path,
+			strerror(errno));
+		free(path);
+		return NULL;
+	}
+	for (;;) {
+		size_t r;
+
+		if (cap - n < 4096) {
+			char *p = realloc(buf, cap + 65536);
+
+			if (!p)
+				break;
+			buf = p;
+			cap += 65536;
+		}
+		r = fread(buf + n, 1, cap - n - 1, f);
+		n += r;
+		if (r == 0 || n > (1 << 20)) /* stats are a few hundred bytes */
+			break;
+	}
+	fclose(f);
+	free(path);
+	if (buf)
+		buf[n] = '\0';
+	return buf;
+}
+
+static int do_stats(const struct opts *o)
+{
+	struct totals t = {0};
+	char *err = NULL, *mp = NULL, *live = NULL;
+	char a[32], b[32];
+	pid_t pid = 0;
+	bool mounted;
+	int rc;
+
+	rc = store_walk(o->dir, 0, add_entry, &t, &err);
+	if (rc) {
+		fprintf(stderr, "wharf cache stats: %s\n", err);
+		free(err);
+		return 1;
+	}
+	mounted = store_lock_holder(o->dir, &pid, &mp) == 0;
+	if (mounted && mp)
+		live = read_mount_stats(mp);
+	if (o->json) {
+		printf("{\"cache_dir\": ");
+		json_put_str(stdout, o->dir);
+		printf(", \"chunks\": %llu, \"bytes_on_disk\": %llu, "
+		       "\"bytes_raw\": %llu, \"zstd_chunks\": %llu, "
+		       "\"unreadable\": %llu, \"mounted\": %s",
+		       (unsigned long long)t.chunks, (unsigned long long)t.disk,
+		       (unsigned long long)t.raw, (unsigned long long)t.zstd,
+		       (unsigned long long)t.unreadable,
+		       mounted ? "true" : "false");
+		if (mounted) {
+			printf(", \"pid\": %d, \"mountpoint\": ", (int)pid);
+			if (mp)
+				json_put_str(stdout, mp);
+			else
+				fputs("null", stdout);
+			printf(", \"mount\": %s", live ? live : "null");
+		}
+		printf("}\n");
+	} else {
+		printf("cache directory: %s\n", o->dir);
+		printf("%llu chunks, %s on disk, %s raw, %llu compressed",
+		       (unsigned long long)t.chunks,
+		       format_size(t.disk, a, sizeof(a)),
+		       format_size(t.raw, b, sizeof(b)),
+		       (unsigned long long)t.zstd);
+		if (t.unreadable)
+			printf(", %llu unreadable",
+			       (unsigned long long)t.unreadable);
+		printf("\n");
+		if (!mounted)
+			printf("not mounted\n");
+		else
+			printf("in use by wharf process %d%s%s\n", (int)pid,
+			       mp ? ", mounted on " : "", mp ? mp : "");
+		if (live)
+			printf("live counters of the mount:\n%s", live);
+	}
+	free(live);
+	free(mp);
+	return 0;
+}
+
+/* ---- ls, verify ---- */
+
+static int print_entry(const struct store_entry *e, void *arg)
+{
+	char hex[33], when[32];
+	const time_t t = (time_t)(e->atime_ns / 1000000000);
+	struct tm tm;
+
+	(void)arg;
+	store_key_hex(&e->key, hex);
+	if (e->error) {
+		printf("%s %llu - bad: %s\n", hex,
+		       (unsigned long long)e->disk_bytes, e->why);
+		return 0;
+	}
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	printf("%s %llu %llu %s %s\n", hex, (unsigned long long)e->disk_bytes,
+	       (unsigned long long)e->raw_bytes, e->zstd ? "zstd" : "raw",
+	       when);
+	return 0;
+}
+
+struct vtally {
+	uint64_t ok, bad, removed;
+};
+
+static int verify_entry(const struct store_entry *e, void *arg)
+{
+	struct vtally *v = arg;
+	char hex[33];
+
+	if (!e->error) {
+		v->ok++;
+		return 0;
+	}
+	store_key_hex(&e->key, hex);
+	v->bad++;
+	v->removed += e->removed;
+	printf("%s: chunk %s is bad (%s)%s\n", e->path, hex, e->why,
+	       e->removed ? "; removed" : "");
+	return 0;
+}
+
+static int do_walk(const struct opts *o)
+{
+	const bool verify = !strcmp(o->sub, "verify");
+	struct vtally v = {0};
+	char *err = NULL;
+	int rc;
+
+	if (verify)
+		rc = store_walk(o->dir, STORE_WALK_VERIFY, verify_entry, &v,
+				&err);
+	else
+		rc = store_walk(o->dir, 0, print_entry, NULL, &err);
+	if (rc) {
+		fprintf(stderr, "wharf cache %s: %s\n", o->sub, err);
+		free(err);
+		return 1;
+	}
+	if (!verify)
+		return 0;
+	printf("%llu chunks checked: %llu good, %llu bad, %llu removed\n",
+	       (unsigned long long)(v.ok + v.bad), (unsigned long long)v.ok,
+	       (unsigned long long)v.bad, (unsigned long long)v.removed);
+	return v.bad ? 1 : 0;
+}
+
+/* ---- prune, clear ---- */
+
+static int do_prune(const struct opts *o)
+{
+	struct store_config cfg = {.dir = o->dir};
+	struct store *st = NULL;
+	uint64_t chunks = 0, bytes = 0;
+	char *err = NULL, buf[32];
+	int rc;
+
+	/* store_open would create a missing dir: a typo is an error. */
+	if (access(o->dir, F_OK)) {
+		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
+			strerror(errno));
+		return 1;
+	}
+	rc = store_open(&cfg, &st, &err);
+	if (rc) {
+		fprintf(stderr, "wharf cache %s: %s%s\n", o->sub, err,
+			rc == -EBUSY ? "; unmount it first" : "");
+		free(err);
+		return 1;
+	}
+	rc = store_prune(st, o->has_max ? o->max_size : 0, &chunks, &bytes);
+	store_close(st);
+	if (rc) {
+		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
+			strerror(-rc));
+		return 1;
+	}
+	printf("removed %llu chunks, %s\n", (unsigned long long)chunks,
+	       format_size(bytes, buf, sizeof(buf)));
+	return 0;
+}
 
 int cmd_cache(int argc, char **argv)
 {
-	fprintf(stderr, "wharf cache: not implemented yet\n");
-	return 1;
+	enum { OPT_DIR = 256, OPT_JSON, OPT_MAX };
+	static const struct option longopts[] = {
+	    {"cache-dir", required_argument, NULL, OPT_DIR},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"max-size", required_argument, NULL, OPT_MAX},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	static const char *const subs[] = {"stats", "ls", "verify", "prune",
+					   "clear"};
+	struct opts o = {0};
+	int c, rc;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+		if (!strcmp(argv[1], subs[i]))
+			o.sub = subs[i];
+	if (!o.sub)
+		return cmd_usage_error("cache", "unknown command '%s'",
+				       argv[1]);
+	optind = 1;
+	rc = -1;
+	while (rc < 0 && (c = getopt_long(argc - 1, argv + 1, "h", longopts,
+					  NULL)) != -1) {
+		switch (c) {
+		case OPT_DIR:
+			free(o.dir);
+			o.dir = strdup(optarg);
+			break;
+		case OPT_JSON:
+			if (strcmp(o.sub, "stats"))
+				rc = cmd_usage_error(
+				    "cache", "--json goes with stats only");
+			o.json = true;
+			break;
+		case OPT_MAX:
+			if (strcmp(o.sub, "prune"))
+				rc = cmd_usage_error(
+				    "cache", "--max-size goes with prune only");
+			else if (parse_size(optarg, &o.max_size))
+				rc = cmd_usage_error(
+				    "cache", "--max-size: bad size '%s'",
+				    optarg);
+			o.has_max = true;
+			break;
+		case 'h':
+			usage(stdout);
+			rc = 0;
+			break;
+		default:
+			rc = cmd_usage_error("cache", "bad option");
+		}
+	}
+	if (rc < 0 && optind < argc - 1)
+		rc = cmd_usage_error("cache", "unexpected argument '%s'",
+				     argv[optind + 1]);
+	if (rc < 0 && !strcmp(o.sub, "prune") && !o.has_max)
+		rc = cmd_usage_error("cache", "prune needs --max-size SIZE");
+	if (rc >= 0)
+		goto out;
+	if (!o.dir)
+		o.dir = store_default_dir();
+	if (!o.dir) {
+		fprintf(stderr, "wharf cache: out of memory\n");
+		return 1;
+	}
+	if (!strcmp(o.sub, "stats"))
+		rc = do_stats(&o);
+	else if (!strcmp(o.sub, "ls") || !strcmp(o.sub, "verify"))
+		rc = do_walk(&o);
+	else
+		rc = do_prune(&o);
+out:
+	free(o.dir);
+	return rc;
 }

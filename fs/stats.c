@@ -15,18 +15,9 @@
 
 static void put_str(FILE *f, const char *key, const char *s)
 {
-	fprintf(f, "  \"%s\": \"", key);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputs("\",\n", f);
+	fprintf(f, "  \"%s\": ", key);
+	json_put_str(f, s);
+	fputs(",\n", f);
 }
 
 static double ms(uint64_t ns)

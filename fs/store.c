@@ -1,2 +1,1473 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_store;
+/*
+ * The on-disk chunk store: see store.h for the contract.
+ *
+ * Layout: DIR/lock (flock'd by the mount; "pid\nmountpoint\n") and
+ * DIR/chunks/XX/KEY, where KEY is the chunk key in hex and XX its first
+ * byte, so that no directory holds more than 1/256 of the chunks.
+ *
+ * A chunk file is a 48-byte header and the payload, all little-endian:
+ *   0  magic "WHCK"        4  version (1)      5  codec (0 raw, 1 zstd)
+ *   6  reserved (0)        8  raw length       16 stored (payload) length
+ *   24 XXH64 of the raw bytes, seeded with the key's first 8 bytes
+ *   32 the key (16 bytes)
+ * The payload is the raw bytes or one zstd frame.  The checksum is of the
+ * raw bytes so that it covers the decompressor too, and its seed and the
+ * key in the header tie the bytes to the name: a file copied or renamed
+ * to another key does not verify.  XXH64 is written out here (zstd does
+ * not export its copy) and runs at memory speed, far above zstd's.
+ *
+ * Writes go to a temp file in the chunk's own directory and are renamed
+ * into place, so a reader never sees a partial chunk.  No fsync: this is
+ * a cache; a file that lost its data in a crash fails its checksum at the
+ * next read and is fetched again, while an fsync per chunk would cost a
+ * disk flush for every chunk fetched.
+ *
+ * Locks: st->mu guards the index (hash table + LRU list + byte counts) and
+ * is never held during disk I/O or compression.  A stripe lock per fan-out
+ * directory orders a rename into place against an unlink of the same key
+ * (eviction, a corrupt file), so an eviction never removes a chunk that
+ * was just written again.  Order: stripe, then mu.
+ */
+#include "config.h"
+
+#include "store.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define HDR_SIZE 48
+#define FORMAT_VERSION 1
+#define CODEC_RAW 0
+#define CODEC_ZSTD 1
+#define FANOUT 256
+#define BLOCK 4096
+#define TMP_PREFIX ".tmp."
+/* No chunk is larger (--chunk-size stops at 256M): a bigger raw length in
+ * a header is corruption, and must not size an allocation. */
+#define MAX_RAW (1ull << 30)
+/* Compress a sample of this much first; see choose_payload. */
+#define SAMPLE_SIZE (64 * 1024)
+#define SAMPLE_MIN_CHUNK (256 * 1024)
+
+static const uint8_t magic[4] = {'W', 'H', 'C', 'K'};
+
+#define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
+#define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* ---- XXH64 ---- */
+
+#define P1 0x9E3779B185EBCA87ull
+#define P2 0xC2B2AE3D27D4EB4Full
+#define P3 0x165667B19E3779F9ull
+#define P4 0x85EBCA77C2B2AE63ull
+#define P5 0x27D4EB2F165667C5ull
+
+static inline uint64_t rotl64(uint64_t x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+static inline uint64_t xround(uint64_t acc, uint64_t in)
+{
+	acc += in * P2;
+	acc = rotl64(acc, 31);
+	return acc * P1;
+}
+
+static inline uint64_t xmerge(uint64_t h, uint64_t v)
+{
+	h ^= xround(0, v);
+	return h * P1 + P4;
+}
+
+struct xxh64 {
+	uint64_t v[4], total, seed;
+	uint8_t mem[32];
+	unsigned memlen;
+};
+
+static void xxh_init(struct xxh64 *s, uint64_t seed)
+{
+	s->seed = seed;
+	s->v[0] = seed + P1 + P2;
+	s->v[1] = seed + P2;
+	s->v[2] = seed;
+	s->v[3] = seed - P1;
+	s->total = 0;
+	s->memlen = 0;
+}
+
+static const uint8_t *xxh_stripes(uint64_t v[4], const uint8_t *p,
+				  const uint8_t *end)
+{
+	while (end - p >= 32) {
+		v[0] = xround(v[0], rd64(p));
+		v[1] = xround(v[1], rd64(p + 8));
+		v[2] = xround(v[2], rd64(p + 16));
+		v[3] = xround(v[3], rd64(p + 24));
+		p += 32;
+	}
+	return p;
+}
+
+static void xxh_update(struct xxh64 *s, const void *data, size_t len)
+{
+	const uint8_t *p = data, *end = p + len;
+
+	s->total += len;
+	if (s->memlen + len < 32) {
+		memcpy(s->mem + s->memlen, p, len);
+		s->memlen += (unsigned)len;
+		return;
+	}
+	if (s->memlen) {
+		const unsigned fill = 32 - s->memlen;
+
+		memcpy(s->mem + s->memlen, p, fill);
+		xxh_stripes(s->v, s->mem, s->mem + 32);
+		p += fill;
+		s->memlen = 0;
+	}
+	p = xxh_stripes(s->v, p, end);
+	memcpy(s->mem, p, (size_t)(end - p));
+	s->memlen = (unsigned)(end - p);
+}
+
+static uint64_t xxh_digest(const struct xxh64 *s)
+{
+	const uint8_t *p = s->mem, *end = p + s->memlen;
+	uint64_t h;
+
+	if (s->total >= 32) {
+		h = rotl64(s->v[0], 1) + rotl64(s->v[1], 7) +
+		    rotl64(s->v[2], 12) + rotl64(s->v[3], 18);
+		for (int i = 0; i < 4; i++)
+			h = xmerge(h, s->v[i]);
+	} else {
+		h = s->seed + P5;
+	}
+	h += s->total;
+	for (; end - p >= 8; p += 8) {
+		h ^= xround(0, rd64(p));
+		h = rotl64(h, 27) * P1 + P4;
+	}
+	if (end - p >= 4) {
+		h ^= (uint64_t)rd32(p) * P1;
+		h = rotl64(h, 23) * P2 + P3;
+		p += 4;
+	}
+	for (; p < end; p++) {
+		h ^= *p * P5;
+		h = rotl64(h, 11) * P1;
+	}
+	h ^= h >> 33;
+	h *= P2;
+	h ^= h >> 29;
+	h *= P3;
+	h ^= h >> 32;
+	return h;
+}
+
+uint64_t store_hash64(const void *data, size_t len, uint64_t seed)
+{
+	struct xxh64 s;
+	const uint8_t *p = data, *end = p + len;
+
+	/* One pass over the bulk without the streaming buffer. */
+	xxh_init(&s, seed);
+	p = xxh_stripes(s.v, p, end);
+	s.total = len;
+	s.memlen = (unsigned)(end - p);
+	memcpy(s.mem, p, s.memlen);
+	return xxh_digest(&s);
+}
+
+/* ---- keys ---- */
+
+static void key_feed_u64(struct xxh64 s[2], uint64_t v)
+{
+	const uint64_t le = htole64(v);
+
+	xxh_update(&s[0], &le, 8);
+	xxh_update(&s[1], &le, 8);
+}
+
+/* Length first, so that ("ab","c") and ("a","bc") differ. */
+static void key_feed_str(struct xxh64 s[2], const char *str)
+{
+	const size_t n = str ? strlen(str) : 0;
+
+	key_feed_u64(s, n);
+	xxh_update(&s[0], str ? str : "", n);
+	xxh_update(&s[1], str ? str : "", n);
+}
+
+void store_key(struct chunk_key *key, const char *source_id, const char *path,
+	       const char *version, uint64_t size, int64_t mtime,
+	       uint32_t chunk_size, uint64_t chunk_index)
+{
+	/* Two independently seeded 64-bit hashes make the 128-bit key; the
+	 * seeds are fixed forever, since cached chunks outlive the process. */
+	struct xxh64 s[2];
+	uint64_t h[2];
+
+	xxh_init(&s[0], 0x7768617266000001ull);
+	xxh_init(&s[1], 0x7768617266000002ull);
+	key_feed_str(s, source_id);
+	key_feed_str(s, path);
+	key_feed_str(s, version);
+	key_feed_u64(s, size);
+	key_feed_u64(s, (uint64_t)mtime);
+	key_feed_u64(s, chunk_size);
+	key_feed_u64(s, chunk_index);
+	h[0] = htole64(xxh_digest(&s[0]));
+	h[1] = htole64(xxh_digest(&s[1]));
+	memcpy(key->b, h, 16);
+}
+
+void store_key_hex(const struct chunk_key *key, char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = hex[key->b[i] >> 4];
+		out[2 * i + 1] = hex[key->b[i] & 15];
+	}
+	out[32] = '\0';
+}
+
+int store_key_parse(const char *hex, struct chunk_key *key)
+{
+	for (int i = 0; i < 16; i++) {
+		const int hi = hex_value(hex[2 * i]);
+		const int lo = hi < 0 ? -1 : hex_value(hex[2 * i + 1]);
+
+		/* Lowercase only: that is how names are written. */
+		if (lo < 0 || (hex[2 * i] >= 'A' && hex[2 * i] <= 'F') ||
+		    (hex[2 * i + 1] >= 'A' && hex[2 * i + 1] <= 'F'))
+			return -EINVAL;
+		key->b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[32] ? -EINVAL : 0;
+}
+
+static uint64_t key_seed(const struct chunk_key *key)
+{
+	return rd64(key->b);
+}
+
+/* ---- per-thread codec state ---- */
+
+/*
+ * Each thread that reads or writes chunks keeps a zstd context of each kind
+ * and one scratch buffer (compressed bytes) that only grows, so that after
+ * the first chunks nothing is allocated per call.  Freed at thread exit.
+ */
+struct tctx {
+	ZSTD_DCtx *d;
+	ZSTD_CCtx *c;
+	void *buf;
+	size_t cap;
+};
+
+static pthread_key_t tctx_key;
+static pthread_once_t tctx_once = PTHREAD_ONCE_INIT;
+
+static void tctx_free(void *p)
+{
+	struct tctx *t = p;
+
+	if (!t)
+		return;
+	ZSTD_freeDCtx(t->d);
+	ZSTD_freeCCtx(t->c);
+	free(t->buf);
+	free(t);
+}
+
+static void tctx_init_key(void)
+{
+	if (pthread_key_create(&tctx_key, tctx_free))
+		abort();
+}
+
+static struct tctx *tctx_get(void)
+{
+	struct tctx *t;
+
+	pthread_once(&tctx_once, tctx_init_key);
+	t = pthread_getspecific(tctx_key);
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	if (pthread_setspecific(tctx_key, t)) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void *tctx_buf(struct tctx *t, size_t n)
+{
+	void *p;
+
+	if (t->cap >= n)
+		return t->buf;
+	p = realloc(t->buf, n);
+	if (!p)
+		return NULL;
+	t->buf = p;
+	t->cap = n;
+	return p;
+}
+
+/* ---- chunk files ---- */
+
+struct hdr {
+	uint8_t codec;
+	uint64_t raw_len, stored_len, sum;
+	struct chunk_key key;
+};
+
+static void hdr_encode(uint8_t out[HDR_SIZE], const struct hdr *h)
+{
+	uint64_t v;
+
+	memset(out, 0, HDR_SIZE);
+	memcpy(out, magic, 4);
+	out[4] = FORMAT_VERSION;
+	out[5] = h->codec;
+	v = htole64(h->raw_len);
+	memcpy(out + 8, &v, 8);
+	v = htole64(h->stored_len);
+	memcpy(out + 16, &v, 8);
+	v = htole64(h->sum);
+	memcpy(out + 24, &v, 8);
+	memcpy(out + 32, h->key.b, 16);
+}
+
+static const char *hdr_decode(const uint8_t in[HDR_SIZE], struct hdr *h)
+{
+	if (memcmp(in, magic, 4))
+		return "not a wharf chunk file (bad magic)";
+	if (in[4] != FORMAT_VERSION)
+		return "unknown format version";
+	if (in[5] != CODEC_RAW && in[5] != CODEC_ZSTD)
+		return "unknown codec";
+	h->codec = in[5];
+	h->raw_len = rd64(in + 8);
+	h->stored_len = rd64(in + 16);
+	h->sum = rd64(in + 24);
+	memcpy(h->key.b, in + 32, 16);
+	if (h->codec == CODEC_RAW && h->raw_len != h->stored_len)
+		return "raw chunk with differing lengths";
+	if (h->raw_len > MAX_RAW)
+		return "implausible length in the header";
+	return NULL;
+}
+
+static uint64_t disk_bytes(uint64_t file_size)
+{
+	return (file_size + BLOCK - 1) / BLOCK * BLOCK;
+}
+
+/* @return 0, -EIO, or -ENODATA when the file ends early. */
+static int pread_full(int fd, void *buf, size_t n, off_t off)
+{
+	char *p = buf;
+
+	while (n) {
+		const ssize_t r = pread(fd, p, n, off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -EIO;
+		if (r == 0)
+			return -ENODATA;
+		p += r;
+		n -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
+/*
+ * Reads and checks chunk file fd, expected to hold key (NULL: the header's
+ * own key), into buf (cap bytes).  With buf NULL only the header is read
+ * and checked against the file size.  The header goes to *h.
+ * @return 0; -EBADMSG with *why; -EOVERFLOW when the chunk is longer than
+ * cap; -EIO; -ENOMEM.
+ */
+static int read_chunk(int fd, const struct chunk_key *key, struct tctx *t,
+		      void *buf, size_t cap, struct hdr *h, const char **why)
+{
+	uint8_t raw[HDR_SIZE];
+	struct stat sb;
+	void *src;
+	size_t n;
+	int rc;
+
+	if (fstat(fd, &sb))
+		return -EIO;
+	if (sb.st_size < HDR_SIZE) {
+		*why = "truncated header";
+		return -EBADMSG;
+	}
+	rc = pread_full(fd, raw, HDR_SIZE, 0);
+	if (rc)
+		return rc == -ENODATA ? (*why = "truncated header", -EBADMSG)
+				      : rc;
+	*why = hdr_decode(raw, h);
+	if (*why)
+		return -EBADMSG;
+	if (key && memcmp(key->b, h->key.b, 16)) {
+		*why = "holds another key's chunk";
+		return -EBADMSG;
+	}
+	if ((uint64_t)sb.st_size - HDR_SIZE != h->stored_len) {
+		*why = (uint64_t)sb.st_size - HDR_SIZE < h->stored_len
+			   ? "truncated"
+			   : "longer than its header says";
+		return -EBADMSG;
+	}
+	if (!buf)
+		return 0;
+	if (h->raw_len > cap)
+		return -EOVERFLOW;
+	if (h->codec == CODEC_RAW) {
+		src = buf;
+	} else {
+		src = tctx_buf(t, h->stored_len);
+		if (!src)
+			return -ENOMEM;
+	}
+	rc = pread_full(fd, src, h->stored_len, HDR_SIZE);
+	if (rc == -ENODATA) {
+		*why = "truncated";
+		return -EBADMSG;
+	}
+	if (rc)
+		return rc;
+	if (h->codec == CODEC_ZSTD) {
+		if (!t->d) {
+			t->d = ZSTD_createDCtx();
+			if (!t->d)
+				return -ENOMEM;
+		}
+		n = ZSTD_decompressDCtx(t->d, buf, cap, src, h->stored_len);
+		if (ZSTD_isError(n)) {
+			*why = ZSTD_getErrorName(n);
+			return -EBADMSG;
+		}
+		if (n != h->raw_len) {
+			*why = "decompressed length differs from the header";
+			return -EBADMSG;
+		}
+	}
+	if (store_hash64(buf, h->raw_len, key_seed(&h->key)) != h->sum) {
+		*why = "checksum mismatch";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* ---- the store ---- */
+
+struct sentry {
+	struct chunk_key key;
+	uint64_t disk, raw;
+	struct sentry *hnext;
+	struct sentry *prev, *next; /* LRU: lru.next is the most recent */
+};
+
+struct store {
+	char *dir;
+	char *chunkdir; /* DIR/chunks */
+	struct store_config cfg;
+	int lockfd;
+	bool locked;
+	int dirfd[FANOUT]; /* the fan-out dirs, for *at() calls */
+	pthread_mutex_t stripe[FANOUT];
+
+	pthread_mutex_t mu; /* everything below but the stats */
+	struct sentry **tab;
+	size_t tabsize, n;
+	struct sentry lru;
+	uint64_t used, raw, reserved;
+
+	uint64_t hits, misses, evictions, corrupt; /* atomic */
+};
+
+/* "XX/KEY" relative to the chunk dir, for messages. */
+static void chunk_relpath(const struct chunk_key *key, char out[36])
+{
+	char hex[33];
+
+	store_key_hex(key, hex);
+	snprintf(out, 36, "%.2s/%s", hex, hex);
+}
+
+static size_t bucket(const struct store *st, const struct chunk_key *key)
+{
+	return (size_t)rd64(key->b + 8) & (st->tabsize - 1);
+}
+
+/* Under mu. */
+static struct sentry *index_find(struct store *st, const struct chunk_key *key)
+{
+	struct sentry *e = st->tab[bucket(st, key)];
+
+	while (e && memcmp(e->key.b, key->b, 16))
+		e = e->hnext;
+	return e;
+}
+
+static void lru_unlink(struct sentry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+static void lru_push_front(struct store *st, struct sentry *e)
+{
+	e->next = st->lru.next;
+	e->prev = &st->lru;
+	st->lru.next->prev = e;
+	st->lru.next = e;
+}
+
+static void lru_push_back(struct store *st, struct sentry *e)
+{
+	e->prev = st->lru.prev;
+	e->next = &st->lru;
+	st->lru.prev->next = e;
+	st->lru.prev = e;
+}
+
+/* Under mu.  Growing the table is best effort: chains just get longer. */
+static void index_grow(struct store *st)
+{
+	const size_t nsize = st->tabsize * 2;
+	struct sentry **nt = calloc(nsize, sizeof(*nt));
+
+	if (!nt)
+		return;
+	for (size_t i = 0; i < st->tabsize; i++) {
+		struct sentry *e = st->tab[i], *next;
+
+		for (; e; e = next) {
+			const size_t b =
+			    (size_t)rd64(e->key.b + 8) & (nsize - 1);
+
+			next = e->hnext;
+			e->hnext = nt[b];
+			nt[b] = e;
+		}
+	}
+	free(st->tab);
+	st->tab = nt;
+	st->tabsize = nsize;
+}
+
+/* Under mu; e is new.  front: most recent, else least recent. */
+static void index_insert(struct store *st, struct sentry *e, bool front)
+{
+	size_t b;
+
+	if (st->n >= st->tabsize)
+		index_grow(st);
+	b = bucket(st, &e->key);
+	e->hnext = st->tab[b];
+	st->tab[b] = e;
+	st->n++;
+	st->used += e->disk;
+	st->raw += e->raw;
+	if (front)
+		lru_push_front(st, e);
+	else
+		lru_push_back(st, e);
+}
+
+/* Under mu. */
+static void index_remove(struct store *st, struct sentry *e)
+{
+	struct sentry **pp = &st->tab[bucket(st, &e->key)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	lru_unlink(e);
+	st->n--;
+	st->used -= e->disk;
+	st->raw -= e->raw;
+}
+
+/*
+ * Under mu: takes least recently used chunks out of the index until
+ * used + reserved + need <= target, and returns them (chained by hnext)
+ * for the caller to unlink after dropping mu.
+ */
+static struct sentry *evict_locked(struct store *st, uint64_t target,
+				   uint64_t need)
+{
+	struct sentry *victims = NULL;
+
+	while (st->n && st->used + st->reserved + need > target) {
+		struct sentry *e = st->lru.prev;
+
+		index_remove(st, e);
+		e->hnext = victims;
+		victims = e;
+	}
+	return victims;
+}
+
+/* Unlinks the victims' files and frees them; counts them into chunks and bytes.
+ */
+static void evict_files(struct store *st, struct sentry *victims,
+			uint64_t *chunks, uint64_t *bytes)
+{
+	char hex[33];
+
+	while (victims) {
+		struct sentry *e = victims;
+		const unsigned fan = e->key.b[0];
+		bool again;
+
+		victims = e->hnext;
+		store_key_hex(&e->key, hex);
+		pthread_mutex_lock(&st->stripe[fan]);
+		/* Written again since it was picked: that copy stays. */
+		pthread_mutex_lock(&st->mu);
+		again = index_find(st, &e->key) != NULL;
+		pthread_mutex_unlock(&st->mu);
+		if (!again && unlinkat(st->dirfd[fan], hex, 0) &&
+		    errno != ENOENT)
+			log_warn("%s/%.2s/%s: cannot evict: %s", st->chunkdir,
+				 hex, hex, strerror(errno));
+		pthread_mutex_unlock(&st->stripe[fan]);
+		STAT_ADD(st->evictions, 1);
+		if (chunks)
+			(*chunks)++;
+		if (bytes)
+			*bytes += e->disk;
+		free(e);
+	}
+}
+
+/*
+ * A chunk file is gone (removed by `wharf cache verify`, say): forget it,
+ * unless it was written again meanwhile.  Under the key's stripe.
+ */
+static void index_forget(struct store *st, const struct chunk_key *key,
+			 const char *name)
+{
+	struct sentry *e;
+
+	if (faccessat(st->dirfd[key->b[0]], name, F_OK, 0) == 0)
+		return;
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e)
+		index_remove(st, e);
+	pthread_mutex_unlock(&st->mu);
+	free(e);
+}
+
+/* Removes the file `name` in dirfd if it is still the inode fd reads. */
+static int unlink_if_same(int dirfd, const char *name, int fd)
+{
+	struct stat a, b;
+
+	if (fstat(fd, &a) || fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+		return -ESTALE;
+	return unlinkat(dirfd, name, 0) ? -errno : 0;
+}
+
+int store_get(struct store *st, const struct chunk_key *key, void *buf,
+	      size_t cap, size_t *len)
+{
+	const unsigned fan = key->b[0];
+	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
+					  {.tv_nsec = UTIME_OMIT}};
+	struct tctx *t = tctx_get();
+	const char *why = NULL;
+	char hex[33], rel[36];
+	struct sentry *e;
+	struct hdr h;
+	int fd, rc;
+
+	if (!t)
+		return -ENOMEM;
+	store_key_hex(key, hex);
+	fd = openat(st->dirfd[fan], hex, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno;
+		STAT_ADD(st->misses, 1);
+		if (rc != ENOENT) {
+			chunk_relpath(key, rel);
+			log_warn("%s/%s: cannot open cached chunk: %s",
+				 st->chunkdir, rel, strerror(rc));
+			return -EIO;
+		}
+		pthread_mutex_lock(&st->stripe[fan]);
+		index_forget(st, key, hex);
+		pthread_mutex_unlock(&st->stripe[fan]);
+		return -ENOENT;
+	}
+	rc = read_chunk(fd, key, t, buf, cap, &h, &why);
+	if (rc == -EBADMSG) {
+		chunk_relpath(key, rel);
+		log_warn("%s/%s: cached chunk %s is corrupt (%s); removed, it "
+			 "will be fetched again",
+			 st->chunkdir, rel, hex, why);
+		STAT_ADD(st->corrupt, 1);
+		STAT_ADD(st->misses, 1);
+		pthread_mutex_lock(&st->stripe[fan]);
+		if (unlink_if_same(st->dirfd[fan], hex, fd) == 0)
+			index_forget(st, key, hex);
+		pthread_mutex_unlock(&st->stripe[fan]);
+		goto out;
+	}
+	if (rc) {
+		STAT_ADD(st->misses, 1);
+		if (rc == -EIO) {
+			chunk_relpath(key, rel);
+			log_warn("%s/%s: read error on a cached chunk",
+				 st->chunkdir, rel);
+		}
+		goto out;
+	}
+	*len = h.raw_len;
+	STAT_ADD(st->hits, 1);
+	/* The recency survives a remount: open() ranks chunks by atime,
+	 * which relatime or noatime would otherwise leave stale. */
+	(void)futimens(fd, touch);
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e) {
+		lru_unlink(e);
+		lru_push_front(st, e);
+	}
+	pthread_mutex_unlock(&st->mu);
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * Decides how chunk data is stored: a zstd frame in the thread's scratch
+ * buffer, or the raw bytes.  Data that zstd cannot shrink by min_saving_pct
+ * (JPEG, PNG, video, anything already compressed) is stored raw, and for a
+ * large chunk that is found out from a 64 KiB sample first, so such data
+ * costs about 2% of a full compression; if the sample compresses, the
+ * whole chunk is compressed into a buffer no larger than the biggest
+ * acceptable result, and not fitting means raw.  A chunk whose sample
+ * misleads is only stored less compactly: never wrongly.
+ */
+static void choose_payload(struct store *st, struct tctx *t, const void *data,
+			   size_t len, const void **payload, size_t *plen,
+			   uint8_t *codec)
+{
+	const unsigned pct = st->cfg.min_saving_pct;
+	const size_t limit = len - len * pct / 100;
+	void *dst;
+	size_t n;
+
+	*payload = data;
+	*plen = len;
+	*codec = CODEC_RAW;
+	if (len == 0 || pct >= 100 || limit == 0)
+		return;
+	if (!t->c) {
+		t->c = ZSTD_createCCtx();
+		if (!t->c)
+			return;
+	}
+	dst = tctx_buf(t, limit > ZSTD_compressBound(SAMPLE_SIZE)
+			      ? limit
+			      : ZSTD_compressBound(SAMPLE_SIZE));
+	if (!dst)
+		return;
+	if (len >= SAMPLE_MIN_CHUNK) {
+		/* Half the threshold: a sample has less history to match. */
+		n = ZSTD_compressCCtx(t->c, dst, t->cap, data, SAMPLE_SIZE,
+				      st->cfg.zstd_level);
+		if (ZSTD_isError(n) ||
+		    n > SAMPLE_SIZE - SAMPLE_SIZE * pct / 200)
+			return;
+	}
+	n = ZSTD_compressCCtx(t->c, dst, limit, data, len, st->cfg.zstd_level);
+	if (ZSTD_isError(n))
+		return; /* dstSize_tooSmall: it saves too little */
+	*payload = dst;
+	*plen = n;
+	*codec = CODEC_ZSTD;
+}
+
+static int write_tmp(int dirfd, const char *name, const uint8_t *hdr,
+		     const void *payload, size_t plen)
+{
+	struct iovec iov[2] = {{(void *)hdr, HDR_SIZE},
+			       {(void *)payload, plen}};
+	size_t left = HDR_SIZE + plen;
+	int fd, rc = 0;
+
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (left) {
+		ssize_t w = writev(fd, iov[0].iov_len ? iov : iov + 1,
+				   iov[0].iov_len ? 2 : 1);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			rc = w < 0 ? -errno : -ENOSPC;
+			break;
+		}
+		left -= (size_t)w;
+		for (int i = 0; i < 2 && w; i++) {
+			const size_t k = (size_t)w < iov[i].iov_len
+					     ? (size_t)w
+					     : iov[i].iov_len;
+
+			iov[i].iov_base = (char *)iov[i].iov_base + k;
+			iov[i].iov_len -= k;
+			w -= (ssize_t)k;
+		}
+	}
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (rc)
+		unlinkat(dirfd, name, 0);
+	return rc;
+}
+
+int store_put(struct store *st, const struct chunk_key *key, const void *data,
+	      size_t len)
+{
+	static unsigned long tmp_seq;
+	const unsigned fan = key->b[0];
+	struct tctx *t = tctx_get();
+	struct sentry *victims, *e, *old;
+	uint8_t hdr[HDR_SIZE];
+	char hex[33], tmp[80], rel[36];
+	const void *payload;
+	struct hdr h;
+	uint64_t disk;
+	size_t plen;
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	choose_payload(st, t, data, len, &payload, &plen, &h.codec);
+	h.raw_len = len;
+	h.stored_len = plen;
+	h.sum = store_hash64(data, len, key_seed(key));
+	h.key = *key;
+	hdr_encode(hdr, &h);
+	disk = disk_bytes(HDR_SIZE + plen);
+	e->key = *key;
+	e->disk = disk;
+	e->raw = len;
+
+	/* Make room first, so the files on disk never exceed the cap. */
+	pthread_mutex_lock(&st->mu);
+	if (st->cfg.max_bytes && disk > st->cfg.max_bytes) {
+		pthread_mutex_unlock(&st->mu);
+		free(e);
+		return -ENOSPC;
+	}
+	victims = st->cfg.max_bytes ? evict_locked(st, st->cfg.max_bytes, disk)
+				    : NULL;
+	if (st->cfg.max_bytes &&
+	    st->used + st->reserved + disk > st->cfg.max_bytes) {
+		/* Other writes in flight hold the rest of the room. */
+		rc = -ENOSPC;
+	} else {
+		st->reserved += disk;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&st->mu);
+	evict_files(st, victims, NULL, NULL);
+	if (rc) {
+		free(e);
+		return rc;
+	}
+
+	store_key_hex(key, hex);
+	snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s.%d.%lu", hex, (int)getpid(),
+		 __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
+	rc = write_tmp(st->dirfd[fan], tmp, hdr, payload, plen);
+	if (rc == -EDQUOT)
+		rc = -ENOSPC;
+	if (!rc) {
+		pthread_mutex_lock(&st->stripe[fan]);
+		if (renameat(st->dirfd[fan], tmp, st->dirfd[fan], hex)) {
+			rc = -errno;
+			unlinkat(st->dirfd[fan], tmp, 0);
+		}
+		pthread_mutex_lock(&st->mu);
+		st->reserved -= disk;
+		if (!rc) {
+			old = index_find(st, key);
+			if (old)
+				index_remove(st, old);
+			index_insert(st, e, true);
+			e = old;
+		}
+		pthread_mutex_unlock(&st->mu);
+		pthread_mutex_unlock(&st->stripe[fan]);
+	} else {
+		pthread_mutex_lock(&st->mu);
+		st->reserved -= disk;
+		pthread_mutex_unlock(&st->mu);
+	}
+	free(e);
+	if (rc && rc != -ENOSPC) {
+		chunk_relpath(key, rel);
+		log_warn("%s/%s: cannot write chunk: %s", st->chunkdir, rel,
+			 strerror(-rc));
+		rc = -EIO;
+	}
+	return rc;
+}
+
+void store_get_stats(struct store *st, struct store_stats *out)
+{
+	pthread_mutex_lock(&st->mu);
+	out->chunks = st->n;
+	out->bytes_on_disk = st->used;
+	out->bytes_raw = st->raw;
+	pthread_mutex_unlock(&st->mu);
+	out->max_bytes = st->cfg.max_bytes;
+	out->hits = STAT_GET(st->hits);
+	out->misses = STAT_GET(st->misses);
+	out->evictions = STAT_GET(st->evictions);
+	out->corrupt = STAT_GET(st->corrupt);
+}
+
+int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
+		uint64_t *bytes)
+{
+	struct sentry *victims;
+
+	if (chunks)
+		*chunks = 0;
+	if (bytes)
+		*bytes = 0;
+	pthread_mutex_lock(&st->mu);
+	victims = evict_locked(st, max_bytes, 0);
+	pthread_mutex_unlock(&st->mu);
+	evict_files(st, victims, chunks, bytes);
+	return 0;
+}
+
+/* ---- walking the layout ---- */
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* A walk's buffers: t holds compressed bytes, raw the chunk. */
+struct walker {
+	struct tctx t;
+	void *raw;
+	size_t rawcap;
+};
+
+static int walk_verify(struct walker *w, int fd, const struct chunk_key *key,
+		       struct hdr *h, const char **why)
+{
+	if (w->rawcap < h->raw_len) {
+		void *p = realloc(w->raw, h->raw_len);
+
+		if (!p)
+			return -ENOMEM;
+		w->raw = p;
+		w->rawcap = h->raw_len;
+	}
+	return read_chunk(fd, key, &w->t, w->raw, w->rawcap, h, why);
+}
+
+static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
+		    unsigned flags, struct walker *w, store_walk_fn fn,
+		    void *arg)
+{
+	DIR *d = fdopendir(fan_fd);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		close(fan_fd);
+		return -errno;
+	}
+	while (!rc && (de = readdir(d))) {
+		struct store_entry e = {0};
+		char path[PATH_MAX];
+		const char *why = NULL;
+		struct stat sb;
+		struct hdr h;
+		int fd, r;
+
+		if (store_key_parse(de->d_name, &e.key))
+			continue; /* ".", "..", temp files, strangers */
+		snprintf(path, sizeof(path), "%s/%s/%s", chunkdir, fan,
+			 de->d_name);
+		e.path = path;
+		fd = openat(dirfd(d), de->d_name,
+			    O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue; /* evicted meanwhile, or not ours */
+		if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+			close(fd);
+			continue;
+		}
+		e.disk_bytes = disk_bytes((uint64_t)sb.st_size);
+		e.atime_ns = ts_ns(&sb.st_atim) > ts_ns(&sb.st_mtim)
+				 ? ts_ns(&sb.st_atim)
+				 : ts_ns(&sb.st_mtim);
+		r = read_chunk(fd, &e.key, &w->t, NULL, 0, &h, &why);
+		if (r == 0 && (flags & STORE_WALK_VERIFY))
+			r = walk_verify(w, fd, &e.key, &h, &why);
+		e.error = r;
+		if (r == -EBADMSG) {
+			e.why = why;
+			if ((flags & STORE_WALK_VERIFY) &&
+			    unlink_if_same(dirfd(d), de->d_name, fd) == 0)
+				e.removed = true;
+		} else if (r) {
+			e.why = strerror(-r);
+		} else {
+			e.raw_bytes = h.raw_len;
+			e.zstd = h.codec == CODEC_ZSTD;
+		}
+		close(fd);
+		rc = fn(&e, arg);
+	}
+	closedir(d);
+	return rc;
+}
+
+int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
+	       char **err)
+{
+	struct walker w = {0};
+	char *chunkdir = strdupf("%s/chunks", dir);
+	int top, rc = 0;
+
+	top = open(chunkdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (top < 0) {
+		rc = -errno;
+		if (rc == -ENOENT) /* no chunk written yet */
+			rc = access(dir, F_OK) ? -errno : 0;
+		if (rc)
+			err_set(err, "%s: %s", rc == -ENOENT ? dir : chunkdir,
+				strerror(-rc));
+		goto out;
+	}
+	for (unsigned i = 0; !rc && i < FANOUT; i++) {
+		char fan[3];
+		int fd;
+
+		snprintf(fan, sizeof(fan), "%02x", i);
+		fd = openat(top, fan, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		rc = walk_dir(chunkdir, fd, fan, flags, &w, fn, arg);
+		if (rc < 0 && err)
+			err_set(err, "%s/%s: %s", chunkdir, fan, strerror(-rc));
+	}
+	close(top);
+out:
+	ZSTD_freeDCtx(w.t.d);
+	free(w.t.buf);
+	free(w.raw);
+	free(chunkdir);
+	return rc;
+}
+
+/* ---- open, lock, close ---- */
+
+static int mkdirs(const char *path, mode_t mode)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, mode) && errno != EEXIST)
+			rc = -errno;
+		*s = '/';
+		if (rc)
+			break;
+	}
+	if (!rc && mkdir(p, mode) && errno != EEXIST)
+		rc = -errno;
+	free(p);
+	return rc;
+}
+
+static int read_holder(int fd, pid_t *pid, char **mountpoint)
+{
+	char buf[PATH_MAX + 32], *nl, *end;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	long v;
+
+	*pid = 0;
+	*mountpoint = NULL;
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	v = strtol(buf, &end, 10);
+	if (end != buf && v > 0)
+		*pid = (pid_t)v;
+	nl = strchr(buf, '\n');
+	if (nl && nl[1]) {
+		char *mp = nl + 1;
+
+		mp[strcspn(mp, "\n")] = '\0';
+		if (*mp) {
+			*mountpoint = strdup(mp);
+			if (!*mountpoint)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+int store_lock_holder(const char *dir, pid_t *pid, char **mountpoint)
+{
+	char *path = strdupf("%s/lock", dir);
+	int fd, rc;
+
+	*pid = 0;
+	*mountpoint = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	rc = errno == EWOULDBLOCK ? read_holder(fd, pid, mountpoint) : -errno;
+	close(fd);
+	return rc;
+}
+
+static int write_lockfile(struct store *st, const char *mountpoint)
+{
+	char *s = strdupf("%d\n%s%s", (int)getpid(),
+			  mountpoint ? mountpoint : "", mountpoint ? "\n" : "");
+	const size_t n = strlen(s);
+	int rc = 0;
+
+	if (ftruncate(st->lockfd, 0))
+		rc = -errno;
+	else if (pwrite(st->lockfd, s, n, 0) != (ssize_t)n)
+		rc = -EIO;
+	free(s);
+	return rc;
+}
+
+int store_set_mountpoint(struct store *st, const char *mountpoint)
+{
+	return write_lockfile(st, mountpoint);
+}
+
+char *store_default_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+
+	if (geteuid() == 0)
+		return strdup("/var/cache/wharf");
+	if (xdg && xdg[0] == '/')
+		return strdupf("%s/wharf", xdg);
+	return strdupf("%s/.cache/wharf", home && *home ? home : "/tmp");
+}
+
+struct scan_item {
+	int64_t time;
+	struct sentry *e;
+};
+
+struct scan {
+	struct scan_item *v;
+	size_t n, cap;
+};
+
+static int scan_one(const struct store_entry *e, void *arg)
+{
+	struct scan *s = arg;
+	struct sentry *se;
+
+	if (e->error == -EBADMSG) {
+		/* Ours to remove: we hold the lock. */
+		log_warn("%s: removing a bad cached chunk (%s)", e->path,
+			 e->why);
+		unlink(e->path);
+		return 0;
+	}
+	if (e->error)
+		return 0; /* unreadable now: a read will say so */
+	if (s->n == s->cap) {
+		const size_t ncap = s->cap ? s->cap * 2 : 1024;
+		struct scan_item *v = realloc(s->v, ncap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = ncap;
+	}
+	se = calloc(1, sizeof(*se));
+	if (!se)
+		return -ENOMEM;
+	se->key = e->key;
+	se->disk = e->disk_bytes;
+	se->raw = e->raw_bytes;
+	s->v[s->n].time = e->atime_ns;
+	s->v[s->n++].e = se;
+	return 0;
+}
+
+static int by_time_desc(const void *a, const void *b)
+{
+	const int64_t x = ((const struct scan_item *)a)->time;
+	const int64_t y = ((const struct scan_item *)b)->time;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Removes temp files that a crash left behind. */
+static void remove_tmp(struct store *st)
+{
+	for (unsigned i = 0; i < FANOUT; i++) {
+		int fd = dup(st->dirfd[i]);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *de;
+
+		if (!d) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while ((de = readdir(d)))
+			if (!strncmp(de->d_name, TMP_PREFIX,
+				     strlen(TMP_PREFIX)))
+				unlinkat(st->dirfd[i], de->d_name, 0);
+		closedir(d);
+	}
+}
+
+/* Rebuilds the index and the LRU order from the files (by last use). */
+static int scan(struct store *st, char **err)
+{
+	struct scan s = {0};
+	int rc;
+
+	remove_tmp(st);
+	rc = store_walk(st->dir, 0, scan_one, &s, err);
+	if (rc == -ENOMEM && err && !*err)
+		err_set(err, "%s: out of memory reading the cache", st->dir);
+	if (!rc && s.n) {
+		qsort(s.v, s.n, sizeof(*s.v), by_time_desc);
+		pthread_mutex_lock(&st->mu);
+		for (size_t i = 0; i < s.n; i++) {
+			index_insert(st, s.v[i].e, false);
+			s.v[i].e = NULL;
+		}
+		pthread_mutex_unlock(&st->mu);
+	}
+	for (size_t i = 0; i < s.n; i++)
+		free(s.v[i].e);
+	free(s.v);
+	return rc;
+}
+
+int store_open(const struct store_config *cfg, struct store **out, char **err)
+{
+	struct store *st;
+	char *path = NULL;
+	struct sentry *victims;
+	int rc;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->lockfd = -1;
+	for (unsigned i = 0; i < FANOUT; i++) {
+		st->dirfd[i] = -1;
+		pthread_mutex_init(&st->stripe[i], NULL);
+	}
+	pthread_mutex_init(&st->mu, NULL);
+	st->lru.next = st->lru.prev = &st->lru;
+	st->cfg = *cfg;
+	st->dir = strdup(cfg->dir);
+	st->chunkdir = strdupf("%s/chunks", cfg->dir);
+	st->cfg.dir = st->dir;
+	st->tabsize = 1024;
+	st->tab = calloc(st->tabsize, sizeof(*st->tab));
+	if (!st->dir || !st->tab) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (st->cfg.zstd_level == 0)
+		st->cfg.zstd_level = 3;
+	if (st->cfg.min_saving_pct == 0)
+		st->cfg.min_saving_pct = 10;
+
+	rc = mkdirs(st->dir, 0700);
+	if (rc) {
+		err_set(err, "cannot create the cache directory %s: %s",
+			st->dir, strerror(-rc));
+		goto fail;
+	}
+	path = strdupf("%s/lock", st->dir);
+	st->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (st->lockfd < 0) {
+		rc = -errno;
+		err_set(err, "%s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	if (flock(st->lockfd, LOCK_EX | LOCK_NB)) {
+		pid_t pid = 0;
+		char *mp = NULL;
+
+		rc = -errno;
+		if (rc != -EWOULDBLOCK) {
+			err_set(err, "%s: cannot lock: %s", path,
+				strerror(-rc));
+			goto fail;
+		}
+		rc = -EBUSY;
+		(void)read_holder(st->lockfd, &pid, &mp);
+		err_set(
+		    err,
+		    "the cache directory %s is in use by wharf process %d%s%s "
+		    "(one mount per cache directory)",
+		    st->dir, (int)pid, mp ? ", mounted on " : "", mp ? mp : "");
+		free(mp);
+		goto fail;
+	}
+	st->locked = true;
+	rc = write_lockfile(st, NULL);
+	if (rc) {
+		err_set(err, "%s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	rc = mkdirs(st->chunkdir, 0700);
+	for (unsigned i = 0; !rc && i < FANOUT; i++) {
+		char fan[3];
+		int top =
+		    open(st->chunkdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		snprintf(fan, sizeof(fan), "%02x", i);
+		if (top < 0 || (mkdirat(top, fan, 0700) && errno != EEXIST))
+			rc = -errno;
+		else if ((st->dirfd[i] =
+			      openat(top, fan,
+				     O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+			rc = -errno;
+		if (top >= 0)
+			close(top);
+		if (rc)
+			err_set(err, "%s/%s: %s", st->chunkdir, fan,
+				strerror(-rc));
+	}
+	if (rc) {
+		if (err && !*err)
+			err_set(err, "%s: %s", st->chunkdir, strerror(-rc));
+		goto fail;
+	}
+	rc = scan(st, err);
+	if (rc)
+		goto fail;
+	/* A smaller cap than last time: honour it now. */
+	if (st->cfg.max_bytes) {
+		pthread_mutex_lock(&st->mu);
+		victims = evict_locked(st, st->cfg.max_bytes, 0);
+		pthread_mutex_unlock(&st->mu);
+		evict_files(st, victims, NULL, NULL);
+	}
+	free(path);
+	*out = st;
+	return 0;
+fail:
+	free(path);
+	store_close(st);
+	return rc;
+}
+
+void store_close(struct store *st)
+{
+	struct sentry *e, *next;
+
+	if (!st)
+		return;
+	for (e = st->lru.next; e && e != &st->lru; e = next) {
+		next = e->next;
+		free(e);
+	}
+	for (unsigned i = 0; i < FANOUT; i++) {
+		if (st->dirfd[i] >= 0)
+			close(st->dirfd[i]);
+		pthread_mutex_destroy(&st->stripe[i]);
+	}
+	if (st->locked) {
+		/* Leave the file, drop its contents: nobody holds it. */
+		if (ftruncate(st->lockfd, 0))
+			log_warn("%s/lock: %s", st->dir, strerror(errno));
+	}
+	if (st->lockfd >= 0)
+		close(st->lockfd);
+	pthread_mutex_destroy(&st->mu);
+	free(st->tab);
+	free(st->chunkdir);
+	free(st->dir);
+	free(st);
+}

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -25,12 +26,17 @@ void store_key(struct chunk_key *key, const char *source_id, const char *path,
 	       uint32_t chunk_size, uint64_t chunk_index);
 /* Lowercase hex of the key into out[33]. */
 void store_key_hex(const struct chunk_key *key, char out[33]);
+/* Parses 32 hex digits (a chunk file's name).  @return 0 or -EINVAL. */
+int store_key_parse(const char *hex, struct chunk_key *key) WHARF_CHECK;
+
+/* XXH64 of len bytes (the checksum in every chunk file; exposed for tests). */
+uint64_t store_hash64(const void *data, size_t len, uint64_t seed);
 
 struct store_config {
 	const char *dir;
-	uint64_t max_bytes;     /* cap on chunk files' disk usage; 0: no cap */
-	int zstd_level;         /* default 3 */
-	unsigned min_saving_pct; /* store raw when zstd saves less, default 10 */
+	uint64_t max_bytes;	 /* cap on chunk files' disk usage; 0: no cap */
+	int zstd_level;		 /* 0: the default, 3 */
+	unsigned min_saving_pct; /* store raw when zstd saves less; 0: 10 */
 };
 
 struct store;
@@ -55,13 +61,67 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
  * @return 0, -ENOSPC (disk full: the chunk is simply not cached, no partial
  * file is left), -EIO. */
-int store_put(struct store *st, const struct chunk_key *key,
-	      const void *data, size_t len) WHARF_CHECK;
+int store_put(struct store *st, const struct chunk_key *key, const void *data,
+	      size_t len) WHARF_CHECK;
 
 struct store_stats {
 	uint64_t chunks, bytes_on_disk, bytes_raw, max_bytes;
 	uint64_t hits, misses, evictions, corrupt;
 };
 void store_get_stats(struct store *st, struct store_stats *out);
+
+/*
+ * Records the mountpoint in DIR/lock (second line, after the pid), so that
+ * `wharf cache stats` can find DIR/.wharf/stats of the mount.  The pid
+ * written is the caller's: call it from the process that serves the mount
+ * (after daemonizing; the lock itself survives fork).
+ * @return 0 or -errno.
+ */
+int store_set_mountpoint(struct store *st, const char *mountpoint) WHARF_CHECK;
+
+/*
+ * Who holds DIR's lock.  @return 0 with *pid and *mountpoint (malloc'd,
+ * NULL when none was recorded; caller frees); -ENOENT when nobody holds
+ * it; other -errno when DIR/lock cannot be read.
+ */
+int store_lock_holder(const char *dir, pid_t *pid,
+		      char **mountpoint) WHARF_CHECK;
+
+/* The default cache dir: /var/cache/wharf for root, else
+ * $XDG_CACHE_HOME/wharf, else ~/.cache/wharf.  Caller frees. */
+char *store_default_dir(void);
+
+/*
+ * Maintenance: one place that knows the layout DIR/chunks/XX/KEY.
+ *
+ * store_walk visits every chunk file under dir without taking the lock
+ * (it is safe while the cache is mounted: files that vanish are skipped).
+ * It reads each file's header; with STORE_WALK_VERIFY it also reads,
+ * decompresses and checksums the whole chunk and removes a bad file (unless
+ * a mount replaced it meanwhile).  fn returning nonzero stops the walk and
+ * is returned.  Temp files of unfinished writes are not visited.
+ * @return 0, fn's value, or -errno with *err (caller frees).
+ */
+enum { STORE_WALK_VERIFY = 1 };
+struct store_entry {
+	struct chunk_key key;
+	const char *path;    /* the chunk file */
+	uint64_t disk_bytes; /* file size rounded up to 4 KiB blocks */
+	uint64_t raw_bytes;  /* 0 when bad */
+	int64_t atime_ns;    /* last use (atime or mtime), ns since 1970 */
+	bool zstd;
+	int error;	 /* 0; -EBADMSG: corrupt; else unreadable */
+	bool removed;	 /* a corrupt file that was removed */
+	const char *why; /* what is wrong, when error */
+};
+typedef int (*store_walk_fn)(const struct store_entry *e, void *arg);
+int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
+	       char **err) WHARF_CHECK;
+
+/* Evicts least recently used chunks until the store holds at most
+ * max_bytes (0 empties it).  Needs the store open, i.e. its lock.
+ * *chunks and *bytes (may be NULL) get what was removed.  @return 0. */
+int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
+		uint64_t *bytes);
 
 #endif

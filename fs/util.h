@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define WHARF_CHECK __attribute__((warn_unused_result))
 #define WHARF_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -50,5 +51,8 @@ int hex_value(int c);
 /* Percent-encodes s, keeping unreserved characters (and '/' when asked).
  * @return the length, or -ENAMETOOLONG when out (cap bytes) is too small. */
 int url_encode(const char *s, bool keep_slash, char *out, size_t cap);
+
+/* Writes s (NULL: empty) as a quoted JSON string. */
+void json_put_str(FILE *f, const char *s);
 
 #endif
