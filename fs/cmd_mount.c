@@ -1,18 +1,848 @@
-/* Placeholder: filled in by its module owner. */
+/*
+ * `wharf mount` and `wharf umount`.
+ *
+ * A mount is checked before anything is mounted: the source is opened (its
+ * root listed or its manifest read) and the cache dir locked, and every
+ * failure there is one line on the terminal and exit status 1.
+ *
+ * Daemonizing: the fetch engine and the read-ahead pool are threads, and a
+ * fork keeps only the thread that forks, so the process forks first, before
+ * any thread exists.  The child does all the work and tells the parent,
+ * through a pipe, once the kernel mount is in place (or that it failed,
+ * after printing why on the inherited terminal); only then does it let go
+ * of the terminal.  The parent exits 0 only for a mount that is up.
+ */
 #include "config.h"
 
-#include <stdio.h>
+#define FUSE_USE_VERSION 312
 
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "chunks.h"
 #include "cmd.h"
+#include "fetch.h"
+#include "ops.h"
+#include "prefetch.h"
+#include "source.h"
+#include "stats.h"
+#include "store.h"
+#include "tree.h"
+#include "util.h"
+
+#define FSTYPE "fuse.wharf"
+
+struct mount_opts {
+	const char *spec;
+	const char *mountpoint; /* as given */
+	char *cache_dir;	/* malloc'd */
+	uint64_t cache_size;
+	uint64_t memory_cache;
+	uint64_t chunk_size;
+	int zstd_level;
+	uint64_t readahead;
+	unsigned threads; /* 0: as many as max_connections */
+	struct fetch_config fetch;
+	struct source_options src;
+	const char *fuse_opts[16];
+	unsigned n_fuse_opts;
+	bool foreground;
+	bool debug;
+};
+
+enum {
+	OPT_CACHE_DIR = 256,
+	OPT_CACHE_SIZE,
+	OPT_MEMORY_CACHE,
+	OPT_CHUNK_SIZE,
+	OPT_ZSTD_LEVEL,
+	OPT_READAHEAD,
+	OPT_THREADS,
+	OPT_MAX_CONNECTIONS,
+	OPT_RETRIES,
+	OPT_TIMEOUT,
+	OPT_MANIFEST,
+	OPT_CA_FILE,
+	OPT_INSECURE,
+	OPT_ENDPOINT,
+	OPT_REGION,
+	OPT_NO_SIGN,
+	OPT_PATH_STYLE,
+	OPT_TOKEN_FILE,
+	OPT_TOKEN_COMMAND,
+	OPT_ANONYMOUS,
+};
+
+static const struct option mount_longopts[] = {
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+    {"memory-cache", required_argument, NULL, OPT_MEMORY_CACHE},
+    {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
+    {"zstd-level", required_argument, NULL, OPT_ZSTD_LEVEL},
+    {"readahead", required_argument, NULL, OPT_READAHEAD},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+    {"retries", required_argument, NULL, OPT_RETRIES},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"manifest", required_argument, NULL, OPT_MANIFEST},
+    {"ca-file", required_argument, NULL, OPT_CA_FILE},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"endpoint", required_argument, NULL, OPT_ENDPOINT},
+    {"region", required_argument, NULL, OPT_REGION},
+    {"no-sign", no_argument, NULL, OPT_NO_SIGN},
+    {"path-style", no_argument, NULL, OPT_PATH_STYLE},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"token-command", required_argument, NULL, OPT_TOKEN_COMMAND},
+    {"anonymous", no_argument, NULL, OPT_ANONYMOUS},
+    {"foreground", no_argument, NULL, 'f'},
+    {"debug", no_argument, NULL, 'd'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void mount_usage(FILE *out)
+{
+	fputs(
+	    "Usage: wharf mount [OPTIONS] SOURCE DIR\n"
+	    "\n"
+	    "Shows the objects under SOURCE read-only on DIR.  SOURCE is an\n"
+	    "http(s):// prefix that can be listed (JSON or HTML index pages) "
+	    "or\n"
+	    "that --manifest describes, or an s3:// or gs:// bucket prefix.\n"
+	    "\n"
+	    "Cache:\n"
+	    "  --cache-dir DIR       chunk cache (default /var/cache/wharf for "
+	    "root,\n"
+	    "                        else ~/.cache/wharf)\n"
+	    "  --cache-size SIZE     cap on the cache on disk (default 10G)\n"
+	    "  --memory-cache SIZE   cap on decompressed chunks in memory "
+	    "(512M)\n"
+	    "  --chunk-size SIZE     chunk size, 64K to 256M (default 4M)\n"
+	    "  --zstd-level N        compression level, 1 to 22 (default 3)\n"
+	    "Reading:\n"
+	    "  --readahead SIZE      cap on a sequential reader's read-ahead "
+	    "(64M; 0: off)\n"
+	    "  --threads N           read-ahead threads (default: "
+	    "--max-connections)\n"
+	    "Origin:\n"
+	    "  --max-connections N   requests in parallel (default 16)\n"
+	    "  --retries N           retries of a failed request (default 5)\n"
+	    "  --timeout SECONDS     stall and connect timeout (default 30 and "
+	    "10)\n"
+	    "  --manifest URL|FILE   list objects from \"path size [etag]\" "
+	    "lines\n"
+	    "  --ca-file FILE        trust the CA certificates in FILE too\n"
+	    "  --insecure            do not verify TLS certificates\n"
+	    "  --endpoint URL        S3 or GCS endpoint\n"
+	    "  --region REGION       S3 region\n"
+	    "  --no-sign             S3: anonymous requests\n"
+	    "  --path-style          S3: path-style addressing\n"
+	    "  --token-file FILE     GCS: OAuth access token from FILE\n"
+	    "  --token-command CMD   GCS: run CMD for an access token\n"
+	    "  --anonymous           GCS: anonymous requests\n"
+	    "Process:\n"
+	    "  -o OPT[,OPT...]       FUSE mount options (e.g. allow_other)\n"
+	    "  -f, --foreground      stay in the foreground, log to stderr\n"
+	    "  -d, --debug           debug messages and FUSE requests; implies "
+	    "-f\n"
+	    "  -h, --help            show this help\n"
+	    "\n"
+	    "SIZE takes the suffixes K, M, G, T.  See wharf(1).\n",
+	    out);
+}
+
+/* A size option; 2 (after the usage message) when malformed. */
+static int opt_size(const char *name, const char *arg, uint64_t *out)
+{
+	if (parse_size(arg, out))
+		return cmd_usage_error("mount", "--%s: '%s' is not a size",
+				       name, arg);
+	return 0;
+}
+
+/* An integer option within [lo, hi]; 2 when not. */
+static int opt_uint(const char *name, const char *arg, long lo, long hi,
+		    long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi)
+		return cmd_usage_error("mount",
+				       "--%s: '%s' is not a number from %ld "
+				       "to %ld",
+				       name, arg, lo, hi);
+	*out = v;
+	return 0;
+}
+
+/* $XDG_CACHE_HOME/wharf, ~/.cache/wharf or /var/cache/wharf (root). */
+static char *default_cache_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+
+	if (geteuid() == 0)
+		return strdupf("/var/cache/wharf");
+	if (xdg && *xdg)
+		return strdupf("%s/wharf", xdg);
+	return strdupf("%s/.cache/wharf", home && *home ? home : "/tmp");
+}
+
+/* @return 0 with *o filled, or the exit status (2, or 0 after --help). */
+static int parse_mount(int argc, char **argv, struct mount_opts *o)
+{
+	long v;
+	int c, rc;
+
+	memset(o, 0, sizeof(*o));
+	o->cache_size = 10ull << 30;
+	o->memory_cache = 512ull << 20;
+	o->chunk_size = 4u << 20;
+	o->zstd_level = 3;
+	o->readahead = 64ull << 20;
+	fetch_config_default(&o->fetch);
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+fdho:", mount_longopts, NULL)) !=
+	       -1) {
+		rc = 0;
+		switch (c) {
+		case OPT_CACHE_DIR:
+			free(o->cache_dir);
+			o->cache_dir = strdupf("%s", optarg);
+			break;
+		case OPT_CACHE_SIZE:
+			rc = opt_size("cache-size", optarg, &o->cache_size);
+			break;
+		case OPT_MEMORY_CACHE:
+			rc = opt_size("memory-cache", optarg, &o->memory_cache);
+			break;
+		case OPT_CHUNK_SIZE:
+			rc = opt_size("chunk-size", optarg, &o->chunk_size);
+			if (!rc && (o->chunk_size < PF_MIN_CHUNK ||
+				    o->chunk_size > (256u << 20)))
+				rc = cmd_usage_error(
+				    "mount",
+				    "--chunk-size: %s is outside 64K to 256M",
+				    optarg);
+			break;
+		case OPT_ZSTD_LEVEL:
+			rc = opt_uint("zstd-level", optarg, 1, 22, &v);
+			o->zstd_level = (int)v;
+			break;
+		case OPT_READAHEAD:
+			rc = opt_size("readahead", optarg, &o->readahead);
+			break;
+		case OPT_THREADS:
+			rc = opt_uint("threads", optarg, 1, 1024, &v);
+			o->threads = (unsigned)v;
+			break;
+		case OPT_MAX_CONNECTIONS:
+			rc = opt_uint("max-connections", optarg, 1, 1024, &v);
+			o->fetch.max_connections = (unsigned)v;
+			break;
+		case OPT_RETRIES:
+			rc = opt_uint("retries", optarg, 0, 100, &v);
+			o->fetch.retries = (unsigned)v;
+			break;
+		case OPT_TIMEOUT:
+			rc = opt_uint("timeout", optarg, 1, 86400, &v);
+			o->fetch.stall_timeout_ms = (unsigned)v * 1000;
+			if (o->fetch.connect_timeout_ms >
+			    o->fetch.stall_timeout_ms)
+				o->fetch.connect_timeout_ms =
+				    o->fetch.stall_timeout_ms;
+			break;
+		case OPT_MANIFEST:
+			o->src.manifest = optarg;
+			break;
+		case OPT_CA_FILE:
+			o->fetch.ca_file = optarg;
+			break;
+		case OPT_INSECURE:
+			o->fetch.insecure = true;
+			break;
+		case OPT_ENDPOINT:
+			o->src.endpoint = optarg;
+			break;
+		case OPT_REGION:
+			o->src.region = optarg;
+			break;
+		case OPT_NO_SIGN:
+			o->src.no_sign = true;
+			break;
+		case OPT_PATH_STYLE:
+			o->src.addressing = 1;
+			break;
+		case OPT_TOKEN_FILE:
+			o->src.token_file = optarg;
+			break;
+		case OPT_TOKEN_COMMAND:
+			o->src.token_command = optarg;
+			break;
+		case OPT_ANONYMOUS:
+			o->src.anonymous = true;
+			break;
+		case 'o':
+			if (o->n_fuse_opts == ARRAY_SIZE(o->fuse_opts))
+				rc = cmd_usage_error("mount",
+						     "too many -o options");
+			else
+				o->fuse_opts[o->n_fuse_opts++] = optarg;
+			break;
+		case 'f':
+			o->foreground = true;
+			break;
+		case 'd':
+			o->debug = o->foreground = true;
+			break;
+		case 'h':
+			mount_usage(stdout);
+			return -1;
+		case ':':
+			rc = cmd_usage_error("mount", "%s needs an argument",
+					     argv[optind - 1]);
+			break;
+		default:
+			rc = cmd_usage_error("mount", "unknown option '%s'",
+					     argv[optind - 1]);
+			break;
+		}
+		if (rc)
+			return rc;
+	}
+	if (argc - optind != 2)
+		return cmd_usage_error("mount",
+				       "expected SOURCE and DIR, got "
+				       "%d arguments",
+				       argc - optind);
+	o->spec = argv[optind];
+	o->mountpoint = argv[optind + 1];
+	if (!o->cache_dir)
+		o->cache_dir = default_cache_dir();
+	if (!o->threads)
+		o->threads = o->fetch.max_connections;
+	return 0;
+}
+
+/* DIR must be an empty directory.  @return 0 or -1 after a message. */
+static int check_mountpoint(const char *dir)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	if (stat(dir, &st)) {
+		fprintf(stderr, "wharf mount: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "wharf mount: %s is not a directory\n", dir);
+		return -1;
+	}
+	d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "wharf mount: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			break;
+	closedir(d);
+	if (de) {
+		fprintf(stderr,
+			"wharf mount: %s is not empty (is something mounted "
+			"there already?)\n",
+			dir);
+		return -1;
+	}
+	return 0;
+}
+
+/* Unescapes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_mountinfo(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] &&
+		    s[3]) {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/*
+ * Finds the mount on `dir` (an absolute, resolved path) in mountinfo.
+ * @return 1 when found (its "major:minor" in dev, filesystem type in
+ * type), 0 when nothing is mounted there, -errno.  The last one wins: it
+ * is the mount on top.
+ */
+static int find_mount(const char *dir, char dev[32], char type[64])
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char mnt[PATH_MAX], d[32], fstype[64];
+		const char *sep;
+
+		/* id parent major:minor root mountpoint opts ... - type */
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mnt) != 2)
+			continue;
+		sep = strstr(line, " - ");
+		if (!sep || sscanf(sep + 3, "%63s", fstype) != 1)
+			continue;
+		unescape_mountinfo(mnt);
+		if (strcmp(mnt, dir))
+			continue;
+		found = 1;
+		snprintf(dev, 32, "%s", d);
+		snprintf(type, 64, "%s", fstype);
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/*
+ * Sets the kernel's read-ahead for the mount's backing device: by default
+ * FUSE gets the kernel's 128 KiB, which is small for remote data.  Best
+ * effort: a failure only costs speed.
+ */
+static void set_kernel_readahead(const char *mountpoint, uint64_t readahead)
+{
+	char dev[32], type[64], path[96];
+	uint64_t kb = readahead >> 10;
+	FILE *f;
+
+	if (kb < 1024)
+		kb = 1024;
+	if (kb > 16384)
+		kb = 16384;
+	if (find_mount(mountpoint, dev, type) != 1)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (!f)
+		return;
+	fprintf(f, "%llu\n", (unsigned long long)kb);
+	if (fclose(f))
+		log_debug("%s: cannot set the kernel read-ahead", path);
+}
+
+/* What a running mount holds, torn down in reverse order. */
+struct mount_state {
+	struct mount_opts *o;
+	char mountpoint[PATH_MAX];
+	struct fetch_engine *fe;
+	struct source *src;
+	struct store *st;
+	struct chunk_cache *cc;
+	struct prefetch *pf;
+	struct tree *tree;
+	struct ops_ctx ctx;
+	struct fuse_args args;
+	struct fuse_session *se;
+	bool handlers, mounted;
+};
+
+/* Opens everything a mount needs, up to the FUSE session (not mounted).
+ * @return 0, or -1 after one line on stderr. */
+static int mount_open(struct mount_state *m)
+{
+	struct mount_opts *o = m->o;
+	struct store_config sc = {
+	    .dir = o->cache_dir,
+	    .max_bytes = o->cache_size,
+	    .zstd_level = o->zstd_level,
+	};
+	struct prefetch_config pc = {
+	    .chunk_size = (uint32_t)o->chunk_size,
+	    .readahead_bytes = o->readahead,
+	    .threads = o->readahead ? o->threads : 0,
+	};
+	char *err = NULL, *fsname = NULL, *mopts = NULL;
+	int rc;
+
+	rc = fetch_engine_new(&o->fetch, &m->fe);
+	if (rc) {
+		fprintf(stderr,
+			"wharf mount: cannot start the fetch engine: "
+			"%s\n",
+			strerror(-rc));
+		return -1;
+	}
+	rc = source_open(o->spec, &o->src, m->fe, &m->src, &err);
+	if (rc)
+		goto fail;
+	rc = store_open(&sc, &m->st, &err);
+	if (rc)
+		goto fail;
+	rc = chunks_new(o->memory_cache, &m->cc);
+	if (!rc)
+		rc = prefetch_new(&pc, m->src, m->st, m->cc, &m->pf);
+	if (!rc)
+		rc = tree_new(m->src, &m->tree);
+	if (rc) {
+		err_set(&err, "cannot set up the mount: %s", strerror(-rc));
+		goto fail;
+	}
+
+	m->ctx = (struct ops_ctx){
+	    .tree = m->tree,
+	    .prefetch = m->pf,
+	    .uid = getuid(),
+	    .gid = getgid(),
+	    .mounted_at = time(NULL),
+	    .stats = {.fetch = m->fe,
+		      .store = m->st,
+		      .chunks = m->cc,
+		      .prefetch = m->pf,
+		      .tree = m->tree,
+		      .source_id = m->src->id,
+		      .mountpoint = m->mountpoint,
+		      .cache_dir = o->cache_dir,
+		      .started_ns = now_ns()},
+	};
+	/* A comma in fsname would split the option string. */
+	fsname = strdupf("wharf:%s", m->src->id);
+	for (char *p = fsname; *p; p++)
+		if (*p == ',')
+			*p = '_';
+	mopts = strdupf("ro,default_permissions,subtype=wharf,fsname=%s,"
+			"max_read=%u",
+			fsname, PF_MAX_READ);
+	if (fuse_opt_add_arg(&m->args, "wharf") ||
+	    fuse_opt_add_arg(&m->args, "-o") ||
+	    fuse_opt_add_arg(&m->args, mopts) ||
+	    (o->debug && fuse_opt_add_arg(&m->args, "-d"))) {
+		err_set(&err, "out of memory");
+		goto fail;
+	}
+	for (unsigned i = 0; i < o->n_fuse_opts; i++)
+		if (fuse_opt_add_arg(&m->args, "-o") ||
+		    fuse_opt_add_arg(&m->args, o->fuse_opts[i])) {
+			err_set(&err, "out of memory");
+			goto fail;
+		}
+	free(fsname);
+	free(mopts);
+	fsname = mopts = NULL;
+	m->se = ops_session_new(&m->args, &m->ctx);
+	if (!m->se) {
+		/* libfuse said why (a bad -o option, say). */
+		err_set(&err, "cannot start a FUSE session");
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "wharf mount: %s\n", err ? err : strerror(-rc));
+	free(err);
+	free(fsname);
+	free(mopts);
+	return -1;
+}
+
+/* Undoes mount_open and the mount, in reverse order. */
+static void mount_close(struct mount_state *m)
+{
+	if (m->handlers)
+		fuse_remove_signal_handlers(m->se);
+	if (m->mounted)
+		fuse_session_unmount(m->se);
+	if (m->se)
+		fuse_session_destroy(m->se);
+	ops_cleanup(&m->ctx);
+	prefetch_free(m->pf);
+	tree_free(m->tree);
+	chunks_free(m->cc);
+	store_close(m->st);
+	source_close(m->src);
+	if (m->fe)
+		fetch_engine_free(m->fe);
+	fuse_opt_free_args(&m->args);
+}
+
+/* Lets go of the terminal: the parent has exited by the time it matters. */
+static void detach(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	log_to_syslog("wharf");
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	if (chdir("/"))
+		log_debug("cannot chdir to /");
+	setsid();
+}
+
+/*
+ * The mount itself: in the foreground process, or in the child of a
+ * daemonizing one, which writes one byte to ready_fd (0: mounted, 1:
+ * failed).  @return the exit status.
+ */
+static int serve(struct mount_opts *o, int ready_fd)
+{
+	struct mount_state m = {.o = o, .args = FUSE_ARGS_INIT(0, NULL)};
+	struct fuse_loop_config *lc = NULL;
+	int rc, status = 1;
+	char ok = 0;
+
+	if (!realpath(o->mountpoint, m.mountpoint)) {
+		fprintf(stderr, "wharf mount: %s: %s\n", o->mountpoint,
+			strerror(errno));
+		goto out;
+	}
+	if (check_mountpoint(m.mountpoint) || mount_open(&m))
+		goto out;
+	if (fuse_set_signal_handlers(m.se)) {
+		fprintf(stderr, "wharf mount: cannot set signal handlers\n");
+		goto out;
+	}
+	m.handlers = true;
+	if (fuse_session_mount(m.se, m.mountpoint)) {
+		fprintf(stderr, "wharf mount: cannot mount on %s (see above)\n",
+			m.mountpoint);
+		goto out;
+	}
+	m.mounted = true;
+	set_kernel_readahead(m.mountpoint, o->readahead);
+	lc = fuse_loop_cfg_create();
+	if (!lc) {
+		fprintf(stderr, "wharf mount: out of memory\n");
+		goto out;
+	}
+	/* A thread per channel keeps requests from queuing on one fd; the
+	 * cap bounds threads blocked on origin fetches. */
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, 64);
+	fuse_loop_cfg_set_idle_threads(lc, 8);
+
+	if (ready_fd >= 0) {
+		if (write(ready_fd, &ok, 1) != 1)
+			log_warn("the waiting parent is gone");
+		close(ready_fd);
+		ready_fd = -1;
+		detach();
+	}
+	log_info("mounted %s on %s (cache %s)", m.src->id, m.mountpoint,
+		 o->cache_dir);
+	rc = fuse_session_loop_mt(m.se, lc);
+	/* Unmounted (0) or stopped by a signal (its number): both clean. */
+	if (rc < 0)
+		log_error("the FUSE session of %s ended: %s", m.mountpoint,
+			  strerror(-rc));
+	else
+		status = 0;
+	log_info("unmounting %s", m.mountpoint);
+out:
+	if (ready_fd >= 0) {
+		ok = 1;
+		if (write(ready_fd, &ok, 1) != 1)
+			log_debug("the waiting parent is gone");
+		close(ready_fd);
+	}
+	if (lc)
+		fuse_loop_cfg_destroy(lc);
+	mount_close(&m);
+	return status;
+}
 
 int cmd_mount(int argc, char **argv)
 {
-	fprintf(stderr, "wharf mount: not implemented yet\n");
+	struct mount_opts o;
+	int pipefd[2], rc;
+	pid_t pid;
+	char ok;
+
+	rc = parse_mount(argc, argv, &o);
+	if (rc) {
+		free(o.cache_dir);
+		return rc < 0 ? 0 : rc;
+	}
+	if (o.debug)
+		log_set_level(LOG_DEBUG);
+	if (o.foreground) {
+		rc = serve(&o, -1);
+		free(o.cache_dir);
+		return rc;
+	}
+	if (pipe2(pipefd, O_CLOEXEC)) {
+		fprintf(stderr, "wharf mount: pipe: %s\n", strerror(errno));
+		free(o.cache_dir);
+		return 1;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "wharf mount: fork: %s\n", strerror(errno));
+		free(o.cache_dir);
+		return 1;
+	}
+	if (pid == 0) {
+		close(pipefd[0]);
+		rc = serve(&o, pipefd[1]);
+		free(o.cache_dir);
+		_exit(rc);
+	}
+	close(pipefd[1]);
+	free(o.cache_dir);
+	do
+		rc = (int)read(pipefd[0], &ok, 1);
+	while (rc < 0 && errno == EINTR);
+	close(pipefd[0]);
+	if (rc == 1 && ok == 0)
+		return 0;
+	/* It failed (and said why) or died; reap it if it is done. */
+	waitpid(pid, NULL, WNOHANG);
+	if (rc != 1)
+		fprintf(stderr, "wharf mount: the mount process died before "
+				"the mount was up\n");
 	return 1;
+}
+
+/* ---- wharf umount ---- */
+
+static void umount_usage(FILE *out)
+{
+	fputs("Usage: wharf umount DIR\n"
+	      "\n"
+	      "Unmounts the wharf mount on DIR; its process then exits.\n"
+	      "  -h, --help    show this help\n",
+	      out);
+}
+
+/* Runs fusermount3 -u DIR.  @return its exit status, or -1. */
+static int run_fusermount(const char *dir)
+{
+	char *const argv[] = {"fusermount3", "-u", (char *)dir, NULL};
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		execvp(argv[0], argv);
+		fprintf(stderr, "wharf umount: cannot run fusermount3: %s\n",
+			strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * The absolute path of dir, resolving only its parent: the mount's own root
+ * is not looked at, since a mount whose daemon died answers ENOTCONN, and
+ * such a mount must still be found and unmounted.
+ */
+static int resolve_under_parent(const char *dir, char out[PATH_MAX])
+{
+	char parent[PATH_MAX], base[NAME_MAX + 1], *slash;
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(parent))
+		return -ENAMETOOLONG;
+	memcpy(parent, dir, len + 1);
+	while (len > 1 && parent[len - 1] == '/')
+		parent[--len] = '\0';
+	slash = strrchr(parent, '/');
+	if (snprintf(base, sizeof(base), "%s", slash ? slash + 1 : parent) >=
+	    (int)sizeof(base))
+		return -ENAMETOOLONG;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		/* "/", "." or "..": nothing to protect, resolve it all */
+		return realpath(dir, out) ? 0 : -errno;
+	}
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == parent)
+		parent[1] = '\0';
+	else
+		*slash = '\0';
+	if (!realpath(parent, out))
+		return -errno;
+	len = strlen(out);
+	if (len + 1 + strlen(base) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	snprintf(out + len, PATH_MAX - len, "%s%s",
+		 out[len - 1] == '/' ? "" : "/", base);
+	return 0;
 }
 
 int cmd_umount(int argc, char **argv)
 {
-	fprintf(stderr, "wharf umount: not implemented yet\n");
-	return 1;
+	char dir[PATH_MAX], dev[32], type[64];
+	int rc;
+
+	if (argc == 2 &&
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		umount_usage(stdout);
+		return 0;
+	}
+	if (argc != 2)
+		return cmd_usage_error("umount", "expected one DIR");
+	if (argv[1][0] == '-')
+		return cmd_usage_error("umount", "unknown option '%s'",
+				       argv[1]);
+	rc = resolve_under_parent(argv[1], dir);
+	if (rc) {
+		fprintf(stderr, "wharf umount: %s: %s\n", argv[1],
+			strerror(-rc));
+		return 1;
+	}
+	rc = find_mount(dir, dev, type);
+	if (rc < 0) {
+		fprintf(stderr,
+			"wharf umount: cannot read the mount table: "
+			"%s\n",
+			strerror(-rc));
+		return 1;
+	}
+	if (rc == 0 || strcmp(type, FSTYPE)) {
+		fprintf(stderr, "wharf umount: %s is not a wharf mount\n", dir);
+		return 1;
+	}
+	if (geteuid() == 0) {
+		if (umount2(dir, UMOUNT_NOFOLLOW) == 0)
+			return 0;
+		fprintf(stderr, "wharf umount: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	return run_fusermount(dir) == 0 ? 0 : 1;
 }
