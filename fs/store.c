@@ -45,6 +45,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -61,6 +62,7 @@
 /* Compress a sample of this much first; see choose_payload. */
 #define SAMPLE_SIZE (64 * 1024)
 #define SAMPLE_MIN_CHUNK (256 * 1024)
+#define TOUCH_EVERY_S 60
 
 static const uint8_t magic[4] = {'W', 'H', 'C', 'K'};
 
@@ -358,6 +360,7 @@ struct hdr {
 	uint8_t codec;
 	uint64_t raw_len, stored_len, sum;
 	struct chunk_key key;
+	int64_t used_s; /* not in the header: the file's atime or mtime */
 };
 
 static void hdr_encode(uint8_t out[HDR_SIZE], const struct hdr *h)
@@ -441,6 +444,7 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx *t,
 
 	if (fstat(fd, &sb))
 		return -EIO;
+	h->used_s = sb.st_atime > sb.st_mtime ? sb.st_atime : sb.st_mtime;
 	if (sb.st_size < HDR_SIZE) {
 		*why = "truncated header";
 		return -EBADMSG;
@@ -724,6 +728,7 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	const unsigned fan = key->b[0];
 	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
 					  {.tv_nsec = UTIME_OMIT}};
+	struct timespec now;
 	struct tctx *t = tctx_get();
 	const char *why = NULL;
 	char hex[33], rel[36];
@@ -775,8 +780,12 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	*len = h.raw_len;
 	STAT_ADD(st->hits, 1);
 	/* The recency survives a remount: open() ranks chunks by atime,
-	 * which relatime or noatime would otherwise leave stale. */
-	(void)futimens(fd, touch);
+	 * which relatime or noatime would otherwise leave stale.  A minute's
+	 * precision is enough for that, and spares an inode write per read
+	 * of a hot chunk. */
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (now.tv_sec - h.used_s > TOUCH_EVERY_S)
+		(void)futimens(fd, touch);
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);
 	if (e) {
@@ -1054,8 +1063,13 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		snprintf(path, sizeof(path), "%s/%s/%s", chunkdir, fan,
 			 de->d_name);
 		e.path = path;
+		/* O_NOATIME: looking is not using; a read would reset the
+		 * atime that ranks the chunk (only the owner may ask). */
 		fd = openat(dirfd(d), de->d_name,
-			    O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
+		if (fd < 0 && errno == EPERM)
+			fd = openat(dirfd(d), de->d_name,
+				    O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0)
 			continue; /* evicted meanwhile, or not ours */
 		if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {

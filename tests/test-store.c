@@ -532,6 +532,44 @@ START_TEST(persistence)
 }
 END_TEST
 
+/* A read's recency is kept on disk: a remount with a smaller cap evicts
+ * the chunks read longest ago, not the ones written first. */
+START_TEST(recency_survives_remount)
+{
+	const size_t n = 10000; /* 3 blocks with the header */
+	struct store *st = open_store(dir, 0);
+	uint8_t data[10000];
+	struct chunk_key k;
+	char path[1024];
+	size_t len;
+
+	for (unsigned i = 0; i < 4; i++) {
+		struct timespec ts[2] = {{.tv_sec = 1000000 + i},
+					 {.tv_sec = 1000000 + i}};
+
+		fill_random(data, n, i);
+		key_n(&k, i);
+		ck_assert_int_eq(store_put(st, &k, data, n), 0);
+		chunk_path(dir, &k, path, sizeof(path));
+		ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+	store_close(st);
+	st = open_store(dir, 0);
+	key_n(&k, 0);
+	ck_assert_int_eq(store_get(st, &k, data, n, &len), 0);
+	store_close(st);
+
+	st = open_store(dir, 3 * 12288);
+	key_n(&k, 1);
+	ck_assert_int_eq(store_get(st, &k, data, n, &len), -ENOENT);
+	for (unsigned i = 0; i < 4; i += 1 + (i == 0)) {
+		key_n(&k, i);
+		ck_assert_int_eq(store_get(st, &k, data, n, &len), 0);
+	}
+	store_close(st);
+}
+END_TEST
+
 /* No leftover temp file in any fan-out dir. */
 static unsigned count_tmp(const char *d)
 {
@@ -844,6 +882,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, lock_one_mount);
 	tcase_add_test(tc, mode_0700);
 	tcase_add_test(tc, persistence);
+	tcase_add_test(tc, recency_survives_remount);
 	tcase_add_test(tc, disk_full);
 	tcase_add_test(tc, concurrency);
 	tcase_add_test(tc, prune_and_clear);
