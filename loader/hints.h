@@ -1,4 +1,23 @@
 #ifndef WHARF_LOADER_HINTS_H
 #define WHARF_LOADER_HINTS_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * Read-order hints for a wharf mount: the loader knows which samples it
+ * reads next, so it tells the filesystem, which fetches them ahead.  The
+ * loader calls hints_send() from the caller's process when it dispatches
+ * batches, for the batches a window ahead of the one being dispatched.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+struct index;
+struct hints;
+
+/* NULL (and costs nothing) unless the index's files lie on a wharf mount. */
+struct hints *hints_new(const struct index *idx);
+/* Tells the mount these samples will be read next, in this order. Never
+ * blocks.  h may be NULL (no-op). */
+void hints_send(struct hints *h, const uint64_t *samples, size_t n);
+/* NULL is a no-op. */
+void hints_free(struct hints *h);
+
 #endif

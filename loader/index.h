@@ -1,4 +1,106 @@
 #ifndef WHARF_LOADER_INDEX_H
 #define WHARF_LOADER_INDEX_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * The index: flat arrays mapped read-only from one file.
+ *
+ * File layout (little-endian, every section 64-byte aligned):
+ *   header (struct index_header, 256 bytes)
+ *   file[n]      uint32  file id of each sample
+ *   offset[n]    uint64  byte offset of each sample in its file
+ *   length[n]    uint64  bytes, or WHARF_LENGTH_UNKNOWN (whole file)
+ *   label[n]     int32   label, -1 when none
+ *   pathoff[f+1] uint64  start of each file's path in the blob (last = size)
+ *   blob         paths, NUL-terminated, relative to root unless absolute
+ *   root         the directory relative paths are joined to, NUL-terminated
+ * The header carries its own checksum (checked at every open: O(1)) and one
+ * over the sections (checked on request: it reads every page).
+ *
+ * Accessors are inline: the hot path reads the arrays directly.
+ */
+#include <stdint.h>
+#include <stddef.h>
+
+#include <wharf/loader.h>
+
+#define INDEX_MAGIC "WHARFIX1"
+#define INDEX_VERSION 1u
+
+struct index {
+	uint64_t count;	 /* samples */
+	uint64_t nfiles; /* files */
+	const uint32_t *file;
+	const uint64_t *offset;
+	const uint64_t *length;
+	const int32_t *label;
+	const uint64_t *pathoff;
+	const char *blob;
+	const char *root;    /* "" or a directory, no trailing slash */
+	uint64_t min_length; /* over known lengths; 0 when none known */
+	uint64_t max_length;
+	uint64_t total_bytes; /* sum of known lengths */
+	uint32_t num_labels;
+	uint32_t unknown_lengths; /* 1 when some length is unknown */
+	void *map;
+	size_t map_size;
+	char *path; /* the index file */
+};
+
+/* Opens and maps path; flags as wharf_index_open.  Sets *err (malloc'd) on
+ * failure. */
+int index_open(const char *path, uint32_t flags, struct index **out, char **err)
+    __attribute__((warn_unused_result));
+void index_close(struct index *idx);
+
+/* Checksums every section: 0, or -EINVAL with *err set. */
+int index_verify(const struct index *idx, char **err)
+    __attribute__((warn_unused_result));
+
+static inline uint64_t index_count(const struct index *idx)
+{
+	return idx->count;
+}
+
+static inline uint32_t index_file(const struct index *idx, uint64_t i)
+{
+	return idx->file[i];
+}
+
+static inline uint64_t index_offset(const struct index *idx, uint64_t i)
+{
+	return idx->offset[i];
+}
+
+static inline uint64_t index_length(const struct index *idx, uint64_t i)
+{
+	return idx->length[i];
+}
+
+static inline int32_t index_label(const struct index *idx, uint64_t i)
+{
+	return idx->label[i];
+}
+
+/* The path of file f as stored (relative to index_root() unless it starts
+ * with '/'). f < idx->nfiles. */
+static inline const char *index_file_path(const struct index *idx, uint32_t f)
+{
+	return idx->blob + idx->pathoff[f];
+}
+
+/* "" or the directory relative paths are joined to. */
+static inline const char *index_root(const struct index *idx)
+{
+	return idx->root;
+}
+
+/* Full path of file f into buf: its length, -ERANGE (bad f) or
+ * -ENAMETOOLONG. */
+int index_full_path(const struct index *idx, uint32_t f, char *buf, size_t len);
+
+/* The public handle is the internal struct. */
+static inline const struct index *index_from_public(const wharf_index *w)
+{
+	return (const struct index *)(const void *)w;
+}
+
 #endif

@@ -1,4 +1,88 @@
 #ifndef WHARF_LOADER_LOADER_I_H
 #define WHARF_LOADER_LOADER_I_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * The loader's insides, for the modules that extend it (cuda.c) and the
+ * tests.  Not installed.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <wharf/loader.h>
+
+#include "index.h"
+#include "ring.h"
+#include "sampler.h"
+#include "workers.h"
+
+struct hints;
+
+enum slot_state {
+	SLOT_FREE,
+	SLOT_BUSY,  /* a worker fills it */
+	SLOT_READY, /* filled, not yet returned */
+	SLOT_HELD,  /* returned by next, not yet released */
+};
+
+struct slot_info {
+	enum slot_state state;
+	bool stale; /* belongs to an epoch or position given up */
+	uint64_t epoch;
+	uint64_t index;
+	uint64_t done_seq; /* order of completion (out-of-order delivery) */
+	uint32_t worker;
+	struct wharf_batch view;
+};
+
+/* Called with a slot number when the caller releases its batch (before the
+ * slot can be refilled), or the loader closes. */
+typedef void (*loader_slot_hook)(void *ctx, uint32_t slot);
+
+struct wharf_loader {
+	const struct index *idx;
+	struct wharf_options opt;
+	struct sampler sampler;
+	struct sampler_epoch ekeys;
+	struct ring ring;
+	struct workers workers;
+	struct fill_ctx fill;
+	struct hints *hints;
+	struct slot_info *slots;
+	uint64_t *scratch_ids; /* batch_size ids, for hints */
+	uint32_t nslots;
+	uint64_t epoch;
+	uint64_t low;	   /* every batch below was returned */
+	uint64_t done;	   /* bit k: batch low + k was returned */
+	uint64_t dispatch; /* next batch to consider dispatching */
+	uint64_t done_seq;
+	uint64_t hinted; /* batches below this were hinted */
+	bool failed;
+	char *error;
+	struct wharf_stats stats;
+	uint64_t open_ns;
+	loader_slot_hook release_hook;
+	void *release_ctx;
+};
+
+/* The ring as one contiguous mapping (e.g. for cudaHostRegister). */
+static inline void *loader_ring_base(const struct wharf_loader *l, size_t *size)
+{
+	*size = l->ring.size;
+	return l->ring.base;
+}
+
+/* Sets the hook called when a slot's batch is released. */
+void loader_set_release_hook(struct wharf_loader *l, loader_slot_hook fn,
+			     void *ctx);
+
+/* Records msg as the loader's error and the thread's last error; returns
+ * rc.  Takes ownership of msg. */
+int loader_fail(struct wharf_loader *l, int rc, char *msg);
+
+/* Thread's last error (lib-wide). Takes ownership of msg; returns rc. */
+int loader_error_set(int rc, char *msg);
+
+/* malloc'd printf (aborts on OOM). */
+char *loader_strdupf(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -1,4 +1,62 @@
 #ifndef WHARF_LOADER_SAMPLER_H
 #define WHARF_LOADER_SAMPLER_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * The sampler: which samples batch b of epoch e holds on this rank, as a pure
+ * function of (n, seed, epoch, rank, world, batch size, flags).  Nothing is
+ * stored per sample: the shuffle is a keyed bijection of [0, n) (a Feistel
+ * network on the next even power of two, cycle-walked into range), so the
+ * same order comes out on every machine and run and any position is O(1).
+ *
+ * Sharding follows PyTorch's DistributedSampler: the epoch order is padded
+ * by wrapping to a multiple of world (or cut down to one), and rank r takes
+ * positions r, r + world, r + 2 world, ...
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sampler {
+	uint64_t n; /* samples in the index */
+	uint64_t seed;
+	uint64_t per_rank; /* samples each rank sees per epoch */
+	uint64_t nbatches; /* batches each rank sees per epoch */
+	uint32_t rank, world, batch;
+	bool shuffle, drop_last, drop_uneven;
+	/* Feistel parameters, set per epoch by sampler_keys(). */
+	uint32_t half_bits;
+};
+
+struct sampler_epoch {
+	uint64_t key[6];
+	uint64_t mask; /* (1 << half_bits) - 1 */
+	uint32_t half_bits;
+	bool shuffle;
+};
+
+/* @return 0, or -EINVAL with *err set (rank >= world, no batch for this
+ * rank, batch 0). */
+int sampler_init(struct sampler *s, uint64_t n, uint64_t seed, uint32_t batch,
+		 uint32_t rank, uint32_t world, bool shuffle, bool drop_last,
+		 bool drop_uneven, char **err)
+    __attribute__((warn_unused_result));
+
+/* Rank and world from $RANK/$WORLD_SIZE, else $SLURM_PROCID/$SLURM_NTASKS,
+ * else 0/1; a value given (>= 0) wins.  -EINVAL on junk in the environment. */
+int sampler_rank_world(int32_t rank, int32_t world, uint32_t *r, uint32_t *w,
+		       char **err) __attribute__((warn_unused_result));
+
+void sampler_epoch_keys(const struct sampler *s, uint64_t epoch,
+			struct sampler_epoch *e);
+
+/* The permuted position of global position g < n. */
+uint64_t sampler_permute(const struct sampler_epoch *e, uint64_t n, uint64_t g);
+
+/* Sample id at rank-local position pos < per_rank. */
+uint64_t sampler_at(const struct sampler *s, const struct sampler_epoch *e,
+		    uint64_t pos);
+
+/* Writes batch b's sample ids into out (room for s->batch).
+ * @return the count, 0 when b >= nbatches. */
+uint32_t sampler_batch(const struct sampler *s, const struct sampler_epoch *e,
+		       uint64_t b, uint64_t *out);
+
 #endif

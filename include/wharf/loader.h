@@ -1,4 +1,391 @@
 #ifndef WHARF_INCLUDE_WHARF_LOADER_H
 #define WHARF_INCLUDE_WHARF_LOADER_H
-/* Placeholder: filled in by its module owner. */
+/*
+ * libwharf: a data loader for training jobs.
+ *
+ * An index (a flat file, mapped read-only) lists the samples: file, byte
+ * offset, length and label.  A loader reads them in the sampler's order
+ * (sequential, or shuffled as a pure function of seed and epoch, sharded by
+ * rank and world size) with forked worker processes, straight into slots of
+ * one shared-memory ring, and hands each batch to the caller as a read-only
+ * view without copying it.
+ *
+ * Call order:
+ *
+ *   wharf_index_open()                       an index built by `wharf index`
+ *   wharf_options_init(); set fields          or wharf_options_default()
+ *   wharf_loader_open(index, &options)       forks the workers, reserves
+ * /dev/shm repeat per epoch: wharf_loader_set_epoch(epoch)           optional;
+ * epoch 0 by default while wharf_loader_next() == 0:         a batch use the
+ * batch; wharf_loader_release() it (wharf_loader_next() == WHARF_END) epoch
+ * done wharf_loader_close(); wharf_index_close()
+ *
+ * Errors: every function that can fail returns 0 (or WHARF_END where said) on
+ * success and a negative errno value on failure.  The message that goes with
+ * the last failure on the calling thread (which sample, which path, which
+ * worker, what happened) is wharf_last_error(); a loader keeps the message of
+ * the error that stopped it in wharf_loader_error().
+ *
+ * Threads: a loader is used by one thread at a time.  Distinct loaders are
+ * independent.  An index may be shared by several loaders and threads.
+ *
+ * All structs are plain C with fixed-width fields, so that they can be
+ * declared from other languages (Python ctypes).  Structs that may grow carry
+ * their own size in the first field; set it with the matching _init call.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WHARF_VERSION_MAJOR 0
+#define WHARF_VERSION_MINOR 1
+#define WHARF_VERSION_PATCH 0
+#define WHARF_VERSION_NUMBER                                                   \
+	(WHARF_VERSION_MAJOR * 10000 + WHARF_VERSION_MINOR * 100 +             \
+	 WHARF_VERSION_PATCH)
+
+/* WHARF_VERSION_NUMBER of the library actually linked. */
+unsigned wharf_version_number(void);
+
+/* Returned by wharf_loader_next() when the epoch has no more batches. */
+#define WHARF_END 1
+
+/*
+ * The message that goes with the last failed call on this thread, or "" when
+ * none failed yet.  Valid until the next libwharf call on this thread.
+ */
+const char *wharf_last_error(void);
+
+/*
+ * For transforms: sets the message that the loader reports with the error
+ * code the transform returns (printf format).  Has no other effect.
+ */
+void wharf_set_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------------------
+ * Index
+ * ------------------------------------------------------------------------ */
+
+typedef struct wharf_index wharf_index;
+
+/* wharf_index_open() flags. */
+#define WHARF_INDEX_VERIFY 1u /* checksum the whole file (reads all of it) */
+
+/*
+ * Opens an index file built by wharf_index_build_*() or `wharf index build`.
+ * The file is mapped read-only: forked workers share its pages, and opening
+ * costs the same for ten samples as for a hundred million.  Without
+ * WHARF_INDEX_VERIFY only the header (magic, version, its own checksum,
+ * section bounds against the file size) is checked; the full checksum reads
+ * every page, which is what `wharf index info --verify` does.
+ * @return 0 and *out set (close it with wharf_index_close()), or a negative
+ *         errno (-EINVAL for a file that is not a valid index: truncated,
+ *         corrupted, wrong version; the message says which).
+ */
+int wharf_index_open(const char *path, uint32_t flags, wharf_index **out);
+
+/* Unmaps the index.  It must outlive every loader opened on it.  NULL is a
+ * no-op. */
+void wharf_index_close(wharf_index *idx);
+
+/* Number of samples. */
+uint64_t wharf_index_count(const wharf_index *idx);
+
+/* Number of distinct files the samples come from. */
+uint64_t wharf_index_num_files(const wharf_index *idx);
+
+/* 1 + the largest label, or 0 when no sample has a label (all -1). */
+uint32_t wharf_index_num_labels(const wharf_index *idx);
+
+/* Length of a sample when it is unknown (a list index built without stat):
+ * the whole file is read. */
+#define WHARF_LENGTH_UNKNOWN UINT64_MAX
+
+struct wharf_sample {
+	uint64_t offset; /* byte offset within the file */
+	uint64_t length; /* bytes, or WHARF_LENGTH_UNKNOWN */
+	uint32_t file;	 /* file id: wharf_index_path() */
+	int32_t label;	 /* -1 when none */
+};
+
+/*
+ * Describes sample i.
+ * @return 0, or -ERANGE when i >= wharf_index_count().
+ */
+int wharf_index_sample(const wharf_index *idx, uint64_t i,
+		       struct wharf_sample *out);
+
+/*
+ * Writes the full path of file `file` (the index's root joined with the
+ * stored path) into buf.
+ * @return the path's length (not counting the NUL); -ERANGE for a bad file
+ *         id; -ENAMETOOLONG when len is too small (buf then holds nothing).
+ */
+int wharf_index_path(const wharf_index *idx, uint32_t file, char *buf,
+		     size_t len);
+
+/*
+ * Builders.  Each writes `out` through a temporary file in the same directory
+ * and renames it into place, so a failure leaves no partial index.  Memory
+ * stays flat in the number of samples (arrays are streamed to disk); the
+ * paths themselves are held in one blob only where sorting needs them (--dir).
+ */
+
+/*
+ * Every regular file under dir, in byte order of the path (deterministic).
+ * Label = position of the file's top-level subdirectory among dir's
+ * subdirectories in sorted order (ImageFolder); files directly in dir get -1.
+ * Symbolic links are followed for files, not for directories.
+ */
+int wharf_index_build_dir(const char *dir, const char *out);
+
+/*
+ * One sample per line of list: "PATH" or "PATH LABEL" (separated by
+ * whitespace; a PATH with spaces must be the only field).  Blank lines and
+ * lines starting with '#' are skipped.  Relative paths are relative to the
+ * list file's directory.  With stat_files == 0 lengths are left unknown (the
+ * whole file is read; the loader then needs sample_bytes or slot_bytes);
+ * otherwise every file is stat'ed for its size.
+ */
+int wharf_index_build_list(const char *list, int stat_files, const char *out);
+
+/*
+ * Fixed-size records: every file is cut into floor(size / record) samples of
+ * `record` bytes (a tail shorter than a record is left out), label -1.
+ */
+int wharf_index_build_records(uint64_t record, const char *const *files,
+			      size_t nfiles, const char *out);
+
+/* ------------------------------------------------------------------------
+ * Loader
+ * ------------------------------------------------------------------------ */
+
+typedef struct wharf_loader wharf_loader;
+
+/*
+ * A batch, as the caller sees it: a read-only view into a ring slot in
+ * shared memory.  It stays valid until wharf_loader_release() of it, or
+ * wharf_loader_close().  Fixed-size samples are one contiguous array
+ * (count * sample_size bytes at data); variable-size samples lie back to back
+ * in data, sample k at data + offsets[k], offsets[k+1] - offsets[k] bytes.
+ */
+struct wharf_batch {
+	uint64_t epoch;		 /* epoch it belongs to */
+	uint64_t index;		 /* batch number within the epoch (this rank) */
+	uint64_t sample_size;	 /* bytes per sample; 0 when variable-size */
+	uint64_t bytes;		 /* bytes of data used */
+	const void *data;	 /* samples */
+	const uint64_t *offsets; /* count + 1 offsets, or NULL (fixed-size) */
+	const uint64_t *samples; /* count sample ids (index positions) */
+	const int32_t *labels;	 /* count labels */
+	uint32_t count;		 /* samples in this batch */
+	uint32_t skipped;	 /* bad samples left out (skip_bad) */
+	uint32_t worker;	 /* worker that read it */
+	uint32_t slot;		 /* ring slot: for wharf/cuda.h */
+};
+
+/*
+ * The view a batch transform gets inside the worker: the same batch, data
+ * writable.  It may rewrite data in place within data_cap bytes and set
+ * sample_size/offsets/bytes accordingly (offsets points at count + 1 writable
+ * entries when the batch is variable-size).
+ */
+struct wharf_batch_rw {
+	uint64_t epoch;
+	uint64_t index;
+	uint64_t sample_size;
+	uint64_t bytes;
+	void *data;
+	uint64_t *offsets;
+	const uint64_t *samples;
+	const int32_t *labels;
+	uint64_t data_cap; /* bytes available at data */
+	uint32_t count;
+	uint32_t worker;
+};
+
+/*
+ * Called once in each worker after the fork (and in the caller when
+ * num_workers is 0), before any sample.  Returns 0 or a negative errno; a
+ * failure makes wharf_loader_open() fail with its message.
+ */
+typedef int (*wharf_worker_init_fn)(void *user, uint32_t worker);
+
+/*
+ * Per-sample transform, in the worker: turns the sample's bytes (in, in_len;
+ * a private buffer it may modify) into its output, written straight into the
+ * batch slot at out (out_cap bytes: sample_size when fixed-size, else what is
+ * left in the slot).  Sets *out_len (must equal sample_size when fixed).
+ * Returns 0 or a negative errno (with wharf_set_error() for the message).
+ */
+typedef int (*wharf_sample_fn)(void *user, uint64_t sample, const void *in,
+			       uint64_t in_len, void *out, uint64_t out_cap,
+			       uint64_t *out_len);
+
+/* Batch transform, in the worker, after all samples are in the slot (the
+ * __getitems__ analogue).  Returns 0 or a negative errno. */
+typedef int (*wharf_batch_fn)(void *user, struct wharf_batch_rw *batch);
+
+/* How ranks get equal batch counts when the samples do not divide evenly. */
+#define WHARF_EVEN_PAD 0  /* repeat samples from the start (PyTorch default) */
+#define WHARF_EVEN_DROP 1 /* leave the tail out: shards are disjoint */
+
+struct wharf_options {
+	uint32_t size;	      /* sizeof(struct wharf_options) */
+	uint32_t batch_size;  /* samples per batch (default 32) */
+	uint32_t num_workers; /* forked workers; 0 = read in the caller (2) */
+	uint32_t prefetch;    /* ring slots per worker (2); at least 1 */
+	uint32_t shuffle;     /* 0 sequential, 1 shuffled by (seed, epoch) */
+	uint32_t drop_last;   /* 1: leave out the last short batch */
+	uint32_t in_order;    /* 1 (default): sampler order; 0: first ready */
+	uint32_t even;	      /* WHARF_EVEN_PAD or WHARF_EVEN_DROP */
+	int32_t rank;	      /* -1: $RANK, else $SLURM_PROCID, else 0 */
+	int32_t world;	      /* -1: $WORLD_SIZE, else $SLURM_NTASKS, else 1 */
+	uint32_t skip_bad;    /* 1: leave bad samples out, count them */
+	uint32_t persistent;  /* 1 (default): workers live across epochs */
+	uint32_t timeout_ms;  /* 0: none; else a batch later than this fails */
+	uint32_t reserved0;
+	uint64_t seed; /* shuffle seed (0) */
+	/* Bytes per output sample.  0: the index's length when all samples have
+	 * the same length (fixed-size), else variable-size.  Must be set when a
+	 * sample transform changes the size of fixed-size samples. */
+	uint64_t sample_bytes;
+	/* Data bytes per slot.  0: batch_size * (sample_bytes, or the longest
+	 * sample).  Needed when lengths are unknown and sample_bytes is 0. */
+	uint64_t slot_bytes;
+	/* Directory for the ring segment; NULL: $WHARF_SHM_DIR, else /dev/shm.
+	 */
+	const char *shm_dir;
+	wharf_worker_init_fn worker_init;
+	wharf_sample_fn sample_fn;
+	wharf_batch_fn batch_fn;
+	void *user; /* passed to the callbacks (copied into each worker) */
+};
+
+/* Fills *opt with the defaults above and sets opt->size.  Always call it (or
+ * use wharf_options_default()) before setting fields. */
+void wharf_options_init(struct wharf_options *opt);
+
+/* A malloc'd options struct with defaults (for FFI); free with free() or
+ * wharf_options_free(). */
+struct wharf_options *wharf_options_default(void);
+void wharf_options_free(struct wharf_options *opt);
+
+/*
+ * Opens a loader on idx (borrowed: it must outlive the loader).  Reserves
+ * the whole ring in shm_dir now (num_workers * prefetch slots; with no
+ * workers, prefetch slots), so a /dev/shm that is too small fails here with
+ * the bytes needed, the bytes free and the option to lower, never later with
+ * a SIGBUS.  Forks the workers and runs worker_init in each.  The loader
+ * starts at epoch 0, position 0.
+ * @return 0 and *out set (close with wharf_loader_close()), or a negative
+ *         errno with wharf_last_error() set.
+ */
+int wharf_loader_open(const wharf_index *idx, const struct wharf_options *opt,
+		      wharf_loader **out);
+
+/*
+ * The next batch of the current epoch.  Blocks until it is ready (in_order:
+ * the next in sampler order; else whichever is ready first).  The caller may
+ * hold several batches; each holds a slot until released.
+ * @return 0 and *batch set; WHARF_END and *batch NULL when the epoch has no
+ *         more batches; a negative errno on failure, with
+ *         wharf_loader_error() naming the worker, sample, path and cause:
+ *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT,
+ *         -ENOBUFS (every slot is held by the caller: release some), or the
+ *         transform's code.  After a failure the loader only accepts
+ *         wharf_loader_close() (and the read-only getters).
+ */
+int wharf_loader_next(wharf_loader *l, const struct wharf_batch **batch);
+
+/*
+ * Gives the batch's slot back to the ring.  The view must not be used after.
+ * @return 0, or -EINVAL for a batch not held (already released, foreign).
+ */
+int wharf_loader_release(wharf_loader *l, const struct wharf_batch *batch);
+
+/*
+ * Starts epoch `epoch` at its first batch (the shuffle is a function of seed
+ * and epoch).  Batches still held by the caller stay valid; batches read
+ * ahead for the old epoch are dropped.
+ * @return 0 or a negative errno.
+ */
+int wharf_loader_set_epoch(wharf_loader *l, uint64_t epoch);
+
+/* Batches per epoch on this rank. */
+uint64_t wharf_loader_num_batches(const wharf_loader *l);
+
+/* Rank and world size in use (after the environment was consulted). */
+uint32_t wharf_loader_rank(const wharf_loader *l);
+uint32_t wharf_loader_world(const wharf_loader *l);
+
+/*
+ * Where an epoch stands, as plain integers.  Saving after k batches were
+ * returned by wharf_loader_next() and restoring (into a loader with the same
+ * index, batch size, shuffle, drop_last, even, rank and world; num_workers and
+ * prefetch may differ) yields exactly the batches not returned yet, reading
+ * nothing twice.  With in_order == 0 the returned batches need not be a
+ * prefix: done_mask records those among the 64 after position.
+ */
+struct wharf_state {
+	uint32_t size;	  /* sizeof(struct wharf_state) */
+	uint32_t version; /* 1 */
+	uint64_t seed;
+	uint64_t epoch;
+	uint64_t position;  /* every batch below this was returned */
+	uint64_t done_mask; /* bit k: batch position + 1 + k was returned */
+	uint64_t num_samples;
+	uint32_t batch_size;
+	uint32_t rank;
+	uint32_t world;
+	uint32_t flags; /* shuffle | drop_last << 1 | even << 2 */
+};
+
+/* @return 0 and *st filled. */
+int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st);
+
+/*
+ * Continues from *st: drops batches read ahead and starts at st->position.
+ * @return 0, or -EINVAL when st does not match this loader (the message says
+ *         which field).
+ */
+int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st);
+
+struct wharf_stats {
+	uint32_t size; /* sizeof(struct wharf_stats) */
+	uint32_t num_workers;
+	uint64_t batches; /* returned by next */
+	uint64_t samples;
+	uint64_t bytes;	     /* sample bytes returned */
+	uint64_t skipped;    /* bad samples left out */
+	uint64_t wait_ns;    /* time spent blocked inside next (data stall) */
+	uint64_t open_ns;    /* time since open */
+	uint64_t read_bytes; /* bytes read from files by all workers */
+	uint64_t preads;     /* pread calls (merged ranges count once) */
+};
+
+/* @return 0 and *st filled (set st->size first; fields past it are left). */
+int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st);
+
+/* Nanoseconds worker w spent reading and transforming (0 for a bad w; the
+ * caller's own work when num_workers is 0, as worker 0). */
+uint64_t wharf_loader_worker_busy_ns(const wharf_loader *l, uint32_t worker);
+
+/* The message of the error that stopped the loader, or "". */
+const char *wharf_loader_error(const wharf_loader *l);
+
+/*
+ * Stops the workers (SIGTERM, then SIGKILL), reaps them and unmaps the ring:
+ * every batch view becomes invalid.  Nothing is left in /dev/shm.  NULL is a
+ * no-op.
+ */
+void wharf_loader_close(wharf_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
