@@ -28,7 +28,6 @@
 #define FILE_RENEW_S 60	       /* a token file is re-read this often */
 #define RENEW_MARGIN_MAX_S 300 /* renew at most this long before expiry */
 #define RETRY_RENEW_S 10       /* after a failed renewal, wait this long */
-#define REFUSED_GRACE_NS 5000000000ull /* a token this fresh is not re-got */
 #define JWT_LIFETIME_S 3600
 #define LIFE_MAX_S (7 * 86400ull)
 #define DEFAULT_COMMAND_LIFETIME_S 300
@@ -58,7 +57,7 @@ struct gcp_creds {
 	pthread_mutex_t lock;
 	char token[TOKEN_MAX];
 	bool have;
-	uint64_t got_ns;     /* monotonic: when the token came */
+	unsigned serial;     /* counts tokens: which one a 401 refused */
 	uint64_t renew_ns;   /* monotonic: renew from then on; 0 never */
 	uint64_t expires_ns; /* monotonic: useless from then on; 0 unknown */
 };
@@ -419,7 +418,7 @@ static int renew(struct gcp_creds *c, char **err)
 	memcpy(c->token, tok, sizeof(tok));
 	OPENSSL_cleanse(tok, sizeof(tok));
 	c->have = true;
-	c->got_ns = now;
+	c->serial++;
 	if (c->kind == K_FILE) {
 		c->expires_ns = 0;
 		c->renew_ns = now + FILE_RENEW_S * 1000000000ull;
@@ -443,11 +442,13 @@ static int renew(struct gcp_creds *c, char **err)
 	return 0;
 }
 
-int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap)
+int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap,
+		     unsigned *serial)
 {
 	uint64_t now;
 	int rc = 0;
 
+	*serial = 0;
 	if (c->kind == K_ANON) {
 		if (cap)
 			out[0] = '\0';
@@ -477,25 +478,23 @@ int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap)
 	if (!rc && (size_t)snprintf(out, cap, "Authorization: Bearer %s",
 				    c->token) >= cap)
 		rc = -ENAMETOOLONG;
+	*serial = c->serial;
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
 
-bool gcp_creds_refused(struct gcp_creds *c)
+bool gcp_creds_refused(struct gcp_creds *c, unsigned serial)
 {
-	bool again = false;
-
 	if (c->kind == K_ANON || c->kind == K_ENV)
 		return false;
 	pthread_mutex_lock(&c->lock);
-	/* Many reads may be refused at once: renew once, not per read. */
-	if (c->have && now_ns() - c->got_ns > REFUSED_GRACE_NS) {
+	/* Many requests may be refused the same token: renew it once. */
+	if (c->serial == serial) {
 		c->renew_ns = 1;
 		c->expires_ns = 1;
-		again = true;
 	}
 	pthread_mutex_unlock(&c->lock);
-	return again;
+	return true;
 }
 
 const char *gcp_creds_describe(const struct gcp_creds *c)

@@ -47,15 +47,18 @@ void gcp_creds_free(struct gcp_creds *c);
 
 /*
  * Writes "Authorization: Bearer TOKEN" into out (cap bytes), renewing the
- * token first when it is close to expiry; "" when anonymous.  Safe from any
- * thread.  @return 0, or -errno (-EACCES, -EIO) once the token has expired
- * and could not be renewed; the failure is logged.
+ * token first when it is close to expiry; "" when anonymous.  *serial names
+ * the token for gcp_creds_refused.  Safe from any thread.  @return 0, or
+ * -errno (-EACCES, -EIO) once the token has expired and could not be
+ * renewed; the failure is logged.
  */
-int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap) WHARF_CHECK;
+int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap,
+		     unsigned *serial) WHARF_CHECK;
 
-/* The origin refused the token (401): renew it before the next use.
- * @return true when a retry may see another token. */
-bool gcp_creds_refused(struct gcp_creds *c);
+/* The origin refused token `serial` (401): it is renewed before its next
+ * use, once however many requests report it.  @return true when a retry
+ * may carry another token (false for fixed and anonymous credentials). */
+bool gcp_creds_refused(struct gcp_creds *c, unsigned serial);
 
 /* Where the token comes from, for logs: "token file /x", "service account
  * a@b", "anonymous"...; never the token. */

@@ -85,13 +85,14 @@ static int64_t parse_rfc3339(const char *s)
 static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 {
 	char auth[AUTH_MAX];
+	unsigned serial;
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
 		struct fetch_req req = {0};
 		struct curl_slist *h = NULL;
 
-		rc = gcp_creds_header(gs->creds, auth, sizeof(auth));
+		rc = gcp_creds_header(gs->creds, auth, sizeof(auth), &serial);
 		if (rc)
 			return rc;
 		if (*auth) {
@@ -106,7 +107,7 @@ static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 		rc = fetch_run(gs->base.fetch, &req, res);
 		curl_slist_free_all(h);
 		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
-		    gcp_creds_refused(gs->creds))
+		    gcp_creds_refused(gs->creds, serial))
 			continue;
 		if (rc == -EACCES)
 			log_error("%s (credentials: %s)", res->err,
@@ -376,7 +377,8 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		free(res.body);
 		if (rc) {
 			if (rc == -EINVAL || perr)
-				err_set(err, "listing gs://%s: %s", prefix,
+				err_set(err, "listing %s%s%s: %s", gs->base.id,
+					dir, *dir ? "/" : "",
 					perr ? perr : "bad page");
 			free(perr);
 			return rc == -EINVAL ? -EIO : rc;
@@ -490,6 +492,7 @@ static int gcs_prepare_read(struct source *src, const char *path,
 {
 	struct gcs_src *gs = gs_of(src);
 	char auth[AUTH_MAX];
+	unsigned serial;
 	int rc;
 
 	memset(&rd->req, 0, sizeof(rd->req));
@@ -503,7 +506,7 @@ static int gcs_prepare_read(struct source *src, const char *path,
 		return rc;
 	/* A token is renewed well before it expires (see creds_gcp.h), so
 	 * the fetch engine's retries of this request can reuse it. */
-	rc = gcp_creds_header(gs->creds, auth, sizeof(auth));
+	rc = gcp_creds_header(gs->creds, auth, sizeof(auth), &serial);
 	if (rc)
 		return rc;
 	if (*auth) {

@@ -566,6 +566,75 @@ START_TEST(token_file)
 }
 END_TEST
 
+/* A token the origin stops accepting is renewed once and the request
+ * asked again. */
+START_TEST(token_refused_renewed)
+{
+	static const char *const args[] = {"--token", "t-one", "--token",
+					   "t-two", NULL};
+	struct source_options o = {0};
+	static struct names l;
+	char path[PATH_MAX], buf[64];
+
+	start_fake(args);
+	snprintf(path, sizeof(path), "%s/token", work);
+	write_text(path, "t-one\n", 0600);
+	o.token_file = path;
+	open_ok(&o);
+	fake_get("/_fake/revoke?token=t-one", buf, sizeof(buf));
+	write_text(path, "t-two\n", 0600);
+	ck_assert_int_eq(list("sub", &l), 0);
+	ck_assert_int_eq(l.n, 1);
+	ck_assert_int_eq(fake_stat("unauthorized"), 1);
+	/* Refused again after renewing: no loop, a clean EACCES. */
+	fake_get("/_fake/revoke?token=t-two", buf, sizeof(buf));
+	ck_assert_int_eq(list("many", &l), -EACCES);
+	ck_assert_int_eq(fake_stat("unauthorized"), 3);
+}
+END_TEST
+
+/* Answers that are not what the API sends: clear errors, no crash. */
+START_TEST(malformed_answers)
+{
+	static const char *const bodies[] = {
+	    "{\"items\": [{\"name\": 5}]}",
+	    "{\"items\": [{\"name\": \"ds/sub/x\", \"size\": \"-1\", "
+	    "\"generation\": \"1\"}]}",
+	    "{\"items\": [{\"name\": \"elsewhere/x\", \"size\": \"1\", "
+	    "\"generation\": \"1\"}]}",
+	    "{\"prefixes\": [\"ds/sub/a\"]}",
+	    "{\"items\": [{\"name\": \"ds/sub/x\"}]}",
+	    "{\"items\": [{\"name\": \"ds/sub/a/b\", \"size\": 1, "
+	    "\"generation\": 1}]}",
+	    "{\"items\": [",
+	    "<html>",
+	    "{\"nextPageToken\": \"x\"} junk",
+	};
+	struct source_options o = {.anonymous = true};
+	static struct names l;
+	struct source_object so;
+	char path[1024], enc[512];
+
+	start_fake(NULL);
+	open_ok(&o);
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		ck_assert_int_ge(url_encode(bodies[i], false, enc, sizeof(enc)),
+				 0);
+		snprintf(path, sizeof(path),
+			 "/_fake/inject?status=200&count=1&kind=list&body=%s",
+			 enc);
+		fake_get(path, l.v[0], sizeof(l.v[0]));
+		ck_assert_msg(list("sub", &l) == -EIO, "body %zu accepted", i);
+	}
+	ck_assert_int_eq(list("sub", &l), 0);
+	ck_assert_int_eq(l.n, 1);
+	fake_get("/_fake/inject?status=200&count=1&kind=meta&body=%7B%7D",
+		 l.v[0], sizeof(l.v[0]));
+	ck_assert_int_eq(src->ops->stat(src, "one", &so), -EIO);
+	ck_assert_int_eq(src->ops->stat(src, "one", &so), 0);
+}
+END_TEST
+
 START_TEST(token_env)
 {
 	struct source_options o = {0};
@@ -880,6 +949,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, retries_run_out);
 	tcase_add_test(tc, auth_required);
 	tcase_add_test(tc, token_file);
+	tcase_add_test(tc, token_refused_renewed);
+	tcase_add_test(tc, malformed_answers);
 	tcase_add_test(tc, token_env);
 	tcase_add_test(tc, token_command_refresh);
 	tcase_add_test(tc, token_command_bare);
