@@ -233,26 +233,71 @@ static void key_feed_str(struct xxh64 s[2], const char *str)
 	xxh_update(&s[1], str ? str : "", n);
 }
 
+/* Appends v, little-endian, at *pos in buf; returns false when full. */
+static bool ser_u64(uint8_t *buf, size_t cap, size_t *pos, uint64_t v)
+{
+	const uint64_t le = htole64(v);
+
+	if (cap - *pos < 8)
+		return false;
+	memcpy(buf + *pos, &le, 8);
+	*pos += 8;
+	return true;
+}
+
+static bool ser_str(uint8_t *buf, size_t cap, size_t *pos, const char *str)
+{
+	const size_t n = str ? strlen(str) : 0;
+
+	if (!ser_u64(buf, cap, pos, n) || cap - *pos < n)
+		return false;
+	memcpy(buf + *pos, str ? str : "", n);
+	*pos += n;
+	return true;
+}
+
 void store_key(struct chunk_key *key, const char *source_id, const char *path,
 	       const char *version, uint64_t size, int64_t mtime,
 	       uint32_t chunk_size, uint64_t chunk_index)
 {
-	/* Two independently seeded 64-bit hashes make the 128-bit key; the
-	 * seeds are fixed forever, since cached chunks outlive the process. */
-	struct xxh64 s[2];
+	/* Two independently seeded 64-bit hashes of the fields make the
+	 * 128-bit key; the seeds are fixed forever, since cached chunks
+	 * outlive the process.  The fields are laid out in a stack buffer
+	 * and hashed in one pass each (this runs for every chunk a read
+	 * touches); names too long for it are streamed, with the same
+	 * result. */
+	static const uint64_t seed[2] = {0x7768617266000001ull,
+					 0x7768617266000002ull};
+	uint8_t buf[1024];
+	size_t n = 0;
 	uint64_t h[2];
 
-	xxh_init(&s[0], 0x7768617266000001ull);
-	xxh_init(&s[1], 0x7768617266000002ull);
-	key_feed_str(s, source_id);
-	key_feed_str(s, path);
-	key_feed_str(s, version);
-	key_feed_u64(s, size);
-	key_feed_u64(s, (uint64_t)mtime);
-	key_feed_u64(s, chunk_size);
-	key_feed_u64(s, chunk_index);
-	h[0] = htole64(xxh_digest(&s[0]));
-	h[1] = htole64(xxh_digest(&s[1]));
+	if (ser_str(buf, sizeof(buf), &n, source_id) &&
+	    ser_str(buf, sizeof(buf), &n, path) &&
+	    ser_str(buf, sizeof(buf), &n, version) &&
+	    ser_u64(buf, sizeof(buf), &n, size) &&
+	    ser_u64(buf, sizeof(buf), &n, (uint64_t)mtime) &&
+	    ser_u64(buf, sizeof(buf), &n, chunk_size) &&
+	    ser_u64(buf, sizeof(buf), &n, chunk_index)) {
+		h[0] = store_hash64(buf, n, seed[0]);
+		h[1] = store_hash64(buf, n, seed[1]);
+	} else {
+		struct xxh64 s[2];
+
+		xxh_init(&s[0], seed[0]);
+		xxh_init(&s[1], seed[1]);
+		key_feed_str(s, source_id);
+		key_feed_str(s, path);
+		key_feed_str(s, version);
+		key_feed_u64(s, size);
+		key_feed_u64(s, (uint64_t)mtime);
+		key_feed_u64(s, chunk_size);
+		key_feed_u64(s, chunk_index);
+		h[0] = xxh_digest(&s[0]);
+		h[1] = xxh_digest(&s[1]);
+	}
+	h[0] = htole64(h[0]);
+	h[1] = htole64(h[1]);
 	memcpy(key->b, h, 16);
 }
 

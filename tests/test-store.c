@@ -179,6 +179,56 @@ START_TEST(keys)
 	ck_assert_int_eq(store_key_parse(hex, &b), 0);
 	ck_assert_mem_eq(a.b, b.b, 16);
 	ck_assert_int_eq(store_key_parse("00zz", &b), -EINVAL);
+	ck_assert_int_eq(
+	    store_key_parse("ABCDEF0123456789abcdef0123456789", &b), -EINVAL);
+}
+END_TEST
+
+static size_t ser(uint8_t *p, const void *v, size_t n)
+{
+	memcpy(p, v, n);
+	return n;
+}
+
+/* The key is two seeded XXH64 of the length-prefixed little-endian
+ * fields, short names or long: a cache written once keeps its keys. */
+static void check_key_layout(const char *src, const char *path, const char *ver)
+{
+	const size_t ls = strlen(src), lp = strlen(path), lv = strlen(ver);
+	uint8_t *buf = malloc(ls + lp + lv + 7 * 8);
+	const uint64_t f[] = {1234567, (uint64_t)-5, 65536, 77};
+	uint64_t len, h[2];
+	size_t n = 0;
+	struct chunk_key k;
+
+	len = ls;
+	n += ser(buf + n, &len, 8);
+	n += ser(buf + n, src, ls);
+	len = lp;
+	n += ser(buf + n, &len, 8);
+	n += ser(buf + n, path, lp);
+	len = lv;
+	n += ser(buf + n, &len, 8);
+	n += ser(buf + n, ver, lv);
+	n += ser(buf + n, f, sizeof(f));
+	h[0] = store_hash64(buf, n, 0x7768617266000001ull);
+	h[1] = store_hash64(buf, n, 0x7768617266000002ull);
+	store_key(&k, src, path, ver, f[0], (int64_t)f[1], (uint32_t)f[2],
+		  f[3]);
+	ck_assert_mem_eq(k.b, h, 16);
+	free(buf);
+}
+
+START_TEST(key_layout)
+{
+	char *long_path = malloc(5000);
+
+	check_key_layout("http://127.0.0.1/json/", "/a/b.JPEG", "\"etag\"");
+	check_key_layout("", "", "");
+	memset(long_path, 'x', 4999);
+	long_path[4999] = '\0';
+	check_key_layout("s3://bucket/", long_path, "v");
+	free(long_path);
 }
 END_TEST
 
@@ -791,6 +841,33 @@ START_TEST(cli_verify)
 }
 END_TEST
 
+/* verify on a mounted cache: the bad chunk goes, the store forgets it. */
+START_TEST(cli_verify_mounted)
+{
+	char *cache = populate(4), *out = NULL, *args, path[1024];
+	struct store *st = open_store(cache, 0);
+	struct store_stats ss;
+	struct chunk_key k;
+	uint8_t buf[30000];
+	size_t len;
+
+	key_n(&k, 2);
+	chunk_path(cache, &k, path, sizeof(path));
+	flip_byte(path, HDR + 100, 0x10);
+	args = strdupf("verify --cache-dir '%s'", cache);
+	ck_assert_int_eq(wharf(args, &out), 1);
+	ck_assert_msg(out && strstr(out, "1 bad"), "verify said: %s", out);
+	free(out);
+	ck_assert_int_eq(store_get(st, &k, buf, sizeof(buf), &len), -ENOENT);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.chunks, 3);
+	ck_assert_uint_eq(ss.corrupt, 0);
+	store_close(st);
+	free(args);
+	free(cache);
+}
+END_TEST
+
 START_TEST(cli_prune_clear)
 {
 	char *cache = populate(10), *out = NULL, *args;
@@ -852,6 +929,36 @@ START_TEST(cli_stats_ls)
 	free(out);
 	free(args);
 
+	/* Mounted: the live counters of the mount come along. */
+	{
+		struct store *st = open_store(cache, 0);
+		char *mnt = strdupf("%s/mnt", dir);
+
+		ck_assert_int_eq(fx_mkdirs(mnt), 0);
+		ck_assert_int_eq(fx_sh("mkdir '%s/.wharf' && echo "
+				       "'{\"reads\": {\"count\": 42}}' > "
+				       "'%s/.wharf/stats'",
+				       mnt, mnt),
+				 0);
+		ck_assert_int_eq(store_set_mountpoint(st, mnt), 0);
+		args = strdupf("stats --json --cache-dir '%s'", cache);
+		ck_assert_int_eq(wharf(args, &out), 0);
+		free(out);
+		free(args);
+		ck_assert_int_eq(
+		    fx_sh("/usr/bin/python3 -c 'import json,sys; "
+			  "d = json.load(open(sys.argv[1])); "
+			  "sys.exit(0 if d[\"mounted\"] and "
+			  "d[\"pid\"] == int(sys.argv[3]) and "
+			  "d[\"mountpoint\"] == sys.argv[2] and "
+			  "d[\"mount\"][\"reads\"][\"count\"] == 42 "
+			  "else 1)' '%s/out' '%s' %d",
+			  dir, mnt, (int)getpid()),
+		    0);
+		store_close(st);
+		free(mnt);
+	}
+
 	ck_assert_int_eq(wharf("--help", &out), 0);
 	ck_assert_ptr_nonnull(strstr(out, "prune"));
 	free(out);
@@ -871,6 +978,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, hash_known_values);
 	tcase_add_test(tc, keys);
+	tcase_add_test(tc, key_layout);
 	tcase_add_test(tc, round_trip);
 	tcase_add_test(tc, small_buffer);
 	tcase_add_test(tc, corrupt_byte);
@@ -891,6 +999,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(cli, setup, teardown);
 	tcase_set_timeout(cli, 120);
 	tcase_add_test(cli, cli_verify);
+	tcase_add_test(cli, cli_verify_mounted);
 	tcase_add_test(cli, cli_prune_clear);
 	tcase_add_test(cli, cli_stats_ls);
 	suite_add_tcase(s, cli);
