@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -192,19 +193,6 @@ static int opt_uint(const char *name, const char *arg, long lo, long hi,
 	return 0;
 }
 
-/* $XDG_CACHE_HOME/wharf, ~/.cache/wharf or /var/cache/wharf (root). */
-static char *default_cache_dir(void)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-
-	if (geteuid() == 0)
-		return strdupf("/var/cache/wharf");
-	if (xdg && *xdg)
-		return strdupf("%s/wharf", xdg);
-	return strdupf("%s/.cache/wharf", home && *home ? home : "/tmp");
-}
-
 /* @return 0 with *o filled, or the exit status (2, or 0 after --help). */
 static int parse_mount(int argc, char **argv, struct mount_opts *o)
 {
@@ -337,7 +325,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	o->spec = argv[optind];
 	o->mountpoint = argv[optind + 1];
 	if (!o->cache_dir)
-		o->cache_dir = default_cache_dir();
+		o->cache_dir = store_default_dir();
 	if (!o->threads)
 		o->threads = o->fetch.max_connections;
 	return 0;
@@ -472,6 +460,10 @@ struct mount_state {
 	struct fuse_args args;
 	struct fuse_session *se;
 	bool handlers, mounted;
+	pthread_t waiter; /* see mount_ready() */
+	bool waiting;
+	bool failed; /* the mount never answered */
+	int ready_fd; /* the daemonizing parent's pipe, or -1 */
 };
 
 /* Opens everything a mount needs, up to the FUSE session (not mounted).
@@ -580,6 +572,9 @@ static void mount_close(struct mount_state *m)
 		fuse_session_unmount(m->se);
 	if (m->se)
 		fuse_session_destroy(m->se);
+	/* After the destroy: a stat still waiting on the mount has failed. */
+	if (m->waiting)
+		pthread_join(m->waiter, NULL);
 	ops_cleanup(&m->ctx);
 	prefetch_free(m->pf);
 	tree_free(m->tree);
@@ -609,6 +604,46 @@ static void detach(void)
 	setsid();
 }
 
+/* Tells the daemonizing parent how it went (0: up, 1: failed), once. */
+static void tell_parent(struct mount_state *m, char status)
+{
+	if (m->ready_fd < 0)
+		return;
+	if (write(m->ready_fd, &status, 1) != 1)
+		log_warn("the waiting parent is gone");
+	close(m->ready_fd);
+	m->ready_fd = -1;
+}
+
+/*
+ * Runs beside the FUSE loop: a stat of the mountpoint returns once the
+ * kernel's INIT has been answered and a request served, so the mount is
+ * up.  Only then can the kernel read-ahead be raised (INIT lowers it to
+ * what was offered at mount time), and only then is the parent told.
+ */
+static void *mount_ready(void *arg)
+{
+	struct mount_state *m = arg;
+	struct stat st;
+
+	if (stat(m->mountpoint, &st)) {
+		log_error("%s does not answer: %s", m->mountpoint,
+			  strerror(errno));
+		m->failed = true;
+		tell_parent(m, 1);
+		fuse_session_exit(m->se);
+		return NULL;
+	}
+	set_kernel_readahead(m->mountpoint, m->o->readahead);
+	if (m->ready_fd >= 0) {
+		tell_parent(m, 0);
+		detach();
+	}
+	log_info("mounted %s on %s (cache %s)", m->src->id, m->mountpoint,
+		 m->o->cache_dir);
+	return NULL;
+}
+
 /*
  * The mount itself: in the foreground process, or in the child of a
  * daemonizing one, which writes one byte to ready_fd (0: mounted, 1:
@@ -616,10 +651,10 @@ static void detach(void)
  */
 static int serve(struct mount_opts *o, int ready_fd)
 {
-	struct mount_state m = {.o = o, .args = FUSE_ARGS_INIT(0, NULL)};
+	struct mount_state m = {
+	    .o = o, .args = FUSE_ARGS_INIT(0, NULL), .ready_fd = ready_fd};
 	struct fuse_loop_config *lc = NULL;
 	int rc, status = 1;
-	char ok = 0;
 
 	if (!realpath(o->mountpoint, m.mountpoint)) {
 		fprintf(stderr, "wharf mount: %s: %s\n", o->mountpoint,
@@ -639,7 +674,11 @@ static int serve(struct mount_opts *o, int ready_fd)
 		goto out;
 	}
 	m.mounted = true;
-	set_kernel_readahead(m.mountpoint, o->readahead);
+	rc = store_set_mountpoint(m.st, m.mountpoint);
+	if (rc)
+		log_warn(
+		    "%s: cannot record the mountpoint in its lock file: %s",
+		    o->cache_dir, strerror(-rc));
 	lc = fuse_loop_cfg_create();
 	if (!lc) {
 		fprintf(stderr, "wharf mount: out of memory\n");
@@ -651,15 +690,13 @@ static int serve(struct mount_opts *o, int ready_fd)
 	fuse_loop_cfg_set_max_threads(lc, 64);
 	fuse_loop_cfg_set_idle_threads(lc, 8);
 
-	if (ready_fd >= 0) {
-		if (write(ready_fd, &ok, 1) != 1)
-			log_warn("the waiting parent is gone");
-		close(ready_fd);
-		ready_fd = -1;
-		detach();
+	rc = pthread_create(&m.waiter, NULL, mount_ready, &m);
+	if (rc) {
+		fprintf(stderr, "wharf mount: cannot start a thread: %s\n",
+			strerror(rc));
+		goto out;
 	}
-	log_info("mounted %s on %s (cache %s)", m.src->id, m.mountpoint,
-		 o->cache_dir);
+	m.waiting = true;
 	rc = fuse_session_loop_mt(m.se, lc);
 	/* Unmounted (0) or stopped by a signal (its number): both clean. */
 	if (rc < 0)
@@ -669,15 +706,13 @@ static int serve(struct mount_opts *o, int ready_fd)
 		status = 0;
 	log_info("unmounting %s", m.mountpoint);
 out:
-	if (ready_fd >= 0) {
-		ok = 1;
-		if (write(ready_fd, &ok, 1) != 1)
-			log_debug("the waiting parent is gone");
-		close(ready_fd);
-	}
 	if (lc)
 		fuse_loop_cfg_destroy(lc);
 	mount_close(&m);
+	if (m.failed)
+		status = 1;
+	/* A failure before the mount was up (the waiter has been joined). */
+	tell_parent(&m, 1);
 	return status;
 }
 
