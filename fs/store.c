@@ -794,9 +794,15 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 				 st->chunkdir, rel, strerror(rc));
 			return -EIO;
 		}
-		pthread_mutex_lock(&st->stripe[fan]);
-		index_forget(st, key, hex);
-		pthread_mutex_unlock(&st->stripe[fan]);
+		/* Known but gone (`wharf cache verify` removed it)? */
+		pthread_mutex_lock(&st->mu);
+		e = index_find(st, key);
+		pthread_mutex_unlock(&st->mu);
+		if (e) {
+			pthread_mutex_lock(&st->stripe[fan]);
+			index_forget(st, key, hex);
+			pthread_mutex_unlock(&st->stripe[fan]);
+		}
 		return -ENOENT;
 	}
 	rc = read_chunk(fd, key, t, buf, cap, &h, &why);
