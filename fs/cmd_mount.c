@@ -85,6 +85,7 @@ enum {
 	OPT_PATH_STYLE,
 	OPT_TOKEN_FILE,
 	OPT_TOKEN_COMMAND,
+	OPT_TOKEN_LIFETIME,
 	OPT_ANONYMOUS,
 };
 
@@ -108,6 +109,7 @@ static const struct option mount_longopts[] = {
     {"path-style", no_argument, NULL, OPT_PATH_STYLE},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"token-command", required_argument, NULL, OPT_TOKEN_COMMAND},
+    {"token-lifetime", required_argument, NULL, OPT_TOKEN_LIFETIME},
     {"anonymous", no_argument, NULL, OPT_ANONYMOUS},
     {"foreground", no_argument, NULL, 'f'},
     {"debug", no_argument, NULL, 'd'},
@@ -154,6 +156,8 @@ static void mount_usage(FILE *out)
 	    "  --path-style          S3: path-style addressing\n"
 	    "  --token-file FILE     GCS: OAuth access token from FILE\n"
 	    "  --token-command CMD   GCS: run CMD for an access token\n"
+	    "  --token-lifetime SEC  GCS: seconds a bare CMD token lasts "
+	    "(300)\n"
 	    "  --anonymous           GCS: anonymous requests\n"
 	    "Process:\n"
 	    "  -o OPT[,OPT...]       FUSE mount options (e.g. allow_other)\n"
@@ -285,6 +289,10 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 			break;
 		case OPT_TOKEN_COMMAND:
 			o->src.token_command = optarg;
+			break;
+		case OPT_TOKEN_LIFETIME:
+			rc = opt_uint("token-lifetime", optarg, 1, 86400, &v);
+			o->src.token_lifetime = (unsigned)v;
 			break;
 		case OPT_ANONYMOUS:
 			o->src.anonymous = true;

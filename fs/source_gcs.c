@@ -109,9 +109,6 @@ static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
 		    gcp_creds_refused(gs->creds, serial))
 			continue;
-		if (rc == -EACCES)
-			log_error("%s (credentials: %s)", res->err,
-				  gcp_creds_describe(gs->creds));
 		return rc;
 	}
 }
@@ -370,7 +367,10 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		}
 		rc = api_get(gs, url, &res);
 		if (rc) {
-			err_set(err, "listing %s", res.err);
+			err_set(err, "listing %s%s%s", res.err,
+				rc == -EACCES ? "; credentials: " : "",
+				rc == -EACCES ? gcp_creds_describe(gs->creds)
+					      : "");
 			return rc;
 		}
 		rc = parse_page(res.body, res.len, pg, &perr);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -932,6 +933,128 @@ START_TEST(token_never_logged)
 }
 END_TEST
 
+/* ---- through a real mount ---- */
+
+static char mnt[PATH_MAX]; /* the mountpoint a test made, for teardown */
+
+static void mount_teardown(void)
+{
+	if (mnt[0]) {
+		fx_sh("mountpoint -q '%s' && { '%s' umount '%s' || "
+		      "umount -l '%s'; }; true",
+		      mnt, fx_wharf_bin(), mnt, mnt);
+		mnt[0] = '\0';
+	}
+	teardown();
+}
+
+/* `wharf mount` (daemonized: it returns once the mount is up). */
+static int mount_gs(const char *cache, const char *extra)
+{
+	snprintf(mnt, sizeof(mnt), "%s/mnt", work);
+	ck_assert_int_eq(fx_mkdirs(mnt), 0);
+	return fx_sh("'%s' mount --cache-dir '%s' --chunk-size 1M --retries 2 "
+		     "--endpoint '%s' %s " SPEC " '%s' >>'%s/mount.log' 2>&1",
+		     fx_wharf_bin(), cache, fake_url, extra, mnt, work);
+}
+
+static void check_mounted_file(const char *name, uint64_t size, uint32_t seed)
+{
+	char path[PATH_MAX];
+	uint8_t *buf;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/%s", mnt, name);
+	buf = fx_read_file(path, &len);
+	ck_assert_msg(buf != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_uint_eq(len, size);
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != fx_byte(seed, i))
+			ck_abort_msg("%s: byte %zu differs", path, i);
+	free(buf);
+}
+
+/* Whether the mounts' log says what. */
+static bool mount_log_has(const char *what)
+{
+	char path[PATH_MAX];
+	size_t n;
+	char *log;
+	bool found;
+
+	snprintf(path, sizeof(path), "%s/mount.log", work);
+	log = fx_read_file(path, &n);
+	found = log && strstr(log, what);
+	free(log);
+	return found;
+}
+
+static int count_dir(const char *rel)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", mnt, rel);
+	d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+START_TEST(mount_bytes)
+{
+	static const char *const args[] = {"--page-size", "16", NULL};
+	char cache[PATH_MAX], name[64];
+
+	start_fake(args);
+	snprintf(cache, sizeof(cache), "%s/cache", work);
+	ck_assert_int_eq(mount_gs(cache, "--anonymous"), 0);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		check_mounted_file(files[i].name, files[i].size,
+				   seed_of(files[i].name));
+	ck_assert_int_eq(count_dir("many"), N_MANY);
+	for (int i = 0; i < N_MANY; i += 7) {
+		snprintf(name, sizeof(name), "many/f%04d", i);
+		check_mounted_file(name, many_size(i), seed_of(name));
+	}
+	/* The origin gone, what was read comes from the cache. */
+	fx_stop(fake_pid, 5000);
+	fake_pid = 0;
+	check_mounted_file("big", 3 * CHUNK + 17, seed_of("big"));
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	/* Mounting needs the origin: a clear failure, not a hang. */
+	ck_assert_int_ne(mount_gs(cache, "--anonymous"), 0);
+	ck_assert(mount_log_has("connect"));
+}
+END_TEST
+
+START_TEST(mount_service_account)
+{
+	char pub[PATH_MAX], keyfile[PATH_MAX], cache[PATH_MAX];
+	const char *args[] = {"--sa-email", SA_EMAIL, "--sa-pubkey", pub, NULL};
+
+	snprintf(pub, sizeof(pub), "%s/sa.pub", work);
+	start_fake(args);
+	make_key("sa", keyfile, sizeof(keyfile));
+	snprintf(cache, sizeof(cache), "%s/cache", work);
+	/* Without credentials the mount is refused... */
+	ck_assert_int_ne(mount_gs(cache, ""), 0);
+	ck_assert(mount_log_has("no Google credentials found"));
+	/* ...with the key file it works. */
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", keyfile, 1);
+	ck_assert_int_eq(mount_gs(cache, ""), 0);
+	check_mounted_file("sub/deeper/leaf", 100000,
+			   seed_of("sub/deeper/leaf"));
+	ck_assert_int_eq(fake_stat("jwt_verified"), 1);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("gcs");
@@ -960,6 +1083,19 @@ static Suite *suite(void)
 	tcase_add_test(tc, metadata_server);
 	tcase_add_test(tc, emulator_host);
 	tcase_add_test(tc, token_never_logged);
+	suite_add_tcase(s, tc);
+	if (access("/dev/fuse", R_OK | W_OK) ||
+	    fx_sh("'%s' mount --help 2>&1 | grep -q -- --anonymous",
+		  fx_wharf_bin())) {
+		puts("SKIP (mount tests): /dev/fuse or `wharf mount` with GCS "
+		     "options is absent");
+		return s;
+	}
+	tc = tcase_create("mount");
+	tcase_add_checked_fixture(tc, setup, mount_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, mount_bytes);
+	tcase_add_test(tc, mount_service_account);
 	suite_add_tcase(s, tc);
 	return s;
 }
