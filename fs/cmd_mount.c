@@ -470,7 +470,7 @@ struct mount_state {
 	bool handlers, mounted;
 	pthread_t waiter; /* see mount_ready() */
 	bool waiting;
-	bool failed; /* the mount never answered */
+	bool failed;  /* the mount never answered */
 	int ready_fd; /* the daemonizing parent's pipe, or -1 */
 };
 
@@ -848,9 +848,68 @@ static int resolve_under_parent(const char *dir, char out[PATH_MAX])
 	return 0;
 }
 
+/* The pid of the process serving the mount on dir, from its stats file;
+ * 0 when it cannot be read (a dead daemon's mount answers ENOTCONN). */
+static pid_t mount_pid(const char *dir)
+{
+	char path[PATH_MAX + 16], buf[1024];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.wharf/stats", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "\"pid\": ");
+	return p ? (pid_t)atoi(p + 7) : 0;
+}
+
+/* Is pid gone (or a zombie waiting for its parent)? */
+static bool process_gone(pid_t pid)
+{
+	char path[64], line[512], state = 0;
+	const char *rp;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	/* "pid (comm) S ...": comm may hold spaces and parentheses. */
+	if (fgets(line, sizeof(line), f)) {
+		rp = strrchr(line, ')');
+		if (rp && rp[1] == ' ')
+			state = rp[2];
+	}
+	fclose(f);
+	return state == 'Z' || state == 'X';
+}
+
+/* Waits (bounded) for the daemon to let go of its cache lock and exit,
+ * so that a mount right after this command can take the cache dir. */
+static void wait_for_daemon(pid_t pid, const char *dir)
+{
+	for (int waited = 0; waited < 10000; waited += 20) {
+		if (process_gone(pid))
+			return;
+		usleep(20000);
+	}
+	fprintf(stderr,
+		"wharf umount: %s is unmounted, but its process %d "
+		"is still running\n",
+		dir, (int)pid);
+}
+
 int cmd_umount(int argc, char **argv)
 {
 	char dir[PATH_MAX], dev[32], type[64];
+	pid_t pid;
 	int rc;
 
 	if (argc == 2 &&
@@ -881,11 +940,17 @@ int cmd_umount(int argc, char **argv)
 		fprintf(stderr, "wharf umount: %s is not a wharf mount\n", dir);
 		return 1;
 	}
+	pid = mount_pid(dir);
 	if (geteuid() == 0) {
-		if (umount2(dir, UMOUNT_NOFOLLOW) == 0)
-			return 0;
-		fprintf(stderr, "wharf umount: %s: %s\n", dir, strerror(errno));
+		if (umount2(dir, UMOUNT_NOFOLLOW)) {
+			fprintf(stderr, "wharf umount: %s: %s\n", dir,
+				strerror(errno));
+			return 1;
+		}
+	} else if (run_fusermount(dir)) {
 		return 1;
 	}
-	return run_fusermount(dir) == 0 ? 0 : 1;
+	if (pid > 0)
+		wait_for_daemon(pid, dir);
+	return 0;
 }

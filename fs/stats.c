@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "chunks.h"
 #include "fetch.h"
@@ -54,6 +55,8 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	put_str(f, "source", s->source_id);
 	put_str(f, "mountpoint", s->mountpoint);
 	put_str(f, "cache_dir", s->cache_dir);
+	/* `wharf umount` waits for this process to be gone. */
+	fprintf(f, "  \"pid\": %d,\n", (int)getpid());
 	fprintf(f, "  \"uptime_s\": %.3f,\n",
 		(double)(now_ns() - s->started_ns) / 1e9);
 	fprintf(f,

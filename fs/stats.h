@@ -5,7 +5,7 @@
  * file is opened, so every read of that open file sees the same numbers.
  *
  * Layout (all counters since the mount started; sizes in bytes):
- *   {"source", "mountpoint", "cache_dir", "uptime_s",
+ *   {"source", "mountpoint", "cache_dir", "pid", "uptime_s",
  *    "memory_cache": {hits, misses, waits, bytes, cap, evictions},
  *    "disk_cache": {hits, misses, chunks, bytes_on_disk, bytes_raw,
  *                   max_bytes, evictions, corrupt},

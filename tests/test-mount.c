@@ -842,6 +842,14 @@ START_TEST(test_daemonized_mount_and_umount)
 	ck_assert_int_eq(check_file(mnt, "chunk-1", CHUNK - 1), 0);
 	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
 	ck_assert_int_eq(stat(stats, &st), -1);
+	/* umount returns once the daemon let go of the cache dir: it can be
+	 * mounted again at once. */
+	rc = fx_sh("'%s' mount --cache-dir '%s/c' --chunk-size 1M '%s' '%s'",
+		   fx_wharf_bin(), cache, url, mnt);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(check_file(mnt, "chunk-1", CHUNK - 1), 0);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(stat(stats, &st), -1);
 	ck_assert_int_ne(
 	    fx_sh("'%s' umount '%s' 2>/dev/null", fx_wharf_bin(), mnt), 0);
 	fx_rmtree(cache);
