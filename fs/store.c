@@ -955,6 +955,8 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 
 	if (!t)
 		return -ENOMEM;
+	if (len > MAX_RAW)
+		return -EFBIG; /* no chunk is that big: a caller's bug */
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;

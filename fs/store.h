@@ -50,17 +50,20 @@ void store_close(struct store *st);
 
 /*
  * Reads the chunk into buf (cap bytes), decompressing if needed, after
- * verifying its checksum.  Thread-safe; no allocation per call.
+ * verifying its checksum.  Thread-safe; no allocation per call once the
+ * thread's codec context and scratch buffer exist (made by its first
+ * calls, freed at thread exit).
  * @return 0 with *len set; -ENOENT when not cached; -EBADMSG when the file
  * is corrupt (it is removed and a warning logged, so the caller refetches);
- * -EIO on a read error.
+ * -EOVERFLOW when the chunk is longer than cap; -EIO on a read error.
  */
 int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	      size_t cap, size_t *len) WHARF_CHECK;
 
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
- * @return 0, -ENOSPC (disk full: the chunk is simply not cached, no partial
- * file is left), -EIO. */
+ * @return 0, -ENOSPC (disk full, or the chunk is larger than the cap: it
+ * is simply not cached, no partial file is left), -EIO (logged), -ENOMEM,
+ * -EFBIG (over 1 GiB). */
 int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	      size_t len) WHARF_CHECK;
 
