@@ -1,2 +1,1036 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_index;
+/*
+ * The index file: open (map, check the header), verify (checksum every
+ * section) and build (from a directory, a list, or fixed-size records).
+ *
+ * Builders stream each array into its own unnamed temporary file next to the
+ * output, so memory does not grow with the number of samples (the directory
+ * builder alone holds the paths, in one blob, because it sorts them), then
+ * copy the arrays into the output behind a header, hashing as they go.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "index.h"
+#include "loader_i.h"
+
+#define HEADER_SIZE 256u
+#define ALIGN 64u
+
+struct index_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;
+	uint64_t count;
+	uint64_t nfiles;
+	uint64_t off_file, off_offset, off_length, off_label, off_pathoff;
+	uint64_t off_blob, blob_size, off_root, root_size;
+	uint64_t file_size;
+	uint64_t min_length, max_length, total_bytes;
+	uint32_t num_labels, unknown_lengths;
+	uint64_t body_hash;   /* over bytes [header_size, file_size) */
+	uint64_t header_hash; /* over the header with this field zero */
+	uint8_t pad[HEADER_SIZE - 160];
+};
+_Static_assert(sizeof(struct index_header) == HEADER_SIZE, "header size");
+
+/* A 64-bit running hash over 8-byte words: fast enough to verify gigabytes
+ * and sensitive to every bit, which is all a corruption check needs. */
+#define HASH_SEED 0x9e3779b97f4a7c15ull
+static uint64_t hash_words(uint64_t h, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+	assert(len % 8 == 0);
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+static uint64_t header_hash(const struct index_header *h)
+{
+	struct index_header c = *h;
+	c.header_hash = 0;
+	return hash_words(HASH_SEED, &c, sizeof(c));
+}
+
+static uint64_t align_up(uint64_t v)
+{
+	return (v + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+}
+
+static int section_ok(const struct index_header *h, uint64_t off, uint64_t len)
+{
+	return off >= h->header_size && off % ALIGN == 0 &&
+	       off <= h->file_size && len <= h->file_size - off;
+}
+
+int index_open(const char *path, uint32_t flags, struct index **out, char **err)
+{
+	struct index *idx = NULL;
+	struct index_header h;
+	struct stat st;
+	void *map = MAP_FAILED;
+	int rc, fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		*err = loader_strdupf("index %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		*err = loader_strdupf("index %s: %s", path, strerror(-rc));
+		goto out;
+	}
+	rc = -EINVAL;
+	if ((uint64_t)st.st_size < HEADER_SIZE) {
+		*err = loader_strdupf("index %s: %lld bytes, too short for an "
+				      "index (header is %u bytes)",
+				      path, (long long)st.st_size, HEADER_SIZE);
+		goto out;
+	}
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		rc = -errno;
+		*err =
+		    loader_strdupf("index %s: mmap: %s", path, strerror(-rc));
+		goto out;
+	}
+	memcpy(&h, map, sizeof(h));
+	if (memcmp(h.magic, INDEX_MAGIC, 8)) {
+		*err = loader_strdupf("index %s: not a wharf index (bad magic)",
+				      path);
+		goto out;
+	}
+	if (h.version != INDEX_VERSION || h.header_size != HEADER_SIZE) {
+		*err =
+		    loader_strdupf("index %s: version %u, this library reads "
+				   "version %u",
+				   path, h.version, INDEX_VERSION);
+		goto out;
+	}
+	if (header_hash(&h) != h.header_hash) {
+		*err = loader_strdupf("index %s: header checksum mismatch "
+				      "(corrupted)",
+				      path);
+		goto out;
+	}
+	if (h.file_size != (uint64_t)st.st_size) {
+		*err = loader_strdupf("index %s: file is %lld bytes, header "
+				      "says %llu (truncated or appended to)",
+				      path, (long long)st.st_size,
+				      (unsigned long long)h.file_size);
+		goto out;
+	}
+	if (h.count > UINT64_MAX / 8 || h.nfiles > UINT32_MAX ||
+	    !section_ok(&h, h.off_file, h.count * 4) ||
+	    !section_ok(&h, h.off_offset, h.count * 8) ||
+	    !section_ok(&h, h.off_length, h.count * 8) ||
+	    !section_ok(&h, h.off_label, h.count * 4) ||
+	    !section_ok(&h, h.off_pathoff, (h.nfiles + 1) * 8) ||
+	    !section_ok(&h, h.off_blob, h.blob_size) ||
+	    !section_ok(&h, h.off_root, h.root_size) || h.root_size == 0 ||
+	    h.blob_size == 0) {
+		*err = loader_strdupf("index %s: a section lies outside the "
+				      "file (corrupted)",
+				      path);
+		goto out;
+	}
+	const char *base = map;
+	const uint64_t *pathoff = (const void *)(base + h.off_pathoff);
+	if (base[h.off_blob + h.blob_size - 1] != '\0' ||
+	    base[h.off_root + h.root_size - 1] != '\0' ||
+	    pathoff[h.nfiles] != h.blob_size) {
+		*err = loader_strdupf("index %s: path table is inconsistent "
+				      "(corrupted)",
+				      path);
+		goto out;
+	}
+	idx = calloc(1, sizeof(*idx));
+	if (!idx) {
+		rc = -ENOMEM;
+		*err = loader_strdupf("index %s: out of memory", path);
+		goto out;
+	}
+	idx->count = h.count;
+	idx->nfiles = h.nfiles;
+	idx->file = (const void *)(base + h.off_file);
+	idx->offset = (const void *)(base + h.off_offset);
+	idx->length = (const void *)(base + h.off_length);
+	idx->label = (const void *)(base + h.off_label);
+	idx->pathoff = pathoff;
+	idx->blob = base + h.off_blob;
+	idx->root = base + h.off_root;
+	idx->min_length = h.min_length;
+	idx->max_length = h.max_length;
+	idx->total_bytes = h.total_bytes;
+	idx->num_labels = h.num_labels;
+	idx->unknown_lengths = h.unknown_lengths;
+	idx->map = map;
+	idx->map_size = st.st_size;
+	idx->path = strdup(path);
+	if (!idx->path) {
+		rc = -ENOMEM;
+		*err = loader_strdupf("index %s: out of memory", path);
+		goto out;
+	}
+	map = MAP_FAILED;
+	if (flags & WHARF_INDEX_VERIFY) {
+		rc = index_verify(idx, err);
+		if (rc)
+			goto out;
+	}
+	*out = idx;
+	idx = NULL;
+	rc = 0;
+out:
+	if (idx) {
+		if (idx->map)
+			munmap(idx->map, idx->map_size);
+		free(idx->path);
+		free(idx);
+	}
+	if (map != MAP_FAILED)
+		munmap(map, st.st_size);
+	close(fd);
+	return rc;
+}
+
+void index_close(struct index *idx)
+{
+	if (!idx)
+		return;
+	munmap(idx->map, idx->map_size);
+	free(idx->path);
+	free(idx);
+}
+
+int index_verify(const struct index *idx, char **err)
+{
+	const struct index_header *h = idx->map;
+	uint64_t sum =
+	    hash_words(HASH_SEED, (const char *)idx->map + h->header_size,
+		       h->file_size - h->header_size);
+	if (sum != h->body_hash) {
+		*err = loader_strdupf("index %s: checksum mismatch over the "
+				      "sample arrays and paths (corrupted)",
+				      idx->path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int index_full_path(const struct index *idx, uint32_t f, char *buf, size_t len)
+{
+	if (f >= idx->nfiles)
+		return -ERANGE;
+	uint64_t off = idx->pathoff[f];
+	const struct index_header *h = idx->map;
+	if (off >= h->blob_size)
+		return -ERANGE;
+	const char *p = idx->blob + off;
+	int n;
+	if (p[0] == '/' || !idx->root[0])
+		n = snprintf(buf, len, "%s", p);
+	else
+		n = snprintf(buf, len, "%s/%s", idx->root, p);
+	if (n < 0 || (size_t)n >= len) {
+		if (len)
+			buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	return n;
+}
+
+/* ---- the writer ---- */
+
+enum { S_FILE, S_OFFSET, S_LENGTH, S_LABEL, S_PATHOFF, S_BLOB, S_COUNT };
+
+struct writer {
+	const char *out;
+	char *tmp_path; /* the output before rename */
+	FILE *sec[S_COUNT];
+	uint64_t count, nfiles, blob_size;
+	uint64_t min_length, max_length, total_bytes;
+	int32_t max_label;
+	uint32_t unknown;
+	char *root;
+	char **err;
+};
+
+/* An unnamed temporary file in dir (falls back to $TMPDIR). */
+static FILE *temp_stream(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		FILE *f = fdopen(fd, "w+");
+		if (f) {
+			setvbuf(f, NULL, _IOFBF, 1 << 20);
+			return f;
+		}
+		close(fd);
+	}
+	FILE *f = tmpfile();
+	if (f)
+		setvbuf(f, NULL, _IOFBF, 1 << 20);
+	return f;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, slash - path);
+}
+
+static int writer_init(struct writer *w, const char *out, const char *root,
+		       char **err)
+{
+	memset(w, 0, sizeof(*w));
+	w->out = out;
+	w->err = err;
+	w->min_length = UINT64_MAX;
+	w->max_label = -1;
+	w->root = strdup(root);
+	char *dir = dir_of(out);
+	if (!w->root || !dir) {
+		free(dir);
+		*err = loader_strdupf("index %s: out of memory", out);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < S_COUNT; i++) {
+		w->sec[i] = temp_stream(dir);
+		if (!w->sec[i]) {
+			int rc = -errno;
+			*err = loader_strdupf("index %s: temporary file: %s",
+					      out, strerror(-rc));
+			free(dir);
+			return rc;
+		}
+	}
+	free(dir);
+	return 0;
+}
+
+static void writer_free(struct writer *w)
+{
+	for (int i = 0; i < S_COUNT; i++)
+		if (w->sec[i])
+			fclose(w->sec[i]);
+	if (w->tmp_path) {
+		unlink(w->tmp_path);
+		free(w->tmp_path);
+	}
+	free(w->root);
+}
+
+static int writer_put(struct writer *w, int s, const void *p, size_t len)
+{
+	if (fwrite(p, 1, len, w->sec[s]) != len) {
+		int rc = errno ? -errno : -EIO;
+		*w->err = loader_strdupf("index %s: writing: %s", w->out,
+					 strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* Adds a file (its path relative to the root, or absolute): its id. */
+static int writer_file(struct writer *w, const char *path, uint32_t *id)
+{
+	size_t len = strlen(path) + 1;
+	if (w->nfiles >= UINT32_MAX) {
+		*w->err = loader_strdupf("index %s: more than %u files", w->out,
+					 UINT32_MAX - 1);
+		return -EOVERFLOW;
+	}
+	int rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
+	if (!rc)
+		rc = writer_put(w, S_BLOB, path, len);
+	if (rc)
+		return rc;
+	w->blob_size += len;
+	*id = (uint32_t)w->nfiles++;
+	return 0;
+}
+
+static int writer_sample(struct writer *w, uint32_t file, uint64_t off,
+			 uint64_t len, int32_t label)
+{
+	int rc = writer_put(w, S_FILE, &file, 4);
+	if (!rc)
+		rc = writer_put(w, S_OFFSET, &off, 8);
+	if (!rc)
+		rc = writer_put(w, S_LENGTH, &len, 8);
+	if (!rc)
+		rc = writer_put(w, S_LABEL, &label, 4);
+	if (rc)
+		return rc;
+	w->count++;
+	if (len == WHARF_LENGTH_UNKNOWN) {
+		w->unknown = 1;
+	} else {
+		if (len < w->min_length)
+			w->min_length = len;
+		if (len > w->max_length)
+			w->max_length = len;
+		w->total_bytes += len;
+	}
+	if (label > w->max_label)
+		w->max_label = label;
+	return 0;
+}
+
+/* Copies a section stream into fd at *pos, zero-pads to ALIGN, hashes. */
+static int copy_section(struct writer *w, FILE *in, int fd, uint64_t *pos,
+			uint64_t *hash, char *buf, size_t cap)
+{
+	if (fflush(in) || fseeko(in, 0, SEEK_SET))
+		goto fail;
+	for (;;) {
+		size_t n = fread(buf, 1, cap, in);
+		if (n == 0) {
+			if (ferror(in))
+				goto fail;
+			break;
+		}
+		size_t padded = n;
+		if (n < cap || feof(in)) {
+			padded = (size_t)align_up(n);
+			memset(buf + n, 0, padded - n);
+		}
+		/* Only the last read can be short: cap is a multiple of ALIGN.
+		 */
+		*hash = hash_words(*hash, buf, padded);
+		if (pwrite(fd, buf, padded, (off_t)*pos) != (ssize_t)padded)
+			goto fail;
+		*pos += padded;
+		if (padded != n)
+			break;
+	}
+	return 0;
+fail:;
+	int rc = errno ? -errno : -EIO;
+	*w->err =
+	    loader_strdupf("index %s: writing: %s", w->out, strerror(-rc));
+	return rc;
+}
+
+static int writer_finish(struct writer *w)
+{
+	struct index_header h = {0};
+	char *buf = NULL;
+	const size_t cap = 1 << 20;
+	int rc, fd = -1;
+
+	/* The closing entry of the path offsets, and a non-empty blob. */
+	rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
+	if (rc)
+		return rc;
+	if (w->blob_size == 0) {
+		rc = writer_put(w, S_BLOB, "", 1);
+		if (rc)
+			return rc;
+		w->blob_size = 1;
+	}
+	w->tmp_path = loader_strdupf("%s.tmp-XXXXXX", w->out);
+	fd = mkstemp(w->tmp_path);
+	if (fd < 0) {
+		rc = -errno;
+		free(w->tmp_path);
+		w->tmp_path = NULL;
+		*w->err = loader_strdupf("index %s: %s", w->out, strerror(-rc));
+		return rc;
+	}
+	buf = malloc(cap + ALIGN);
+	if (!buf) {
+		rc = -ENOMEM;
+		*w->err = loader_strdupf("index %s: out of memory", w->out);
+		goto out;
+	}
+	uint64_t pos = HEADER_SIZE, hash = HASH_SEED;
+	uint64_t *offs[S_COUNT] = {&h.off_file,	 &h.off_offset,	 &h.off_length,
+				   &h.off_label, &h.off_pathoff, &h.off_blob};
+	for (int i = 0; i < S_COUNT; i++) {
+		*offs[i] = pos;
+		rc = copy_section(w, w->sec[i], fd, &pos, &hash, buf, cap);
+		if (rc)
+			goto out;
+	}
+	h.off_root = pos;
+	h.root_size = strlen(w->root) + 1;
+	size_t rlen = (size_t)align_up(h.root_size);
+	char *rbuf = calloc(1, rlen);
+	if (!rbuf) {
+		rc = -ENOMEM;
+		*w->err = loader_strdupf("index %s: out of memory", w->out);
+		goto out;
+	}
+	memcpy(rbuf, w->root, h.root_size);
+	hash = hash_words(hash, rbuf, rlen);
+	ssize_t wr = pwrite(fd, rbuf, rlen, (off_t)pos);
+	free(rbuf);
+	if (wr != (ssize_t)rlen)
+		goto fail;
+	pos += rlen;
+
+	memcpy(h.magic, INDEX_MAGIC, 8);
+	h.version = INDEX_VERSION;
+	h.header_size = HEADER_SIZE;
+	h.count = w->count;
+	h.nfiles = w->nfiles;
+	h.blob_size = w->blob_size;
+	h.file_size = pos;
+	h.min_length = w->min_length == UINT64_MAX ? 0 : w->min_length;
+	h.max_length = w->max_length;
+	h.total_bytes = w->total_bytes;
+	h.num_labels = (uint32_t)(w->max_label + 1);
+	h.unknown_lengths = w->unknown;
+	h.body_hash = hash;
+	h.header_hash = header_hash(&h);
+	if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		goto fail;
+	if (fchmod(fd, 0644) || fsync(fd))
+		goto fail;
+	if (rename(w->tmp_path, w->out))
+		goto fail;
+	free(w->tmp_path);
+	w->tmp_path = NULL;
+	rc = 0;
+	goto out;
+fail:
+	rc = errno ? -errno : -EIO;
+	*w->err =
+	    loader_strdupf("index %s: writing: %s", w->out, strerror(-rc));
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* ---- from a directory ---- */
+
+struct pathset {
+	char *blob;
+	size_t len, cap;
+	uint64_t *off;
+	uint64_t *size;
+	size_t n, ncap;
+};
+
+static int pathset_add(struct pathset *ps, const char *p, uint64_t size)
+{
+	size_t l = strlen(p) + 1;
+	if (ps->len + l > ps->cap) {
+		size_t cap = ps->cap ? ps->cap * 2 : 1 << 16;
+		while (cap < ps->len + l)
+			cap *= 2;
+		char *b = realloc(ps->blob, cap);
+		if (!b)
+			return -ENOMEM;
+		ps->blob = b;
+		ps->cap = cap;
+	}
+	if (ps->n == ps->ncap) {
+		size_t cap = ps->ncap ? ps->ncap * 2 : 1024;
+		uint64_t *o = realloc(ps->off, cap * sizeof(*o));
+		if (!o)
+			return -ENOMEM;
+		ps->off = o;
+		uint64_t *s = realloc(ps->size, cap * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		ps->size = s;
+		ps->ncap = cap;
+	}
+	memcpy(ps->blob + ps->len, p, l);
+	ps->off[ps->n] = ps->len;
+	ps->size[ps->n] = size;
+	ps->n++;
+	ps->len += l;
+	return 0;
+}
+
+static void pathset_free(struct pathset *ps)
+{
+	free(ps->blob);
+	free(ps->off);
+	free(ps->size);
+}
+
+/* Walks dirfd (path rel below the root) adding every regular file. */
+static int walk(int dirfd, const char *rel, struct pathset *ps,
+		const char *root, char **err)
+{
+	DIR *d = fdopendir(dirfd);
+	if (!d) {
+		int rc = -errno;
+		close(dirfd);
+		*err = loader_strdupf("%s/%s: %s", root, rel, strerror(-rc));
+		return rc;
+	}
+	int rc = 0;
+	struct dirent *de;
+	char path[PATH_MAX];
+	while ((errno = 0, de = readdir(d))) {
+		const char *nm = de->d_name;
+		if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+			continue;
+		int n = rel[0] ? snprintf(path, sizeof(path), "%s/%s", rel, nm)
+			       : snprintf(path, sizeof(path), "%s", nm);
+		if (n < 0 || (size_t)n >= sizeof(path)) {
+			rc = -ENAMETOOLONG;
+			*err = loader_strdupf("%s/%s/%s: path too long", root,
+					      rel, nm);
+			break;
+		}
+		struct stat st;
+		bool is_dir = de->d_type == DT_DIR;
+		if (!is_dir) {
+			if (fstatat(dirfd, nm, &st, 0)) {
+				rc = -errno;
+				*err = loader_strdupf("%s/%s: %s", root, path,
+						      strerror(-rc));
+				break;
+			}
+			/* Directories behind symbolic links are not followed:
+			 * a link loop would never end. */
+			is_dir = S_ISDIR(st.st_mode) && de->d_type != DT_LNK;
+			if (!is_dir && !S_ISREG(st.st_mode))
+				continue;
+		}
+		if (is_dir) {
+			int fd = openat(dirfd, nm,
+					O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd < 0) {
+				rc = -errno;
+				*err = loader_strdupf("%s/%s: %s", root, path,
+						      strerror(-rc));
+				break;
+			}
+			rc = walk(fd, path, ps, root, err);
+			if (rc)
+				break;
+			continue;
+		}
+		rc = pathset_add(ps, path, (uint64_t)st.st_size);
+		if (rc) {
+			*err = loader_strdupf("%s: out of memory", root);
+			break;
+		}
+	}
+	if (!rc && errno) {
+		rc = -errno;
+		*err = loader_strdupf("%s/%s: %s", root, rel, strerror(-rc));
+	}
+	closedir(d);
+	return rc;
+}
+
+static int cmp_path(const void *a, const void *b, void *blob)
+{
+	const char *s = blob;
+	return strcmp(s + *(const uint64_t *)a, s + *(const uint64_t *)b);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int wharf_index_build_dir(const char *dir, const char *out)
+{
+	struct pathset ps = {0};
+	struct writer w;
+	char *err = NULL, *root = NULL;
+	char **top = NULL;
+	uint64_t *order = NULL;
+	size_t ntop = 0;
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	root = realpath(dir, NULL);
+	if (!root) {
+		rc = -errno;
+		err = loader_strdupf("%s: %s", dir, strerror(-rc));
+		return loader_error_set(rc, err);
+	}
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		err = loader_strdupf("%s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	rc = walk(fd, "", &ps, root, &err);
+	if (rc)
+		goto out;
+	/* Sort (a permutation of indices, so the sizes follow). */
+	order = malloc((ps.n ? ps.n : 1) * sizeof(*order));
+	if (!order) {
+		rc = -ENOMEM;
+		err = loader_strdupf("%s: out of memory", dir);
+		goto out;
+	}
+	memcpy(order, ps.off, ps.n * sizeof(*order));
+	qsort_r(order, ps.n, sizeof(*order), cmp_path, ps.blob);
+	/* Top-level subdirectories, sorted, give the labels. */
+	DIR *d = opendir(root);
+	if (!d) {
+		rc = -errno;
+		err = loader_strdupf("%s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	struct dirent *de;
+	size_t tcap = 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' &&
+		    (!de->d_name[1] ||
+		     (de->d_name[1] == '.' && !de->d_name[2])))
+			continue;
+		struct stat st;
+		if (de->d_type == DT_DIR ||
+		    (de->d_type == DT_UNKNOWN &&
+		     !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
+		     S_ISDIR(st.st_mode))) {
+			if (ntop == tcap) {
+				tcap = tcap ? tcap * 2 : 64;
+				char **t = realloc(top, tcap * sizeof(*t));
+				if (!t) {
+					closedir(d);
+					rc = -ENOMEM;
+					goto out;
+				}
+				top = t;
+			}
+			top[ntop] = strdup(de->d_name);
+			if (!top[ntop++]) {
+				closedir(d);
+				rc = -ENOMEM;
+				goto out;
+			}
+		}
+	}
+	closedir(d);
+	qsort(top, ntop, sizeof(*top), cmp_str);
+
+	rc = writer_init(&w, out, root, &err);
+	if (rc)
+		goto out;
+	/* Label of a file: the rank of its first path component among the
+	 * sorted top-level directories (binary search, nothing allocated). */
+	for (size_t i = 0; i < ps.n; i++) {
+		const char *p = ps.blob + order[i];
+		int32_t label = -1;
+		const char *slash = strchr(p, '/');
+		if (slash) {
+			size_t lo = 0, hi = ntop, cl = (size_t)(slash - p);
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+				int c = strncmp(top[mid], p, cl);
+				if (!c && top[mid][cl])
+					c = 1;
+				if (c < 0)
+					lo = mid + 1;
+				else if (c > 0)
+					hi = mid;
+				else {
+					label = (int32_t)mid;
+					break;
+				}
+			}
+		}
+		/* Its size: ps.size is indexed like ps.off, whose entries
+		 * increase, so the offset finds it by binary search. */
+		size_t lo = 0, hi = ps.n;
+		while (lo + 1 < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (ps.off[mid] <= order[i])
+				lo = mid;
+			else
+				hi = mid;
+		}
+		uint32_t id;
+		rc = writer_file(&w, p, &id);
+		if (!rc)
+			rc = writer_sample(&w, id, 0, ps.size[lo], label);
+		if (rc)
+			goto out;
+	}
+	/* Every class directory counts, even an empty one (ImageFolder). */
+	if (ntop && (int32_t)(ntop - 1) > w.max_label)
+		w.max_label = (int32_t)(ntop - 1);
+	rc = writer_finish(&w);
+out:
+	writer_free(&w);
+	for (size_t i = 0; i < ntop; i++)
+		free(top[i]);
+	free(top);
+	free(order);
+	pathset_free(&ps);
+	free(root);
+	if (rc && !err)
+		err = loader_strdupf("index %s from %s: %s", out, dir,
+				     strerror(-rc));
+	return rc ? loader_error_set(rc, err) : 0;
+}
+
+/* ---- from a list ---- */
+
+int wharf_index_build_list(const char *list, int stat_files, const char *out)
+{
+	struct writer w;
+	char *err = NULL, *root = NULL, *line = NULL;
+	size_t cap = 0;
+	uint64_t lineno = 0;
+	FILE *in = NULL;
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	in = fopen(list, "re");
+	if (!in) {
+		rc = -errno;
+		err = loader_strdupf("%s: %s", list, strerror(-rc));
+		goto out;
+	}
+	char *ldir = dir_of(list);
+	root = ldir ? realpath(ldir, NULL) : NULL;
+	free(ldir);
+	if (!root) {
+		rc = -errno;
+		err = loader_strdupf("%s: directory: %s", list, strerror(-rc));
+		goto out;
+	}
+	rc = writer_init(&w, out, root, &err);
+	if (rc)
+		goto out;
+	ssize_t n;
+	while ((n = getline(&line, &cap, in)) >= 0) {
+		lineno++;
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' ||
+				 line[n - 1] == ' ' || line[n - 1] == '\t'))
+			line[--n] = '\0';
+		char *p = line;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		int32_t label = -1;
+		char *sp = strrchr(p, ' '), *tab = strrchr(p, '\t');
+		if (tab && (!sp || tab > sp))
+			sp = tab;
+		if (sp) {
+			char *end;
+			errno = 0;
+			long v = strtol(sp + 1, &end, 10);
+			if (!*end && !errno && v >= -1 && v <= INT32_MAX &&
+			    end != sp + 1) {
+				label = (int32_t)v;
+				while (sp > p &&
+				       (sp[-1] == ' ' || sp[-1] == '\t'))
+					sp--;
+				*sp = '\0';
+			}
+		}
+		uint64_t len = WHARF_LENGTH_UNKNOWN;
+		if (stat_files) {
+			struct stat st;
+			char full[PATH_MAX];
+			int fl = p[0] == '/'
+				     ? snprintf(full, sizeof(full), "%s", p)
+				     : snprintf(full, sizeof(full), "%s/%s",
+						root, p);
+			if (fl < 0 || (size_t)fl >= sizeof(full)) {
+				rc = -ENAMETOOLONG;
+				err = loader_strdupf(
+				    "%s:%llu: path too long", list,
+				    (unsigned long long)lineno);
+				goto out;
+			}
+			if (stat(full, &st)) {
+				rc = -errno;
+				err = loader_strdupf("%s:%llu: %s: %s", list,
+						     (unsigned long long)lineno,
+						     full, strerror(-rc));
+				goto out;
+			}
+			len = (uint64_t)st.st_size;
+		}
+		uint32_t id;
+		rc = writer_file(&w, p, &id);
+		if (!rc)
+			rc = writer_sample(&w, id, 0, len, label);
+		if (rc)
+			goto out;
+	}
+	if (ferror(in)) {
+		rc = -EIO;
+		err = loader_strdupf("%s: read error", list);
+		goto out;
+	}
+	rc = writer_finish(&w);
+out:
+	writer_free(&w);
+	free(line);
+	free(root);
+	if (in)
+		fclose(in);
+	return rc ? loader_error_set(rc, err) : 0;
+}
+
+/* ---- fixed-size records ---- */
+
+int wharf_index_build_records(uint64_t record, const char *const *files,
+			      size_t nfiles, const char *out)
+{
+	struct writer w;
+	char *err = NULL;
+	char cwd[PATH_MAX];
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	if (record == 0) {
+		err = loader_strdupf("index %s: record size must be > 0", out);
+		return loader_error_set(-EINVAL, err);
+	}
+	if (!getcwd(cwd, sizeof(cwd))) {
+		rc = -errno;
+		err = loader_strdupf("getcwd: %s", strerror(-rc));
+		return loader_error_set(rc, err);
+	}
+	rc = writer_init(&w, out, cwd, &err);
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < nfiles; i++) {
+		struct stat st;
+		if (stat(files[i], &st)) {
+			rc = -errno;
+			err = loader_strdupf("%s: %s", files[i], strerror(-rc));
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			rc = -EINVAL;
+			err =
+			    loader_strdupf("%s: not a regular file", files[i]);
+			goto out;
+		}
+		uint32_t id;
+		rc = writer_file(&w, files[i], &id);
+		if (rc)
+			goto out;
+		uint64_t n = (uint64_t)st.st_size / record;
+		for (uint64_t k = 0; k < n; k++) {
+			rc = writer_sample(&w, id, k * record, record, -1);
+			if (rc)
+				goto out;
+		}
+	}
+	rc = writer_finish(&w);
+out:
+	writer_free(&w);
+	return rc ? loader_error_set(rc, err) : 0;
+}
+
+/* ---- public accessors ---- */
+
+int wharf_index_open(const char *path, uint32_t flags, wharf_index **out)
+{
+	struct index *idx;
+	char *err = NULL;
+	int rc = index_open(path, flags, &idx, &err);
+	if (rc)
+		return loader_error_set(rc, err);
+	*out = (wharf_index *)(void *)idx;
+	return 0;
+}
+
+void wharf_index_close(wharf_index *idx)
+{
+	index_close((struct index *)(void *)idx);
+}
+
+uint64_t wharf_index_count(const wharf_index *idx)
+{
+	return index_from_public(idx)->count;
+}
+
+uint64_t wharf_index_num_files(const wharf_index *idx)
+{
+	return index_from_public(idx)->nfiles;
+}
+
+uint32_t wharf_index_num_labels(const wharf_index *idx)
+{
+	return index_from_public(idx)->num_labels;
+}
+
+int wharf_index_sample(const wharf_index *w, uint64_t i,
+		       struct wharf_sample *out)
+{
+	const struct index *idx = index_from_public(w);
+	if (i >= idx->count)
+		return loader_error_set(
+		    -ERANGE, loader_strdupf("sample %llu: index %s has %llu",
+					    (unsigned long long)i, idx->path,
+					    (unsigned long long)idx->count));
+	out->file = idx->file[i];
+	out->offset = idx->offset[i];
+	out->length = idx->length[i];
+	out->label = idx->label[i];
+	return 0;
+}
+
+int wharf_index_path(const wharf_index *w, uint32_t file, char *buf, size_t len)
+{
+	int rc = index_full_path(index_from_public(w), file, buf, len);
+	if (rc < 0)
+		return loader_error_set(
+		    rc, loader_strdupf("file %u: %s", file, strerror(-rc)));
+	return rc;
+}
+
+int wharf_index_info(const wharf_index *w, struct wharf_index_info *info)
+{
+	const struct index *idx = index_from_public(w);
+	struct wharf_index_info i = {
+	    .size = sizeof(i),
+	    .num_labels = idx->num_labels,
+	    .count = idx->count,
+	    .num_files = idx->nfiles,
+	    .min_length = idx->min_length,
+	    .max_length = idx->max_length,
+	    .total_bytes = idx->total_bytes,
+	    .file_bytes = idx->map_size,
+	    .unknown_lengths = idx->unknown_lengths,
+	    .version = INDEX_VERSION,
+	};
+	size_t n =
+	    info->size && info->size < sizeof(i) ? info->size : sizeof(i);
+	memcpy(info, &i, n);
+	info->size = (uint32_t)n;
+	return 0;
+}
+
+int wharf_index_verify(const wharf_index *w)
+{
+	char *err = NULL;
+	int rc = index_verify(index_from_public(w), &err);
+	return rc ? loader_error_set(rc, err) : 0;
+}

@@ -1,2 +1,768 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_loader;
+/*
+ * The public loader: ties index, sampler, ring and workers together, keeps
+ * the ring's slots moving (dispatch, in-order or first-ready delivery,
+ * release), and turns every failure into one message.
+ *
+ * Slots go FREE -> BUSY (a worker fills it) -> READY -> HELD (the caller has
+ * the view) -> FREE.  Dispatch runs in sampler order and never more than 64
+ * batches past the oldest one not yet returned, so that the returned set is
+ * always (position, a 64-bit mask): the state that save/restore carries.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hints.h"
+#include "loader_i.h"
+
+#define WINDOW 64
+
+static __thread char tl_last[1024];
+static __thread char tl_user[256];
+
+unsigned wharf_version_number(void)
+{
+	return WHARF_VERSION_NUMBER;
+}
+
+char *loader_strdupf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	va_start(ap, fmt);
+	int n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		abort();
+	return s;
+}
+
+int loader_error_set(int rc, char *msg)
+{
+	snprintf(tl_last, sizeof(tl_last), "%s",
+		 msg ? msg : strerror(rc < 0 ? -rc : rc));
+	free(msg);
+	return rc;
+}
+
+const char *wharf_last_error(void)
+{
+	return tl_last;
+}
+
+void wharf_set_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(tl_user, sizeof(tl_user), fmt, ap);
+	va_end(ap);
+}
+
+const char *loader_user_error(void)
+{
+	return tl_user;
+}
+
+void loader_user_error_clear(void)
+{
+	tl_user[0] = '\0';
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int loader_fail(struct wharf_loader *l, int rc, char *msg)
+{
+	free(l->error);
+	l->error = msg;
+	l->failed = true;
+	l->fail_rc = rc;
+	snprintf(tl_last, sizeof(tl_last), "%s", msg);
+	return rc;
+}
+
+void wharf_options_init(struct wharf_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->batch_size = 32;
+	o->num_workers = 2;
+	o->prefetch = 2;
+	o->in_order = 1;
+	o->even = WHARF_EVEN_PAD;
+	o->rank = -1;
+	o->world = -1;
+	o->persistent = 1;
+}
+
+struct wharf_options *wharf_options_default(void)
+{
+	struct wharf_options *o = malloc(sizeof(*o));
+	if (o)
+		wharf_options_init(o);
+	return o;
+}
+
+void wharf_options_free(struct wharf_options *o)
+{
+	free(o);
+}
+
+void loader_set_release_hook(struct wharf_loader *l, loader_slot_hook fn,
+			     void *ctx)
+{
+	l->release_hook = fn;
+	l->release_ctx = ctx;
+}
+
+void loader_set_close_hook(struct wharf_loader *l, void (*fn)(void *ctx),
+			   void *ctx)
+{
+	l->close_hook = fn;
+	l->close_ctx = ctx;
+}
+
+static uint32_t nworkers(const struct wharf_loader *l)
+{
+	return l->opt.num_workers;
+}
+
+static bool is_done(const struct wharf_loader *l, uint64_t b)
+{
+	return b < l->low ||
+	       (b - l->low < WINDOW && (l->done >> (b - l->low)) & 1);
+}
+
+static void mark_done(struct wharf_loader *l, uint64_t b)
+{
+	assert(b >= l->low && b - l->low < WINDOW);
+	l->done |= 1ull << (b - l->low);
+	while (l->done & 1) {
+		l->done >>= 1;
+		l->low++;
+	}
+}
+
+/* Hints for every batch below `upto` not hinted yet (a window ahead). */
+static void hint_upto(struct wharf_loader *l, uint64_t upto)
+{
+	if (!l->hints)
+		return;
+	if (upto > l->sampler.nbatches)
+		upto = l->sampler.nbatches;
+	for (; l->hinted < upto; l->hinted++) {
+		uint32_t n = sampler_batch(&l->sampler, &l->ekeys, l->hinted,
+					   l->scratch_ids);
+		hints_send(l->hints, l->scratch_ids, n);
+	}
+}
+
+/* Puts batch b's sample ids and labels into slot s. */
+static void prepare(struct wharf_loader *l, uint32_t s, uint64_t b)
+{
+	struct slot_hdr *h = ring_hdr(&l->ring, s);
+	uint64_t *ids = ring_samples(&l->ring, s);
+	int32_t *labels = ring_labels(&l->ring, s);
+	uint32_t n = sampler_batch(&l->sampler, &l->ekeys, b, ids);
+	for (uint32_t k = 0; k < n; k++)
+		labels[k] = ids[k] < l->idx->count ? l->idx->label[ids[k]] : -1;
+	h->epoch = l->epoch;
+	h->index = b;
+	h->count = n;
+	h->cur = 0;
+	h->status = 0;
+	struct slot_info *si = &l->slots[s];
+	si->epoch = l->epoch;
+	si->index = b;
+	si->stale = false;
+}
+
+/* The next batch to dispatch, or false when none may go yet. */
+static bool next_batch(struct wharf_loader *l, uint64_t *b)
+{
+	while (l->dispatch < l->sampler.nbatches &&
+	       l->dispatch < l->low + WINDOW && is_done(l, l->dispatch))
+		l->dispatch++;
+	if (l->dispatch >= l->sampler.nbatches ||
+	    l->dispatch >= l->low + WINDOW)
+		return false;
+	*b = l->dispatch;
+	return true;
+}
+
+static int free_slot(const struct wharf_loader *l)
+{
+	for (uint32_t s = 0; s < l->nslots; s++)
+		if (l->slots[s].state == SLOT_FREE)
+			return (int)s;
+	return -1;
+}
+
+/* Hands batches to workers while slots and queue room last. */
+static int pump(struct wharf_loader *l)
+{
+	uint64_t b;
+	while (next_batch(l, &b)) {
+		int s = free_slot(l);
+		if (s < 0)
+			return 0;
+		uint32_t best = UINT32_MAX;
+		for (uint32_t i = 0; i < nworkers(l); i++) {
+			const struct worker *w = &l->workers.w[i];
+			if (w->dead || w->queued >= l->workers.depth)
+				continue;
+			if (best == UINT32_MAX ||
+			    w->queued < l->workers.w[best].queued)
+				best = i;
+		}
+		if (best == UINT32_MAX)
+			return 0;
+		prepare(l, (uint32_t)s, b);
+		int rc = workers_send(&l->workers, best, (uint32_t)s);
+		if (rc)
+			return rc; /* the dead worker shows in the next wait */
+		l->slots[s].state = SLOT_BUSY;
+		l->slots[s].worker = best;
+		l->dispatch++;
+		hint_upto(l, b + l->nslots + 1);
+	}
+	return 0;
+}
+
+/* Without workers: reads the next batch here, into a free slot. */
+static int fill_here(struct wharf_loader *l)
+{
+	uint64_t b;
+	if (!next_batch(l, &b))
+		return 0;
+	int s = free_slot(l);
+	if (s < 0)
+		return -ENOBUFS;
+	prepare(l, (uint32_t)s, b);
+	hint_upto(l, b + l->nslots + 1);
+	workers_fill(&l->fill, (uint32_t)s, 0);
+	l->slots[s].state = SLOT_READY;
+	l->slots[s].done_seq = ++l->done_seq;
+	l->slots[s].worker = 0;
+	l->dispatch++;
+	return 0;
+}
+
+/* "sample N (path)" for position k of slot s, for error messages. */
+static char *where(const struct wharf_loader *l, uint32_t s)
+{
+	const struct slot_hdr *h = ring_hdr(&l->ring, s);
+	uint64_t k = h->cur;
+	if (k >= l->opt.batch_size)
+		return loader_strdupf("batch %llu",
+				      (unsigned long long)l->slots[s].index);
+	uint64_t id = ring_samples(&l->ring, s)[k];
+	char path[PATH_MAX];
+	if (id >= l->idx->count ||
+	    index_full_path(l->idx, l->idx->file[id], path, sizeof(path)) < 0)
+		snprintf(path, sizeof(path), "?");
+	return loader_strdupf("sample %llu (%s) of batch %llu",
+			      (unsigned long long)id, path,
+			      (unsigned long long)l->slots[s].index);
+}
+
+static int deliverable(const struct wharf_loader *l)
+{
+	int best = -1;
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		const struct slot_info *si = &l->slots[s];
+		if (si->state != SLOT_READY || si->stale)
+			continue;
+		if (l->opt.in_order) {
+			if (si->index == l->low)
+				return (int)s;
+			continue;
+		}
+		if (best < 0 || si->done_seq < l->slots[best].done_seq)
+			best = (int)s;
+	}
+	return best;
+}
+
+static int deliver(struct wharf_loader *l, uint32_t s,
+		   const struct wharf_batch **out)
+{
+	struct slot_info *si = &l->slots[s];
+	const struct slot_hdr *h = ring_hdr(&l->ring, s);
+	if (h->status) {
+		char msg[sizeof(h->msg)];
+		memcpy(msg, h->msg, sizeof(msg));
+		msg[sizeof(msg) - 1] = '\0';
+		si->state = SLOT_FREE;
+		return loader_fail(
+		    l, h->status,
+		    loader_strdupf("worker %u, batch %llu of epoch %llu: %s",
+				   h->worker, (unsigned long long)si->index,
+				   (unsigned long long)si->epoch, msg));
+	}
+	struct wharf_batch *v = &si->view;
+	v->epoch = si->epoch;
+	v->index = si->index;
+	v->sample_size = h->sample_size;
+	v->bytes = h->bytes;
+	v->data = ring_data(&l->ring, s);
+	v->offsets = h->sample_size ? NULL : ring_offsets(&l->ring, s);
+	v->samples = ring_samples(&l->ring, s);
+	v->labels = ring_labels(&l->ring, s);
+	v->count = h->count;
+	v->skipped = h->skipped;
+	v->worker = h->worker;
+	v->slot = s;
+	si->state = SLOT_HELD;
+	mark_done(l, si->index);
+	l->stats.batches++;
+	l->stats.samples += h->count;
+	l->stats.bytes += h->bytes;
+	l->stats.skipped += h->skipped;
+	*out = v;
+	return 0;
+}
+
+int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
+{
+	uint64_t t0 = mono_ns();
+	int rc = 0;
+
+	*out = NULL;
+	if (l->failed) {
+		snprintf(tl_last, sizeof(tl_last), "%s", l->error);
+		return l->fail_rc;
+	}
+	for (;;) {
+		if (l->low >= l->sampler.nbatches) {
+			rc = WHARF_END;
+			break;
+		}
+		int s = deliverable(l);
+		if (s >= 0) {
+			rc = deliver(l, (uint32_t)s, out);
+			break;
+		}
+		if (nworkers(l) == 0) {
+			rc = fill_here(l);
+			if (rc == -ENOBUFS)
+				goto nobufs;
+			continue;
+		}
+		(void)pump(l);
+		bool busy = false;
+		for (uint32_t k = 0; k < l->nslots; k++)
+			busy |= l->slots[k].state == SLOT_BUSY;
+		if (!busy)
+			goto nobufs;
+		int timeout = -1;
+		if (l->opt.timeout_ms) {
+			uint64_t spent = (mono_ns() - t0) / 1000000u;
+			timeout = spent >= l->opt.timeout_ms
+				      ? 0
+				      : (int)(l->opt.timeout_ms - spent);
+		}
+		uint32_t w = 0, slot = UINT32_MAX;
+		char *err = NULL;
+		rc = workers_wait(&l->workers, timeout, &w, &slot, &err);
+		if (rc == 1) {
+			struct slot_info *si = &l->slots[slot];
+			if (si->stale) {
+				si->stale = false;
+				si->state = SLOT_FREE;
+			} else {
+				si->state = SLOT_READY;
+				si->done_seq = ++l->done_seq;
+			}
+			continue;
+		}
+		if (rc == 0) {
+			/* Name the batch we wait for (in order), else the
+			 * oldest one in flight. */
+			int bs = -1;
+			for (uint32_t k = 0; k < l->nslots; k++) {
+				const struct slot_info *si = &l->slots[k];
+				if (si->state != SLOT_BUSY || si->stale)
+					continue;
+				if (bs < 0 || si->index < l->slots[bs].index)
+					bs = (int)k;
+			}
+			char *wh = bs >= 0 ? where(l, (uint32_t)bs)
+					   : loader_strdupf("a batch");
+			rc = loader_fail(
+			    l, -ETIMEDOUT,
+			    loader_strdupf("timed out after %u ms waiting "
+					   "for worker %u, reading %s",
+					   l->opt.timeout_ms,
+					   bs >= 0 ? l->slots[bs].worker : 0,
+					   wh));
+			free(wh);
+			break;
+		}
+		if (rc == -ECHILD && err) {
+			char *wh = slot != UINT32_MAX
+				       ? where(l, slot)
+				       : loader_strdupf("no batch");
+			rc = loader_fail(
+			    l, -ECHILD,
+			    loader_strdupf("%s while reading %s", err, wh));
+			free(wh);
+			free(err);
+			break;
+		}
+		free(err);
+		rc = loader_fail(
+		    l, rc,
+		    loader_strdupf("waiting for workers: %s", strerror(-rc)));
+		break;
+	}
+	l->stats.wait_ns += mono_ns() - t0;
+	return rc;
+nobufs:
+	l->stats.wait_ns += mono_ns() - t0;
+	return loader_error_set(
+	    -ENOBUFS, loader_strdupf("all %u ring slots hold batches not "
+				     "released yet: release some (or "
+				     "raise prefetch)",
+				     l->nslots));
+}
+
+int wharf_loader_release(wharf_loader *l, const struct wharf_batch *b)
+{
+	if (!b || b->slot >= l->nslots || &l->slots[b->slot].view != b ||
+	    l->slots[b->slot].state != SLOT_HELD)
+		return loader_error_set(
+		    -EINVAL, loader_strdupf("release: not a batch this "
+					    "loader handed out, or "
+					    "released already"));
+	uint32_t s = b->slot;
+	if (l->release_hook)
+		l->release_hook(l->release_ctx, s);
+	l->slots[s].state = SLOT_FREE;
+	if (!l->failed && nworkers(l))
+		(void)pump(l); /* keep workers busy; errors show in next */
+	return 0;
+}
+
+/* Drops what was read ahead and restarts dispatch at low. */
+static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
+		   uint64_t done)
+{
+	if (l->failed) {
+		snprintf(tl_last, sizeof(tl_last), "%s", l->error);
+		return l->fail_rc;
+	}
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		struct slot_info *si = &l->slots[s];
+		if (si->state == SLOT_READY)
+			si->state = SLOT_FREE;
+		else if (si->state == SLOT_BUSY)
+			si->stale = true;
+	}
+	if (!l->opt.persistent && nworkers(l) && epoch != l->epoch) {
+		/* Fresh workers per epoch, as asked: wait for the stale
+		 * batches by stopping the old ones outright. */
+		workers_stop(&l->workers);
+		for (uint32_t s = 0; s < l->nslots; s++)
+			if (l->slots[s].state == SLOT_BUSY)
+				l->slots[s].state = SLOT_FREE;
+		char *err = NULL;
+		int rc = workers_start(&l->workers, nworkers(l),
+				       l->opt.prefetch, &l->fill,
+				       l->opt.worker_init, l->opt.user, &err);
+		if (rc)
+			return loader_fail(l, rc, err);
+	}
+	l->epoch = epoch;
+	sampler_epoch_keys(&l->sampler, epoch, &l->ekeys);
+	l->low = low;
+	l->done = done;
+	while (l->done & 1) {
+		l->done >>= 1;
+		l->low++;
+	}
+	l->dispatch = l->low;
+	l->hinted = l->low;
+	hint_upto(l, l->low + l->nslots);
+	if (nworkers(l))
+		(void)pump(l);
+	return 0;
+}
+
+int wharf_loader_set_epoch(wharf_loader *l, uint64_t epoch)
+{
+	return restart(l, epoch, 0, 0);
+}
+
+uint64_t wharf_loader_num_batches(const wharf_loader *l)
+{
+	return l->sampler.nbatches;
+}
+
+uint32_t wharf_loader_rank(const wharf_loader *l)
+{
+	return l->sampler.rank;
+}
+
+uint32_t wharf_loader_world(const wharf_loader *l)
+{
+	return l->sampler.world;
+}
+
+static uint32_t state_flags(const wharf_loader *l)
+{
+	return (l->opt.shuffle ? 1u : 0u) | (l->opt.drop_last ? 2u : 0u) |
+	       (l->opt.even == WHARF_EVEN_DROP ? 4u : 0u);
+}
+
+int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	st->version = 1;
+	st->seed = l->opt.seed;
+	st->epoch = l->epoch;
+	st->position = l->low;
+	st->done_mask = l->done >> 1;
+	st->num_samples = l->idx->count;
+	st->batch_size = l->opt.batch_size;
+	st->rank = l->sampler.rank;
+	st->world = l->sampler.world;
+	st->flags = state_flags(l);
+	return 0;
+}
+
+int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
+{
+	const char *bad = NULL;
+	if (st->size < sizeof(*st) || st->version != 1)
+		bad = "size/version";
+	else if (st->seed != l->opt.seed)
+		bad = "seed";
+	else if (st->num_samples != l->idx->count)
+		bad = "num_samples";
+	else if (st->batch_size != l->opt.batch_size)
+		bad = "batch_size";
+	else if (st->rank != l->sampler.rank)
+		bad = "rank";
+	else if (st->world != l->sampler.world)
+		bad = "world";
+	else if (st->flags != state_flags(l))
+		bad = "flags (shuffle, drop_last, even)";
+	else if (st->position > l->sampler.nbatches)
+		bad = "position";
+	if (bad)
+		return loader_error_set(
+		    -EINVAL, loader_strdupf("state_restore: %s differs "
+					    "from this loader's",
+					    bad));
+	return restart(l, st->epoch, st->position, st->done_mask << 1);
+}
+
+int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st)
+{
+	struct wharf_stats s = l->stats;
+	s.size = sizeof(s);
+	s.num_workers = nworkers(l);
+	s.open_ns = mono_ns() - l->open_ns;
+	for (uint32_t i = 0; i < l->ring.nstats; i++) {
+		const struct ring_worker_stats *w = ring_stats(&l->ring, i);
+		s.read_bytes +=
+		    __atomic_load_n(&w->read_bytes, __ATOMIC_RELAXED);
+		s.preads += __atomic_load_n(&w->preads, __ATOMIC_RELAXED);
+	}
+	size_t n = st->size && st->size < sizeof(s) ? st->size : sizeof(s);
+	memcpy(st, &s, n);
+	st->size = (uint32_t)n;
+	return 0;
+}
+
+uint64_t wharf_loader_worker_busy_ns(const wharf_loader *l, uint32_t worker)
+{
+	if (worker >= l->ring.nstats)
+		return 0;
+	return __atomic_load_n(&ring_stats(&l->ring, worker)->busy_ns,
+			       __ATOMIC_RELAXED);
+}
+
+const char *wharf_loader_error(const wharf_loader *l)
+{
+	return l->error ? l->error : "";
+}
+
+static int plan_sizes(struct wharf_loader *l, char **err)
+{
+	const struct index *idx = l->idx;
+	const struct wharf_options *o = &l->opt;
+	uint64_t ss = o->sample_bytes;
+	if (!ss && !idx->unknown_lengths &&
+	    idx->min_length == idx->max_length && !o->sample_fn)
+		ss = idx->max_length;
+	uint64_t cap = o->slot_bytes;
+	if (!cap) {
+		uint64_t per = ss ? ss : idx->max_length;
+		if (!ss && idx->unknown_lengths) {
+			*err = loader_strdupf("index %s has samples of unknown "
+					      "length: set sample_bytes or "
+					      "slot_bytes",
+					      idx->path);
+			return -EINVAL;
+		}
+		if (per > UINT64_MAX / o->batch_size) {
+			*err = loader_strdupf("batch of %u samples of %llu "
+					      "bytes overflows",
+					      o->batch_size,
+					      (unsigned long long)per);
+			return -EOVERFLOW;
+		}
+		cap = per * o->batch_size;
+	}
+	if (ss && cap < ss * o->batch_size) {
+		*err = loader_strdupf("slot_bytes %llu is less than batch_size "
+				      "%u x sample_bytes %llu",
+				      (unsigned long long)cap, o->batch_size,
+				      (unsigned long long)ss);
+		return -EINVAL;
+	}
+	l->fill.sample_size = ss;
+	l->slot_cap = cap ? cap : 1;
+	return 0;
+}
+
+int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
+		      wharf_loader **out)
+{
+	struct wharf_loader *l;
+	char *err = NULL;
+	int rc;
+
+	if (!widx || !opt || !out ||
+	    opt->size < offsetof(struct wharf_options, shm_dir))
+		return loader_error_set(
+		    -EINVAL, loader_strdupf("loader_open: missing index, "
+					    "options or out pointer, or "
+					    "options not initialised "
+					    "(wharf_options_init)"));
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return loader_error_set(-ENOMEM, NULL);
+	l->idx = index_from_public(widx);
+	wharf_options_init(&l->opt);
+	memcpy(&l->opt, opt,
+	       opt->size < sizeof(l->opt) ? opt->size : sizeof(l->opt));
+	l->opt.size = sizeof(l->opt);
+	if (l->opt.prefetch == 0)
+		l->opt.prefetch = 1;
+	if (l->opt.batch_size == 0 || l->opt.batch_size > (1u << 24)) {
+		err = loader_strdupf("batch_size %u: must be 1 to %u",
+				     l->opt.batch_size, 1u << 24);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (l->opt.num_workers > 1024) {
+		err = loader_strdupf("num_workers %u: at most 1024",
+				     l->opt.num_workers);
+		rc = -EINVAL;
+		goto fail;
+	}
+	uint32_t rank, world;
+	rc = sampler_rank_world(l->opt.rank, l->opt.world, &rank, &world, &err);
+	if (rc)
+		goto fail;
+	rc = sampler_init(&l->sampler, l->idx->count, l->opt.seed,
+			  l->opt.batch_size, rank, world, l->opt.shuffle != 0,
+			  l->opt.drop_last != 0, l->opt.even == WHARF_EVEN_DROP,
+			  &err);
+	if (rc)
+		goto fail;
+	rc = plan_sizes(l, &err);
+	if (rc)
+		goto fail;
+	uint32_t nw = l->opt.num_workers;
+	l->nslots = (nw ? nw : 1) * l->opt.prefetch;
+	rc = ring_open(&l->ring, l->opt.shm_dir, l->nslots, l->opt.batch_size,
+		       l->slot_cap, nw ? nw : 1, &err);
+	if (rc)
+		goto fail;
+	l->slots = calloc(l->nslots, sizeof(*l->slots));
+	l->scratch_ids = calloc(l->opt.batch_size, sizeof(uint64_t));
+	if (!l->slots || !l->scratch_ids) {
+		rc = -ENOMEM;
+		err = loader_strdupf("loader: out of memory");
+		goto fail;
+	}
+	l->fill.idx = l->idx;
+	l->fill.ring = &l->ring;
+	l->fill.skip_bad = l->opt.skip_bad != 0;
+	l->fill.sample_fn = l->opt.sample_fn;
+	l->fill.batch_fn = l->opt.batch_fn;
+	l->fill.user = l->opt.user;
+	l->hints = hints_new(l->idx);
+	if (nw) {
+		rc = workers_start(&l->workers, nw, l->opt.prefetch, &l->fill,
+				   l->opt.worker_init, l->opt.user, &err);
+		if (rc)
+			goto fail;
+	} else {
+		rc = fill_init(&l->fill);
+		if (rc) {
+			err = loader_strdupf("loader: out of memory");
+			goto fail;
+		}
+		if (l->opt.worker_init) {
+			loader_user_error_clear();
+			rc = l->opt.worker_init(l->opt.user, 0);
+			if (rc) {
+				rc = rc < 0 ? rc : -EINVAL;
+				err = loader_strdupf("worker_init: %s",
+						     loader_user_error()[0]
+							 ? loader_user_error()
+							 : strerror(-rc));
+				goto fail;
+			}
+		}
+	}
+	l->open_ns = mono_ns();
+	l->stats.size = sizeof(l->stats);
+	rc = restart(l, 0, 0, 0);
+	if (rc) {
+		err = strdup(l->error ? l->error : "loader: start failed");
+		goto fail;
+	}
+	*out = l;
+	return 0;
+fail:
+	wharf_loader_close(l);
+	return loader_error_set(rc, err);
+}
+
+void wharf_loader_close(wharf_loader *l)
+{
+	if (!l)
+		return;
+	workers_stop(&l->workers);
+	fill_fini(&l->fill);
+	if (l->release_hook && l->slots)
+		for (uint32_t s = 0; s < l->nslots; s++)
+			if (l->slots[s].state == SLOT_HELD)
+				l->release_hook(l->release_ctx, s);
+	if (l->close_hook)
+		l->close_hook(l->close_ctx);
+	ring_close(&l->ring);
+	hints_free(l->hints);
+	free(l->slots);
+	free(l->scratch_ids);
+	free(l->error);
+	free(l);
+}

@@ -54,13 +54,17 @@ struct wharf_loader {
 	uint64_t done;	   /* bit k: batch low + k was returned */
 	uint64_t dispatch; /* next batch to consider dispatching */
 	uint64_t done_seq;
-	uint64_t hinted; /* batches below this were hinted */
+	uint64_t hinted;   /* batches below this were hinted */
+	uint64_t slot_cap; /* data bytes per slot */
 	bool failed;
+	int fail_rc;
 	char *error;
 	struct wharf_stats stats;
 	uint64_t open_ns;
 	loader_slot_hook release_hook;
 	void *release_ctx;
+	void (*close_hook)(void *ctx); /* before the ring is unmapped */
+	void *close_ctx;
 };
 
 /* The ring as one contiguous mapping (e.g. for cudaHostRegister). */
@@ -74,12 +78,22 @@ static inline void *loader_ring_base(const struct wharf_loader *l, size_t *size)
 void loader_set_release_hook(struct wharf_loader *l, loader_slot_hook fn,
 			     void *ctx);
 
+/* Sets the hook called by wharf_loader_close() before the ring is unmapped
+ * (e.g. to unregister it from CUDA). */
+void loader_set_close_hook(struct wharf_loader *l, void (*fn)(void *ctx),
+			   void *ctx);
+
 /* Records msg as the loader's error and the thread's last error; returns
  * rc.  Takes ownership of msg. */
 int loader_fail(struct wharf_loader *l, int rc, char *msg);
 
 /* Thread's last error (lib-wide). Takes ownership of msg; returns rc. */
 int loader_error_set(int rc, char *msg);
+
+/* What a transform passed to wharf_set_error() on this thread ("" if none),
+ * and its reset before each call. */
+const char *loader_user_error(void);
+void loader_user_error_clear(void);
 
 /* malloc'd printf (aborts on OOM). */
 char *loader_strdupf(const char *fmt, ...)

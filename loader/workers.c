@@ -1,2 +1,681 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_workers;
+/*
+ * Filling a slot (the reading code), and the forked processes that do it.
+ *
+ * A byte travels once from the page cache into the slot when there is no
+ * sample transform (pread straight into the slot, adjacent ranges of one file
+ * merged into one call); with a transform it is read into a private buffer
+ * and the transform writes the slot: two copies, the second being the
+ * transform's own work.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "index.h"
+#include "loader_i.h"
+#include "ring.h"
+#include "workers.h"
+
+#define FD_CACHE 64
+
+struct fd_cache {
+	uint32_t file[FD_CACHE];
+	int fd[FD_CACHE];
+};
+
+struct task_msg {
+	uint32_t slot;
+	uint32_t op; /* TASK_FILL or TASK_EXIT */
+};
+enum { TASK_FILL, TASK_EXIT };
+
+/* Worker -> caller; slot UINT32_MAX reports worker_init. */
+struct done_msg {
+	uint32_t slot;
+	uint32_t worker;
+	int32_t status;
+	char msg[244];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int fill_init(struct fill_ctx *c)
+{
+	c->fds = malloc(sizeof(*c->fds));
+	if (!c->fds)
+		return -ENOMEM;
+	for (int i = 0; i < FD_CACHE; i++) {
+		c->fds->file[i] = UINT32_MAX;
+		c->fds->fd[i] = -1;
+	}
+	c->scratch = NULL;
+	c->scratch_cap = 0;
+	return 0;
+}
+
+void fill_fini(struct fill_ctx *c)
+{
+	if (c->fds)
+		for (int i = 0; i < FD_CACHE; i++)
+			if (c->fds->fd[i] >= 0)
+				close(c->fds->fd[i]);
+	free(c->fds);
+	c->fds = NULL;
+	free(c->scratch);
+	c->scratch = NULL;
+	c->scratch_cap = 0;
+}
+
+/* The error of the sample being read, into the slot header. */
+struct where {
+	struct slot_hdr *hdr;
+	const struct index *idx;
+	uint64_t id;
+	char path[PATH_MAX];
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(struct where *w, int rc,
+						      const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(w->hdr->msg, sizeof(w->hdr->msg), "sample %llu (%.300s): %.120s",
+		 (unsigned long long)w->id, w->path[0] ? w->path : "?", what);
+	return rc;
+}
+
+static int sample_path(struct where *w, uint32_t file)
+{
+	int rc = index_full_path(w->idx, file, w->path, sizeof(w->path));
+	if (rc == -ERANGE)
+		return fail(w, -EINVAL,
+			    "index names file %u of %llu "
+			    "(corrupted index)",
+			    file, (unsigned long long)w->idx->nfiles);
+	if (rc < 0)
+		return fail(w, rc, "path too long");
+	return 0;
+}
+
+/* An open descriptor for file (cached, direct-mapped by file id). */
+static int file_fd(struct fill_ctx *c, struct where *w, uint32_t file)
+{
+	unsigned k = file % FD_CACHE;
+	if (c->fds->file[k] == file)
+		return c->fds->fd[k];
+	int fd = open(w->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(w, -errno, "open: %s", strerror(errno));
+	if (c->fds->fd[k] >= 0)
+		close(c->fds->fd[k]);
+	c->fds->file[k] = file;
+	c->fds->fd[k] = fd;
+	return fd;
+}
+
+/* Reads len bytes at off into dst, retrying short reads. */
+static int read_full(struct fill_ctx *c, struct where *w, struct slot_hdr *h,
+		     int fd, void *dst, uint64_t len, uint64_t off)
+{
+	uint64_t got = 0;
+	(void)c;
+	while (got < len) {
+		ssize_t n =
+		    pread(fd, (char *)dst + got, len - got, (off_t)(off + got));
+		h->preads++;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(w, -EIO, "read at offset %llu: %s",
+				    (unsigned long long)(off + got),
+				    strerror(errno));
+		}
+		if (n == 0)
+			return fail(w, -EIO,
+				    "short read: the file ends after %llu of "
+				    "%llu bytes at offset %llu",
+				    (unsigned long long)got,
+				    (unsigned long long)len,
+				    (unsigned long long)off);
+		got += (uint64_t)n;
+	}
+	h->read_bytes += len;
+	return 0;
+}
+
+/* The length of sample id (the file's size when the index has none). */
+static int sample_len(struct where *w, int fd, uint64_t id, uint64_t *len)
+{
+	*len = w->idx->length[id];
+	if (*len != WHARF_LENGTH_UNKNOWN)
+		return 0;
+	struct stat st;
+	if (fstat(fd, &st))
+		return fail(w, -errno, "stat: %s", strerror(errno));
+	*len = (uint64_t)st.st_size - w->idx->offset[id];
+	return 0;
+}
+
+/*
+ * Fills ids[k..] starting at data + pos: one sample, or (no transform) a run
+ * of samples adjacent in one file read with one pread.  *nrun and *used say
+ * how many samples and bytes went in.
+ */
+static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
+		     uint32_t k, uint32_t n, uint64_t pos, bool merge,
+		     uint32_t *nrun, uint64_t *used)
+{
+	const struct index *idx = c->idx;
+	const struct ring *r = c->ring;
+	struct slot_hdr *h = ring_hdr(r, s);
+	uint64_t *ids = ring_samples(r, s);
+	char *data = ring_data(r, s);
+	uint64_t cap = r->data_cap - pos;
+	uint64_t id = ids[k], len;
+	int rc;
+
+	w->id = id;
+	w->path[0] = '\0';
+	if (id >= idx->count)
+		return fail(w, -EINVAL, "no such sample (index has %llu)",
+			    (unsigned long long)idx->count);
+	uint32_t file = idx->file[id];
+	rc = sample_path(w, file);
+	if (rc)
+		return rc;
+	int fd = file_fd(c, w, file);
+	if (fd < 0)
+		return fd;
+	rc = sample_len(w, fd, id, &len);
+	if (rc)
+		return rc;
+	if (c->sample_fn) {
+		if (len > c->scratch_cap) {
+			/* Grows to the largest sample once, then stays. */
+			char *b = realloc(c->scratch, len ? len : 1);
+			if (!b)
+				return fail(w, -ENOMEM,
+					    "no memory for %llu bytes",
+					    (unsigned long long)len);
+			c->scratch = b;
+			c->scratch_cap = len;
+		}
+		rc = read_full(c, w, h, fd, c->scratch, len, idx->offset[id]);
+		if (rc)
+			return rc;
+		uint64_t out_cap = c->sample_size ? c->sample_size : cap;
+		if (out_cap > cap)
+			return fail(w, -ENOBUFS,
+				    "slot is full: raise "
+				    "slot_bytes");
+		uint64_t out_len = 0;
+		loader_user_error_clear();
+		rc = c->sample_fn(c->user, id, c->scratch, len, data + pos,
+				  out_cap, &out_len);
+		if (rc)
+			return fail(w, rc < 0 ? rc : -EINVAL,
+				    "transform failed: %s",
+				    loader_user_error()[0]
+					? loader_user_error()
+					: strerror(rc < 0 ? -rc : EINVAL));
+		if (out_len > out_cap ||
+		    (c->sample_size && out_len != c->sample_size))
+			return fail(w, -EINVAL,
+				    "transform wrote %llu bytes, the slot "
+				    "takes %s%llu",
+				    (unsigned long long)out_len,
+				    c->sample_size ? "exactly " : "at most ",
+				    (unsigned long long)out_cap);
+		*nrun = 1;
+		*used = out_len;
+		return 0;
+	}
+	if (c->sample_size && len != c->sample_size)
+		return fail(w, -EINVAL,
+			    "%llu bytes, but samples are %llu bytes "
+			    "(set sample_bytes, or a transform)",
+			    (unsigned long long)len,
+			    (unsigned long long)c->sample_size);
+	/* Extend the run while the next sample starts where this one ends. */
+	uint32_t run = 1;
+	uint64_t total = len;
+	while (merge && k + run < n) {
+		uint64_t prev = ids[k + run - 1], nx = ids[k + run];
+		if (nx >= idx->count || idx->file[nx] != file ||
+		    idx->length[prev] == WHARF_LENGTH_UNKNOWN ||
+		    idx->length[nx] == WHARF_LENGTH_UNKNOWN ||
+		    idx->offset[nx] != idx->offset[prev] + idx->length[prev] ||
+		    (c->sample_size && idx->length[nx] != c->sample_size) ||
+		    total + idx->length[nx] > cap)
+			break;
+		total += idx->length[nx];
+		run++;
+	}
+	if (total > cap)
+		return fail(w, -ENOBUFS,
+			    "%llu bytes, %llu left in the slot: raise "
+			    "slot_bytes",
+			    (unsigned long long)len, (unsigned long long)cap);
+	rc = read_full(c, w, h, fd, data + pos, total, idx->offset[id]);
+	if (rc)
+		return rc;
+	*nrun = run;
+	*used = total;
+	return 0;
+}
+
+void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
+{
+	const struct ring *r = c->ring;
+	struct slot_hdr *h = ring_hdr(r, s);
+	uint64_t *ids = ring_samples(r, s);
+	int32_t *labels = ring_labels(r, s);
+	uint64_t *offs = ring_offsets(r, s);
+	struct where w = {.hdr = h, .idx = c->idx};
+	uint64_t t0 = mono_ns(), pos = 0;
+	uint32_t n = h->count, out = 0;
+
+	h->status = 0;
+	h->msg[0] = '\0';
+	h->skipped = 0;
+	h->worker = worker;
+	h->preads = 0;
+	h->read_bytes = 0;
+	for (uint32_t k = 0; k < n;) {
+		uint32_t run = 0;
+		uint64_t used = 0;
+		h->cur = k;
+		int rc = fill_some(c, &w, s, k, n, pos, true, &run, &used);
+		if (rc) /* name the sample that failed, not its run */
+			rc = fill_some(c, &w, s, k, n, pos, false, &run, &used);
+		if (rc && !c->skip_bad) {
+			h->status = rc;
+			break;
+		}
+		if (rc) {
+			h->skipped++;
+			k++;
+			continue;
+		}
+		/* A merged run holds its samples back to back. */
+		uint64_t p = pos;
+		for (uint32_t i = 0; i < run; i++) {
+			uint64_t id = ids[k + i];
+			ids[out] = id;
+			labels[out] = labels[k + i];
+			offs[out] = p;
+			p += run > 1 ? c->idx->length[id] : used;
+			out++;
+		}
+		pos += used;
+		k += run;
+	}
+	if (h->status == 0) {
+		h->count = out;
+		offs[out] = pos;
+		h->bytes = pos;
+		h->sample_size = c->sample_size;
+		if (c->batch_fn) {
+			struct wharf_batch_rw b = {
+			    .epoch = h->epoch,
+			    .index = h->index,
+			    .sample_size = h->sample_size,
+			    .bytes = h->bytes,
+			    .data = ring_data(r, s),
+			    .offsets = offs,
+			    .samples = ids,
+			    .labels = labels,
+			    .data_cap = r->data_cap,
+			    .count = out,
+			    .worker = worker,
+			};
+			loader_user_error_clear();
+			int rc = c->batch_fn(c->user, &b);
+			if (rc) {
+				h->status = rc < 0 ? rc : -EINVAL;
+				snprintf(h->msg, sizeof(h->msg),
+					 "batch transform failed: %s",
+					 loader_user_error()[0]
+					     ? loader_user_error()
+					     : strerror(-h->status));
+			} else if (b.bytes > r->data_cap ||
+				   (b.sample_size &&
+				    b.sample_size * out != b.bytes)) {
+				h->status = -EINVAL;
+				snprintf(h->msg, sizeof(h->msg),
+					 "batch transform left %llu bytes "
+					 "(%llu per sample, capacity %llu)",
+					 (unsigned long long)b.bytes,
+					 (unsigned long long)b.sample_size,
+					 (unsigned long long)r->data_cap);
+			} else {
+				h->bytes = b.bytes;
+				h->sample_size = b.sample_size;
+			}
+		}
+	}
+	if (c->ring->nstats) {
+		struct ring_worker_stats *st = ring_stats(r, worker);
+		__atomic_fetch_add(&st->busy_ns, mono_ns() - t0,
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&st->read_bytes, h->read_bytes,
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&st->preads, h->preads, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&st->skipped, h->skipped, __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- processes ---- */
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *b = p;
+	while (len) {
+		ssize_t n = write(fd, b, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -errno;
+		b += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t len)
+{
+	char *b = p;
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, b + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return got ? -EIO : 0;
+		got += (size_t)n;
+	}
+	return 1;
+}
+
+__attribute__((noreturn)) static void
+worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
+	    pid_t parent, struct fill_ctx *ctx, wharf_worker_init_fn init,
+	    void *user)
+{
+	/* Signals first: the caller handles ^C and stops us; a dead caller
+	 * must not leave us blocked in a write. */
+	struct sigaction sa = {.sa_handler = SIG_IGN};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	sigset_t all;
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0); /* the caller died before prctl took effect */
+	/* The caller's ends of every pipe so far are not ours. */
+	for (uint32_t j = 0; j <= i; j++) {
+		close(ws->w[j].task_fd);
+		close(ws->w[j].done_fd);
+	}
+
+	struct done_msg m = {.slot = UINT32_MAX, .worker = i};
+	int rc = fill_init(ctx);
+	if (rc) {
+		m.status = rc;
+		snprintf(m.msg, sizeof(m.msg), "out of memory");
+	} else if (init) {
+		loader_user_error_clear();
+		rc = init(user, i);
+		if (rc) {
+			m.status = rc < 0 ? rc : -EINVAL;
+			snprintf(m.msg, sizeof(m.msg), "worker_init: %s",
+				 loader_user_error()[0] ? loader_user_error()
+							: strerror(-m.status));
+		}
+	}
+	if (write_all(done_wr, &m, sizeof(m)) || m.status)
+		_exit(1);
+	for (;;) {
+		struct task_msg t;
+		if (read_all(task_rd, &t, sizeof(t)) <= 0 || t.op == TASK_EXIT)
+			break;
+		if (t.slot >= ctx->ring->nslots)
+			break;
+		workers_fill(ctx, t.slot, i);
+		struct done_msg d = {.slot = t.slot, .worker = i};
+		if (write_all(done_wr, &d, offsetof(struct done_msg, msg)))
+			break;
+	}
+	/* _exit: the caller's atexit handlers and stdio buffers are its own. */
+	_exit(0);
+}
+
+int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
+		  struct fill_ctx *ctx, wharf_worker_init_fn init, void *user,
+		  char **err)
+{
+	int rc = 0;
+	memset(ws, 0, sizeof(*ws));
+	ws->w = calloc(n ? n : 1, sizeof(*ws->w));
+	if (!ws->w)
+		return -ENOMEM;
+	ws->depth = depth;
+	pid_t parent = getpid();
+	for (uint32_t i = 0; i < n; i++) {
+		struct worker *w = &ws->w[i];
+		int tp[2], dp[2];
+		w->pid = -1;
+		w->task_fd = w->done_fd = -1;
+		w->fifo = calloc(depth, sizeof(*w->fifo));
+		if (!w->fifo) {
+			rc = -ENOMEM;
+			*err = loader_strdupf("workers: out of memory");
+			goto fail;
+		}
+		if (pipe2(tp, O_CLOEXEC)) {
+			rc = -errno;
+			*err =
+			    loader_strdupf("workers: pipe: %s", strerror(-rc));
+			goto fail;
+		}
+		if (pipe2(dp, O_CLOEXEC)) {
+			rc = -errno;
+			close(tp[0]);
+			close(tp[1]);
+			*err =
+			    loader_strdupf("workers: pipe: %s", strerror(-rc));
+			goto fail;
+		}
+		w->task_fd = tp[1];
+		w->done_fd = dp[0];
+		ws->n = i + 1;
+		pid_t pid = fork();
+		if (pid < 0) {
+			rc = -errno;
+			close(tp[0]);
+			close(dp[1]);
+			*err =
+			    loader_strdupf("workers: fork: %s", strerror(-rc));
+			goto fail;
+		}
+		if (pid == 0)
+			worker_main(ws, i, tp[0], dp[1], parent, ctx, init,
+				    user);
+		w->pid = pid;
+		close(tp[0]);
+		close(dp[1]);
+	}
+	/* Every worker reports its worker_init. */
+	for (uint32_t i = 0; i < n; i++) {
+		struct done_msg m;
+		int r = read_all(ws->w[i].done_fd, &m, sizeof(m));
+		if (r == 1 && m.status == 0)
+			continue;
+		if (r == 1) {
+			rc = m.status;
+			m.msg[sizeof(m.msg) - 1] = '\0';
+			*err = loader_strdupf("worker %u: %s", i, m.msg);
+		} else {
+			rc = -ECHILD;
+			*err = loader_strdupf("worker %u (pid %d) died while "
+					      "starting",
+					      i, (int)ws->w[i].pid);
+		}
+		goto fail;
+	}
+	return 0;
+fail:
+	workers_stop(ws);
+	return rc;
+}
+
+int workers_send(struct workers *ws, uint32_t i, uint32_t s)
+{
+	struct worker *w = &ws->w[i];
+	assert(w->queued < ws->depth);
+	struct task_msg t = {.slot = s, .op = TASK_FILL};
+	int rc = write_all(w->task_fd, &t, sizeof(t));
+	if (rc)
+		return rc ? rc : -EPIPE;
+	w->fifo[(w->fifo_head + w->queued) % ws->depth] = s;
+	w->queued++;
+	return 0;
+}
+
+static char *death(struct worker *w, uint32_t i)
+{
+	int st = 0;
+	pid_t r;
+	do
+		r = waitpid(w->pid, &st, 0);
+	while (r < 0 && errno == EINTR);
+	w->dead = true;
+	pid_t pid = w->pid;
+	w->pid = -1;
+	if (r < 0)
+		return loader_strdupf("worker %u (pid %d) went away", i,
+				      (int)pid);
+	if (WIFSIGNALED(st))
+		return loader_strdupf("worker %u (pid %d) was killed by "
+				      "signal %d (%s)",
+				      i, (int)pid, WTERMSIG(st),
+				      strsignal(WTERMSIG(st)));
+	return loader_strdupf("worker %u (pid %d) exited with status %d", i,
+			      (int)pid, WEXITSTATUS(st));
+}
+
+int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
+		 uint32_t *slot, char **err)
+{
+	struct pollfd pf[ws->n ? ws->n : 1];
+	uint32_t map[ws->n ? ws->n : 1], np = 0;
+	for (uint32_t i = 0; i < ws->n; i++) {
+		if (ws->w[i].dead || ws->w[i].done_fd < 0)
+			continue;
+		pf[np].fd = ws->w[i].done_fd;
+		pf[np].events = POLLIN;
+		map[np++] = i;
+	}
+	if (np == 0)
+		return -ECHILD;
+	int n;
+	do
+		n = poll(pf, np, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return 0;
+	for (uint32_t k = 0; k < np; k++) {
+		if (!pf[k].revents)
+			continue;
+		uint32_t i = map[k];
+		struct worker *w = &ws->w[i];
+		struct done_msg m;
+		int r =
+		    read_all(w->done_fd, &m, offsetof(struct done_msg, msg));
+		*worker = i;
+		if (r == 1 && w->queued && m.slot == w->fifo[w->fifo_head]) {
+			w->fifo_head = (w->fifo_head + 1) % ws->depth;
+			w->queued--;
+			*slot = m.slot;
+			return 1;
+		}
+		*slot = w->queued ? w->fifo[w->fifo_head] : UINT32_MAX;
+		*err = death(w, i);
+		return -ECHILD;
+	}
+	return 0;
+}
+
+void workers_stop(struct workers *ws)
+{
+	if (!ws->w)
+		return;
+	/* Closing the task pipe asks a worker to exit; one busy in a long
+	 * read gets SIGKILL after a short grace. */
+	for (uint32_t i = 0; i < ws->n; i++) {
+		if (ws->w[i].task_fd >= 0)
+			close(ws->w[i].task_fd);
+		ws->w[i].task_fd = -1;
+	}
+	for (int round = 0; round < 50; round++) {
+		bool left = false;
+		for (uint32_t i = 0; i < ws->n; i++) {
+			struct worker *w = &ws->w[i];
+			if (w->pid <= 0)
+				continue;
+			if (waitpid(w->pid, NULL, WNOHANG) == w->pid)
+				w->pid = -1;
+			else
+				left = true;
+		}
+		if (!left)
+			break;
+		struct timespec ts = {0, 4 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	for (uint32_t i = 0; i < ws->n; i++) {
+		struct worker *w = &ws->w[i];
+		if (w->pid > 0) {
+			kill(w->pid, SIGKILL);
+			while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		if (w->done_fd >= 0)
+			close(w->done_fd);
+		free(w->fifo);
+	}
+	free(ws->w);
+	memset(ws, 0, sizeof(*ws));
+}

@@ -101,6 +101,29 @@ uint64_t wharf_index_num_files(const wharf_index *idx);
 /* 1 + the largest label, or 0 when no sample has a label (all -1). */
 uint32_t wharf_index_num_labels(const wharf_index *idx);
 
+struct wharf_index_info {
+	uint32_t size; /* sizeof(struct wharf_index_info) */
+	uint32_t num_labels;
+	uint64_t count;
+	uint64_t num_files;
+	uint64_t min_length; /* over samples of known length */
+	uint64_t max_length;
+	uint64_t total_bytes;	  /* sum of known lengths */
+	uint64_t file_bytes;	  /* size of the index file */
+	uint32_t unknown_lengths; /* 1 when some lengths are unknown */
+	uint32_t version;	  /* file format version */
+};
+
+/* Fills *info (set info->size first; fields past it are left alone).
+ * @return 0. */
+int wharf_index_info(const wharf_index *idx, struct wharf_index_info *info);
+
+/*
+ * Checksums the whole file (every page is read: O(size)).
+ * @return 0, or -EINVAL for a corrupted index (the message says so).
+ */
+int wharf_index_verify(const wharf_index *idx);
+
 /* Length of a sample when it is unknown (a list index built without stat):
  * the whole file is read. */
 #define WHARF_LENGTH_UNKNOWN UINT64_MAX
