@@ -83,6 +83,8 @@ enum {
 	OPT_REGION,
 	OPT_NO_SIGN,
 	OPT_PATH_STYLE,
+	OPT_VIRTUAL_HOST,
+	OPT_PROFILE,
 	OPT_TOKEN_FILE,
 	OPT_TOKEN_COMMAND,
 	OPT_TOKEN_LIFETIME,
@@ -107,6 +109,8 @@ static const struct option mount_longopts[] = {
     {"region", required_argument, NULL, OPT_REGION},
     {"no-sign", no_argument, NULL, OPT_NO_SIGN},
     {"path-style", no_argument, NULL, OPT_PATH_STYLE},
+    {"virtual-host", no_argument, NULL, OPT_VIRTUAL_HOST},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"token-command", required_argument, NULL, OPT_TOKEN_COMMAND},
     {"token-lifetime", required_argument, NULL, OPT_TOKEN_LIFETIME},
@@ -154,6 +158,8 @@ static void mount_usage(FILE *out)
 	    "  --region REGION       S3 region\n"
 	    "  --no-sign             S3: anonymous requests\n"
 	    "  --path-style          S3: path-style addressing\n"
+	    "  --virtual-host        S3: virtual-host addressing\n"
+	    "  --profile NAME        S3: profile of ~/.aws/credentials\n"
 	    "  --token-file FILE     GCS: OAuth access token from FILE\n"
 	    "  --token-command CMD   GCS: run CMD for an access token\n"
 	    "  --token-lifetime SEC  GCS: seconds a bare CMD token lasts "
@@ -283,6 +289,12 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 			break;
 		case OPT_PATH_STYLE:
 			o->src.addressing = 1;
+			break;
+		case OPT_VIRTUAL_HOST:
+			o->src.addressing = 2;
+			break;
+		case OPT_PROFILE:
+			o->src.profile = optarg;
 			break;
 		case OPT_TOKEN_FILE:
 			o->src.token_file = optarg;

@@ -74,6 +74,7 @@ struct source_options {
 	const char *region;       /* s3 */
 	bool no_sign;             /* s3: anonymous requests */
 	int addressing;           /* s3: 0 auto, 1 path-style, 2 virtual-host */
+	const char *profile;      /* s3: shared credentials file profile */
 	const char *token_file;   /* gs */
 	const char *token_command;/* gs */
 	unsigned token_lifetime;  /* gs: seconds a bare command token lasts */

@@ -1,13 +1,1011 @@
-/* Placeholder until the s3 backend lands. */
 #include "config.h"
 
-#include <errno.h>
+#include "source_s3.h"
 
-#include "source.h"
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "creds_aws.h"
+#include "sigv4.h"
+
+/*
+ * S3-compatible prefix (AWS, MinIO, Ceph, R2, GCS's XML API, s3rver):
+ * ListObjectsV2 with delimiter '/' lists one directory, page by page;
+ * HEAD stats one object; reads are ranged GETs carrying the ETag seen at
+ * listing or stat time as If-Match, so an object replaced while open fails
+ * with 412 instead of mixing versions.  Every request is signed with SigV4
+ * unless --no-sign.  Signatures are valid for 15 minutes, longer than the
+ * fetch engine's retry budget, so retries reuse the first signature.
+ */
+
+#define LIST_CAP (64u << 20) /* bytes of one listing page */
+#define XML_DEPTH 8
+#define XML_NAME 64
+#define XML_TEXT 4096
+
+enum addressing { ADDR_AUTO, ADDR_PATH, ADDR_VHOST };
+
+struct s3_src {
+	struct source base;
+	char *origin; /* "https://host[:port]" that requests go to */
+	char *host;   /* the Host header, signed */
+	char *root;   /* "/bucket" (path-style) or "" (virtual-host) */
+	char *bucket;
+	char *prefix; /* "" or "a/b/" */
+	char *region;
+	struct aws_creds creds;
+	bool sign;
+};
+
+static struct s3_src *s3_of(struct source *src)
+{
+	return (struct s3_src *)src;
+}
+
+/* ---- A small XML reader: enough for S3's answers, strict about form. */
+
+struct xml {
+	const char *s;
+	size_t n, i;
+	char names[XML_DEPTH][XML_NAME];
+	int depth;
+	char text[XML_TEXT];
+	size_t tlen;
+	bool text_full;
+	/* Called at each element's end: depth 1 is the root, names[] the
+	 * open elements, text the element's decoded text. */
+	int (*end)(void *arg, struct xml *x);
+	void *arg;
+	char *err;
+};
+
+static int xml_fail(struct xml *x, const char *what)
+{
+	if (!x->err)
+		x->err = strdupf("malformed XML at byte %zu: %s", x->i, what);
+	return -EIO;
+}
+
+static void text_add(struct xml *x, const char *s, size_t n)
+{
+	if (x->tlen + n >= sizeof(x->text)) {
+		x->text_full = true;
+		return;
+	}
+	memcpy(x->text + x->tlen, s, n);
+	x->tlen += n;
+}
+
+static void text_utf8(struct xml *x, unsigned long cp)
+{
+	char b[4];
+	size_t n;
+
+	if (cp < 0x80) {
+		b[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		b[0] = (char)(0xc0 | (cp >> 6));
+		b[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		b[0] = (char)(0xe0 | (cp >> 12));
+		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		b[0] = (char)(0xf0 | (cp >> 18));
+		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	text_add(x, b, n);
+}
+
+/* At '&': decodes one entity reference into the text. */
+static int xml_entity(struct xml *x)
+{
+	static const struct {
+		const char *name;
+		char c;
+	} named[] = {{"lt", '<'},
+		     {"gt", '>'},
+		     {"amp", '&'},
+		     {"quot", '"'},
+		     {"apos", '\''}};
+	const char *p = x->s + x->i + 1;
+	const char *semi = memchr(p, ';', x->n - x->i - 1);
+	size_t len, k;
+
+	if (!semi || semi - p > 10)
+		return xml_fail(x, "'&' that starts no entity");
+	len = (size_t)(semi - p);
+	if (len > 1 && p[0] == '#') {
+		unsigned long cp = 0;
+		bool hex = p[1] == 'x';
+
+		for (k = hex ? 2 : 1; k < len; k++) {
+			int d = hex ? hex_value(p[k])
+				    : (isdigit((unsigned char)p[k]) ? p[k] - '0'
+								    : -1);
+
+			if (d < 0)
+				return xml_fail(x, "bad character reference");
+			cp = cp * (hex ? 16 : 10) + (unsigned long)d;
+			if (cp > 0x10ffff)
+				return xml_fail(x, "bad character reference");
+		}
+		if (k == (hex ? 2u : 1u) || cp == 0)
+			return xml_fail(x, "bad character reference");
+		text_utf8(x, cp);
+	} else {
+		for (k = 0; k < ARRAY_SIZE(named); k++)
+			if (strlen(named[k].name) == len &&
+			    !memcmp(named[k].name, p, len))
+				break;
+		if (k == ARRAY_SIZE(named))
+			return xml_fail(x, "unknown entity");
+		text_add(x, &named[k].c, 1);
+	}
+	x->i = (size_t)(semi - x->s) + 1;
+	return 0;
+}
+
+/* Skips to just past `end`; fails if it never comes. */
+static int xml_skip_past(struct xml *x, const char *end, const char *what)
+{
+	size_t el = strlen(end);
+
+	while (x->i + el <= x->n) {
+		if (!memcmp(x->s + x->i, end, el)) {
+			x->i += el;
+			return 0;
+		}
+		x->i++;
+	}
+	return xml_fail(x, what);
+}
+
+static bool name_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' ||
+	       c == ':';
+}
+
+static int xml_tag(struct xml *x)
+{
+	const char *s = x->s;
+	bool closing = s[x->i + 1] == '/';
+	size_t start = x->i + 1 + closing, k = start;
+	char quote = 0;
+	int rc;
+
+	while (k < x->n && name_char(s[k]))
+		k++;
+	if (k == start || k - start >= XML_NAME)
+		return xml_fail(x, "bad element name");
+	if (closing) {
+		while (k < x->n && isspace((unsigned char)s[k]))
+			k++;
+		if (k >= x->n || s[k] != '>')
+			return xml_fail(x, "unterminated end tag");
+		if (x->depth == 0 ||
+		    strlen(x->names[x->depth - 1]) != k - start ||
+		    memcmp(x->names[x->depth - 1], s + start, k - start))
+			return xml_fail(x, "end tag does not match");
+		if (x->text_full)
+			return xml_fail(x, "element text too long");
+		x->text[x->tlen] = '\0';
+		rc = x->end(x->arg, x);
+		if (rc)
+			return rc;
+		x->depth--;
+		x->tlen = 0;
+		x->i = k + 1;
+		return 0;
+	}
+	if (x->depth == XML_DEPTH)
+		return xml_fail(x, "nested too deep");
+	if (x->depth == 0 && x->names[0][0])
+		return xml_fail(x, "a second root element");
+	memcpy(x->names[x->depth], s + start, k - start);
+	x->names[x->depth][k - start] = '\0';
+	x->depth++;
+	x->tlen = 0;
+	x->text_full = false;
+	/* Attributes are skipped, quotes respected. */
+	for (; k < x->n; k++) {
+		if (quote) {
+			if (s[k] == quote)
+				quote = 0;
+		} else if (s[k] == '"' || s[k] == '\'') {
+			quote = s[k];
+		} else if (s[k] == '>') {
+			break;
+		}
+	}
+	if (k >= x->n)
+		return xml_fail(x, "unterminated start tag");
+	x->i = k + 1;
+	if (s[k - 1] == '/') { /* <Empty/> */
+		x->text[0] = '\0';
+		rc = x->end(x->arg, x);
+		x->depth--;
+		return rc;
+	}
+	return 0;
+}
+
+static int xml_walk(struct xml *x)
+{
+	int rc = 0;
+
+	while (!rc && x->i < x->n) {
+		const char *p = x->s + x->i;
+		size_t left = x->n - x->i;
+
+		if (*p == '<') {
+			if (left >= 2 && p[1] == '?')
+				rc = xml_skip_past(x, "?>", "unterminated <?");
+			else if (left >= 4 && !memcmp(p, "<!--", 4))
+				rc = xml_skip_past(x, "-->",
+						   "unterminated comment");
+			else if (left >= 9 && !memcmp(p, "<![CDATA[", 9)) {
+				size_t from = x->i + 9;
+
+				rc = xml_skip_past(x, "]]>",
+						   "unterminated CDATA");
+				if (!rc && x->depth)
+					text_add(x, x->s + from,
+						 x->i - 3 - from);
+			} else if (left >= 2 && p[1] == '!')
+				/* No DTDs: nothing S3 sends, and entity
+				 * expansion is how XML parsers get hurt. */
+				rc = xml_fail(x, "DOCTYPE not accepted");
+			else if (left >= 2)
+				rc = xml_tag(x);
+			else
+				rc = xml_fail(x, "truncated");
+		} else if (*p == '&') {
+			rc = xml_entity(x);
+		} else {
+			if (x->depth)
+				text_add(x, p, 1);
+			else if (!isspace((unsigned char)*p))
+				rc = xml_fail(x, "text outside the root");
+			x->i++;
+		}
+	}
+	if (!rc && x->depth)
+		rc = xml_fail(x, "truncated: elements left open");
+	if (!rc && !x->names[0][0])
+		rc = xml_fail(x, "no root element");
+	return rc;
+}
+
+/* ---- ListObjectsV2 pages. */
+
+struct lp {
+	const char *prefix;
+	size_t plen;
+	source_list_cb cb;
+	void *arg;
+	struct s3_page *page;
+	/* The Contents entry being read. */
+	char key[1100];
+	bool has_key, has_size;
+	uint64_t size;
+	int64_t mtime;
+	char etag[128];
+};
+
+/* "2009-10-12T17:50:30.000Z" -> epoch seconds; 0 when unreadable. */
+static int64_t iso8601(const char *s)
+{
+	struct tm tm = {0};
+	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+
+	return end ? (int64_t)timegm(&tm) : 0;
+}
+
+/* Emits name (relative to the prefix) as a file or directory. */
+static int lp_emit(struct lp *l, const char *key, bool dir, uint64_t size)
+{
+	char name[1100];
+	size_t n;
+	struct source_object o = {.is_dir = dir,
+				  .size = dir ? 0 : size,
+				  .mtime = dir ? 0 : l->mtime,
+				  .version = dir ? "" : l->etag};
+
+	if (strncmp(key, l->prefix, l->plen)) {
+		log_warn("S3 listing of \"%s\": key \"%s\" is outside it; "
+			 "skipped",
+			 l->prefix, key);
+		return 0;
+	}
+	snprintf(name, sizeof(name), "%s", key + l->plen);
+	n = strlen(name);
+	if (dir && n && name[n - 1] == '/')
+		name[--n] = '\0';
+	/* The prefix's own "folder" marker, or a name the tree cannot show
+	 * ("a//b" gives an empty component). */
+	if (!n || strchr(name, '/'))
+		return 0;
+	o.name = name;
+	l->page->keys++;
+	return l->cb(l->arg, &o);
+}
+
+static int lp_end(void *arg, struct xml *x)
+{
+	struct lp *l = arg;
+	const char *el = x->names[x->depth - 1];
+	const char *parent = x->depth > 1 ? x->names[x->depth - 2] : "";
+
+	if (x->depth == 1) {
+		if (strcmp(el, "ListBucketResult"))
+			return xml_fail(x, "the root is not "
+					   "<ListBucketResult>");
+		return 0;
+	}
+	if (strcmp(x->names[0], "ListBucketResult"))
+		return xml_fail(x, "the root is not <ListBucketResult>");
+	if (x->depth == 3 && !strcmp(parent, "Contents")) {
+		if (!strcmp(el, "Key")) {
+			if (x->tlen >= sizeof(l->key))
+				return xml_fail(x, "key too long");
+			memcpy(l->key, x->text, x->tlen + 1);
+			l->has_key = true;
+		} else if (!strcmp(el, "Size")) {
+			char *end;
+
+			errno = 0;
+			l->size = strtoull(x->text, &end, 10);
+			if (errno || end == x->text || *end ||
+			    x->text[0] == '-')
+				return xml_fail(x, "bad <Size>");
+			l->has_size = true;
+		} else if (!strcmp(el, "ETag")) {
+			if (x->tlen >= sizeof(l->etag))
+				return xml_fail(x, "<ETag> too long");
+			memcpy(l->etag, x->text, x->tlen + 1);
+		} else if (!strcmp(el, "LastModified")) {
+			l->mtime = iso8601(x->text);
+		}
+		return 0;
+	}
+	if (x->depth == 3 && !strcmp(parent, "CommonPrefixes") &&
+	    !strcmp(el, "Prefix"))
+		return lp_emit(l, x->text, true, 0);
+	if (x->depth != 2)
+		return 0;
+	if (!strcmp(el, "Contents")) {
+		int rc;
+
+		if (!l->has_key || !l->has_size)
+			return xml_fail(x, "<Contents> without <Key> or "
+					   "<Size>");
+		rc = lp_emit(l, l->key, false, l->size);
+		l->has_key = l->has_size = false;
+		l->mtime = 0;
+		l->etag[0] = '\0';
+		return rc;
+	}
+	if (!strcmp(el, "IsTruncated")) {
+		if (!strcmp(x->text, "true"))
+			l->page->truncated = true;
+		else if (strcmp(x->text, "false"))
+			return xml_fail(x, "bad <IsTruncated>");
+	} else if (!strcmp(el, "NextContinuationToken")) {
+		if (x->tlen >= sizeof(l->page->token))
+			return xml_fail(x, "continuation token too long");
+		memcpy(l->page->token, x->text, x->tlen + 1);
+	}
+	return 0;
+}
+
+int s3_parse_list_page(const char *xml, size_t len, const char *prefix,
+		       source_list_cb cb, void *arg, struct s3_page *page,
+		       char **err)
+{
+	struct lp l = {.prefix = prefix,
+		       .plen = strlen(prefix),
+		       .cb = cb,
+		       .arg = arg,
+		       .page = page};
+	struct xml *x;
+	int rc;
+
+	memset(page, 0, sizeof(*page));
+	/* ~4.6 KiB of parser state: off the stack of the FUSE threads. */
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->s = xml;
+	x->n = len;
+	x->end = lp_end;
+	x->arg = &l;
+	rc = xml_walk(x);
+	if (!rc && page->truncated && !page->token[0])
+		rc = xml_fail(x, "<IsTruncated> is true but there is no "
+				 "<NextContinuationToken>");
+	if (rc && x->err) {
+		*err = x->err;
+		x->err = NULL;
+	}
+	free(x->err);
+	free(x);
+	return rc;
+}
+
+/* ---- Requests. */
+
+/* Appends the AWS encoding of s to out[len..cap); -ENAMETOOLONG. */
+static int enc(char *out, size_t *len, size_t cap, const char *s,
+	       bool keep_slash)
+{
+	int n = sigv4_uri_encode(s, strlen(s), keep_slash, out, *len, cap);
+
+	if (n < 0)
+		return n;
+	*len = (size_t)n;
+	return 0;
+}
+
+static int add(char *out, size_t *len, size_t cap, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (*len + n + 1 > cap)
+		return -ENAMETOOLONG;
+	memcpy(out + *len, s, n + 1);
+	*len += n;
+	return 0;
+}
+
+static int header(struct curl_slist **h, const char *name, const char *value)
+{
+	char line[4200];
+	struct curl_slist *n;
+
+	if (snprintf(line, sizeof(line), "%s: %s", name, value) >=
+	    (int)sizeof(line))
+		return -ENAMETOOLONG;
+	n = curl_slist_append(*h, line);
+	if (!n)
+		return -ENOMEM;
+	*h = n;
+	return 0;
+}
+
+/*
+ * Builds url (origin + path + "?" + query) and the headers of one request
+ * for `key` (unencoded; NULL for the bucket itself), signed unless
+ * --no-sign.  `query` is already in canonical order and encoding.
+ */
+static int s3_request(struct s3_src *s, const char *method, const char *key,
+		      const char *query, const char *if_match, char *url,
+		      size_t cap, struct curl_slist **headers)
+{
+	char path[3072], date[17];
+	size_t pl = 0, ul = 0;
+	struct sigv4_header h[6];
+	size_t nh = 0;
+	struct sigv4_in in = {0};
+	struct sigv4_out *so = NULL;
+	int rc;
+
+	*headers = NULL;
+	rc = add(path, &pl, sizeof(path), s->root);
+	if (!rc && (key || !*s->root))
+		rc = add(path, &pl, sizeof(path), "/");
+	if (!rc && key)
+		rc = enc(path, &pl, sizeof(path), key, true);
+	if (!rc)
+		rc = add(url, &ul, cap, s->origin);
+	if (!rc)
+		rc = add(url, &ul, cap, path);
+	if (!rc && query && *query)
+		rc = add(url, &ul, cap, "?");
+	if (!rc && query && *query)
+		rc = add(url, &ul, cap, query);
+	if (rc)
+		return rc;
+	if (if_match && *if_match) {
+		rc = header(headers, "If-Match", if_match);
+		if (rc)
+			goto out;
+	}
+	if (!s->sign)
+		return 0;
+
+	sigv4_amz_date((long long)time(NULL), date);
+	h[nh++] = (struct sigv4_header){"Host", s->host};
+	h[nh++] =
+	    (struct sigv4_header){"x-amz-content-sha256", SIGV4_EMPTY_SHA256};
+	h[nh++] = (struct sigv4_header){"x-amz-date", date};
+	if (s->creds.session_token)
+		h[nh++] = (struct sigv4_header){"x-amz-security-token",
+						s->creds.session_token};
+	in.method = method;
+	in.path = path;
+	in.query = query;
+	in.headers = h;
+	in.nheaders = nh;
+	in.payload_hash = SIGV4_EMPTY_SHA256;
+	in.amz_date = date;
+	in.region = s->region;
+	in.service = "s3";
+	in.access_key = s->creds.access_key;
+	in.secret_key = s->creds.secret_key;
+	/* ~19 KiB of results: off the stack.  Once per chunk or page. */
+	so = malloc(sizeof(*so));
+	if (!so) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = sigv4_sign(&in, so);
+	for (size_t i = 0; !rc && i < nh; i++)
+		rc = header(headers, h[i].name, h[i].value);
+	if (!rc)
+		rc = header(headers, "Authorization", so->authorization);
+	free(so);
+out:
+	if (rc) {
+		curl_slist_free_all(*headers);
+		*headers = NULL;
+	}
+	return rc;
+}
+
+/* A sentence for the errors the user can fix. */
+static const char *hint(struct s3_src *s, int rc, char *buf, size_t cap)
+{
+	if (rc == -EACCES && s->sign)
+		snprintf(buf, cap,
+			 ": access denied: check the credentials (access key "
+			 "%s from %s), the region (%s) and the clock",
+			 s->creds.access_key, s->creds.origin, s->region);
+	else if (rc == -EACCES)
+		snprintf(buf, cap,
+			 ": access denied to an unsigned request (--no-sign): "
+			 "the bucket is not public");
+	else
+		buf[0] = '\0';
+	return buf;
+}
+
+/* Lists prefix `pfx` page by page (max_keys 0: the server's default). */
+static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
+		       source_list_cb cb, void *arg, size_t *count, char **err)
+{
+	struct s3_page *page;
+	char url[8192], query[6144], h[512];
+	int rc;
+
+	*count = 0;
+	page = calloc(1, sizeof(*page));
+	if (!page)
+		return -ENOMEM;
+	for (;;) {
+		struct fetch_req req = {0};
+		struct fetch_res res;
+		char *perr = NULL;
+		size_t ql = 0;
+
+		/* Parameters in canonical (sorted) order. */
+		if (page->token[0]) {
+			rc = add(query, &ql, sizeof(query),
+				 "continuation-token=");
+			if (!rc)
+				rc = enc(query, &ql, sizeof(query), page->token,
+					 false);
+			if (!rc)
+				rc = add(query, &ql, sizeof(query), "&");
+		} else {
+			rc = 0;
+			query[0] = '\0';
+		}
+		if (!rc)
+			rc = add(query, &ql, sizeof(query),
+				 "delimiter=%2F&list-type=2");
+		if (!rc && max_keys) {
+			char mk[32];
+
+			snprintf(mk, sizeof(mk), "&max-keys=%u", max_keys);
+			rc = add(query, &ql, sizeof(query), mk);
+		}
+		if (!rc)
+			rc = add(query, &ql, sizeof(query), "&prefix=");
+		if (!rc)
+			rc = enc(query, &ql, sizeof(query), pfx, false);
+		if (!rc)
+			rc = s3_request(s, "GET", NULL, query, NULL, url,
+					sizeof(url), &req.headers);
+		if (rc) {
+			err_set(
+			    err, "listing %s%s: cannot build the request: %s",
+			    s->base.id, pfx + strlen(s->prefix), strerror(-rc));
+			break;
+		}
+		req.url = url;
+		req.grow = true;
+		req.cap = LIST_CAP;
+		rc = fetch_run(s->base.fetch, &req, &res);
+		curl_slist_free_all(req.headers);
+		if (rc) {
+			err_set(err, "listing %s%s: %s%s", s->base.id,
+				pfx + strlen(s->prefix), res.err,
+				hint(s, rc, h, sizeof(h)));
+			break;
+		}
+		rc = s3_parse_list_page(res.body, res.len, pfx, cb, arg, page,
+					&perr);
+		free(res.body);
+		*count += page->keys;
+		if (rc) {
+			if (perr || rc == -EIO)
+				err_set(err, "listing %s%s: %s: %s", s->base.id,
+					pfx + strlen(s->prefix), url,
+					perr ? perr : "failed");
+			free(perr);
+			break;
+		}
+		if (!page->truncated || max_keys)
+			break;
+	}
+	free(page);
+	return rc;
+}
+
+/* Directory paths are "" or "a/b"; objects live under prefix + path. */
+static char *full_prefix(struct s3_src *s, const char *dir)
+{
+	return *dir ? strdupf("%s%s/", s->prefix, dir)
+		    : strdupf("%s", s->prefix);
+}
+
+static int s3_list_dir(struct source *src, const char *dir, source_list_cb cb,
+		       void *arg)
+{
+	struct s3_src *s = s3_of(src);
+	char *pfx = full_prefix(s, dir), *err = NULL;
+	size_t count = 0;
+	int rc;
+
+	rc = list_prefix(s, pfx, 0, cb, arg, &count, &err);
+	/* S3 has no directories: an empty listing of a prefix means there
+	 * is nothing there (the root may be empty). */
+	if (!rc && !count && *dir)
+		rc = -ENOENT;
+	if (rc && err)
+		log_error("%s", err);
+	free(err);
+	free(pfx);
+	return rc;
+}
+
+static int found_one(void *arg, const struct source_object *o)
+{
+	(void)o;
+	*(bool *)arg = true;
+	return 0;
+}
+
+static int s3_stat(struct source *src, const char *path,
+		   struct source_object *out)
+{
+	static __thread char name[1100], ver[128];
+	struct s3_src *s = s3_of(src);
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	char url[8192], *key, *pfx, *err = NULL;
+	size_t count;
+	bool any = false;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(name, sizeof(name), "%s", path);
+	out->name = name;
+	out->version = "";
+	if (!*path) {
+		out->is_dir = true;
+		return 0;
+	}
+	key = strdupf("%s%s", s->prefix, path);
+	rc = s3_request(s, "HEAD", key, NULL, NULL, url, sizeof(url),
+			&req.headers);
+	free(key);
+	if (rc)
+		return rc;
+	req.url = url;
+	req.head = true;
+	rc = fetch_run(src->fetch, &req, &res);
+	curl_slist_free_all(req.headers);
+	if (!rc) {
+		if (res.content_length < 0) {
+			log_error("%s: no Content-Length",
+				  res.err[0] ? res.err : url);
+			return -EIO;
+		}
+		out->size = (uint64_t)res.content_length;
+		out->mtime = res.mtime;
+		snprintf(ver, sizeof(ver), "%s", res.etag);
+		out->version = ver;
+		return 0;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	/* No such object: a directory if anything lies under "path/". */
+	pfx = full_prefix(s, path);
+	rc = list_prefix(s, pfx, 1, found_one, &any, &count, &err);
+	free(pfx);
+	if (rc) {
+		log_error("%s", err);
+		free(err);
+		return rc;
+	}
+	if (!any)
+		return -ENOENT;
+	out->is_dir = true;
+	return 0;
+}
+
+static int s3_prepare_read(struct source *src, const char *path,
+			   const char *version, uint64_t off, uint64_t len,
+			   struct source_read *rd)
+{
+	struct s3_src *s = s3_of(src);
+	char *key;
+	int rc;
+
+	memset(&rd->req, 0, sizeof(rd->req));
+	rd->headers = NULL;
+	key = strdupf("%s%s", s->prefix, path);
+	rc = s3_request(s, "GET", key, NULL, version, rd->url, sizeof(rd->url),
+			&rd->headers);
+	free(key);
+	if (rc)
+		return rc;
+	rd->req.url = rd->url;
+	rd->req.headers = rd->headers;
+	rd->req.range_off = off;
+	rd->req.range_len = len;
+	return 0;
+}
+
+static void s3_destroy(struct source *src)
+{
+	struct s3_src *s = s3_of(src);
+
+	aws_creds_clear(&s->creds);
+	free(s->origin);
+	free(s->host);
+	free(s->root);
+	free(s->bucket);
+	free(s->prefix);
+	free(s->region);
+	free(src->id);
+	free(s);
+}
+
+static const struct source_ops s3_ops = {
+    .scheme = "s3",
+    .list_dir = s3_list_dir,
+    .stat = s3_stat,
+    .prepare_read = s3_prepare_read,
+    .destroy = s3_destroy,
+};
+
+/* "s3://bucket/a//b/" -> bucket "bucket", prefix "a/b/". */
+static int parse_spec(struct s3_src *s, const char *spec, char **err)
+{
+	const char *b = spec + 5, *slash = strchr(b, '/'), *p;
+	size_t bl = slash ? (size_t)(slash - b) : strlen(b), i, pl = 0;
+	char *prefix;
+
+	if (bl < 1 || bl > 255) {
+		err_set(err,
+			"%s: no bucket name (expected s3://BUCKET[/PREFIX])",
+			spec);
+		return -EINVAL;
+	}
+	for (i = 0; i < bl; i++)
+		if (!isalnum((unsigned char)b[i]) && !strchr(".-_", b[i])) {
+			err_set(err, "%s: '%c' cannot be in a bucket name",
+				spec, b[i]);
+			return -EINVAL;
+		}
+	s->bucket = strndup(b, bl);
+	prefix = calloc(1, slash ? strlen(slash) + 2 : 1);
+	if (!s->bucket || !prefix) {
+		free(prefix);
+		return -ENOMEM;
+	}
+	/* Components joined by single slashes, ending in one. */
+	for (p = slash; p && *p;) {
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if (!n)
+			break;
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && !strncmp(p, "..", 2))) {
+			err_set(err,
+				"%s: '.' and '..' are not allowed in the "
+				"prefix",
+				spec);
+			free(prefix);
+			return -EINVAL;
+		}
+		memcpy(prefix + pl, p, n);
+		pl += n;
+		prefix[pl++] = '/';
+		p += n;
+	}
+	prefix[pl] = '\0';
+	s->prefix = prefix;
+	return 0;
+}
+
+/* A bucket name that works as a DNS label under TLS (no dots). */
+static bool vhost_ok(const char *bucket)
+{
+	size_t i, n = strlen(bucket);
+
+	if (n < 3 || n > 63 || bucket[0] == '-' || bucket[n - 1] == '-')
+		return false;
+	for (i = 0; i < n; i++)
+		if (!islower((unsigned char)bucket[i]) &&
+		    !isdigit((unsigned char)bucket[i]) && bucket[i] != '-')
+			return false;
+	return true;
+}
+
+/* Splits "http[s]://host[:port][/]" and sets origin, host and root. */
+static int set_endpoint(struct s3_src *s, const char *endpoint, int addressing,
+			char **err)
+{
+	const char *auth, *end;
+	char scheme[8], authority[300];
+	size_t sl, al, i;
+	bool custom = endpoint != NULL;
+	char *dflt = NULL;
+	int rc = 0;
+
+	if (!endpoint) {
+		dflt = strdupf("https://s3.%s.amazonaws.com", s->region);
+		endpoint = dflt;
+	}
+	auth = strstr(endpoint, "://");
+	sl = auth ? (size_t)(auth - endpoint) : 0;
+	if (!auth || sl >= sizeof(scheme)) {
+		err_set(err, "endpoint %s: not an http(s) URL", endpoint);
+		rc = -EINVAL;
+		goto out;
+	}
+	for (i = 0; i < sl; i++)
+		scheme[i] = (char)tolower((unsigned char)endpoint[i]);
+	scheme[sl] = '\0';
+	auth += 3;
+	end = auth + strcspn(auth, "/?#");
+	al = (size_t)(end - auth);
+	if ((strcmp(scheme, "http") && strcmp(scheme, "https")) || !al ||
+	    al >= sizeof(authority) || memchr(auth, '@', al) ||
+	    (*end && strcmp(end, "/"))) {
+		err_set(err,
+			"endpoint %s: expected http[s]://HOST[:PORT] (no path, "
+			"query or credentials)",
+			endpoint);
+		rc = -EINVAL;
+		goto out;
+	}
+	for (i = 0; i < al; i++)
+		authority[i] = (char)tolower((unsigned char)auth[i]);
+	authority[al] = '\0';
+	/* Drop a default port: the Host header we sign must be the one
+	 * curl would send. */
+	if ((!strcmp(scheme, "http") && al > 3 &&
+	     !strcmp(authority + al - 3, ":80")) ||
+	    (!strcmp(scheme, "https") && al > 4 &&
+	     !strcmp(authority + al - 4, ":443")))
+		*strrchr(authority, ':') = '\0';
+	if (addressing == ADDR_AUTO)
+		addressing =
+		    !custom && vhost_ok(s->bucket) ? ADDR_VHOST : ADDR_PATH;
+	if (addressing == ADDR_VHOST) {
+		s->host = strdupf("%s.%s", s->bucket, authority);
+		s->root = strdup("");
+	} else {
+		s->host = strdup(authority);
+		s->root = strdupf("/%s", s->bucket);
+	}
+	s->origin = strdupf("%s://%s", scheme, s->host);
+	if (!s->root || !s->host) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	s->base.id = custom ? strdupf("s3+%s://%s/%s/%s", scheme, authority,
+				      s->bucket, s->prefix)
+			    : strdupf("s3://%s/%s", s->bucket, s->prefix);
+out:
+	free(dflt);
+	return rc;
+}
 
 int source_s3_open(const char *spec, const struct source_options *opt,
-		     struct fetch_engine *fe, struct source **out, char **err)
+		   struct fetch_engine *fe, struct source **out, char **err)
 {
-	err_set(err, "%s: this source type is not built yet", spec);
-	return -ENOTSUP;
+	struct s3_src *s;
+	char *lerr = NULL, *cerr = NULL;
+	size_t count;
+	bool any = false;
+	int rc;
+
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->base.ops = &s3_ops;
+	s->base.fetch = fe;
+	rc = parse_spec(s, spec, err);
+	if (rc)
+		goto fail;
+	s->region = strdup(aws_region(opt->region));
+	if (!s->region) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (opt->addressing < ADDR_AUTO || opt->addressing > ADDR_VHOST) {
+		err_set(err, "%s: unknown addressing style %d", spec,
+			opt->addressing);
+		rc = -EINVAL;
+		goto fail;
+	}
+	rc = set_endpoint(s, aws_endpoint(opt->endpoint), opt->addressing, err);
+	if (rc)
+		goto fail;
+	s->sign = !opt->no_sign;
+	if (s->sign) {
+		rc = aws_creds_load(opt->profile, &s->creds, &cerr);
+		if (rc) {
+			err_set(err,
+				"%s: %s (or use --no-sign for a public "
+				"bucket)",
+				spec, cerr ? cerr : strerror(-rc));
+			free(cerr);
+			goto fail;
+		}
+	}
+	/* One key of the root: catches a wrong bucket, endpoint or key now,
+	 * at mount time, rather than at the first ls. */
+	rc = list_prefix(s, s->prefix, 1, found_one, &any, &count, &lerr);
+	if (rc) {
+		if (rc == -ENOENT)
+			err_set(err, "%s: %s (no such bucket?)", spec,
+				lerr ? lerr : "not found");
+		else
+			err_set(err, "%s: %s", spec, lerr ? lerr : "failed");
+		free(lerr);
+		goto fail;
+	}
+	log_info("%s: %s, region %s, %s-style, %s", s->base.id, s->origin,
+		 s->region, *s->root ? "path" : "virtual-host",
+		 s->sign ? "signed" : "unsigned");
+	*out = &s->base;
+	return 0;
+fail:
+	s3_destroy(&s->base);
+	return rc;
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""A gate in front of s3rver for test-s3: what s3rver 3.7 leaves out.
+
+s3rver accepts any SigV4 request whose access key id it knows without
+checking the signature, and it ignores If-Match on GET.  This gate checks
+both, independently of wharf's C signer, and passes the rest through:
+
+    s3-gate.py LISTEN_PORT UPSTREAM_PORT ACCESS_KEY SECRET_KEY
+
+A bad signature gets 403 SignatureDoesNotMatch, a stale If-Match 412
+PreconditionFailed, as S3 answers them.
+"""
+import hashlib
+import hmac
+import http.client
+import http.server
+import sys
+import urllib.parse
+
+LISTEN, UPSTREAM, ACCESS, SECRET = (int(sys.argv[1]), int(sys.argv[2]),
+                                    sys.argv[3], sys.argv[4])
+HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
+       "proxy-connection", "trailer"}
+
+
+def enc(s, safe):
+    return urllib.parse.quote(s, safe=safe)
+
+
+def canonical_query(q):
+    pairs = urllib.parse.parse_qsl(q, keep_blank_values=True)
+    pairs = sorted((enc(k, "-_.~"), enc(v, "-_.~")) for k, v in pairs)
+    return "&".join(k + "=" + v for k, v in pairs)
+
+
+def hm(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def expected_signature(method, target, headers, auth):
+    fields = dict(p.strip().split("=", 1)
+                  for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    key, date, region, service, _ = fields["Credential"].split("/")
+    signed = fields["SignedHeaders"].split(";")
+    path, _, query = target.partition("?")
+    creq = "\n".join([
+        method,
+        enc(urllib.parse.unquote(path), "/-_.~"),
+        canonical_query(query),
+        "".join(h + ":" + " ".join(headers.get(h, "").split()) + "\n"
+                for h in signed),
+        ";".join(signed),
+        headers.get("x-amz-content-sha256", ""),
+    ])
+    sts = "\n".join([
+        "AWS4-HMAC-SHA256", headers.get("x-amz-date", ""),
+        "/".join([date, region, service, "aws4_request"]),
+        hashlib.sha256(creq.encode()).hexdigest()
+    ])
+    k = hm(("AWS4" + SECRET).encode(), date)
+    for part in (region, service, "aws4_request"):
+        k = hm(k, part)
+    return key, hmac.new(k, sts.encode(), hashlib.sha256).hexdigest(), \
+        fields["Signature"]
+
+
+class Gate(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def refuse(self, status, code, message):
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>"
+                + code + "</Code><Message>" + message +
+                "</Message></Error>").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def upstream(self, method, headers, body):
+        c = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
+        c.request(method, self.path, body=body, headers=headers)
+        return c, c.getresponse()
+
+    def handle_any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        lower = {k.lower(): v for k, v in self.headers.items()}
+        auth = lower.get("authorization")
+        if auth:
+            key, want, got = expected_signature(self.command, self.path,
+                                                lower, auth)
+            if key != ACCESS:
+                return self.refuse(403, "InvalidAccessKeyId",
+                                   "unknown access key")
+            if not hmac.compare_digest(want, got):
+                return self.refuse(403, "SignatureDoesNotMatch",
+                                   "signature mismatch")
+        fwd = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        match = lower.get("if-match")
+        if match and self.command in ("GET", "HEAD"):
+            c, r = self.upstream("HEAD", {
+                k: v for k, v in fwd.items()
+                if k.lower() not in ("range", "if-match")}, None)
+            r.read()
+            etag = r.getheader("ETag")
+            c.close()
+            if r.status == 200 and match != "*" and match != etag:
+                return self.refuse(412, "PreconditionFailed",
+                                   "At least one of the pre-conditions you "
+                                   "specified did not hold")
+        c, r = self.upstream(self.command, fwd, body)
+        data = r.read()
+        self.send_response(r.status, r.reason)
+        for k, v in r.getheaders():
+            if k.lower() not in HOP and k.lower() != "content-length":
+                self.send_header(k, v)
+        length = r.getheader("Content-Length") if self.command == "HEAD" \
+            else None
+        self.send_header("Content-Length", length or str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        c.close()
+
+    do_GET = do_HEAD = do_PUT = do_DELETE = do_POST = handle_any
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", LISTEN), Gate).serve_forever()
