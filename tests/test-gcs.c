@@ -39,6 +39,9 @@ static const struct {
     {"sub/deeper/leaf", 100000},
     {"odd name+%\xc3\xa9", 1000},
     {"gen/obj", 4096},
+    {"sizes/chunk", CHUNK},
+    {"sizes/chunk+1", CHUNK + 1},
+    {"sizes/50M", 50ull << 20},
 };
 
 static char *root; /* ROOT/BUCKET/... the fake serves */
@@ -316,7 +319,7 @@ START_TEST(list_root)
 	open_ok(&o);
 	ck_assert_str_eq(src->id, "gs://" BUCKET "/ds/");
 	ck_assert_int_eq(list("", &l), 0);
-	ck_assert_int_eq(l.n, 8);
+	ck_assert_int_eq(l.n, 9);
 	ck_assert(has(&l, "empty=0"));
 	ck_assert(has(&l, "one=1"));
 	ck_assert(has(&l, "chunk-1=1048575"));
@@ -325,6 +328,7 @@ START_TEST(list_root)
 	ck_assert(has(&l, "sub/"));
 	ck_assert(has(&l, "many/"));
 	ck_assert(has(&l, "gen/"));
+	ck_assert(has(&l, "sizes/"));
 	ck_assert(l.versions_ok);
 	/* Only the fields the source needs were asked for. */
 	ck_assert_int_eq(fake_stat("bad_page_token"), 0);
@@ -354,7 +358,7 @@ START_TEST(pagination)
 	ck_assert_int_eq(fake_stat("bad_page_token"), 0);
 	/* The root's page of 7 mixes objects and prefixes. */
 	ck_assert_int_eq(list("", &l), 0);
-	ck_assert_int_eq(l.n, 8);
+	ck_assert_int_eq(l.n, 9);
 }
 END_TEST
 
@@ -489,7 +493,7 @@ START_TEST(retried)
 	inject(429, 2, "media");
 	inject(500, 1, "meta");
 	ck_assert_int_eq(list("", &l), 0);
-	ck_assert_int_eq(l.n, 8);
+	ck_assert_int_eq(l.n, 9);
 	check_object("big", 3 * CHUNK + 17, seed_of("big"));
 	ck_assert_int_eq(fake_stat("injected"), 5);
 	fetch_get_stats(fe, &st);
