@@ -1,8 +1,775 @@
-/* Placeholder until its module lands: skipped. */
+/*
+ * The loader end to end with real forked workers: order, bytes, resume,
+ * failures named, a small /dev/shm refused at open, nothing left behind.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <wharf/loader.h>
+
+#include "fixture.h"
+#include "loader_i.h"
+
+#define REC 96	  /* bytes per record */
+#define NREC 1000 /* records in the shard */
+#define SEED 7
+
+static char *root, *shard, *rec_idx, *dir_idx, *dir_root;
+static wharf_index *recs, *dirs;
+
+static void open_loader(const wharf_index *idx, struct wharf_options *o,
+			wharf_loader **l)
+{
+	int rc = wharf_loader_open(idx, o, l);
+	ck_assert_msg(rc == 0, "open: %d %s", rc, wharf_last_error());
+}
+
+/* Every batch of one epoch: sample ids in order, and bytes checked against
+ * the file (records: the shard at id * REC). */
+struct run {
+	uint64_t n;	  /* samples */
+	uint64_t nb;	  /* batches */
+	uint64_t *ids;	  /* in the order returned */
+	uint64_t *bindex; /* batch index of each returned batch */
+	uint32_t *bcount; /* its count */
+};
+
+static void run_free(struct run *r)
+{
+	free(r->ids);
+	free(r->bindex);
+	free(r->bcount);
+	memset(r, 0, sizeof(*r));
+}
+
+static void check_record(const struct wharf_batch *b, uint32_t k, const void *p)
+{
+	const unsigned char *d = p;
+	uint64_t id = b->samples[k];
+	for (uint32_t j = 0; j < REC; j++)
+		ck_assert_msg(d[j] == fx_byte(SEED, id * REC + j),
+			      "sample %llu byte %u differs",
+			      (unsigned long long)id, j);
+}
+
+/* Reads up to max batches (UINT64_MAX: to the end) into r. */
+static int take(wharf_loader *l, struct run *r, uint64_t max)
+{
+	const struct wharf_batch *b;
+	int rc = 0;
+	for (uint64_t i = 0; i < max; i++) {
+		rc = wharf_loader_next(l, &b);
+		if (rc)
+			break;
+		r->ids = realloc(r->ids, (r->n + b->count) * sizeof(*r->ids));
+		r->bindex = realloc(r->bindex, (r->nb + 1) * sizeof(uint64_t));
+		r->bcount = realloc(r->bcount, (r->nb + 1) * sizeof(uint32_t));
+		r->bindex[r->nb] = b->index;
+		r->bcount[r->nb] = b->count;
+		r->nb++;
+		for (uint32_t k = 0; k < b->count; k++) {
+			r->ids[r->n++] = b->samples[k];
+			if (b->sample_size == REC)
+				check_record(b, k,
+					     (const char *)b->data + k * REC);
+		}
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	return rc;
+}
+
+START_TEST(in_order_equals_sequential)
+{
+	/* _i: num_workers 0..3 */
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 7;
+	o.num_workers = (uint32_t)_i;
+	o.prefetch = 2;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	ck_assert_uint_eq(wharf_loader_num_batches(l), (NREC + 6) / 7);
+	/* The concatenated batches are the shard's bytes, in order. */
+	size_t len;
+	unsigned char *want = fx_read_file(shard, &len);
+	uint64_t pos = 0, nb = 0;
+	const struct wharf_batch *b;
+	int rc;
+	while ((rc = wharf_loader_next(l, &b)) == 0) {
+		ck_assert_uint_eq(b->index, nb);
+		ck_assert_uint_eq(b->sample_size, REC);
+		ck_assert_ptr_null(b->offsets);
+		ck_assert_uint_eq(b->bytes, (uint64_t)b->count * REC);
+		ck_assert_int_eq(memcmp(b->data, want + pos, b->bytes), 0);
+		for (uint32_t k = 0; k < b->count; k++)
+			ck_assert_uint_eq(b->samples[k], pos / REC + k);
+		pos += b->bytes;
+		nb++;
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+		ck_assert_int_eq(wharf_loader_release(l, b), -EINVAL);
+	}
+	ck_assert_int_eq(rc, WHARF_END);
+	ck_assert_uint_eq(pos, (uint64_t)NREC * REC);
+	ck_assert_int_eq(wharf_loader_next(l, &b), WHARF_END);
+	struct wharf_stats st = {.size = sizeof(st)};
+	ck_assert_int_eq(wharf_loader_stats(l, &st), 0);
+	ck_assert_uint_eq(st.batches, nb);
+	ck_assert_uint_eq(st.samples, NREC);
+	ck_assert_uint_eq(st.bytes, (uint64_t)NREC * REC);
+	ck_assert_uint_eq(st.read_bytes, (uint64_t)NREC * REC);
+	/* Adjacent records of one file were merged: one pread per batch. */
+	ck_assert_uint_eq(st.preads, nb);
+	free(want);
+	wharf_loader_close(l);
+}
+END_TEST
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+START_TEST(out_of_order_same_multiset)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 10;
+	o.num_workers = 3;
+	o.prefetch = 3;
+	o.shuffle = 1;
+	o.seed = 42;
+	struct run a = {0}, b = {0};
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(take(l, &a, UINT64_MAX), WHARF_END);
+	wharf_loader_close(l);
+	o.in_order = 0;
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(take(l, &b, UINT64_MAX), WHARF_END);
+	wharf_loader_close(l);
+	ck_assert_uint_eq(a.n, NREC);
+	ck_assert_uint_eq(b.n, NREC);
+	/* Shuffled: not the identity. */
+	uint64_t moved = 0;
+	for (uint64_t i = 0; i < a.n; i++)
+		moved += a.ids[i] != i;
+	ck_assert_uint_gt(moved, NREC / 2);
+	/* Each batch index holds the same samples either way. */
+	for (uint64_t i = 0; i < b.nb; i++) {
+		uint64_t bi = b.bindex[i], start = 0;
+		for (uint64_t j = 0; j < i; j++)
+			start += b.bcount[j];
+		ck_assert_uint_eq(b.bcount[i], a.bcount[bi]);
+		ck_assert_int_eq(
+		    memcmp(b.ids + start, a.ids + bi * 10, b.bcount[i] * 8), 0);
+	}
+	qsort(a.ids, a.n, 8, cmp_u64);
+	qsort(b.ids, b.n, 8, cmp_u64);
+	for (uint64_t i = 0; i < NREC; i++) {
+		ck_assert_uint_eq(a.ids[i], i);
+		ck_assert_uint_eq(b.ids[i], i);
+	}
+	run_free(&a);
+	run_free(&b);
+}
+END_TEST
+
+START_TEST(variable_size_and_labels)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 4;
+	o.num_workers = 2;
+	wharf_loader *l;
+	open_loader(dirs, &o, &l);
+	const struct wharf_batch *b;
+	uint64_t seen = 0;
+	while (wharf_loader_next(l, &b) == 0) {
+		ck_assert_uint_eq(b->sample_size, 0);
+		ck_assert_ptr_nonnull(b->offsets);
+		ck_assert_uint_eq(b->offsets[0], 0);
+		ck_assert_uint_eq(b->offsets[b->count], b->bytes);
+		for (uint32_t k = 0; k < b->count; k++) {
+			struct wharf_sample s;
+			char path[4096];
+			ck_assert_int_eq(
+			    wharf_index_sample(dirs, b->samples[k], &s), 0);
+			ck_assert_int_eq(b->labels[k], s.label);
+			ck_assert_int_gt(
+			    wharf_index_path(dirs, s.file, path, sizeof(path)),
+			    0);
+			size_t len;
+			void *want = fx_read_file(path, &len);
+			ck_assert_uint_eq(b->offsets[k + 1] - b->offsets[k],
+					  len);
+			ck_assert_int_eq(
+			    memcmp((const char *)b->data + b->offsets[k], want,
+				   len),
+			    0);
+			free(want);
+			seen++;
+		}
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_uint_eq(seen, wharf_index_count(dirs));
+	wharf_loader_close(l);
+}
+END_TEST
+
+/* Sample transform: the record's bytes reversed, then 4 bytes of its id. */
+static int rev_fn(void *user, uint64_t sample, const void *in, uint64_t len,
+		  void *out, uint64_t cap, uint64_t *out_len)
+{
+	const unsigned char *s = in;
+	unsigned char *d = out;
+	if (cap < len + 4)
+		return -ENOBUFS;
+	for (uint64_t i = 0; i < len; i++)
+		d[i] = s[len - 1 - i];
+	uint32_t id = (uint32_t)sample;
+	memcpy(d + len, &id, 4);
+	*out_len = len + 4;
+	return 0;
+}
+
+/* Batch transform: the first byte of every sample becomes the count. */
+static int count_fn(void *user, struct wharf_batch_rw *b)
+{
+	for (uint32_t k = 0; k < b->count; k++)
+		((unsigned char *)b->data)[k * b->sample_size] =
+		    (unsigned char)b->count;
+	return 0;
+}
+
+START_TEST(transforms)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 8;
+	o.num_workers = 2;
+	o.sample_bytes = REC + 4;
+	o.sample_fn = rev_fn;
+	o.batch_fn = count_fn;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	uint64_t n = 0;
+	while (wharf_loader_next(l, &b) == 0) {
+		ck_assert_uint_eq(b->sample_size, REC + 4);
+		for (uint32_t k = 0; k < b->count; k++) {
+			const unsigned char *d =
+			    (const unsigned char *)b->data + k * (REC + 4);
+			uint64_t id = b->samples[k];
+			ck_assert_uint_eq(d[0], b->count);
+			for (uint32_t j = 1; j < REC; j++)
+				ck_assert_uint_eq(
+				    d[j],
+				    fx_byte(SEED, id * REC + REC - 1 - j));
+			uint32_t got;
+			memcpy(&got, d + REC, 4);
+			ck_assert_uint_eq(got, id);
+			n++;
+		}
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_uint_eq(n, NREC);
+	wharf_loader_close(l);
+}
+END_TEST
+
+START_TEST(resume)
+{
+	/* _i selects the mode: 0 in order, 1 out of order. */
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 16;
+	o.num_workers = 2;
+	o.prefetch = 2;
+	o.shuffle = 1;
+	o.seed = 9;
+	o.in_order = _i == 0;
+	wharf_loader *l;
+	/* Reference: epoch 3 in full. */
+	struct run ref = {0};
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 3), 0);
+	ck_assert_int_eq(take(l, &ref, UINT64_MAX), WHARF_END);
+	uint64_t nb = wharf_loader_num_batches(l);
+	wharf_loader_close(l);
+
+	const uint64_t points[] = {0, 1, 5, nb - 1, nb};
+	for (size_t p = 0; p < 5; p++) {
+		struct run a = {0}, b = {0};
+		struct wharf_state st;
+		open_loader(recs, &o, &l);
+		ck_assert_int_eq(wharf_loader_set_epoch(l, 3), 0);
+		take(l, &a, points[p]);
+		ck_assert_uint_eq(a.nb, points[p]);
+		ck_assert_int_eq(wharf_loader_state_save(l, &st), 0);
+		ck_assert_uint_eq(st.epoch, 3);
+		wharf_loader_close(l);
+		/* A different num_workers and prefetch resume the same. */
+		struct wharf_options o2 = o;
+		o2.num_workers = (uint32_t)p % 4;
+		o2.prefetch = 1 + (uint32_t)p % 3;
+		open_loader(recs, &o2, &l);
+		ck_assert_int_eq(wharf_loader_state_restore(l, &st), 0);
+		ck_assert_int_eq(take(l, &b, UINT64_MAX), WHARF_END);
+		wharf_loader_close(l);
+		/* Together exactly the epoch's batches, each once. */
+		ck_assert_uint_eq(a.nb + b.nb, nb);
+		char *seen = calloc(nb, 1);
+		for (uint64_t i = 0; i < a.nb; i++)
+			seen[a.bindex[i]]++;
+		for (uint64_t i = 0; i < b.nb; i++)
+			seen[b.bindex[i]]++;
+		for (uint64_t i = 0; i < nb; i++)
+			ck_assert_int_eq(seen[i], 1);
+		free(seen);
+		if (o.in_order) {
+			ck_assert_int_eq(memcmp(a.ids, ref.ids, a.n * 8), 0);
+			ck_assert_int_eq(memcmp(b.ids, ref.ids + a.n, b.n * 8),
+					 0);
+		}
+		run_free(&a);
+		run_free(&b);
+	}
+	/* A state from another configuration is refused by name. */
+	struct wharf_state st;
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(wharf_loader_state_save(l, &st), 0);
+	st.batch_size = 3;
+	ck_assert_int_eq(wharf_loader_state_restore(l, &st), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "batch_size"));
+	wharf_loader_close(l);
+	run_free(&ref);
+}
+END_TEST
+
+START_TEST(epochs_differ_and_repeat)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 50;
+	o.num_workers = 1;
+	o.shuffle = 1;
+	wharf_loader *l;
+	struct run e0 = {0}, e1 = {0}, e0b = {0};
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(take(l, &e0, 3), 0);
+	/* Switching epochs mid-way drops what was read ahead. */
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 1), 0);
+	ck_assert_int_eq(take(l, &e1, UINT64_MAX), WHARF_END);
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 0), 0);
+	ck_assert_int_eq(take(l, &e0b, UINT64_MAX), WHARF_END);
+	wharf_loader_close(l);
+	ck_assert_uint_eq(e1.n, NREC);
+	ck_assert_int_eq(memcmp(e0.ids, e0b.ids, e0.n * 8), 0);
+	ck_assert_int_ne(memcmp(e0.ids, e1.ids, e0.n * 8), 0);
+	run_free(&e0);
+	run_free(&e1);
+	run_free(&e0b);
+}
+END_TEST
+
+/* Kills its own worker on sample 123. */
+static int crash_fn(void *user, uint64_t sample, const void *in, uint64_t len,
+		    void *out, uint64_t cap, uint64_t *out_len)
+{
+	if (sample == 123)
+		raise(SIGKILL);
+	memcpy(out, in, len);
+	*out_len = len;
+	return 0;
+}
+
+static void assert_no_children(void)
+{
+	errno = 0;
+	ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+	ck_assert_int_eq(errno, ECHILD);
+}
+
+START_TEST(worker_crash_named)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 10;
+	o.num_workers = 2;
+	o.sample_fn = crash_fn;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	int rc;
+	while ((rc = wharf_loader_next(l, &b)) == 0)
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	ck_assert_int_eq(rc, -ECHILD);
+	const char *e = wharf_loader_error(l);
+	ck_assert_msg(strstr(e, "worker ") && strstr(e, "signal 9") &&
+			  strstr(e, "sample 123 (") && strstr(e, shard) &&
+			  strstr(e, "batch 12"),
+		      "message: %s", e);
+	ck_assert_str_eq(wharf_last_error(), e);
+	/* Stopped: next keeps failing the same way; close is clean. */
+	ck_assert_int_eq(wharf_loader_next(l, &b), -ECHILD);
+	wharf_loader_close(l);
+	assert_no_children();
+}
+END_TEST
+
+static int bad_fn(void *user, uint64_t sample, const void *in, uint64_t len,
+		  void *out, uint64_t cap, uint64_t *out_len)
+{
+	if (sample % 100 == 57) {
+		wharf_set_error("sample %llu is not a tensor",
+				(unsigned long long)sample);
+		return -EBADMSG;
+	}
+	memcpy(out, in, len);
+	*out_len = len;
+	return 0;
+}
+
+START_TEST(transform_error_and_skip)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 10;
+	o.num_workers = (uint32_t)_i;
+	o.sample_fn = bad_fn;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	int rc;
+	while ((rc = wharf_loader_next(l, &b)) == 0)
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	ck_assert_int_eq(rc, -EBADMSG);
+	ck_assert_msg(strstr(wharf_loader_error(l), "sample 57 is not a "
+						    "tensor") &&
+			  strstr(wharf_loader_error(l), "batch 5 "),
+		      "message: %s", wharf_loader_error(l));
+	wharf_loader_close(l);
+
+	o.skip_bad = 1;
+	open_loader(recs, &o, &l);
+	uint64_t n = 0, skipped = 0;
+	while ((rc = wharf_loader_next(l, &b)) == 0) {
+		for (uint32_t k = 0; k < b->count; k++) {
+			ck_assert_uint_ne(b->samples[k] % 100, 57);
+			check_record(b, k, (const char *)b->data + k * REC);
+		}
+		n += b->count;
+		skipped += b->skipped;
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_int_eq(rc, WHARF_END);
+	ck_assert_uint_eq(skipped, NREC / 100);
+	ck_assert_uint_eq(n, NREC - NREC / 100);
+	struct wharf_stats st = {.size = sizeof(st)};
+	ck_assert_int_eq(wharf_loader_stats(l, &st), 0);
+	ck_assert_uint_eq(st.skipped, NREC / 100);
+	wharf_loader_close(l);
+}
+END_TEST
+
+START_TEST(unreadable_file)
+{
+	/* A file removed after the index was built. */
+	char *d = fx_tmpdir("unread"), *p, *out;
+	if (asprintf(&p, "%s/c/f1", d) < 0 || asprintf(&out, "%s/i", d) < 0)
+		abort();
+	ck_assert_int_eq(fx_mkdirs(strcat(strcpy(malloc(4096), d), "/c")), 0);
+	for (int i = 0; i < 4; i++) {
+		p[strlen(p) - 1] = (char)('0' + i);
+		ck_assert_int_eq(fx_write_file(p, 64, (uint32_t)i), 0);
+	}
+	ck_assert_int_eq(wharf_index_build_dir(d, out), 0);
+	p[strlen(p) - 1] = '2';
+	ck_assert_int_eq(unlink(p), 0);
+	wharf_index *idx;
+	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 4;
+	o.num_workers = 1;
+	wharf_loader *l;
+	open_loader(idx, &o, &l);
+	const struct wharf_batch *b;
+	ck_assert_int_eq(wharf_loader_next(l, &b), -ENOENT);
+	const char *e = wharf_loader_error(l);
+	ck_assert_msg(strstr(e, "sample 2 (") && strstr(e, p) &&
+			  strstr(e, "No such file") && strstr(e, "worker 0"),
+		      "message: %s", e);
+	wharf_loader_close(l);
+	wharf_index_close(idx);
+	fx_rmtree(d);
+	free(d);
+	free(p);
+	free(out);
+}
+END_TEST
+
+static int slow_fn(void *user, uint64_t sample, const void *in, uint64_t len,
+		   void *out, uint64_t cap, uint64_t *out_len)
+{
+	if (sample == 30)
+		pause(); /* until the loader kills us */
+	memcpy(out, in, len);
+	*out_len = len;
+	return 0;
+}
+
+START_TEST(timeout_named)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 10;
+	o.num_workers = 2;
+	o.timeout_ms = 300;
+	o.sample_fn = slow_fn;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	int rc;
+	while ((rc = wharf_loader_next(l, &b)) == 0)
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	ck_assert_int_eq(rc, -ETIMEDOUT);
+	ck_assert_msg(strstr(wharf_loader_error(l), "sample 30 (") &&
+			  strstr(wharf_loader_error(l), "timed out"),
+		      "message: %s", wharf_loader_error(l));
+	wharf_loader_close(l);
+	assert_no_children();
+}
+END_TEST
+
+START_TEST(slots_held)
+{
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 10;
+	o.num_workers = 2;
+	o.prefetch = 1;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b[3];
+	ck_assert_int_eq(wharf_loader_next(l, &b[0]), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b[1]), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b[2]), -ENOBUFS);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "release"));
+	/* Held views stay intact while others are read. */
+	ck_assert_int_eq(wharf_loader_release(l, b[0]), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b[2]), 0);
+	ck_assert_uint_eq(b[1]->samples[0], 10);
+	ck_assert_uint_eq(b[2]->samples[0], 20);
+	check_record(b[1], 0, b[1]->data);
+	wharf_loader_close(l);
+}
+END_TEST
+
+START_TEST(small_shm_refused)
+{
+	char *d = fx_tmpdir("shm");
+	if (mount("none", d, "tmpfs", 0, "size=1M")) {
+		fprintf(stderr,
+			"small_shm_refused: cannot mount tmpfs (%s): "
+			"not checked\n",
+			strerror(errno));
+		fx_rmtree(d);
+		free(d);
+		return;
+	}
+	struct wharf_options o;
+	wharf_options_init(&o);
+	o.batch_size = 4096;
+	o.num_workers = 2;
+	o.prefetch = 4;
+	o.shm_dir = d;
+	wharf_loader *l = NULL;
+	int rc = wharf_loader_open(recs, &o, &l);
+	const char *e = wharf_last_error();
+	umount2(d, MNT_DETACH);
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_msg(strstr(e, d) && strstr(e, "needs") &&
+			  strstr(e, "bytes are free") &&
+			  strstr(e, "lower prefetch"),
+		      "message: %s", e);
+	assert_no_children();
+	/* The same through $WHARF_SHM_DIR, and a ring that fits. */
+	ck_assert_int_eq(mount("none", d, "tmpfs", 0, "size=1M"), 0);
+	setenv("WHARF_SHM_DIR", d, 1);
+	o.shm_dir = NULL;
+	rc = wharf_loader_open(recs, &o, &l);
+	ck_assert_int_eq(rc, -ENOSPC);
+	o.batch_size = 10;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	check_record(b, 0, b->data);
+	/* Nothing named in the directory: the segment has no name. */
+	DIR *dd = opendir(d);
+	struct dirent *de;
+	int names = 0;
+	while ((de = readdir(dd)))
+		names += de->d_name[0] != '.';
+	closedir(dd);
+	ck_assert_int_eq(names, 0);
+	wharf_loader_close(l);
+	unsetenv("WHARF_SHM_DIR");
+	umount2(d, MNT_DETACH);
+	fx_rmtree(d);
+	free(d);
+}
+END_TEST
+
+/* The caller killed with SIGKILL: its workers die with it, nothing stays. */
+START_TEST(killed_caller_leaves_nothing)
+{
+	int pp[2];
+	ck_assert_int_eq(pipe(pp), 0);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		struct wharf_options o;
+		wharf_options_init(&o);
+		o.num_workers = 3;
+		wharf_loader *l;
+		if (wharf_loader_open(recs, &o, &l))
+			_exit(1);
+		pid_t pids[3];
+		for (int i = 0; i < 3; i++)
+			pids[i] = l->workers.w[i].pid;
+		if (write(pp[1], pids, sizeof(pids)) != sizeof(pids))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(pp[1]);
+	pid_t pids[3];
+	ck_assert_int_eq(read(pp[0], pids, sizeof(pids)), sizeof(pids));
+	close(pp[0]);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	/* PR_SET_PDEATHSIG: each worker is gone (bounded wait; ESRCH once
+	 * reaped by init). */
+	for (int i = 0; i < 3; i++) {
+		int tries = 0;
+		while (kill(pids[i], 0) == 0 && tries++ < 500) {
+			char p[64], st = 0;
+			snprintf(p, sizeof(p), "/proc/%d/stat", (int)pids[i]);
+			FILE *f = fopen(p, "r");
+			if (f) {
+				if (fscanf(f, "%*d %*s %c", &st) != 1)
+					st = 0;
+				fclose(f);
+			}
+			if (st == 'Z')
+				break;
+			struct timespec ts = {0, 10000000};
+			nanosleep(&ts, NULL);
+		}
+		ck_assert_msg(tries < 500, "worker %d outlived its caller",
+			      (int)pids[i]);
+	}
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("loader");
+	TCase *tc = tcase_create("loader");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, in_order_equals_sequential, 0, 4);
+	tcase_add_test(tc, out_of_order_same_multiset);
+	tcase_add_test(tc, variable_size_and_labels);
+	tcase_add_test(tc, transforms);
+	tcase_add_loop_test(tc, resume, 0, 2);
+	tcase_add_test(tc, epochs_differ_and_repeat);
+	tcase_add_test(tc, worker_crash_named);
+	tcase_add_loop_test(tc, transform_error_and_skip, 0, 3);
+	tcase_add_test(tc, unreadable_file);
+	tcase_add_test(tc, timeout_named);
+	tcase_add_test(tc, slots_held);
+	tcase_add_test(tc, small_shm_refused);
+	tcase_add_test(tc, killed_caller_leaves_nothing);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* wharf-* entries in /dev/shm whose pid is ours or our children's. */
+static int shm_leftovers(void)
+{
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+	if (!d)
+		return 0;
+	struct dirent *de;
+	char mine[32];
+	snprintf(mine, sizeof(mine), "wharf-%d-", (int)getpid());
+	while ((de = readdir(d)))
+		n += !strncmp(de->d_name, mine, strlen(mine));
+	closedir(d);
+	return n;
+}
 
 int main(void)
 {
-	puts("SKIP: test-loader not written yet");
-	return 77;
+	root = fx_tmpdir("loader");
+	if (asprintf(&shard, "%s/shard", root) < 0 ||
+	    asprintf(&rec_idx, "%s/rec.idx", root) < 0 ||
+	    asprintf(&dir_idx, "%s/dir.idx", root) < 0 ||
+	    asprintf(&dir_root, "%s/tree", root) < 0)
+		abort();
+	if (fx_write_file(shard, (uint64_t)NREC * REC, SEED))
+		return 1;
+	const char *files[] = {shard};
+	if (wharf_index_build_records(REC, files, 1, rec_idx) ||
+	    wharf_index_open(rec_idx, 0, &recs)) {
+		fprintf(stderr, "%s\n", wharf_last_error());
+		return 1;
+	}
+	for (int i = 0; i < 23; i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s/c%d", dir_root, i % 3);
+		fx_mkdirs(p);
+		snprintf(p, sizeof(p), "%s/c%d/f%02d", dir_root, i % 3, i);
+		if (fx_write_file(p, 10 + (uint64_t)i * 37, (uint32_t)i))
+			return 1;
+	}
+	if (wharf_index_build_dir(dir_root, dir_idx) ||
+	    wharf_index_open(dir_idx, 0, &dirs)) {
+		fprintf(stderr, "%s\n", wharf_last_error());
+		return 1;
+	}
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	wharf_index_close(recs);
+	wharf_index_close(dirs);
+	/* No segment left behind by the whole suite. */
+	int left = shm_leftovers();
+	if (left) {
+		fprintf(stderr, "%d wharf segments left in /dev/shm\n", left);
+		failed++;
+	}
+	fx_rmtree(root);
+	free(root);
+	free(shard);
+	free(rec_idx);
+	free(dir_idx);
+	free(dir_root);
+	return failed ? 1 : 0;
 }
