@@ -344,7 +344,9 @@ void *chunks_fill_buffer(struct chunk_cache *cc, struct chunk *c, size_t cap)
 	size_t mapped;
 	void *p;
 
-	assert(e->state == LOADING && e->refs > 0);
+	/* Only the owner changes a loading entry's state: no lock needed to
+	 * look at it here (refs, which waiters change, is not looked at). */
+	assert(e->state == LOADING);
 	if (e->cap >= cap && e->pub.data)
 		return e->pub.data;
 	make_room(cc, cap - e->cap);
