@@ -499,7 +499,7 @@ static int mount_open(struct mount_state *m)
 	struct prefetch_config pc = {
 	    .chunk_size = (uint32_t)o->chunk_size,
 	    .readahead_bytes = o->readahead,
-	    .threads = o->readahead ? o->threads : 0,
+	    .threads = o->threads, /* read-ahead and hints */
 	};
 	char *err = NULL, *fsname = NULL, *mopts = NULL;
 	int rc;
@@ -549,7 +549,9 @@ static int mount_open(struct mount_state *m)
 	for (char *p = fsname; *p; p++)
 		if (*p == ',')
 			*p = '_';
-	mopts = strdupf("ro,default_permissions,subtype=wharf,fsname=%s,"
+	/* Not "ro": .wharf/hints takes writes; every other write is
+	 * refused with EROFS by ops.c. */
+	mopts = strdupf("default_permissions,subtype=wharf,fsname=%s,"
 			"max_read=%u",
 			fsname, PF_MAX_READ);
 	if (fuse_opt_add_arg(&m->args, "wharf") ||

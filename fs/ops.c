@@ -3,7 +3,8 @@
  * turns that into the reply, and is the only one that calls fuse_reply_*.
  *
  * Inodes: the tree's numbers (below 2^32), plus two virtual ones for the
- * hidden `.wharf` directory and its `stats` file.  Inodes live as long as
+ * hidden `.wharf` directory, its `stats` file and its write-only `hints`
+ * file.  Inodes live as long as
  * the mount, so lookup counts need no bookkeeping (forget is a no-op).
  * Objects are immutable while mounted, so attributes, entries (negative
  * ones too) and file pages are cached by the kernel for a long time.
@@ -37,8 +38,10 @@
 
 #define INO_WHARF_DIR ((fuse_ino_t)1 << 40)
 #define INO_STATS (INO_WHARF_DIR + 1)
+#define INO_HINTS (INO_WHARF_DIR + 2)
 #define WHARF_DIR_NAME ".wharf"
 #define STATS_NAME "stats"
+#define HINTS_NAME "hints"
 /* A day: nothing changes under a mount, and a remount starts afresh. */
 #define CACHE_TIMEOUT 86400.0
 
@@ -102,6 +105,9 @@ static void fill_virtual(const struct ops_ctx *ctx, fuse_ino_t ino,
 	if (ino == INO_WHARF_DIR) {
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
+	} else if (ino == INO_HINTS) {
+		st->st_mode = S_IFREG | 0222;
+		st->st_nlink = 1;
 	} else {
 		/* Its size is not known before it is opened; direct_io makes
 		 * readers read to the end anyway. */
@@ -112,7 +118,7 @@ static void fill_virtual(const struct ops_ctx *ctx, fuse_ino_t ino,
 
 static bool is_virtual(fuse_ino_t ino)
 {
-	return ino == INO_WHARF_DIR || ino == INO_STATS;
+	return ino == INO_WHARF_DIR || ino == INO_STATS || ino == INO_HINTS;
 }
 
 /* Fills e for ino, which must exist.  Returns 0 or -errno. */
@@ -245,11 +251,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (parent == INO_WHARF_DIR) {
-		if (strcmp(name, STATS_NAME)) {
+		if (strcmp(name, STATS_NAME) && strcmp(name, HINTS_NAME)) {
 			fuse_reply_err(req, ENOENT);
 			return;
 		}
-		entry_of(ctx, INO_STATS, NULL, &e);
+		entry_of(ctx, strcmp(name, STATS_NAME) ? INO_HINTS : INO_STATS,
+			 NULL, &e);
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -303,7 +310,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	char *err = NULL;
 	int rc = 0;
 
-	if (ino == INO_STATS) {
+	if (ino == INO_STATS || ino == INO_HINTS) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -351,7 +358,7 @@ static int dir_add(struct dirbuf *d, const char *name, fuse_ino_t ino,
 
 		st.st_ino = ino;
 		st.st_mode =
-		    (a ? a->is_dir : ino != INO_STATS) ? S_IFDIR : S_IFREG;
+		    (a ? a->is_dir : ino == INO_WHARF_DIR) ? S_IFDIR : S_IFREG;
 		n = fuse_add_direntry(d->req, d->buf + d->used,
 				      d->size - d->used, name, &st, next);
 	}
@@ -396,8 +403,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			goto reply;
 		if (off < 2 && dir_add(&d, "..", FUSE_ROOT_ID, &parent, 2))
 			goto reply;
-		if (off < 3)
-			dir_add(&d, STATS_NAME, INO_STATS, NULL, 3);
+		if (off < 3 && dir_add(&d, STATS_NAME, INO_STATS, NULL, 3))
+			goto reply;
+		if (off < 4)
+			dir_add(&d, HINTS_NAME, INO_HINTS, NULL, 4);
 		goto reply;
 	}
 	rc = tree_getattr(ctx->tree, ino, &self);
@@ -445,6 +454,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pf_file *f;
 	int rc;
 
+	if (ino == INO_HINTS) {
+		if ((fi->flags & O_ACCMODE) != O_WRONLY) {
+			fuse_reply_err(req, EACCES);
+			return;
+		}
+		/* Each write is parsed as it comes: no page cache. */
+		fi->direct_io = 1;
+		fi->nonseekable = 1;
+		fuse_reply_open(req, fi);
+		return;
+	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
 	    (fi->flags & (O_TRUNC | O_CREAT))) {
 		fuse_reply_err(req, EROFS);
@@ -575,6 +595,16 @@ static void erofs(fuse_req_t req)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
+	struct stat st;
+
+	/* `> hints` truncates first: a no-op, the file holds nothing. */
+	if (ino == INO_HINTS &&
+	    !(to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
+			 FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME))) {
+		fill_virtual(ctx_of(req), ino, &st);
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	erofs(req);
 }
 
@@ -614,9 +644,102 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	erofs(req);
 }
 
+/*
+ * One hint line, "PATH OFFSET LENGTH" (LENGTH 0: to the end): resolves PATH
+ * (relative to the mount root, or absolute under the mountpoint) one
+ * component at a time and queues the range.  A directory not yet listed is
+ * listed here, once.  @return 0 or -errno.
+ */
+static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
+{
+	const char *mp = ctx->stats.mountpoint;
+	unsigned long long off, n;
+	fuse_ino_t ino = FUSE_ROOT_ID;
+	struct tree_attr a;
+	struct pf_file *f;
+	char *sp2, *sp1, *path, *end;
+	size_t mpl;
+	int rc;
+
+	line[len] = '\0';
+	sp2 = strrchr(line, ' ');
+	if (!sp2 || sp2 == line)
+		return -EINVAL;
+	*sp2 = '\0';
+	sp1 = strrchr(line, ' ');
+	if (!sp1 || sp1 == line)
+		return -EINVAL;
+	*sp1 = '\0';
+	errno = 0;
+	off = strtoull(sp1 + 1, &end, 10);
+	if (errno || *end || end == sp1 + 1)
+		return -EINVAL;
+	n = strtoull(sp2 + 1, &end, 10);
+	if (errno || *end || end == sp2 + 1)
+		return -EINVAL;
+	path = line;
+	mpl = mp ? strlen(mp) : 0;
+	if (mpl && !strncmp(path, mp, mpl) && path[mpl] == '/')
+		path += mpl;
+	while (*path) {
+		char *slash;
+
+		while (*path == '/')
+			path++;
+		if (!*path)
+			break;
+		slash = strchr(path, '/');
+		if (slash)
+			*slash = '\0';
+		rc = tree_lookup(ctx->tree, ino, path, &a);
+		if (rc)
+			return rc;
+		ino = a.ino;
+		path = slash ? slash + 1 : path + strlen(path);
+	}
+	if (ino == FUSE_ROOT_ID)
+		return -EISDIR;
+	rc = file_of(ctx, ino, &f);
+	if (rc)
+		return rc;
+	return prefetch_hint(ctx->prefetch, f, off, n);
+}
+
+/* Writes to .wharf/hints: whole lines; a partial last line is refused. */
+static void hints_write(fuse_req_t req, const char *buf, size_t size)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	uint64_t lines = 0, bad = 0;
+	char line[4200];
+	size_t i = 0;
+
+	while (i < size) {
+		const char *nl = memchr(buf + i, '\n', size - i);
+		size_t len = (nl ? (size_t)(nl - buf) : size) - i;
+
+		if (len && nl && len < sizeof(line)) {
+			memcpy(line, buf + i, len);
+			if (hint_line(ctx, line, len))
+				bad++;
+			else
+				lines++;
+		} else if (len) {
+			bad++;
+		}
+		i += len + 1;
+	}
+	__atomic_fetch_add(&ctx->stats.hint_lines, lines, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&ctx->stats.hint_bad, bad, __ATOMIC_RELAXED);
+	fuse_reply_write(req, size);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
+	if (ino == INO_HINTS) {
+		hints_write(req, buf, size);
+		return;
+	}
 	erofs(req);
 }
 

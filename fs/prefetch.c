@@ -23,6 +23,13 @@
 #include <string.h>
 
 #define QUEUE_CAP 1024
+/* Hinted chunks queued at most: 24 bytes each, so 384 KiB whatever the
+ * number of objects hinted; more are dropped and counted. */
+#define HINT_CAP 16384
+/* A hint this many hints behind the newest one a reader has reached is
+ * stale: the reader has passed it (or will fetch it itself sooner).  The
+ * slack covers readers that run a few batches out of order. */
+#define HINT_SLACK 256
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -40,16 +47,18 @@ struct pf_file {
 	uint64_t cur_chunk; /* last chunk a sequential read reached */
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
+	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
 };
 
 struct job {
 	struct pf_file *f;
 	uint64_t idx;
+	uint64_t seq; /* hints: its place in hint order */
 };
 
 struct queue {
 	struct job *jobs;
-	unsigned head, len;
+	unsigned head, len, cap;
 };
 
 struct prefetch {
@@ -65,6 +74,10 @@ struct prefetch {
 	bool stopping;
 	pthread_t *threads;
 	unsigned nthreads;
+
+	uint64_t hint_seq; /* atomic: hints queued so far */
+	uint64_t read_seq; /* atomic: newest hint a reader has reached */
+	uint64_t inflight; /* atomic: bytes the pool is loading now */
 
 	struct prefetch_stats stats; /* atomic fields */
 };
@@ -121,7 +134,8 @@ static int reader_errno(int rc)
  * body is an error, never short data inside a file.
  */
 static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
-		      const struct chunk_key *key, struct chunk *c)
+		      const struct chunk_key *key, struct chunk *c,
+		      bool *fetched)
 {
 	const size_t want = chunk_len(pf, f, idx);
 	const uint64_t off = idx * pf->cfg.chunk_size;
@@ -162,6 +176,7 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		source_read_done(&rd);
 		goto fail;
 	}
+	*fetched = true;
 	rd.req.buf = buf;
 	rd.req.cap = want;
 	rd.req.grow = false;
@@ -210,20 +225,59 @@ static bool queue_pop(struct prefetch *pf, struct job *out)
 		if (!q->len)
 			continue;
 		*out = q->jobs[q->head];
-		q->head = (q->head + 1) % QUEUE_CAP;
+		q->head = (q->head + 1) % q->cap;
 		q->len--;
 		return true;
 	}
 	return false;
 }
 
+/* A pool job: loads the chunk unless it is cached, in flight or stale. */
+static void run_job(struct prefetch *pf, const struct job *j, bool hint)
+{
+	const uint64_t rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
+	struct chunk_key key;
+	struct chunk *c;
+	bool owner, fetched = false;
+	uint64_t want, cur, max;
+
+	if (__atomic_load_n(&j->f->closed, __ATOMIC_RELAXED))
+		return;
+	if (hint && j->seq + HINT_SLACK < rs) {
+		STAT_ADD(pf->stats.hint_stale, 1);
+		return;
+	}
+	file_key(pf, j->f, j->idx, &key);
+	/* Without waiting: a chunk in flight is someone else's load, and a
+	 * ready one needs nothing. */
+	if (chunks_get(pf->cc, &key, false, &c, &owner))
+		return;
+	if (!owner) {
+		if (hint)
+			STAT_ADD(pf->stats.hint_cached, 1);
+		chunks_put(pf->cc, c);
+		return;
+	}
+	want = chunk_len(pf, j->f, j->idx);
+	cur = __atomic_add_fetch(&pf->inflight, want, __ATOMIC_RELAXED);
+	max = __atomic_load_n(&pf->stats.inflight_max, __ATOMIC_RELAXED);
+	while (cur > max && !__atomic_compare_exchange_n(
+				&pf->stats.inflight_max, &max, cur, true,
+				__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	if (!load_chunk(pf, j->f, j->idx, &key, c, &fetched)) {
+		STAT_ADD(
+		    *(hint ? &pf->stats.hint_loaded : &pf->stats.ra_loaded), 1);
+		chunks_put(pf->cc, c);
+	}
+	__atomic_sub_fetch(&pf->inflight, want, __ATOMIC_RELAXED);
+}
+
 static void *worker(void *arg)
 {
 	struct prefetch *pf = arg;
-	struct chunk_key key;
-	struct chunk *c;
 	struct job j;
-	bool owner;
+	bool hint;
 
 	for (;;) {
 		pthread_mutex_lock(&pf->qmu);
@@ -233,45 +287,31 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&pf->qmu);
 			return NULL;
 		}
+		/* Hints carry a sequence number from 1; read-ahead none. */
+		hint = j.seq != 0;
 		pthread_mutex_unlock(&pf->qmu);
 
-		if (!__atomic_load_n(&j.f->closed, __ATOMIC_RELAXED)) {
-			file_key(pf, j.f, j.idx, &key);
-			/* Without waiting: a chunk in flight is someone
-			 * else's load, and a ready one needs nothing. */
-			if (chunks_get(pf->cc, &key, false, &c, &owner) == 0) {
-				if (owner) {
-					if (!load_chunk(pf, j.f, j.idx, &key,
-							c)) {
-						STAT_ADD(pf->stats.ra_loaded,
-							 1);
-						chunks_put(pf->cc, c);
-					}
-				} else {
-					chunks_put(pf->cc, c);
-				}
-			}
-		}
+		run_job(pf, &j, hint);
 		file_unref(j.f);
 	}
 }
 
 /* Queues chunks [from, to] of f in class k; a full queue drops the rest. */
 static void enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
-		    uint64_t to, enum pf_class k)
+		    uint64_t to, enum pf_class k, uint64_t seq)
 {
 	struct queue *q = &pf->q[k];
 	uint64_t queued = 0, dropped = 0;
 
 	pthread_mutex_lock(&pf->qmu);
 	for (uint64_t i = from; i <= to; i++) {
-		if (q->len == QUEUE_CAP) {
+		if (q->len == q->cap) {
 			dropped += to - i + 1;
 			break;
 		}
 		file_ref(f);
-		q->jobs[(q->head + q->len) % QUEUE_CAP] =
-		    (struct job){.f = f, .idx = i};
+		q->jobs[(q->head + q->len) % q->cap] =
+		    (struct job){.f = f, .idx = i, .seq = seq};
 		q->len++;
 		queued++;
 	}
@@ -280,8 +320,30 @@ static void enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 		pthread_cond_signal(&pf->qcond);
 	else if (queued)
 		pthread_cond_broadcast(&pf->qcond);
-	STAT_ADD(pf->stats.ra_queued, queued);
-	STAT_ADD(pf->stats.ra_dropped, dropped);
+	if (k == PF_HINT) {
+		STAT_ADD(pf->stats.hint_queued, queued);
+		STAT_ADD(pf->stats.hint_dropped, dropped);
+	} else {
+		STAT_ADD(pf->stats.ra_queued, queued);
+		STAT_ADD(pf->stats.ra_dropped, dropped);
+	}
+}
+
+int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
+		  uint64_t len)
+{
+	const uint64_t cs = pf->cfg.chunk_size;
+	uint64_t seq, end;
+
+	if (!pf->nthreads)
+		return -EOPNOTSUPP;
+	if (off >= f->size)
+		return -ERANGE;
+	end = len == 0 || f->size - off < len ? f->size : off + len;
+	seq = __atomic_add_fetch(&pf->hint_seq, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->hint_seq, seq, __ATOMIC_RELAXED);
+	enqueue(pf, f, off / cs, (end - 1) / cs, PF_HINT, seq);
+	return 0;
 }
 
 /*
@@ -336,7 +398,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		  size_t size, struct pf_read *rd)
 {
 	const uint64_t cs = pf->cfg.chunk_size;
-	uint64_t end, first, last, ra_from, ra_to;
+	uint64_t end, first, last, ra_from, ra_to, hs, rs;
 	int rc = 0;
 
 	rd->n = 0;
@@ -354,11 +416,20 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		return -EINVAL;
 	}
 
+	/* The reader has reached this file's hint: older ones are stale.
+	 * One relaxed load per read, a CAS only when it moves forward. */
+	hs = __atomic_load_n(&f->hint_seq, __ATOMIC_RELAXED);
+	rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
+	while (hs > rs &&
+	       !__atomic_compare_exchange_n(&pf->read_seq, &rs, hs, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+
 	/* Queue read-ahead first, so it overlaps this read's own loads. */
 	if (pf->window_cap) {
 		plan_readahead(pf, f, off, end, &ra_from, &ra_to);
 		if (ra_from <= ra_to)
-			enqueue(pf, f, ra_from, ra_to, PF_READAHEAD);
+			enqueue(pf, f, ra_from, ra_to, PF_READAHEAD, 0);
 	}
 
 	for (uint64_t idx = first; idx <= last; idx++) {
@@ -368,7 +439,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		    (end < cstart + cs ? end : cstart + cs) - cstart;
 		struct chunk_key key;
 		struct chunk *c;
-		bool owner;
+		bool owner, fetched = false;
 
 		file_key(pf, f, idx, &key);
 		rc = chunks_get(pf->cc, &key, true, &c, &owner);
@@ -377,10 +448,16 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 			goto fail;
 		}
 		if (owner) {
-			rc = load_chunk(pf, f, idx, &key, c);
+			rc = load_chunk(pf, f, idx, &key, c, &fetched);
 			if (rc)
 				goto fail;
 		}
+		if (fetched)
+			STAT_ADD(pf->stats.demand_fetches, 1);
+		if (hs)
+			STAT_ADD(*(fetched ? &pf->stats.hint_misses
+					   : &pf->stats.hint_hits),
+				 1);
 		if (c->len < e) {
 			log_error("%s%s: chunk %llu holds %zu bytes, expected "
 				  "at least %llu",
@@ -460,7 +537,8 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 	pthread_mutex_init(&pf->qmu, NULL);
 	pthread_cond_init(&pf->qcond, NULL);
 	for (int k = 0; k < PF_NCLASS; k++) {
-		pf->q[k].jobs = calloc(QUEUE_CAP, sizeof(struct job));
+		pf->q[k].cap = k == PF_HINT ? HINT_CAP : QUEUE_CAP;
+		pf->q[k].jobs = calloc(pf->q[k].cap, sizeof(struct job));
 		if (!pf->q[k].jobs) {
 			rc = -ENOMEM;
 			goto fail;
@@ -472,7 +550,8 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (unsigned i = 0; pf->window_cap && i < cfg->threads; i++) {
+	/* The pool serves hints too, so it runs without read-ahead. */
+	for (unsigned i = 0; i < cfg->threads; i++) {
 		rc = -pthread_create(&pf->threads[i], NULL, worker, pf);
 		if (rc)
 			goto fail;
@@ -518,4 +597,19 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->ra_loaded = STAT_GET(pf->stats.ra_loaded);
 	out->ra_dropped = STAT_GET(pf->stats.ra_dropped);
 	out->files = STAT_GET(pf->stats.files);
+	out->demand_fetches = STAT_GET(pf->stats.demand_fetches);
+	out->hint_queued = STAT_GET(pf->stats.hint_queued);
+	out->hint_loaded = STAT_GET(pf->stats.hint_loaded);
+	out->hint_cached = STAT_GET(pf->stats.hint_cached);
+	out->hint_dropped = STAT_GET(pf->stats.hint_dropped);
+	out->hint_stale = STAT_GET(pf->stats.hint_stale);
+	out->hint_hits = STAT_GET(pf->stats.hint_hits);
+	out->hint_misses = STAT_GET(pf->stats.hint_misses);
+	out->inflight = STAT_GET(pf->inflight);
+	out->inflight_max = STAT_GET(pf->stats.inflight_max);
+	out->inflight_cap = (uint64_t)pf->nthreads * pf->cfg.chunk_size;
+	pthread_mutex_lock(&pf->qmu);
+	out->hint_queue = pf->q[PF_HINT].len;
+	pthread_mutex_unlock(&pf->qmu);
+	out->hint_queue_cap = HINT_CAP;
 }

@@ -93,6 +93,17 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 /* Drops the references of a successful prefetch_read. */
 void prefetch_read_done(struct prefetch *pf, struct pf_read *rd);
 
+/*
+ * A hint: a reader will read [off, off+len) of f (len 0: to the end) after
+ * the ranges hinted before it.  Queues its chunks in the PF_HINT class
+ * without waiting for anything; the pool loads them in hint order unless
+ * they are cached, being loaded, or stale (a reader has already reached a
+ * hint HINT_SLACK later).  A full queue drops them (counted).
+ * @return 0, -ERANGE (off past the end), -EOPNOTSUPP (no pool).
+ */
+int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
+		  uint64_t len) WHARF_CHECK;
+
 struct prefetch_stats {
 	uint64_t reads;		 /* prefetch_read calls */
 	uint64_t bytes_served;	 /* bytes handed to readers */
@@ -100,7 +111,18 @@ struct prefetch_stats {
 	uint64_t chunks_fetched; /* of which from the origin */
 	uint64_t chunk_errors;	 /* loads that failed */
 	uint64_t ra_queued, ra_loaded, ra_dropped;
-	uint64_t files; /* pf_files alive */
+	uint64_t files;		 /* pf_files alive */
+	uint64_t demand_fetches; /* chunks a reader fetched from the origin */
+	/* Hints: chunks queued, loaded by the pool, found cached or in
+	 * flight, dropped (queue full), dropped as stale (the reader had
+	 * passed them); demand chunk reads of hinted files that found the
+	 * chunk loaded or loading (hits) or fetched it themselves (misses). */
+	uint64_t hint_queued, hint_loaded, hint_cached, hint_dropped,
+	    hint_stale, hint_hits, hint_misses;
+	uint64_t hint_queue, hint_queue_cap; /* jobs queued now, most */
+	/* Bytes the pool is loading now, the most seen, and the bound
+	 * (threads x chunk size). */
+	uint64_t inflight, inflight_max, inflight_cap;
 };
 void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out);
 

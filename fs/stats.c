@@ -99,6 +99,31 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 		(unsigned long long)ps.ra_queued,
 		(unsigned long long)ps.ra_loaded,
 		(unsigned long long)ps.ra_dropped);
+	fprintf(
+	    f,
+	    "  \"hints\": {\"lines\": %llu, \"bad_lines\": %llu, "
+	    "\"queued\": %llu, \"loaded\": %llu, \"cached\": %llu, "
+	    "\"dropped\": %llu, \"stale\": %llu, \"hits\": %llu, "
+	    "\"misses\": %llu, \"queue\": %llu, \"queue_cap\": %llu},\n",
+	    (unsigned long long)__atomic_load_n(&s->hint_lines,
+						__ATOMIC_RELAXED),
+	    (unsigned long long)__atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED),
+	    (unsigned long long)ps.hint_queued,
+	    (unsigned long long)ps.hint_loaded,
+	    (unsigned long long)ps.hint_cached,
+	    (unsigned long long)ps.hint_dropped,
+	    (unsigned long long)ps.hint_stale, (unsigned long long)ps.hint_hits,
+	    (unsigned long long)ps.hint_misses,
+	    (unsigned long long)ps.hint_queue,
+	    (unsigned long long)ps.hint_queue_cap);
+	fprintf(f,
+		"  \"prefetch\": {\"demand_fetches\": %llu, "
+		"\"inflight_bytes\": %llu, \"inflight_max\": %llu, "
+		"\"inflight_cap\": %llu},\n",
+		(unsigned long long)ps.demand_fetches,
+		(unsigned long long)ps.inflight,
+		(unsigned long long)ps.inflight_max,
+		(unsigned long long)ps.inflight_cap);
 	fprintf(f, "  \"tree\": {\"inodes\": %llu, \"bytes\": %llu}\n}\n",
 		(unsigned long long)inodes, (unsigned long long)tree_bytes);
 	if (fclose(f)) {

@@ -14,6 +14,10 @@
  *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
  *              chunk_errors, files},
  *    "readahead": {queued, loaded, dropped},
+ *    "hints": {lines, bad_lines, queued, loaded, cached, dropped, stale,
+ *              hits, misses, queue, queue_cap},
+ *    "prefetch": {demand_fetches, inflight_bytes, inflight_max,
+ *                 inflight_cap},
  *    "tree": {inodes, bytes}}
  */
 #include <stddef.h>
@@ -37,6 +41,8 @@ struct stats_sources {
 	const char *mountpoint;
 	const char *cache_dir;
 	uint64_t started_ns; /* now_ns() at mount */
+	/* .wharf/hints lines taken and refused (ops.c counts, atomic). */
+	uint64_t hint_lines, hint_bad;
 };
 
 /* A malloc'd, NUL-terminated JSON text (ends with a newline) in *out.

@@ -442,12 +442,18 @@ START_TEST(test_read_only)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/one", mnt_dir);
-	fd = open(path, O_WRONLY);
-	ck_assert_int_eq(fd, -1);
-	ck_assert_int_eq(errno, EROFS);
-	fd = open(path, O_RDWR);
-	ck_assert_int_eq(fd, -1);
-	ck_assert_int_eq(errno, EROFS);
+	/* The mount is not "ro" (.wharf/hints takes writes): a kernel that
+	 * skips opens lets the open through, and the write is refused. */
+	for (int k = 0; k < 2; k++) {
+		fd = open(path, k ? O_RDWR : O_WRONLY);
+		if (fd >= 0) {
+			ck_assert_int_eq(write(fd, "x", 1), -1);
+			ck_assert_int_eq(errno, EROFS);
+			close(fd);
+		} else {
+			ck_assert_int_eq(errno, EROFS);
+		}
+	}
 	ck_assert_int_eq(unlink(path), -1);
 	ck_assert_int_eq(errno, EROFS);
 	ck_assert_int_eq(truncate(path, 0), -1);
