@@ -1059,6 +1059,32 @@ START_TEST(mount_service_account)
 }
 END_TEST
 
+/* The command-line options that pick a token. */
+START_TEST(mount_token_options)
+{
+	char cache[PATH_MAX], opts[PATH_MAX * 2], tok[PATH_MAX];
+
+	start_fake(need_good);
+	snprintf(cache, sizeof(cache), "%s/cache", work);
+	snprintf(opts, sizeof(opts),
+		 "--token-command 'echo " GOOD "' --token-lifetime 60");
+	ck_assert_int_eq(mount_gs(cache, opts), 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	snprintf(tok, sizeof(tok), "%s/token", work);
+	write_text(tok, GOOD "\n", 0600);
+	snprintf(opts, sizeof(opts), "--token-file '%s'", tok);
+	ck_assert_int_eq(mount_gs(cache, opts), 0);
+	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 0);
+	/* A lifetime of 0 is a usage error (status 2). */
+	ck_assert_int_eq(mount_gs(cache, "--token-command true "
+					 "--token-lifetime 0"),
+			 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("gcs");
@@ -1100,6 +1126,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, mount_bytes);
 	tcase_add_test(tc, mount_service_account);
+	tcase_add_test(tc, mount_token_options);
 	suite_add_tcase(s, tc);
 	return s;
 }
