@@ -1,23 +1,200 @@
-/* Stub until the mount hints land: no mount is ever detected. */
+/*
+ * Read-order hints for a wharf mount (see hints.h and wharf(1), "Hints").
+ *
+ * Detection, once: the first file of the index must lie on a FUSE
+ * filesystem (statfs) and one of its parent directories on the same device
+ * must hold `.wharf/hints`: that directory is the mount root.  Anything else
+ * (another filesystem, an old mount without hints, no permission) gives
+ * NULL, and hints_send(NULL, ...) costs one branch.
+ *
+ * Sending: the samples become "PATH OFFSET LENGTH\n" lines (PATH relative to
+ * the mount root) in a buffer allocated once, written with whole lines per
+ * write(2) of at most HINTS_BUF bytes.  The descriptor is O_NONBLOCK and a
+ * write that fails for any reason is dropped: hints are advice, and a late
+ * hint is worth nothing.  (A FUSE write waits for the daemon's answer; the
+ * daemon only parses and queues, so that is a short wait, never a fetch.)
+ * A mount that went away (ENOTCONN, EIO...) turns hints off.
+ */
 #include "config.h"
 
 #include "hints.h"
 #include "index.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define FUSE_MAGIC 0x65735546
+#define HINTS_BUF (64u << 10)
+#define HINTS_FILE "/.wharf/hints"
+
+struct hints {
+	const struct index *idx;
+	int fd;
+	bool off;    /* the mount stopped answering */
+	char *mount; /* the mount root, no trailing slash */
+	size_t mount_len;
+	char *buf; /* HINTS_BUF bytes */
+	size_t used;
+	int64_t last_f; /* the file rel names, -1: none (shards repeat) */
+	char rel[PATH_MAX];
+	bool rel_ok;
+};
+
+/* The mount root above path (a file on a FUSE mount), or NULL. */
+static char *find_mount_root(const char *file)
+{
+	struct stat fst, st;
+	char dir[PATH_MAX], probe[PATH_MAX + sizeof(HINTS_FILE)];
+	char *slash;
+
+	if (!realpath(file, dir) || stat(dir, &fst))
+		return NULL;
+	for (;;) {
+		slash = strrchr(dir, '/');
+		if (!slash)
+			return NULL;
+		*slash = '\0';
+		if (!dir[0])
+			return NULL; /* "/" is never a wharf mount here */
+		if (stat(dir, &st) || st.st_dev != fst.st_dev)
+			return NULL;
+		snprintf(probe, sizeof(probe), "%s%s", dir, HINTS_FILE);
+		if (!access(probe, W_OK))
+			return strdup(dir);
+	}
+}
+
 struct hints *hints_new(const struct index *idx)
 {
-	(void)idx;
+	char path[PATH_MAX];
+	struct statfs sfs;
+	struct hints *h;
+	char *mount;
+
+	if (!idx || !idx->nfiles || !idx->count)
+		return NULL;
+	if (index_full_path(idx, 0, path, sizeof(path)) < 0)
+		return NULL;
+	if (statfs(path, &sfs) || sfs.f_type != FUSE_MAGIC)
+		return NULL;
+	mount = find_mount_root(path);
+	if (!mount)
+		return NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		goto fail;
+	h->buf = malloc(HINTS_BUF);
+	if (!h->buf)
+		goto fail;
+	snprintf(path, sizeof(path), "%s%s", mount, HINTS_FILE);
+	h->fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (h->fd < 0)
+		goto fail;
+	h->idx = idx;
+	h->mount = mount;
+	h->mount_len = strlen(mount);
+	h->last_f = -1;
+	return h;
+fail:
+	if (h)
+		free(h->buf);
+	free(h);
+	free(mount);
 	return NULL;
+}
+
+static void flush(struct hints *h)
+{
+	ssize_t n;
+
+	if (!h->used)
+		return;
+	n = write(h->fd, h->buf, h->used);
+	if (n < 0 && errno != EAGAIN && errno != EINTR)
+		h->off = true;
+	h->used = 0;
+}
+
+/* The file's path relative to the mount root into out; false when it does
+ * not lie under the mount (then no hint is sent for it). */
+static bool rel_path(struct hints *h, uint32_t f, char *out, size_t cap)
+{
+	char full[PATH_MAX], real[PATH_MAX];
+	const char *p;
+	int n = index_full_path(h->idx, f, full, sizeof(full));
+
+	if (n < 0)
+		return false;
+	p = full;
+	if (strncmp(p, h->mount, h->mount_len) || p[h->mount_len] != '/') {
+		/* A relative root or a symlink: resolve it (slow path, but
+		 * a path that resolves under the mount is rare). */
+		if (!realpath(full, real))
+			return false;
+		p = real;
+		if (strncmp(p, h->mount, h->mount_len) ||
+		    p[h->mount_len] != '/')
+			return false;
+	}
+	snprintf(out, cap, "%s", p + h->mount_len + 1);
+	return true;
 }
 
 void hints_send(struct hints *h, const uint64_t *samples, size_t n)
 {
-	(void)h;
-	(void)samples;
-	(void)n;
+	const char *rel = h ? h->rel : NULL;
+
+	if (!h || h->off)
+		return;
+	for (size_t i = 0; i < n && !h->off; i++) {
+		const uint64_t s = samples[i];
+		uint64_t len;
+		int k;
+
+		if (s >= h->idx->count)
+			continue;
+		if (index_file(h->idx, s) != h->last_f) {
+			h->last_f = index_file(h->idx, s);
+			h->rel_ok = rel_path(h, (uint32_t)h->last_f, h->rel,
+					     sizeof(h->rel));
+		}
+		if (!h->rel_ok)
+			continue;
+		len = index_length(h->idx, s);
+		if (len == WHARF_LENGTH_UNKNOWN)
+			len = 0; /* to the end of the file */
+		for (;;) {
+			k = snprintf(
+			    h->buf + h->used, HINTS_BUF - h->used,
+			    "%s %llu %llu\n", rel,
+			    (unsigned long long)index_offset(h->idx, s),
+			    (unsigned long long)len);
+			if (k > 0 && (size_t)k < HINTS_BUF - h->used)
+				break;
+			if (!h->used)
+				break; /* a line longer than the buffer */
+			flush(h);
+		}
+		if (k > 0 && (size_t)k < HINTS_BUF - h->used)
+			h->used += (size_t)k;
+	}
+	flush(h);
 }
 
 void hints_free(struct hints *h)
 {
-	(void)h;
+	if (!h)
+		return;
+	close(h->fd);
+	free(h->buf);
+	free(h->mount);
+	free(h);
 }
