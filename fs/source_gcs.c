@@ -510,6 +510,8 @@ static int gcs_prepare_read(struct source *src, const char *path,
 	if (rc)
 		return rc;
 	if (*auth) {
+		/* One small list per origin request, not per read served:
+		 * curl keeps a pointer to it until the transfer ends. */
 		rd->headers = curl_slist_append(NULL, auth);
 		if (!rd->headers)
 			return -ENOMEM;
