@@ -109,7 +109,7 @@ static void bucket_unlink(struct bucket *b, struct centry *e)
  * load writes it cost more than the load itself (4-5x slower loads from
  * the store on a virtual machine, where each fault is a trap).
  */
-#define MAP_MIN (256u << 10)
+#define MAP_MIN (64u << 10)
 
 static void *buf_alloc(size_t cap, size_t *mapped)
 {
