@@ -143,8 +143,9 @@ static void mount_usage(FILE *out)
 	    "Reading:\n"
 	    "  --readahead SIZE      cap on a sequential reader's read-ahead "
 	    "(64M; 0: off)\n"
-	    "  --threads N           read-ahead threads (default: "
-	    "--max-connections)\n"
+	    "  --threads N           read-ahead and hint threads (default: "
+	    "3/4 of\n"
+	    "                        --max-connections)\n"
 	    "Origin:\n"
 	    "  --max-connections N   requests in parallel (default 16)\n"
 	    "  --retries N           retries of a failed request (default 5)\n"
@@ -346,8 +347,11 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	o->mountpoint = argv[optind + 1];
 	if (!o->cache_dir)
 		o->cache_dir = store_default_dir();
+	/* A quarter of the connections stay free for reads a program is
+	 * waiting for, so they never queue behind the pool's. */
 	if (!o->threads)
-		o->threads = o->fetch.max_connections;
+		o->threads = o->fetch.max_connections -
+			     o->fetch.max_connections / 4;
 	return 0;
 }
 

@@ -1,0 +1,652 @@
+/*
+ * The hint channel end to end: bench/origin serves a dataset with an
+ * injected first-byte latency (and, for some tests, bandwidth caps or
+ * faults), `wharf mount -f` serves it, hints go in through
+ * MOUNT/.wharf/hints (by hand or from the loader), and the counters in
+ * MOUNT/.wharf/stats say what the mount did.  Every byte read is compared
+ * with what the origin holds.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <wharf/loader.h>
+
+#include "fixture.h"
+
+#define N_SMALL 600
+#define SMALL_SIZE 20000
+#define N_BIG 4
+#define BIG_SIZE (8ull << 20)
+#define CHUNK "1M"
+/* The first window: reads that may start before the pool got going. */
+#define FIRST_WINDOW 32
+
+static char *data_dir, *work_dir;
+
+struct origin {
+	pid_t pid;
+	char url[64];
+};
+
+struct mnt {
+	pid_t pid;
+	char *dir, *cache;
+	char log[PATH_MAX];
+};
+
+static struct origin plain; /* TTFB 20 ms, no caps, no faults */
+
+static uint32_t seed_of(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h;
+}
+
+static const char *small_name(int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "small/s%04d", i);
+	return buf;
+}
+
+static const char *big_name(int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "big/b%d", i);
+	return buf;
+}
+
+static void make_dataset(void)
+{
+	char path[PATH_MAX], name[64];
+
+	data_dir = fx_tmpdir("hints-data");
+	snprintf(path, sizeof(path), "%s/small", data_dir);
+	if (fx_mkdirs(path))
+		abort();
+	snprintf(path, sizeof(path), "%s/big", data_dir);
+	if (fx_mkdirs(path))
+		abort();
+	for (int i = 0; i < N_SMALL + N_BIG; i++) {
+		bool big = i >= N_SMALL;
+
+		if (big)
+			big_name(i - N_SMALL, name, sizeof(name));
+		else
+			small_name(i, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+		if (fx_write_file(path, big ? BIG_SIZE : SMALL_SIZE,
+				  seed_of(name)))
+			abort();
+	}
+}
+
+/* bench/origin over the dataset with extra options; skips without it. */
+static int origin_start(struct origin *o, const char *tag,
+			const char *const extra[])
+{
+	const char *b = getenv("WHARF_BUILDDIR");
+	char bin[PATH_MAX], port_file[PATH_MAX], log[PATH_MAX];
+	char *argv[32];
+	int n = 0;
+
+	snprintf(bin, sizeof(bin), "%s/bench/origin", b ? b : "..");
+	if (access(bin, X_OK)) {
+		fprintf(stderr, "SKIP: %s is not built\n", bin);
+		exit(77);
+	}
+	snprintf(port_file, sizeof(port_file), "%s/%s.port", work_dir, tag);
+	snprintf(log, sizeof(log), "%s/%s.log", work_dir, tag);
+	unlink(port_file);
+	argv[n++] = bin;
+	argv[n++] = "--port-file";
+	argv[n++] = port_file;
+	for (int i = 0; extra && extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n++] = data_dir;
+	argv[n] = NULL;
+	o->pid = fx_spawn(argv, log);
+	if (o->pid < 0)
+		return -1;
+	for (int waited = 0; waited < 10000; waited += 20) {
+		FILE *f = fopen(port_file, "r");
+		int port = 0;
+
+		if (f && fscanf(f, "%d", &port) == 1 && port > 0) {
+			fclose(f);
+			snprintf(o->url, sizeof(o->url), "http://127.0.0.1:%d/",
+				 port);
+			return fx_wait_port(port, 5000);
+		}
+		if (f)
+			fclose(f);
+		usleep(20000);
+	}
+	return -1;
+}
+
+static void origin_stop(struct origin *o)
+{
+	if (o->pid > 0)
+		fx_stop(o->pid, 5000);
+	o->pid = -1;
+}
+
+/* `wharf mount -f` on a fresh mountpoint and cache; waits for .wharf. */
+static int mount_start(struct mnt *m, const char *url,
+		       const char *const extra[])
+{
+	char stats[PATH_MAX];
+	char *argv[32];
+	struct stat st;
+	int n = 0;
+
+	m->dir = fx_tmpdir("hints-mnt");
+	m->cache = fx_tmpdir("hints-cache");
+	snprintf(m->log, sizeof(m->log), "%s/mount-%d.log", work_dir,
+		 (int)getpid());
+	fx_sh("echo '%s' >>'%s/mounts'", m->dir, work_dir);
+	argv[n++] = (char *)fx_wharf_bin();
+	argv[n++] = "mount";
+	argv[n++] = "-f";
+	argv[n++] = "--cache-dir";
+	argv[n++] = m->cache;
+	argv[n++] = "--chunk-size";
+	argv[n++] = CHUNK;
+	for (int i = 0; extra && extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n++] = (char *)url;
+	argv[n++] = m->dir;
+	argv[n] = NULL;
+	m->pid = fx_spawn(argv, m->log);
+	if (m->pid < 0)
+		return -1;
+	snprintf(stats, sizeof(stats), "%s/.wharf/hints", m->dir);
+	for (int waited = 0; waited < 30000; waited += 50) {
+		int status;
+
+		if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
+			m->pid = -1;
+			fprintf(stderr, "the mount died; see %s\n", m->log);
+			return -1;
+		}
+		if (stat(stats, &st) == 0)
+			return 0;
+		usleep(50000);
+	}
+	return -1;
+}
+
+static void mount_stop(struct mnt *m)
+{
+	if (m->pid > 0) {
+		if (fx_sh("'%s' umount '%s' >>'%s' 2>&1", fx_wharf_bin(),
+			  m->dir, m->log))
+			fx_sh("umount -l '%s' 2>/dev/null", m->dir);
+		fx_stop(m->pid, 10000);
+		m->pid = -1;
+	}
+	if (m->dir) {
+		rmdir(m->dir);
+		free(m->dir);
+		m->dir = NULL;
+	}
+	if (m->cache) {
+		fx_rmtree(m->cache);
+		free(m->cache);
+		m->cache = NULL;
+	}
+}
+
+/* The number after "key": inside the JSON object named section. */
+static long long stat_of(const struct mnt *m, const char *section,
+			 const char *key)
+{
+	char path[PATH_MAX], pat[128];
+	const char *p;
+	long long v = -1;
+	size_t len;
+	char *json;
+
+	snprintf(path, sizeof(path), "%s/.wharf/stats", m->dir);
+	json = fx_read_file(path, &len);
+	if (!json)
+		return -1;
+	snprintf(pat, sizeof(pat), "\"%s\": {", section);
+	p = strstr(json, pat);
+	if (p) {
+		const char *end = strchr(p, '}');
+
+		snprintf(pat, sizeof(pat), "\"%s\": ", key);
+		p = strstr(p, pat);
+		if (p && end && p < end)
+			v = strtoll(p + strlen(pat), NULL, 10);
+	}
+	free(json);
+	return v;
+}
+
+/* Writes lines to the hints file in writes of whole lines under 64 KiB. */
+static void send_hints(const struct mnt *m, char *const lines[], int n)
+{
+	char path[PATH_MAX], buf[60000];
+	size_t used = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.wharf/hints", m->dir);
+	fd = open(path, O_WRONLY);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	for (int i = 0; i <= n; i++) {
+		size_t l = i < n ? strlen(lines[i]) : 0;
+
+		if (i == n || used + l > sizeof(buf)) {
+			ck_assert_int_eq(write(fd, buf, used), (ssize_t)used);
+			used = 0;
+		}
+		memcpy(buf + used, i < n ? lines[i] : "", l);
+		used += l;
+	}
+	close(fd);
+}
+
+/* Compares MOUNT/name (or its [off, off+len) range) with the origin's. */
+static void check_bytes(const struct mnt *m, const char *name, uint64_t size)
+{
+	char path[PATH_MAX];
+	uint32_t seed = seed_of(name);
+	uint8_t *buf;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/%s", m->dir, name);
+	buf = fx_read_file(path, &len);
+	ck_assert_msg(buf != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_msg(len == size, "%s: %zu bytes, expected %llu", path, len,
+		      (unsigned long long)size);
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != fx_byte(seed, i))
+			ck_abort_msg("%s: byte %zu differs", path, i);
+	free(buf);
+}
+
+/* A fixed shuffle of 0..n-1. */
+static void shuffle(int *v, int n, uint32_t seed)
+{
+	for (int i = 0; i < n; i++)
+		v[i] = i;
+	for (int i = n - 1; i > 0; i--) {
+		int j, t;
+
+		seed = seed * 1664525u + 1013904223u;
+		j = (int)(seed % (uint32_t)(i + 1));
+		t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
+
+static char **small_hints(const int *order, int n)
+{
+	char **lines = calloc((size_t)n, sizeof(*lines));
+	char name[64];
+
+	for (int i = 0; i < n; i++) {
+		small_name(order[i], name, sizeof(name));
+		ck_assert_int_gt(asprintf(&lines[i], "%s 0 0\n", name), 0);
+	}
+	return lines;
+}
+
+static void free_lines(char **lines, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(lines[i]);
+	free(lines);
+}
+
+/* Waits (bounded) until the hint queue is empty and the pool idle. */
+static void wait_drained(const struct mnt *m)
+{
+	for (int i = 0; i < 1200; i++) {
+		if (stat_of(m, "hints", "queue") == 0 &&
+		    stat_of(m, "prefetch", "inflight_bytes") == 0)
+			return;
+		usleep(50000);
+	}
+	ck_abort_msg("the hint queue did not drain");
+}
+
+START_TEST(test_hints_honoured)
+{
+	static const char *const opts[] = {"--max-connections", "32", NULL};
+	struct mnt m = {0};
+	int order[N_SMALL];
+	char **lines, name[64];
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	shuffle(order, N_SMALL, 7);
+	lines = small_hints(order, N_SMALL);
+	send_hints(&m, lines, N_SMALL);
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(&m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 0);
+	ck_assert_int_eq(stat_of(&m, "hints", "hits") +
+			     stat_of(&m, "hints", "misses"),
+			 N_SMALL);
+	/* After the first window every read found its chunk fetched or in
+	 * flight: the reader never paid a first-byte latency itself. */
+	ck_assert_int_le(stat_of(&m, "hints", "misses"), FIRST_WINDOW);
+	ck_assert_int_le(stat_of(&m, "prefetch", "demand_fetches"),
+			 FIRST_WINDOW);
+	free_lines(lines, N_SMALL);
+	mount_stop(&m);
+}
+END_TEST
+
+START_TEST(test_hints_never_change_bytes)
+{
+	struct mnt m = {0};
+	char *lines[3 * N_BIG + 3], name[64];
+	int n = 0;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+	/* Ranges that start and end inside chunks, whole files, a range past
+	 * the end, a missing file and junk: none changes a byte read. */
+	for (int i = 0; i < N_BIG; i++) {
+		big_name(i, name, sizeof(name));
+		ck_assert_int_gt(asprintf(&lines[n++], "%s %llu %llu\n", name,
+					  (unsigned long long)(i * 300001 + 5),
+					  1500000ull),
+				 0);
+		ck_assert_int_gt(asprintf(&lines[n++], "/%s 0 0\n", name), 0);
+		ck_assert_int_gt(asprintf(&lines[n++], "%s %llu 10\n", name,
+					  (unsigned long long)BIG_SIZE + 1),
+				 0);
+	}
+	lines[n++] = strdup("small/none 0 0\n");
+	lines[n++] = strdup("no numbers here\n");
+	lines[n++] = strdup("small/s0001 x 0\n");
+	send_hints(&m, lines, n);
+	ck_assert_int_eq(stat_of(&m, "hints", "lines"), 2 * N_BIG);
+	ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), N_BIG + 3);
+	wait_drained(&m);
+	for (int i = 0; i < N_BIG; i++)
+		check_bytes(&m, big_name(i, name, sizeof(name)), BIG_SIZE);
+	check_bytes(&m, "small/s0001", SMALL_SIZE);
+	ck_assert_int_gt(stat_of(&m, "hints", "loaded"), 0);
+	for (int i = 0; i < n; i++)
+		free(lines[i]);
+	mount_stop(&m);
+}
+END_TEST
+
+START_TEST(test_stale_hints_dropped)
+{
+	/* One pool thread: the queue stays long while the reader runs ahead. */
+	static const char *const opts[] = {"--threads", "1", NULL};
+	struct mnt m = {0};
+	int order[N_SMALL];
+	char **lines, name[64];
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	shuffle(order, N_SMALL, 11);
+	lines = small_hints(order, N_SMALL);
+	send_hints(&m, lines, N_SMALL);
+	/* The reader jumps to the end of the hinted order: everything more
+	 * than the slack behind it is stale now. */
+	for (int i = N_SMALL - 8; i < N_SMALL; i++)
+		check_bytes(&m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	wait_drained(&m);
+	ck_assert_int_gt(stat_of(&m, "hints", "stale"), 0);
+	ck_assert_int_lt(stat_of(&m, "hints", "loaded"), N_SMALL);
+	ck_assert_int_eq(stat_of(&m, "hints", "loaded") +
+			     stat_of(&m, "hints", "stale") +
+			     stat_of(&m, "hints", "cached"),
+			 N_SMALL);
+	/* A stale hint is only a hint: the file still reads right. */
+	check_bytes(&m, small_name(order[0], name, sizeof(name)), SMALL_SIZE);
+	free_lines(lines, N_SMALL);
+	mount_stop(&m);
+}
+END_TEST
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+START_TEST(test_memory_cap_10000_objects)
+{
+	static const char *const opts[] = {"--memory-cache", "16M", NULL};
+	enum { N = 10000 };
+	struct mnt m = {0};
+	char **lines = calloc(N, sizeof(*lines)), name[64];
+	long before, after;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	before = rss_kb(m.pid);
+	/* 10,000 hinted objects: the small files over and over, and the big
+	 * files' chunks. */
+	for (int i = 0; i < N; i++) {
+		if (i % 50 == 49)
+			big_name(i % N_BIG, name, sizeof(name));
+		else
+			small_name(i % N_SMALL, name, sizeof(name));
+		ck_assert_int_gt(asprintf(&lines[i], "%s 0 0\n", name), 0);
+	}
+	send_hints(&m, lines, N);
+	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N);
+	ck_assert_int_le(stat_of(&m, "hints", "queue"),
+			 stat_of(&m, "hints", "queue_cap"));
+	wait_drained(&m);
+	after = rss_kb(m.pid);
+	ck_assert_int_le(stat_of(&m, "prefetch", "inflight_max"),
+			 stat_of(&m, "prefetch", "inflight_cap"));
+	ck_assert_int_gt(stat_of(&m, "prefetch", "inflight_max"), 0);
+	/* Memory: the 16 MiB chunk cache plus the in-flight cap plus
+	 * bookkeeping; nothing grows with the number of hints. */
+	ck_assert_msg(after - before <
+			  16 * 1024 +
+			      stat_of(&m, "prefetch", "inflight_cap") / 1024 +
+			      32 * 1024,
+		      "the mount grew by %ld KiB", after - before);
+	free_lines(lines, N);
+	mount_stop(&m);
+}
+END_TEST
+
+START_TEST(test_demand_read_first)
+{
+	/* A slow origin: the big files take seconds at 16 MB/s. */
+	static const char *const oopts[] = {"--ttfb-ms", "20", "--total-rate",
+					    "16M", NULL};
+	struct origin slow = {.pid = -1};
+	struct mnt m = {0};
+	char *lines[N_BIG], name[64];
+	long long queued, loaded;
+
+	ck_assert_int_eq(origin_start(&slow, "slow", oopts), 0);
+	ck_assert_int_eq(mount_start(&m, slow.url, NULL), 0);
+	for (int i = 0; i < N_BIG; i++)
+		ck_assert_int_gt(asprintf(&lines[i], "%s 0 0\n",
+					  big_name(i, name, sizeof(name))),
+				 0);
+	send_hints(&m, lines, N_BIG);
+	check_bytes(&m, "small/s0002", SMALL_SIZE);
+	/* The demand read finished while the large prefetch was still
+	 * going: it did not wait behind it. */
+	queued = stat_of(&m, "hints", "queued");
+	loaded = stat_of(&m, "hints", "loaded");
+	ck_assert_int_eq(queued, N_BIG * (BIG_SIZE >> 20));
+	ck_assert_msg(loaded < queued,
+		      "the demand read came after all %lld hinted chunks",
+		      queued);
+	ck_assert_int_eq(stat_of(&m, "prefetch", "demand_fetches"), 1);
+	for (int i = 0; i < N_BIG; i++)
+		free(lines[i]);
+	mount_stop(&m);
+	origin_stop(&slow);
+}
+END_TEST
+
+START_TEST(test_origin_faults)
+{
+	static const char *const oopts[] = {
+	    "--ttfb-ms",  "5",		"--fail-5xx", "0.08",	 "--reset",
+	    "0.05",	  "--truncate", "0.05",	      "--stall", "0.01",
+	    "--stall-ms", "3000",	"--seed",     "3",	 NULL};
+	static const char *const mopts[] = {"--retries", "10", "--timeout", "1",
+					    NULL};
+	struct origin bad = {.pid = -1};
+	struct mnt m = {0};
+	int order[N_SMALL];
+	char **lines, name[64];
+
+	ck_assert_int_eq(origin_start(&bad, "faulty", oopts), 0);
+	ck_assert_int_eq(mount_start(&m, bad.url, mopts), 0);
+	shuffle(order, N_SMALL, 5);
+	lines = small_hints(order, N_SMALL / 2);
+	send_hints(&m, lines, N_SMALL / 2);
+	/* Half hinted, half read on demand, and the big files: every byte
+	 * right despite 503s, resets, short bodies and stalls. */
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(&m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	for (int i = 0; i < N_BIG; i++)
+		check_bytes(&m, big_name(i, name, sizeof(name)), BIG_SIZE);
+	ck_assert_int_gt(stat_of(&m, "origin", "retries"), 0);
+	ck_assert_int_eq(stat_of(&m, "reads", "chunk_errors"), 0);
+	free_lines(lines, N_SMALL / 2);
+	mount_stop(&m);
+	origin_stop(&bad);
+}
+END_TEST
+
+START_TEST(test_loader_sends_hints)
+{
+	static const char *const opts[] = {"--max-connections", "32", NULL};
+	struct wharf_options opt;
+	const struct wharf_batch *b;
+	wharf_loader *l = NULL;
+	wharf_index *idx = NULL;
+	struct mnt m = {0};
+	char dir[PATH_MAX], index_path[PATH_MAX];
+	uint64_t samples = 0;
+	int rc;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	snprintf(dir, sizeof(dir), "%s/small", m.dir);
+	snprintf(index_path, sizeof(index_path), "%s/small.idx", work_dir);
+	ck_assert_msg(wharf_index_build_dir(dir, index_path) == 0, "%s",
+		      wharf_last_error());
+	ck_assert_int_eq(wharf_index_open(index_path, 0, &idx), 0);
+	wharf_options_init(&opt);
+	opt.batch_size = 16;
+	opt.num_workers = 2;
+	opt.shuffle = 1;
+	opt.seed = 42;
+	opt.shm_dir = work_dir;
+	ck_assert_msg(wharf_loader_open(idx, &opt, &l) == 0, "%s",
+		      wharf_last_error());
+	while ((rc = wharf_loader_next(l, &b)) == 0) {
+		samples += b->count;
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_int_eq(samples, N_SMALL);
+	wharf_loader_close(l);
+	wharf_index_close(idx);
+	/* Every sample was hinted, and the shuffled epoch paid at most a
+	 * first window of origin latencies itself. */
+	ck_assert_int_ge(stat_of(&m, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 0);
+	ck_assert_int_le(stat_of(&m, "hints", "misses"), FIRST_WINDOW);
+	mount_stop(&m);
+}
+END_TEST
+
+static void setup(void)
+{
+	static const char *const oopts[] = {"--ttfb-ms", "20", NULL};
+
+	if (access("/dev/fuse", R_OK | W_OK)) {
+		fprintf(stderr, "SKIP: /dev/fuse is not usable\n");
+		exit(77);
+	}
+	work_dir = fx_tmpdir("hints-work");
+	make_dataset();
+	plain.pid = -1;
+	if (origin_start(&plain, "plain", oopts)) {
+		fprintf(stderr, "bench/origin did not start\n");
+		abort();
+	}
+}
+
+static void teardown(void)
+{
+	fx_sh("while read -r d; do mountpoint -q \"$d\" && "
+	      "{ '%s' umount \"$d\" || umount -l \"$d\"; }; "
+	      "rmdir \"$d\" 2>/dev/null; done <'%s/mounts' 2>/dev/null; true",
+	      fx_wharf_bin(), work_dir);
+	origin_stop(&plain);
+	fx_sh("rm -rf /tmp/wharf-hints-cache-* 2>/dev/null; true");
+	fx_rmtree(data_dir);
+	fx_rmtree(work_dir);
+	free(data_dir);
+	free(work_dir);
+}
+
+static Suite *hints_suite(void)
+{
+	Suite *s = suite_create("hints");
+	TCase *tc = tcase_create("hints");
+
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_hints_honoured);
+	tcase_add_test(tc, test_hints_never_change_bytes);
+	tcase_add_test(tc, test_stale_hints_dropped);
+	tcase_add_test(tc, test_memory_cap_10000_objects);
+	tcase_add_test(tc, test_demand_read_first);
+	tcase_add_test(tc, test_origin_faults);
+	tcase_add_test(tc, test_loader_sends_hints);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(hints_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
