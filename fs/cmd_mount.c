@@ -577,7 +577,7 @@ static int mount_open(struct mount_state *m)
 	m->se = ops_session_new(&m->args, &m->ctx);
 	if (!m->se) {
 		/* libfuse said why (a bad -o option, say). */
-		err_set(&err, "cannot start a FUSE session");
+		err_set(&err, "cannot start a FUSE session (see above)");
 		goto fail;
 	}
 	return 0;
