@@ -1,2 +1,776 @@
-/* Placeholder: filled in by its module owner. */
-typedef int wharf_placeholder_cuda;
+/*
+ * Pinned CUDA prefetch: the ring registered as pinned memory, N device
+ * buffers filled on a private copy stream, events that order the caller's
+ * stream after the copy and the next copy into a buffer after the caller's
+ * last use of it.
+ *
+ * A device buffer goes FREE -> QUEUED (copy enqueued, not handed out) ->
+ * HELD (handed out) -> FREE (released: an event on the caller's stream, which
+ * the copy stream waits on before it writes the buffer again, so the host
+ * never waits for the release).  The ring slot a copy reads stays held until
+ * the copy's `done` event completed; it is given back by the next call that
+ * sees it completed, or at once when the ring runs out of slots.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <wharf/cuda.h>
+
+#include "cuda.h"
+#include "loader_i.h"
+
+void wharf_cuda_options_init(struct wharf_cuda_options *opt)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->size = sizeof(*opt);
+	opt->buffers = 2;
+}
+
+#ifndef HAVE_CUDA
+
+static int no_cuda(void)
+{
+	return loader_error_set(
+	    -ENOTSUP, loader_strdupf("libwharf was built without CUDA"));
+}
+
+int wharf_cuda_available(void)
+{
+	(void)no_cuda();
+	return 0;
+}
+
+int wharf_loader_cuda_enable(wharf_loader *l,
+			     const struct wharf_cuda_options *opt)
+{
+	(void)l;
+	(void)opt;
+	return no_cuda();
+}
+
+int wharf_loader_next_device(wharf_loader *l, void *stream,
+			     const struct wharf_device_batch **out)
+{
+	(void)l;
+	(void)stream;
+	*out = NULL;
+	return no_cuda();
+}
+
+int wharf_loader_release_device(wharf_loader *l,
+				const struct wharf_device_batch *b,
+				void *stream)
+{
+	(void)l;
+	(void)b;
+	(void)stream;
+	return no_cuda();
+}
+
+int wharf_loader_device_set_epoch(wharf_loader *l, uint64_t epoch)
+{
+	(void)l;
+	(void)epoch;
+	return no_cuda();
+}
+
+int wharf_loader_device_state_save(wharf_loader *l, struct wharf_state *st)
+{
+	(void)l;
+	(void)st;
+	return no_cuda();
+}
+
+int wharf_loader_device_state_restore(wharf_loader *l,
+				      const struct wharf_state *st)
+{
+	(void)l;
+	(void)st;
+	return no_cuda();
+}
+
+int wharf_loader_cuda_stats(const wharf_loader *l, struct wharf_cuda_stats *st)
+{
+	(void)l;
+	(void)st;
+	return no_cuda();
+}
+
+int cuda_copy_events(const struct wharf_loader *l, uint32_t buffer,
+		     void **start, void **done)
+{
+	(void)l;
+	(void)buffer;
+	*start = *done = NULL;
+	return no_cuda();
+}
+
+int cuda_spin(void *stream, uint64_t ns)
+{
+	(void)stream;
+	(void)ns;
+	return no_cuda();
+}
+
+#else /* HAVE_CUDA */
+
+#include <cuda_runtime_api.h>
+
+enum buf_state { BUF_FREE, BUF_QUEUED, BUF_HELD };
+
+struct dbuf {
+	enum buf_state state;
+	char *dev;   /* data | labels | offsets, one allocation */
+	char *stage; /* pinned staging, when the ring is not registered */
+	cudaEvent_t start, done, need, released;
+	bool release_pending; /* the copy stream must wait on `released` */
+	bool timing_pending;  /* start/done (and need) not accounted yet */
+	bool need_recorded;
+	const struct wharf_batch *host; /* ring slot read by the copy */
+	uint64_t seq;			/* order it was read from the loader */
+	uint64_t *samples;		/* host copies, batch_size each */
+	int32_t *labels;
+	struct wharf_device_batch view;
+};
+
+struct loader_cuda {
+	struct wharf_loader *l;
+	int device;
+	cudaStream_t copy;
+	bool registered;
+	bool ended; /* the loader said WHARF_END for this epoch */
+	uint32_t nbuf;
+	struct dbuf *bufs;
+	uint64_t seq;
+	size_t off_labels, off_offsets, buf_bytes;
+	struct wharf_cuda_stats stats;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cuda_rc(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorMemoryAllocation:
+		return -ENOMEM;
+	case cudaErrorNoDevice:
+	case cudaErrorInsufficientDriver:
+	case cudaErrorInvalidDevice:
+		return -ENODEV;
+	default:
+		return -EIO;
+	}
+}
+
+/* The thread's error for a failed CUDA call; clears the runtime's sticky
+ * last error so that later calls report their own. */
+static int cuda_fail(cudaError_t e, const char *what)
+{
+	(void)cudaGetLastError();
+	return loader_error_set(cuda_rc(e),
+				loader_strdupf("CUDA %s: %s (%s)", what,
+					       cudaGetErrorString(e),
+					       cudaGetErrorName(e)));
+}
+
+/* A CUDA failure in the middle of the pipeline leaves buffers in an unknown
+ * state: the loader is stopped, as for a worker's failure. */
+static int pipe_fail(struct loader_cuda *c, cudaError_t e, const char *what)
+{
+	(void)cudaGetLastError();
+	return loader_fail(c->l, cuda_rc(e),
+			   loader_strdupf("CUDA %s: %s (%s)", what,
+					  cudaGetErrorString(e),
+					  cudaGetErrorName(e)));
+}
+
+#define CU(call, what)                                                         \
+	do {                                                                   \
+		cudaError_t e_ = (call);                                       \
+		if (e_ != cudaSuccess)                                         \
+			return pipe_fail(c, e_, what);                         \
+	} while (0)
+
+static size_t align_up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+static void cuda_free(struct loader_cuda *c)
+{
+	if (!c)
+		return;
+	if (c->copy)
+		(void)cudaStreamSynchronize(c->copy);
+	for (uint32_t i = 0; c->bufs && i < c->nbuf; i++) {
+		struct dbuf *b = &c->bufs[i];
+		/* Ring slots still held go with the ring (the loader closes).
+		 */
+		cudaFree(b->dev);
+		cudaFreeHost(b->stage);
+		if (b->start)
+			cudaEventDestroy(b->start);
+		if (b->done)
+			cudaEventDestroy(b->done);
+		if (b->need)
+			cudaEventDestroy(b->need);
+		if (b->released)
+			cudaEventDestroy(b->released);
+		free(b->samples);
+		free(b->labels);
+	}
+	free(c->bufs);
+	if (c->copy)
+		cudaStreamDestroy(c->copy);
+	if (c->registered) {
+		size_t size;
+		(void)cudaHostUnregister(loader_ring_base(c->l, &size));
+	}
+	(void)cudaGetLastError();
+	free(c);
+}
+
+/* Called by wharf_loader_close() before the ring is unmapped: no copy may
+ * read it after. */
+static void cuda_close_hook(void *ctx)
+{
+	struct loader_cuda *c = ctx;
+	c->l->cuda = NULL;
+	cuda_free(c);
+}
+
+int wharf_cuda_available(void)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		(void)cuda_fail(e, "cudaGetDeviceCount");
+		return 0;
+	}
+	if (n == 0) {
+		(void)loader_error_set(-ENODEV,
+				       loader_strdupf("no CUDA device found"));
+		return 0;
+	}
+	return 1;
+}
+
+static int buf_init(struct loader_cuda *c, struct dbuf *b, uint32_t batch)
+{
+	cudaError_t e;
+	if ((e = cudaMalloc((void **)&b->dev, c->buf_bytes)) != cudaSuccess)
+		return cuda_fail(e, "cudaMalloc of a device buffer");
+	if (!c->registered && (e = cudaMallocHost((void **)&b->stage,
+						  c->buf_bytes)) != cudaSuccess)
+		return cuda_fail(e, "cudaMallocHost of a staging buffer");
+	if ((e = cudaEventCreate(&b->start)) != cudaSuccess ||
+	    (e = cudaEventCreate(&b->done)) != cudaSuccess ||
+	    (e = cudaEventCreate(&b->need)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(
+		 &b->released, cudaEventDisableTiming)) != cudaSuccess)
+		return cuda_fail(e, "cudaEventCreate");
+	b->samples = calloc(batch, sizeof(*b->samples));
+	b->labels = calloc(batch, sizeof(*b->labels));
+	if (!b->samples || !b->labels)
+		return loader_error_set(-ENOMEM, NULL);
+	return 0;
+}
+
+int wharf_loader_cuda_enable(wharf_loader *l,
+			     const struct wharf_cuda_options *opt)
+{
+	struct wharf_cuda_options o;
+	struct loader_cuda *c = NULL;
+	cudaError_t e;
+	int rc;
+
+	wharf_cuda_options_init(&o);
+	if (opt)
+		memcpy(&o, opt, opt->size < sizeof(o) ? opt->size : sizeof(o));
+	o.size = sizeof(o);
+	if (l->cuda)
+		return loader_error_set(
+		    -EEXIST, loader_strdupf("cuda_enable: CUDA prefetch is "
+					    "already on for this loader"));
+	if (o.buffers < 1 || o.buffers > 64)
+		return loader_error_set(
+		    -EINVAL, loader_strdupf("cuda_enable: buffers is %u; "
+					    "it must be 1 to 64",
+					    o.buffers));
+	if (!wharf_cuda_available())
+		return -ENODEV;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return loader_error_set(-ENOMEM, NULL);
+	c->l = l;
+	c->nbuf = o.buffers;
+	c->stats.size = sizeof(c->stats);
+	if ((e = cudaGetDevice(&c->device)) != cudaSuccess) {
+		rc = cuda_fail(e, "cudaGetDevice");
+		goto fail;
+	}
+
+	uint32_t batch = l->opt.batch_size;
+	c->off_labels = align_up(l->slot_cap, 256);
+	c->off_offsets = align_up(c->off_labels + batch * sizeof(int32_t), 256);
+	c->buf_bytes = c->off_offsets + (batch + 1) * sizeof(uint64_t);
+
+	if (!(o.flags & WHARF_CUDA_NO_REGISTER)) {
+		size_t size;
+		void *base = loader_ring_base(l, &size);
+		e = cudaHostRegister(base, size, cudaHostRegisterDefault);
+		if (e == cudaSuccess) {
+			c->registered = true;
+		} else {
+			(void)cudaGetLastError();
+			static int said;
+			if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+				fprintf(stderr,
+					"libwharf: cudaHostRegister of the "
+					"%zu-byte batch ring failed (%s): "
+					"copying through pinned staging "
+					"buffers instead\n",
+					size, cudaGetErrorString(e));
+		}
+	}
+	c->stats.registered = c->registered;
+	if ((e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking)) !=
+	    cudaSuccess) {
+		rc = cuda_fail(e, "cudaStreamCreate");
+		goto fail;
+	}
+	c->bufs = calloc(c->nbuf, sizeof(*c->bufs));
+	if (!c->bufs) {
+		rc = loader_error_set(-ENOMEM, NULL);
+		goto fail;
+	}
+	for (uint32_t i = 0; i < c->nbuf; i++)
+		if ((rc = buf_init(c, &c->bufs[i], batch)) < 0)
+			goto fail;
+	l->cuda = c;
+	loader_set_close_hook(l, cuda_close_hook, c);
+	return 0;
+fail:
+	cuda_free(c);
+	return rc;
+}
+
+static int not_enabled(void)
+{
+	return loader_error_set(
+	    -EINVAL, loader_strdupf("CUDA prefetch is not on for this loader: "
+				    "call wharf_loader_cuda_enable() first"));
+}
+
+/* Accounts the timing of the copy last made into b (and how much of it the
+ * caller's stream waited for).  With wait, blocks until its events are done;
+ * without, leaves them for later when they are not. */
+static int settle(struct loader_cuda *c, struct dbuf *b, bool wait)
+{
+	if (!b->timing_pending)
+		return 0;
+	cudaEvent_t evs[2] = {b->done, b->need};
+	for (int k = 0; k < (b->need_recorded ? 2 : 1); k++) {
+		cudaError_t e = wait ? cudaEventSynchronize(evs[k])
+				     : cudaEventQuery(evs[k]);
+		if (e == cudaErrorNotReady && !wait) {
+			(void)cudaGetLastError();
+			return 0;
+		}
+		CU(e, "waiting for a copy's events");
+	}
+	float copy_ms = 0, wait_ms = 0;
+	CU(cudaEventElapsedTime(&copy_ms, b->start, b->done),
+	   "cudaEventElapsedTime");
+	uint64_t copy = (uint64_t)(copy_ms * 1e6), exposed = 0;
+	if (b->need_recorded) {
+		CU(cudaEventElapsedTime(&wait_ms, b->need, b->done),
+		   "cudaEventElapsedTime");
+		if (wait_ms > 0)
+			exposed = (uint64_t)(wait_ms * 1e6);
+		if (exposed > copy)
+			exposed = copy;
+	}
+	c->stats.copies++;
+	c->stats.copy_ns += copy;
+	c->stats.exposed_ns += exposed;
+	b->timing_pending = false;
+	b->need_recorded = false;
+	return 0;
+}
+
+/* Gives ring slots back whose copy completed; with wait, waits for all. */
+static int reap(struct loader_cuda *c, bool wait)
+{
+	for (uint32_t i = 0; i < c->nbuf; i++) {
+		struct dbuf *b = &c->bufs[i];
+		if (!b->host)
+			continue;
+		cudaError_t e = wait ? cudaEventSynchronize(b->done)
+				     : cudaEventQuery(b->done);
+		if (e == cudaErrorNotReady && !wait) {
+			(void)cudaGetLastError();
+			continue;
+		}
+		CU(e, "waiting for a copy");
+		int rc = wharf_loader_release(c->l, b->host);
+		assert(rc == 0);
+		(void)rc;
+		b->host = NULL;
+	}
+	return 0;
+}
+
+/* The loader's next batch.  When every ring slot waits for a copy out of it,
+ * waits for the oldest copy and gives its slot back. */
+static int next_host(struct loader_cuda *c, const struct wharf_batch **hb)
+{
+	for (;;) {
+		int rc = wharf_loader_next(c->l, hb);
+		if (rc != -ENOBUFS)
+			return rc;
+		struct dbuf *old = NULL;
+		for (uint32_t i = 0; i < c->nbuf; i++)
+			if (c->bufs[i].host &&
+			    (!old || c->bufs[i].seq < old->seq))
+				old = &c->bufs[i];
+		if (!old)
+			return rc;
+		CU(cudaEventSynchronize(old->done), "waiting for a copy");
+		rc = wharf_loader_release(c->l, old->host);
+		assert(rc == 0);
+		old->host = NULL;
+	}
+}
+
+/* Enqueues the copy of host batch hb into b on the copy stream. */
+static int issue(struct loader_cuda *c, struct dbuf *b,
+		 const struct wharf_batch *hb)
+{
+	struct wharf_loader *l = c->l;
+	uint32_t n = hb->count;
+	size_t lab = (size_t)n * sizeof(int32_t);
+	size_t offs = hb->offsets ? ((size_t)n + 1) * sizeof(uint64_t) : 0;
+	const char *data = hb->data;
+	const char *labels = (const char *)hb->labels;
+	const char *offsets = (const char *)hb->offsets;
+
+	assert(b->state == BUF_FREE && !b->host);
+	/* The events of the buffer's last copy are recorded again below: take
+	 * their timing first.  This waits at most until the caller's stream
+	 * reached that batch, which bounds how far the host runs ahead. */
+	int rc = settle(c, b, true);
+	if (rc < 0)
+		return rc;
+	if (b->release_pending) {
+		CU(cudaStreamWaitEvent(c->copy, b->released, 0),
+		   "cudaStreamWaitEvent");
+		b->release_pending = false;
+	}
+	if (!c->registered) {
+		/* The last copy out of stage is done (settle waited). */
+		uint64_t t0 = mono_ns();
+		memcpy(b->stage, data, hb->bytes);
+		memcpy(b->stage + c->off_labels, labels, lab);
+		if (offs)
+			memcpy(b->stage + c->off_offsets, offsets, offs);
+		c->stats.staged_ns += mono_ns() - t0;
+		data = b->stage;
+		labels = b->stage + c->off_labels;
+		offsets = b->stage + c->off_offsets;
+	}
+	CU(cudaEventRecord(b->start, c->copy), "cudaEventRecord");
+	CU(cudaMemcpyAsync(b->dev, data, hb->bytes, cudaMemcpyHostToDevice,
+			   c->copy),
+	   "cudaMemcpyAsync of a batch");
+	CU(cudaMemcpyAsync(b->dev + c->off_labels, labels, lab,
+			   cudaMemcpyHostToDevice, c->copy),
+	   "cudaMemcpyAsync of labels");
+	if (offs)
+		CU(cudaMemcpyAsync(b->dev + c->off_offsets, offsets, offs,
+				   cudaMemcpyHostToDevice, c->copy),
+		   "cudaMemcpyAsync of offsets");
+	CU(cudaEventRecord(b->done, c->copy), "cudaEventRecord");
+	b->timing_pending = true;
+	c->stats.bytes += hb->bytes + lab + offs;
+
+	memcpy(b->samples, hb->samples, (size_t)n * sizeof(uint64_t));
+	memcpy(b->labels, hb->labels, lab);
+	struct wharf_device_batch *v = &b->view;
+	v->epoch = hb->epoch;
+	v->index = hb->index;
+	v->sample_size = hb->sample_size;
+	v->bytes = hb->bytes;
+	v->data = b->dev;
+	v->labels = (const int32_t *)(void *)(b->dev + c->off_labels);
+	v->offsets =
+	    offs ? (const uint64_t *)(void *)(b->dev + c->off_offsets) : NULL;
+	v->samples = b->samples;
+	v->host_labels = b->labels;
+	v->count = n;
+	v->skipped = hb->skipped;
+	v->buffer = (uint32_t)(b - c->bufs);
+	b->seq = ++c->seq;
+	b->state = BUF_QUEUED;
+	if (c->registered) {
+		b->host = hb; /* given back once `done` completed */
+	} else {
+		rc = wharf_loader_release(l, hb);
+		assert(rc == 0);
+	}
+	return 0;
+}
+
+int wharf_loader_next_device(wharf_loader *l, void *stream,
+			     const struct wharf_device_batch **out)
+{
+	struct loader_cuda *c = l->cuda;
+	uint64_t t0 = mono_ns();
+	int rc;
+
+	*out = NULL;
+	if (!c)
+		return not_enabled();
+	if (l->failed)
+		return loader_error_set(l->fail_rc,
+					loader_strdupf("%s", l->error));
+	CU(cudaSetDevice(c->device), "cudaSetDevice");
+	if ((rc = reap(c, false)) < 0)
+		goto out;
+	/* Read ahead into every free buffer: the batch handed out below is the
+	 * oldest, the others copy while the caller computes on it. */
+	while (!c->ended) {
+		struct dbuf *b = NULL;
+		for (uint32_t i = 0; i < c->nbuf && !b; i++)
+			if (c->bufs[i].state == BUF_FREE)
+				b = &c->bufs[i];
+		if (!b)
+			break;
+		const struct wharf_batch *hb;
+		rc = next_host(c, &hb);
+		if (rc == WHARF_END) {
+			c->ended = true;
+			break;
+		}
+		if (rc < 0)
+			goto out;
+		if ((rc = issue(c, b, hb)) < 0)
+			goto out;
+	}
+	struct dbuf *b = NULL;
+	for (uint32_t i = 0; i < c->nbuf; i++)
+		if (c->bufs[i].state == BUF_QUEUED &&
+		    (!b || c->bufs[i].seq < b->seq))
+			b = &c->bufs[i];
+	if (!b) {
+		if (c->ended) {
+			rc = WHARF_END;
+			goto out;
+		}
+		rc = loader_error_set(
+		    -ENOBUFS, loader_strdupf("all %u device buffers hold "
+					     "batches not released yet: "
+					     "release some (or raise "
+					     "buffers)",
+					     c->nbuf));
+		goto out;
+	}
+	cudaStream_t us = stream;
+	CU(cudaEventRecord(b->need, us), "cudaEventRecord on the stream");
+	CU(cudaStreamWaitEvent(us, b->done, 0), "cudaStreamWaitEvent");
+	b->need_recorded = true;
+	b->state = BUF_HELD;
+	c->stats.batches++;
+	*out = &b->view;
+	rc = 0;
+out:
+	c->stats.wait_ns += mono_ns() - t0;
+	return rc;
+}
+
+int wharf_loader_release_device(wharf_loader *l,
+				const struct wharf_device_batch *db,
+				void *stream)
+{
+	struct loader_cuda *c = l->cuda;
+	if (!c)
+		return not_enabled();
+	if (!db || db->buffer >= c->nbuf || &c->bufs[db->buffer].view != db ||
+	    c->bufs[db->buffer].state != BUF_HELD)
+		return loader_error_set(
+		    -EINVAL, loader_strdupf("release_device: not a batch this "
+					    "loader handed out, or released "
+					    "already"));
+	struct dbuf *b = &c->bufs[db->buffer];
+	cudaError_t e = cudaEventRecord(b->released, (cudaStream_t)stream);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaEventRecord on the release stream");
+	b->release_pending = true;
+	b->state = BUF_FREE;
+	return 0;
+}
+
+/* Drops the batches read ahead (QUEUED): waits for their copies, gives their
+ * slots back.  Held batches stay. */
+static int drop_ahead(struct loader_cuda *c)
+{
+	CU(cudaSetDevice(c->device), "cudaSetDevice");
+	for (uint32_t i = 0; i < c->nbuf; i++) {
+		struct dbuf *b = &c->bufs[i];
+		if (b->state != BUF_QUEUED)
+			continue;
+		b->state = BUF_FREE;
+		int rc = settle(c, b, true);
+		if (rc < 0)
+			return rc;
+	}
+	c->ended = false;
+	return reap(c, true);
+}
+
+int wharf_loader_device_set_epoch(wharf_loader *l, uint64_t epoch)
+{
+	if (!l->cuda)
+		return not_enabled();
+	int rc = drop_ahead(l->cuda);
+	return rc < 0 ? rc : wharf_loader_set_epoch(l, epoch);
+}
+
+int wharf_loader_device_state_restore(wharf_loader *l,
+				      const struct wharf_state *st)
+{
+	if (!l->cuda)
+		return not_enabled();
+	int rc = drop_ahead(l->cuda);
+	return rc < 0 ? rc : wharf_loader_state_restore(l, st);
+}
+
+/* Marks batch b of st's epoch as not returned. */
+static int unmark(struct wharf_state *st, uint64_t b)
+{
+	if (b < st->position) {
+		/* Move the window down to b: the batches between b and the
+		 * old position were returned, the old position was not. */
+		uint64_t shift = st->position - b;
+		if (shift > 64 ||
+		    (shift < 64 && (st->done_mask >> (64 - shift)) != 0) ||
+		    (shift == 64 && st->done_mask))
+			return -EOVERFLOW;
+		uint64_t mask = shift < 64 ? st->done_mask << shift : 0;
+		mask |= shift >= 2
+			    ? (shift - 1 >= 64 ? UINT64_MAX
+					       : (1ull << (shift - 1)) - 1)
+			    : 0;
+		st->done_mask = mask;
+		st->position = b;
+		return 0;
+	}
+	if (b == st->position)
+		return 0;
+	if (b - st->position - 1 < 64)
+		st->done_mask &= ~(1ull << (b - st->position - 1));
+	return 0;
+}
+
+int wharf_loader_device_state_save(wharf_loader *l, struct wharf_state *st)
+{
+	struct loader_cuda *c = l->cuda;
+	if (!c)
+		return not_enabled();
+	int rc = wharf_loader_state_save(l, st);
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < c->nbuf; i++) {
+		const struct dbuf *b = &c->bufs[i];
+		if (b->state == BUF_QUEUED && b->view.epoch == st->epoch &&
+		    unmark(st, b->view.index) < 0)
+			return loader_error_set(
+			    -EOVERFLOW,
+			    loader_strdupf("state_save: batch %llu, read "
+					   "ahead, lies more than 64 batches "
+					   "behind those returned",
+					   (unsigned long long)b->view.index));
+	}
+	return 0;
+}
+
+int wharf_loader_cuda_stats(const wharf_loader *l, struct wharf_cuda_stats *st)
+{
+	struct loader_cuda *c = l->cuda;
+	if (!c)
+		return not_enabled();
+	for (uint32_t i = 0; i < c->nbuf; i++)
+		if (settle(c, &c->bufs[i], false) < 0)
+			return l->fail_rc;
+	struct wharf_cuda_stats s = c->stats;
+	s.overlap_ns = s.copy_ns - s.exposed_ns;
+	uint32_t size = st->size < sizeof(s) ? st->size : (uint32_t)sizeof(s);
+	memcpy(st, &s, size);
+	st->size = size;
+	return 0;
+}
+
+int cuda_copy_events(const struct wharf_loader *l, uint32_t buffer,
+		     void **start, void **done)
+{
+	const struct loader_cuda *c = l->cuda;
+	if (!c || buffer >= c->nbuf)
+		return -EINVAL;
+	*start = c->bufs[buffer].start;
+	*done = c->bufs[buffer].done;
+	return 0;
+}
+
+/* A one-thread kernel that spins on the global timer for `ns` ns. */
+static const char spin_ptx[] = ".version 7.0\n"
+			       ".target sm_75\n"
+			       ".address_size 64\n"
+			       ".visible .entry wharf_spin(.param .u64 ns)\n"
+			       "{\n"
+			       "	.reg .u64 %n, %t0, %t1, %d;\n"
+			       "	.reg .pred %p;\n"
+			       "	ld.param.u64 %n, [ns];\n"
+			       "	mov.u64 %t0, %globaltimer;\n"
+			       "SPIN:\n"
+			       "	mov.u64 %t1, %globaltimer;\n"
+			       "	sub.u64 %d, %t1, %t0;\n"
+			       "	setp.lt.u64 %p, %d, %n;\n"
+			       "	@%p bra SPIN;\n"
+			       "	ret;\n"
+			       "}\n";
+
+int cuda_spin(void *stream, uint64_t ns)
+{
+	static cudaLibrary_t lib;
+	static cudaKernel_t kern;
+	cudaError_t e;
+	if (!kern) {
+		e = cudaLibraryLoadData(&lib, spin_ptx, NULL, NULL, 0, NULL,
+					NULL, 0);
+		if (e != cudaSuccess)
+			return cuda_fail(e, "loading the spin kernel's PTX");
+		e = cudaLibraryGetKernel(&kern, lib, "wharf_spin");
+		if (e != cudaSuccess)
+			return cuda_fail(e, "cudaLibraryGetKernel");
+	}
+	void *args[] = {&ns};
+	e = cudaLaunchKernel((const void *)kern, (dim3){1, 1, 1},
+			     (dim3){1, 1, 1}, args, 0, (cudaStream_t)stream);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "launching the spin kernel");
+	return 0;
+}
+
+#endif /* HAVE_CUDA */

@@ -65,6 +65,7 @@ struct wharf_loader {
 	void *release_ctx;
 	void (*close_hook)(void *ctx); /* before the ring is unmapped */
 	void *close_ctx;
+	struct loader_cuda *cuda; /* cuda.c: device prefetch, or NULL */
 };
 
 /* The ring as one contiguous mapping (e.g. for cudaHostRegister). */
