@@ -1059,6 +1059,43 @@ START_TEST(mount_service_account)
 }
 END_TEST
 
+/* An object replaced while mounted: its old bytes or an error, never the
+ * new generation's bytes inside the old file. */
+START_TEST(mount_replaced_object)
+{
+	char cache[PATH_MAX], path[PATH_MAX], obj[PATH_MAX];
+	const uint64_t size = 50ull << 20, tail = size - 4096;
+	const uint32_t seed = seed_of("sizes/50M");
+	struct timespec ts[2] = {{.tv_sec = 2100000000},
+				 {.tv_sec = 2100000000}};
+	uint8_t buf[4096];
+	int fd;
+
+	start_fake(NULL);
+	snprintf(cache, sizeof(cache), "%s/cache-replaced", work);
+	ck_assert_int_eq(mount_gs(cache, "--anonymous --readahead 0"), 0);
+	snprintf(path, sizeof(path), "%s/sizes/50M", mnt);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), sizeof(buf));
+	ck_assert_uint_eq(buf[4095], fx_byte(seed, 4095));
+	snprintf(obj, sizeof(obj), "%s/%s/ds/sizes/50M", root, BUCKET);
+	ck_assert_int_eq(fx_write_file(obj, size, 4242), 0);
+	ck_assert_int_eq(utimensat(AT_FDCWD, obj, ts, 0), 0);
+	/* The last chunk was never fetched: its generation is gone. */
+	errno = 0;
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), (off_t)tail), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_ge(fake_stat("wrong_generation"), 1);
+	/* The first one still reads as it was. */
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), sizeof(buf));
+	ck_assert_uint_eq(buf[100], fx_byte(seed, 100));
+	close(fd);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(fx_write_file(obj, size, seed), 0);
+}
+END_TEST
+
 /* The command-line options that pick a token. */
 START_TEST(mount_token_options)
 {
@@ -1127,6 +1164,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, mount_bytes);
 	tcase_add_test(tc, mount_service_account);
 	tcase_add_test(tc, mount_token_options);
+	tcase_add_test(tc, mount_replaced_object);
 	suite_add_tcase(s, tc);
 	return s;
 }
