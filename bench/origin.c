@@ -67,6 +67,7 @@ static struct config {
 	uint64_t stall_ns;
 	uint64_t seed;
 	bool quiet;
+	bool html; /* listings as nginx's HTML autoindex, not JSON */
 } cfg = {
     .addr = "127.0.0.1",
     .threads = 2,
@@ -367,8 +368,77 @@ static int buf_json_str(struct buf *b, const char *s)
 	return rc;
 }
 
-/* nginx's `autoindex_format json`: one object per entry, dot files hidden. */
-static int list_dir(const char *dir, struct buf *b)
+/* An href: percent-encodes all but unreserved characters and '/'. */
+static int buf_href(struct buf *b, const char *s)
+{
+	int rc = 0;
+
+	for (; *s && !rc; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (isalnum(ch) || strchr("-._~/", ch))
+			rc = buf_printf(b, "%c", ch);
+		else
+			rc = buf_printf(b, "%%%02X", ch);
+	}
+	return rc;
+}
+
+static int buf_html(struct buf *b, const char *s)
+{
+	int rc = 0;
+
+	for (; *s && !rc; s++) {
+		switch (*s) {
+		case '&':
+			rc = buf_printf(b, "&amp;");
+			break;
+		case '<':
+			rc = buf_printf(b, "&lt;");
+			break;
+		case '>':
+			rc = buf_printf(b, "&gt;");
+			break;
+		case '"':
+			rc = buf_printf(b, "&quot;");
+			break;
+		default:
+			rc = buf_printf(b, "%c", *s);
+			break;
+		}
+	}
+	return rc;
+}
+
+/* One entry as nginx's HTML autoindex with exact sizes writes it. */
+static int list_entry_html(struct buf *b, const char *name,
+			   const struct stat *sb)
+{
+	const bool dir = S_ISDIR(sb->st_mode);
+	char date[32];
+	struct tm tm;
+	int rc;
+
+	gmtime_r(&sb->st_mtime, &tm);
+	strftime(date, sizeof(date), "%d-%b-%Y %H:%M", &tm);
+	rc = buf_printf(b, "<a href=\"");
+	if (!rc)
+		rc = buf_href(b, name);
+	if (!rc)
+		rc = buf_printf(b, "%s\">", dir ? "/" : "");
+	if (!rc)
+		rc = buf_html(b, name);
+	if (!rc && dir)
+		rc = buf_printf(b, "/</a> %s %20s\n", date, "-");
+	else if (!rc)
+		rc = buf_printf(b, "</a> %s %20lld\n", date,
+				(long long)sb->st_size);
+	return rc;
+}
+
+/* nginx's `autoindex_format json` (or its HTML page with --listing html):
+ * one entry per file or directory, dot files hidden. */
+static int list_dir(const char *dir, const char *url_path, struct buf *b)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -377,7 +447,21 @@ static int list_dir(const char *dir, struct buf *b)
 
 	if (!d)
 		return -errno;
-	rc = buf_printf(b, "[");
+	if (cfg.html) {
+		rc = buf_printf(b, "<html>\n<head><title>Index of ");
+		if (!rc)
+			rc = buf_html(b, url_path);
+		if (!rc)
+			rc = buf_printf(b, "</title></head>\n<body>\n"
+					   "<h1>Index of ");
+		if (!rc)
+			rc = buf_html(b, url_path);
+		if (!rc)
+			rc = buf_printf(b, "</h1><hr><pre><a href=\"../\">"
+					   "../</a>\n");
+	} else {
+		rc = buf_printf(b, "[");
+	}
 	while (!rc && (de = readdir(d))) {
 		struct stat sb;
 		char date[64];
@@ -388,6 +472,10 @@ static int list_dir(const char *dir, struct buf *b)
 			continue;
 		if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
 			continue;
+		if (cfg.html) {
+			rc = list_entry_html(b, de->d_name, &sb);
+			continue;
+		}
 		http_date(sb.st_mtime, date, sizeof(date));
 		rc = buf_printf(b, "%s\n{ \"name\":\"", first ? "" : ",");
 		if (!rc)
@@ -406,7 +494,8 @@ static int list_dir(const char *dir, struct buf *b)
 		first = false;
 	}
 	if (!rc)
-		rc = buf_printf(b, "\n]\n");
+		rc = buf_printf(b, cfg.html ? "</pre><hr></body>\n</html>\n"
+					    : "\n]\n");
 	closedir(d);
 	return rc;
 }
@@ -594,7 +683,7 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 			reply_simple(c, 301, extra);
 			return;
 		}
-		r = list_dir(full, &b);
+		r = list_dir(full, path, &b);
 		if (r) {
 			free(b.p);
 			reply_simple(c, r == -EACCES ? 403 : 500, NULL);
@@ -603,8 +692,9 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 		c->head_len = (size_t)snprintf(
 		    c->head, sizeof(c->head),
 		    "HTTP/1.1 200 OK\r\nServer: wharf-origin\r\nContent-Type: "
-		    "application/json\r\nContent-Length: %zu\r\n%s\r\n",
-		    b.len, c->keep_alive ? "" : "Connection: close\r\n");
+		    "%s\r\nContent-Length: %zu\r\n%s\r\n",
+		    cfg.html ? "text/html" : "application/json", b.len,
+		    c->keep_alive ? "" : "Connection: close\r\n");
 		c->mem = b.p;
 		c->body_off = 0;
 		c->body_left = c->head_only ? 0 : b.len;
@@ -1022,6 +1112,12 @@ static void usage(FILE *f)
 	    "                            --stall-ms with probability P\n"
 	    "      --stall-ms MS         length of a stall (default 10000)\n"
 	    "      --seed N              seed of the fault draws (default 1)\n"
+	    "      --listing json|html   directory listings as nginx's JSON "
+	    "(default)\n"
+	    "                            or HTML autoindex with exact sizes "
+	    "(for\n"
+	    "                            clients that parse only HTML index "
+	    "pages)\n"
 	    "  -q, --quiet               no start and exit lines\n"
 	    "  -h, --help                this text\n"
 	    "\n"
@@ -1092,7 +1188,8 @@ int main(int argc, char **argv)
 		OPT_TRUNC,
 		OPT_STALL,
 		OPT_STALLMS,
-		OPT_SEED
+		OPT_SEED,
+		OPT_LISTING
 	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -1108,6 +1205,7 @@ int main(int argc, char **argv)
 	    {"stall", required_argument, NULL, OPT_STALL},
 	    {"stall-ms", required_argument, NULL, OPT_STALLMS},
 	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"listing", required_argument, NULL, OPT_LISTING},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0}};
@@ -1172,6 +1270,10 @@ int main(int argc, char **argv)
 		case OPT_SEED:
 			cfg.seed = strtoull(optarg, &e, 10);
 			bad |= *e != 0;
+			break;
+		case OPT_LISTING:
+			cfg.html = !strcmp(optarg, "html");
+			bad |= !cfg.html && strcmp(optarg, "json");
 			break;
 		case 'q':
 			cfg.quiet = true;
