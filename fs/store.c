@@ -332,57 +332,64 @@ static uint64_t key_seed(const struct chunk_key *key)
 	return rd64(key->b);
 }
 
-/* ---- per-thread codec state ---- */
+/* ---- codec contexts ---- */
 
 /*
- * Each thread that reads or writes chunks keeps a zstd context of each kind
- * and one scratch buffer (compressed bytes) that only grows, so that after
- * the first chunks nothing is allocated per call.  Freed at thread exit.
+ * zstd contexts and a scratch buffer for compressed bytes come from one
+ * pool per process, at most one set per CPU: compressing is CPU-bound, so
+ * more at once gains nothing, and the memory (a few MiB per set with 4 MiB
+ * chunks) stays bounded however many FUSE and read-ahead threads there
+ * are.  Buffers only grow, so once warm nothing is allocated per call.
+ * Taking a set is a short lock per chunk compressed or decompressed, not
+ * per read; a raw chunk's read takes none.
  */
 struct tctx {
 	ZSTD_DCtx *d;
 	ZSTD_CCtx *c;
 	void *buf;
 	size_t cap;
+	struct tctx *next; /* in the pool */
 };
 
-static pthread_key_t tctx_key;
-static pthread_once_t tctx_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static struct tctx *pool_free;
+static unsigned pool_made, pool_max;
 
-static void tctx_free(void *p)
-{
-	struct tctx *t = p;
-
-	if (!t)
-		return;
-	ZSTD_freeDCtx(t->d);
-	ZSTD_freeCCtx(t->c);
-	free(t->buf);
-	free(t);
-}
-
-static void tctx_init_key(void)
-{
-	if (pthread_key_create(&tctx_key, tctx_free))
-		abort();
-}
-
-static struct tctx *tctx_get(void)
+/* @return a set, or NULL when memory is gone. */
+static struct tctx *codec_take(void)
 {
 	struct tctx *t;
 
-	pthread_once(&tctx_once, tctx_init_key);
-	t = pthread_getspecific(tctx_key);
-	if (t)
-		return t;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	if (pthread_setspecific(tctx_key, t)) {
-		free(t);
-		return NULL;
+	pthread_mutex_lock(&pool_mu);
+	if (!pool_max) {
+		const long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		pool_max = n < 2 ? 2 : n > 64 ? 64 : (unsigned)n;
 	}
+	while (!pool_free && pool_made >= pool_max)
+		pthread_cond_wait(&pool_cond, &pool_mu);
+	t = pool_free;
+	if (t) {
+		pool_free = t->next;
+	} else {
+		t = calloc(1, sizeof(*t));
+		if (t)
+			pool_made++;
+	}
+	pthread_mutex_unlock(&pool_mu);
 	return t;
+}
+
+static void codec_give(struct tctx *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&pool_mu);
+	t->next = pool_free;
+	pool_free = t;
+	pthread_cond_signal(&pool_cond);
+	pthread_mutex_unlock(&pool_mu);
 }
 
 static void *tctx_buf(struct tctx *t, size_t n)
@@ -478,10 +485,11 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
  * @return 0; -EBADMSG with *why; -EOVERFLOW when the chunk is longer than
  * cap; -EIO; -ENOMEM.
  */
-static int read_chunk(int fd, const struct chunk_key *key, struct tctx *t,
+static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		      void *buf, size_t cap, struct hdr *h, const char **why)
 {
 	uint8_t raw[HDR_SIZE];
+	struct tctx *t = NULL;
 	struct stat sb;
 	void *src;
 	size_t n;
@@ -518,7 +526,10 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx *t,
 	if (h->codec == CODEC_RAW) {
 		src = buf;
 	} else {
-		src = tctx_buf(t, h->stored_len);
+		if (!*tp)
+			*tp = codec_take();
+		t = *tp;
+		src = t ? tctx_buf(t, h->stored_len) : NULL;
 		if (!src)
 			return -ENOMEM;
 	}
@@ -774,15 +785,13 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
 					  {.tv_nsec = UTIME_OMIT}};
 	struct timespec now;
-	struct tctx *t = tctx_get();
+	struct tctx *t = NULL;
 	const char *why = NULL;
 	char hex[33], rel[36];
 	struct sentry *e;
 	struct hdr h;
 	int fd, rc;
 
-	if (!t)
-		return -ENOMEM;
 	store_key_hex(key, hex);
 	fd = openat(st->dirfd[fan], hex, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -805,7 +814,8 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 		}
 		return -ENOENT;
 	}
-	rc = read_chunk(fd, key, t, buf, cap, &h, &why);
+	rc = read_chunk(fd, key, &t, buf, cap, &h, &why);
+	codec_give(t);
 	if (rc == -EBADMSG) {
 		chunk_relpath(key, rel);
 		log_warn("%s/%s: cached chunk %s is corrupt (%s); removed, it "
@@ -878,12 +888,10 @@ static void choose_payload(struct store *st, struct tctx *t, const void *data,
 		if (!t->c)
 			return;
 	}
-	dst = tctx_buf(t, limit > ZSTD_compressBound(SAMPLE_SIZE)
-			      ? limit
-			      : ZSTD_compressBound(SAMPLE_SIZE));
-	if (!dst)
-		return;
 	if (len >= SAMPLE_MIN_CHUNK) {
+		dst = tctx_buf(t, ZSTD_compressBound(SAMPLE_SIZE));
+		if (!dst)
+			return;
 		/* Half the threshold: a sample has less history to match. */
 		n = ZSTD_compressCCtx(t->c, dst, t->cap, data, SAMPLE_SIZE,
 				      st->cfg.zstd_level);
@@ -891,6 +899,9 @@ static void choose_payload(struct store *st, struct tctx *t, const void *data,
 		    n > SAMPLE_SIZE - SAMPLE_SIZE * pct / 200)
 			return;
 	}
+	dst = tctx_buf(t, limit);
+	if (!dst)
+		return;
 	n = ZSTD_compressCCtx(t->c, dst, limit, data, len, st->cfg.zstd_level);
 	if (ZSTD_isError(n))
 		return; /* dstSize_tooSmall: it saves too little */
@@ -943,7 +954,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 {
 	static unsigned long tmp_seq;
 	const unsigned fan = key->b[0];
-	struct tctx *t = tctx_get();
+	struct tctx *t;
 	struct sentry *victims, *e, *old;
 	uint8_t hdr[HDR_SIZE];
 	char hex[33], tmp[80], rel[36];
@@ -953,13 +964,16 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	size_t plen;
 	int rc;
 
-	if (!t)
-		return -ENOMEM;
 	if (len > MAX_RAW)
 		return -EFBIG; /* no chunk is that big: a caller's bug */
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	t = codec_take();
+	if (!e || !t) {
+		free(e);
+		codec_give(t);
 		return -ENOMEM;
+	}
+	/* payload may point into t's buffer: t is given back once written. */
 	choose_payload(st, t, data, len, &payload, &plen, &h.codec);
 	h.raw_len = len;
 	h.stored_len = plen;
@@ -975,6 +989,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	pthread_mutex_lock(&st->mu);
 	if (st->cfg.max_bytes && disk > st->cfg.max_bytes) {
 		pthread_mutex_unlock(&st->mu);
+		codec_give(t);
 		free(e);
 		return -ENOSPC;
 	}
@@ -991,6 +1006,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	pthread_mutex_unlock(&st->mu);
 	evict_files(st, victims, NULL, NULL);
 	if (rc) {
+		codec_give(t);
 		free(e);
 		return rc;
 	}
@@ -999,6 +1015,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s.%d.%lu", hex, (int)getpid(),
 		 __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
 	rc = write_tmp(st->dirfd[fan], tmp, hdr, payload, plen);
+	codec_give(t);
 	if (rc == -EDQUOT)
 		rc = -ENOSPC;
 	if (!rc) {
@@ -1072,7 +1089,7 @@ static int64_t ts_ns(const struct timespec *ts)
 
 /* A walk's buffers: t holds compressed bytes, raw the chunk. */
 struct walker {
-	struct tctx t;
+	struct tctx t, *tp; /* tp: &t, the walk's own set */
 	void *raw;
 	size_t rawcap;
 };
@@ -1088,7 +1105,7 @@ static int walk_verify(struct walker *w, int fd, const struct chunk_key *key,
 		w->raw = p;
 		w->rawcap = h->raw_len;
 	}
-	return read_chunk(fd, key, &w->t, w->raw, w->rawcap, h, why);
+	return read_chunk(fd, key, &w->tp, w->raw, w->rawcap, h, why);
 }
 
 static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
@@ -1133,7 +1150,7 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		e.atime_ns = ts_ns(&sb.st_atim) > ts_ns(&sb.st_mtim)
 				 ? ts_ns(&sb.st_atim)
 				 : ts_ns(&sb.st_mtim);
-		r = read_chunk(fd, &e.key, &w->t, NULL, 0, &h, &why);
+		r = read_chunk(fd, &e.key, &w->tp, NULL, 0, &h, &why);
 		if (r == 0 && (flags & STORE_WALK_VERIFY))
 			r = walk_verify(w, fd, &e.key, &h, &why);
 		e.error = r;
@@ -1162,6 +1179,7 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 	char *chunkdir = strdupf("%s/chunks", dir);
 	int top, rc = 0;
 
+	w.tp = &w.t;
 	top = open(chunkdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (top < 0) {
 		rc = -errno;

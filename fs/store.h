@@ -51,8 +51,8 @@ void store_close(struct store *st);
 /*
  * Reads the chunk into buf (cap bytes), decompressing if needed, after
  * verifying its checksum.  Thread-safe; no allocation per call once the
- * thread's codec context and scratch buffer exist (made by its first
- * calls, freed at thread exit).
+ * pool of codec contexts is warm (one per CPU at most, kept for the
+ * process's life).
  * @return 0 with *len set; -ENOENT when not cached; -EBADMSG when the file
  * is corrupt (it is removed and a warning logged, so the caller refetches);
  * -EOVERFLOW when the chunk is longer than cap; -EIO on a read error.
