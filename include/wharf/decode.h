@@ -1,0 +1,80 @@
+#ifndef WHARF_INCLUDE_WHARF_DECODE_H
+#define WHARF_INCLUDE_WHARF_DECODE_H
+/*
+ * Built-in sample decoders for libwharf's loader.  A decoder runs inside the
+ * forked workers (as the loader's per-sample transform), so a program in
+ * another language (Python through ctypes) picks one by a spec string and
+ * never runs its own code in the workers: a Python callback there would need
+ * the interpreter in every worker and would serialize on its lock.
+ *
+ * A spec is a decoder name followed by key=value words separated by spaces:
+ *
+ *   raw
+ *       the sample's bytes as stored; no transform at all.
+ *
+ *   array dtype=T shape=D0,D1,... [offset=N]
+ *       a fixed-shape typed array.  Each sample must be exactly
+ *       N + D0*D1*...*size(T) bytes; the first N bytes (a header) are
+ *       dropped.  T: u8 i8 u16 i16 u32 i32 u64 i64 f16 bf16 f32 f64 (host
+ *       byte order).  A sample of another length fails naming the sample.
+ *
+ *   tokens dtype=u16|u32 window=W [out=i64|i32|same]
+ *       a token window for language models.  Each sample holds W + 1
+ *       tokens (build the index with records of (W + 1) * size bytes); the
+ *       output is the input (tokens 0..W-1) followed by the target (tokens
+ *       1..W), each W tokens of type out (default i64, what embedding and
+ *       cross-entropy layers take).
+ *
+ *   plugin path=SO [symbol=NAME] [arg=STRING] [bytes=N]
+ *       a shared object exporting a wharf_sample_fn named NAME (default
+ *       wharf_transform).  It is loaded when the decoder is made, so the
+ *       workers inherit it.  If it also exports NAME_init,
+ *           int NAME_init(const char *arg, uint32_t worker, void **state);
+ *       each worker calls that once, and the transform gets *state as its
+ *       user pointer (else arg itself).  bytes: the output size of every
+ *       sample (0 or absent: variable-size output, or the index's size).
+ *
+ * Call order: wharf_decoder_new(), wharf_decoder_apply() on the options,
+ * wharf_loader_open(); the decoder must outlive the loader; then
+ * wharf_decoder_free().
+ */
+#include <stdint.h>
+#include <wharf/loader.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wharf_decoder wharf_decoder;
+
+/*
+ * Parses spec (see above) and, for a plugin, loads it.
+ * @return 0 and *out set, or -EINVAL for a bad spec, -ENOENT for a plugin
+ *         that cannot be loaded or lacks the symbol; wharf_last_error() says
+ *         which word or what dlopen said.
+ */
+int wharf_decoder_new(const char *spec, wharf_decoder **out);
+
+/*
+ * Sets opt's sample_fn, worker_init, user and (when the decoder knows it)
+ * sample_bytes.  Overwrites those fields only.
+ * @return 0, or -EINVAL when opt->size is too small.
+ */
+int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt);
+
+/* Bytes of one decoded sample, or 0 when the decoder does not fix it (raw,
+ * plugin without bytes=). */
+uint64_t wharf_decoder_sample_bytes(const wharf_decoder *d);
+
+/* Bytes the decoder expects of one stored sample, or 0 when any size will
+ * do. */
+uint64_t wharf_decoder_input_bytes(const wharf_decoder *d);
+
+/* Frees d and unloads its plugin (NULL: no-op).  Close the loaders that
+ * use it first. */
+void wharf_decoder_free(wharf_decoder *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

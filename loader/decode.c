@@ -1,0 +1,444 @@
+/*
+ * Built-in decoders: per-sample transforms chosen by a spec string, so that
+ * callers in other languages never run their own code in the workers.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wharf/decode.h>
+
+#include "loader_i.h"
+
+#define DECODE_MAX_DIMS 8
+
+enum decode_kind { DECODE_RAW, DECODE_ARRAY, DECODE_TOKENS, DECODE_PLUGIN };
+
+typedef int (*plugin_init_fn)(const char *arg, uint32_t worker, void **state);
+
+struct wharf_decoder {
+	enum decode_kind kind;
+	uint64_t in_bytes;  /* expected stored size; 0: any */
+	uint64_t out_bytes; /* decoded size; 0: not fixed */
+	uint64_t offset;    /* array: header bytes dropped */
+	uint32_t in_size;   /* tokens: bytes per stored token */
+	uint32_t out_size;  /* tokens: bytes per output token */
+	uint64_t window;    /* tokens */
+	void *dl;
+	wharf_sample_fn plugin_fn;
+	plugin_init_fn plugin_init;
+	char *arg;
+	void *state; /* plugin state; each worker sets its own copy */
+};
+
+static int decode_fail(int rc, const char *spec, const char *what)
+{
+	return loader_error_set(rc, loader_strdupf("decoder \"%s\": %s", spec,
+						   what));
+}
+
+static int dtype_size(const char *t)
+{
+	static const struct {
+		const char *name;
+		int size;
+	} types[] = {
+	    {"u8", 1},	{"i8", 1},  {"u16", 2},  {"i16", 2}, {"f16", 2},
+	    {"bf16", 2}, {"u32", 4}, {"i32", 4},	 {"f32", 4}, {"u64", 8},
+	    {"i64", 8},	{"f64", 8},
+	};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(t, types[i].name))
+			return types[i].size;
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	return 0;
+}
+
+/* "3,224,224" -> product of the dimensions, checked for overflow. */
+static int parse_shape(const char *s, uint64_t *elems)
+{
+	char buf[256];
+	char *save = NULL;
+	unsigned ndims = 0;
+	uint64_t n = 1;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	for (char *tok = strtok_r(buf, ",x", &save); tok;
+	     tok = strtok_r(NULL, ",x", &save)) {
+		uint64_t d;
+
+		if (parse_u64(tok, &d) || d == 0 || ++ndims > DECODE_MAX_DIMS ||
+		    n > UINT64_MAX / d)
+			return -EINVAL;
+		n *= d;
+	}
+	if (!ndims)
+		return -EINVAL;
+	*elems = n;
+	return 0;
+}
+
+/* Fixed-shape array: the length check is the point; the copy is the price
+ * of the loader's transform interface (input and output buffers differ). */
+static int decode_array(void *user, uint64_t sample, const void *in,
+			uint64_t in_len, void *out, uint64_t out_cap,
+			uint64_t *out_len)
+{
+	const struct wharf_decoder *d = user;
+
+	if (in_len != d->in_bytes) {
+		wharf_set_error("sample %" PRIu64 ": %" PRIu64
+				" bytes, the array decoder expects %" PRIu64,
+				sample, in_len, d->in_bytes);
+		return -EINVAL;
+	}
+	assert(out_cap >= d->out_bytes);
+	memcpy(out, (const char *)in + d->offset, d->out_bytes);
+	*out_len = d->out_bytes;
+	return 0;
+}
+
+static uint64_t load_token(const unsigned char *p, uint32_t size)
+{
+	if (size == 2) {
+		uint16_t v;
+
+		memcpy(&v, p, sizeof(v));
+		return v;
+	}
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static void store_token(unsigned char *p, uint32_t size, uint64_t v)
+{
+	if (size == 2) {
+		const uint16_t t = (uint16_t)v;
+
+		memcpy(p, &t, sizeof(t));
+	} else if (size == 4) {
+		const uint32_t t = (uint32_t)v;
+
+		memcpy(p, &t, sizeof(t));
+	} else {
+		memcpy(p, &v, sizeof(v));
+	}
+}
+
+/* W + 1 tokens -> input (0..W-1) then target (1..W), widened to out_size. */
+static int decode_tokens(void *user, uint64_t sample, const void *in,
+			 uint64_t in_len, void *out, uint64_t out_cap,
+			 uint64_t *out_len)
+{
+	const struct wharf_decoder *d = user;
+	const unsigned char *src = in;
+	unsigned char *x = out;
+	unsigned char *y = x + d->window * d->out_size;
+
+	if (in_len != d->in_bytes) {
+		wharf_set_error("sample %" PRIu64 ": %" PRIu64
+				" bytes, a window of %" PRIu64
+				" tokens needs %" PRIu64
+				" (index records of window + 1 tokens)",
+				sample, in_len, d->window, d->in_bytes);
+		return -EINVAL;
+	}
+	assert(out_cap >= d->out_bytes);
+	if (d->out_size == d->in_size) {
+		memcpy(x, src, d->window * d->in_size);
+		memcpy(y, src + d->in_size, d->window * d->in_size);
+	} else {
+		for (uint64_t i = 0; i < d->window; i++) {
+			const uint64_t t = load_token(src + i * d->in_size,
+						      d->in_size);
+
+			store_token(x + i * d->out_size, d->out_size, t);
+			if (i)
+				store_token(y + (i - 1) * d->out_size,
+					    d->out_size, t);
+		}
+		store_token(y + (d->window - 1) * d->out_size, d->out_size,
+			    load_token(src + d->window * d->in_size,
+				       d->in_size));
+	}
+	*out_len = d->out_bytes;
+	return 0;
+}
+
+static int decode_plugin(void *user, uint64_t sample, const void *in,
+			 uint64_t in_len, void *out, uint64_t out_cap,
+			 uint64_t *out_len)
+{
+	const struct wharf_decoder *d = user;
+
+	return d->plugin_fn(d->plugin_init ? d->state : d->arg, sample, in,
+			    in_len, out, out_cap, out_len);
+}
+
+/* Runs in each worker (its own copy of *d after the fork). */
+static int plugin_worker_init(void *user, uint32_t worker)
+{
+	struct wharf_decoder *d = user;
+
+	return d->plugin_init(d->arg, worker, &d->state);
+}
+
+static int load_plugin(struct wharf_decoder *d, const char *spec,
+		       const char *path, const char *symbol)
+{
+	char name[256];
+
+	d->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!d->dl) {
+		const char *why = dlerror();
+
+		return loader_error_set(
+		    -ENOENT, loader_strdupf("decoder \"%s\": %s", spec,
+					    why ? why : path));
+	}
+	*(void **)&d->plugin_fn = dlsym(d->dl, symbol);
+	if (!d->plugin_fn)
+		return loader_error_set(
+		    -ENOENT, loader_strdupf("decoder \"%s\": %s exports no %s",
+					    spec, path, symbol));
+	if ((size_t)snprintf(name, sizeof(name), "%s_init", symbol) <
+	    sizeof(name))
+		*(void **)&d->plugin_init = dlsym(d->dl, name);
+	return 0;
+}
+
+struct spec_words {
+	const char *dtype, *shape, *offset, *window, *out, *path, *symbol,
+	    *arg, *bytes;
+};
+
+/* Splits "key=value" words (in place) into w; unknown keys are errors. */
+static int split_words(char *s, struct spec_words *w, const char **bad)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+	    {"dtype", offsetof(struct spec_words, dtype)},
+	    {"shape", offsetof(struct spec_words, shape)},
+	    {"offset", offsetof(struct spec_words, offset)},
+	    {"window", offsetof(struct spec_words, window)},
+	    {"out", offsetof(struct spec_words, out)},
+	    {"path", offsetof(struct spec_words, path)},
+	    {"symbol", offsetof(struct spec_words, symbol)},
+	    {"arg", offsetof(struct spec_words, arg)},
+	    {"bytes", offsetof(struct spec_words, bytes)},
+	};
+	char *save = NULL;
+
+	for (char *tok = strtok_r(s, " \t", &save); tok;
+	     tok = strtok_r(NULL, " \t", &save)) {
+		char *eq = strchr(tok, '=');
+		size_t i;
+
+		*bad = tok;
+		if (!eq)
+			return -EINVAL;
+		*eq = '\0';
+		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (!strcmp(tok, keys[i].key))
+				break;
+		if (i == sizeof(keys) / sizeof(keys[0]))
+			return -EINVAL;
+		*(const char **)((char *)w + keys[i].off) = eq + 1;
+	}
+	return 0;
+}
+
+static int parse_array(struct wharf_decoder *d, const char *spec,
+		       const struct spec_words *w)
+{
+	uint64_t elems;
+	const int size = w->dtype ? dtype_size(w->dtype) : 0;
+
+	if (!size)
+		return decode_fail(-EINVAL, spec,
+				   "dtype= must be one of u8 i8 u16 i16 u32 "
+				   "i32 u64 i64 f16 bf16 f32 f64");
+	if (!w->shape || parse_shape(w->shape, &elems) ||
+	    elems > UINT64_MAX / (uint64_t)size)
+		return decode_fail(-EINVAL, spec,
+				   "shape= must be positive dimensions "
+				   "separated by commas (at most 8)");
+	if (w->offset && parse_u64(w->offset, &d->offset))
+		return decode_fail(-EINVAL, spec, "offset= must be bytes");
+	d->kind = DECODE_ARRAY;
+	d->out_bytes = elems * (uint64_t)size;
+	if (d->offset > UINT64_MAX - d->out_bytes)
+		return decode_fail(-EINVAL, spec, "offset= too large");
+	d->in_bytes = d->offset + d->out_bytes;
+	return 0;
+}
+
+static int parse_tokens(struct wharf_decoder *d, const char *spec,
+			const struct spec_words *w)
+{
+	const int in = w->dtype ? dtype_size(w->dtype) : 0;
+
+	if (!w->dtype || (strcmp(w->dtype, "u16") && strcmp(w->dtype, "u32")))
+		return decode_fail(-EINVAL, spec, "dtype= must be u16 or u32");
+	if (!w->window || parse_u64(w->window, &d->window) || !d->window ||
+	    d->window > (UINT64_MAX / 16) - 1)
+		return decode_fail(-EINVAL, spec,
+				   "window= must be a positive token count");
+	d->in_size = (uint32_t)in;
+	if (!w->out || !strcmp(w->out, "i64"))
+		d->out_size = 8;
+	else if (!strcmp(w->out, "i32"))
+		d->out_size = 4;
+	else if (!strcmp(w->out, "same"))
+		d->out_size = d->in_size;
+	else
+		return decode_fail(-EINVAL, spec,
+				   "out= must be i64, i32 or same");
+	d->kind = DECODE_TOKENS;
+	d->in_bytes = (d->window + 1) * d->in_size;
+	d->out_bytes = 2 * d->window * d->out_size;
+	return 0;
+}
+
+static int parse_plugin(struct wharf_decoder *d, const char *spec,
+			const struct spec_words *w)
+{
+	if (!w->path || !*w->path)
+		return decode_fail(-EINVAL, spec, "path= is required");
+	if (w->bytes && parse_u64(w->bytes, &d->out_bytes))
+		return decode_fail(-EINVAL, spec, "bytes= must be bytes");
+	d->arg = strdup(w->arg ? w->arg : "");
+	if (!d->arg)
+		return decode_fail(-ENOMEM, spec, "out of memory");
+	d->kind = DECODE_PLUGIN;
+	return load_plugin(d, spec, w->path,
+			   w->symbol ? w->symbol : "wharf_transform");
+}
+
+int wharf_decoder_new(const char *spec, wharf_decoder **out)
+{
+	struct spec_words w = {0};
+	struct wharf_decoder *d = NULL;
+	char *copy = NULL, *rest;
+	const char *bad = NULL;
+	size_t name_len;
+	int rc;
+
+	*out = NULL;
+	if (!spec)
+		spec = "raw";
+	copy = strdup(spec);
+	d = calloc(1, sizeof(*d));
+	if (!copy || !d) {
+		rc = loader_error_set(-ENOMEM, loader_strdupf("out of memory"));
+		goto out;
+	}
+	name_len = strcspn(copy, " \t");
+	rest = copy + name_len + (copy[name_len] != '\0');
+	copy[name_len] = '\0';
+	rc = split_words(rest, &w, &bad);
+	if (rc) {
+		rc = loader_error_set(
+		    rc, loader_strdupf("decoder \"%s\": bad word \"%s\" "
+				       "(expected key=value)",
+				       spec, bad));
+		goto out;
+	}
+	if (!strcmp(copy, "raw") || !*copy) {
+		d->kind = DECODE_RAW;
+		rc = 0;
+	} else if (!strcmp(copy, "array")) {
+		rc = parse_array(d, spec, &w);
+	} else if (!strcmp(copy, "tokens")) {
+		rc = parse_tokens(d, spec, &w);
+	} else if (!strcmp(copy, "plugin")) {
+		rc = parse_plugin(d, spec, &w);
+	} else {
+		rc = decode_fail(-EINVAL, spec,
+				 "unknown decoder (raw, array, tokens, plugin)");
+	}
+out:
+	free(copy);
+	if (rc) {
+		wharf_decoder_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
+{
+	if (opt->size < offsetof(struct wharf_options, user) + sizeof(void *))
+		return loader_error_set(
+		    -EINVAL, loader_strdupf("wharf_decoder_apply: options of "
+					    "%u bytes are too old",
+					    opt->size));
+	opt->user = d;
+	opt->worker_init = NULL;
+	switch (d->kind) {
+	case DECODE_RAW:
+		opt->sample_fn = NULL;
+		break;
+	case DECODE_ARRAY:
+		opt->sample_fn = decode_array;
+		break;
+	case DECODE_TOKENS:
+		opt->sample_fn = decode_tokens;
+		break;
+	case DECODE_PLUGIN:
+		opt->sample_fn = decode_plugin;
+		if (d->plugin_init)
+			opt->worker_init = plugin_worker_init;
+		break;
+	}
+	if (d->out_bytes)
+		opt->sample_bytes = d->out_bytes;
+	return 0;
+}
+
+uint64_t wharf_decoder_sample_bytes(const wharf_decoder *d)
+{
+	return d->out_bytes;
+}
+
+uint64_t wharf_decoder_input_bytes(const wharf_decoder *d)
+{
+	return d->in_bytes;
+}
+
+void wharf_decoder_free(wharf_decoder *d)
+{
+	if (!d)
+		return;
+	if (d->dl)
+		dlclose(d->dl);
+	free(d->arg);
+	free(d);
+}

@@ -1,0 +1,482 @@
+"""wharf: libwharf's data loader for Python training loops.
+
+    import wharf
+    index = wharf.Index.build("train.idx", dir="/mnt/wharf/train")
+    with wharf.Loader(index, batch_size=64, shuffle=True, num_workers=4,
+                      decode=wharf.decode.array("float32", (3, 224, 224))
+                      ) as loader:
+        for epoch in range(10):
+            loader.set_epoch(epoch)
+            for x, y in loader:
+                ...                      # x: (64, 3, 224, 224), y: labels
+
+Batches are NumPy views of the loader's shared-memory ring: nothing is
+copied.  The rule for views: a batch's arrays are valid until the batch is
+released, which happens when the loop takes the next batch, on
+Batch.release() or Loader.release(), and at Loader.close().  After that the
+memory holds another batch (or is unmapped: touching a view after close()
+may crash the interpreter).  Keep data longer with .copy(), or take batches
+with Loader.next_batch(), which holds them until you release them.
+
+Reading and decoding run in forked C workers (see wharf.decode); a Python
+callback in the workers is not offered on purpose.
+"""
+
+import atexit
+import ctypes
+import os
+import weakref
+
+import numpy as np
+
+from . import _lib
+from . import decode
+from ._lib import LibraryNotFound
+
+__all__ = ["Index", "Loader", "Batch", "WharfError", "LibraryNotFound",
+           "decode", "library_path", "version"]
+
+_c = _lib.load()
+library_path = _c.wharf_path
+
+
+def version():
+    """The linked libwharf's version as (major, minor, patch)."""
+    n = _c.wharf_version_number()
+    return (n // 10000, n // 100 % 100, n % 100)
+
+
+class WharfError(OSError):
+    """A libwharf call failed; errno is the C error, str() its message."""
+
+
+def _raise(rc, message=None):
+    if message is None:
+        message = _c.wharf_last_error()
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    raise WharfError(-rc, message or _lib.strerror(rc))
+
+
+def _path(p):
+    return os.fsencode(p)
+
+
+class Index:
+    """A sample index (flat file, mapped read-only): files, offsets, lengths
+    and labels.  Open one with Index(path) or make one with Index.build()."""
+
+    def __init__(self, path, verify=False):
+        h = ctypes.c_void_p()
+        rc = _c.wharf_index_open(_path(path),
+                                 _lib.WHARF_INDEX_VERIFY if verify else 0,
+                                 ctypes.byref(h))
+        if rc:
+            _raise(rc)
+        self._h = h
+        self.path = os.fspath(path)
+        self._loaders = weakref.WeakSet()
+
+    @classmethod
+    def build(cls, out, dir=None, list=None, files=None, record_bytes=None,
+              stat=True, verify=False):
+        """Writes an index to out and opens it.  Exactly one source:
+
+        dir=D: every file under D in byte order of the path, labelled by its
+        top-level subdirectory (ImageFolder); list=F: a file of "PATH [LABEL]"
+        lines (stat=False leaves sizes unknown); files=[...] with
+        record_bytes=N: each file cut into N-byte records.
+        """
+        given = [x is not None for x in (dir, list, files)]
+        if sum(given) != 1:
+            raise ValueError("Index.build needs exactly one of dir=, list=, "
+                             "files=")
+        if dir is not None:
+            rc = _c.wharf_index_build_dir(_path(dir), _path(out))
+        elif list is not None:
+            rc = _c.wharf_index_build_list(_path(list), int(bool(stat)),
+                                           _path(out))
+        else:
+            if not record_bytes or record_bytes <= 0:
+                raise ValueError("files= needs record_bytes=")
+            names = [_path(f) for f in files]
+            arr = (ctypes.c_char_p * len(names))(*names)
+            rc = _c.wharf_index_build_records(int(record_bytes), arr,
+                                              len(names), _path(out))
+        if rc:
+            _raise(rc)
+        return cls(out, verify=verify)
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("index %s is closed" % self.path)
+        return self._h
+
+    def __len__(self):
+        return _c.wharf_index_count(self._handle())
+
+    @property
+    def num_files(self):
+        return _c.wharf_index_num_files(self._handle())
+
+    @property
+    def num_labels(self):
+        return _c.wharf_index_num_labels(self._handle())
+
+    def file_path(self, file):
+        buf = ctypes.create_string_buffer(4096)
+        rc = _c.wharf_index_path(self._handle(), file, buf, len(buf))
+        if rc < 0:
+            _raise(rc)
+        return os.fsdecode(buf.value)
+
+    def sample(self, i):
+        """(path, offset, length or None, label or None) of sample i."""
+        s = _lib.Sample()
+        rc = _c.wharf_index_sample(self._handle(), i, ctypes.byref(s))
+        if rc:
+            _raise(rc)
+        length = None if s.length == 2**64 - 1 else s.length
+        return (self.file_path(s.file), s.offset, length,
+                None if s.label < 0 else s.label)
+
+    def close(self):
+        if any(not l.closed for l in self._loaders):
+            raise WharfError(16, "index %s is used by an open loader"
+                             % self.path)
+        if self._h:
+            _c.wharf_index_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _c.wharf_index_close(self._h)
+            self._h = None
+
+
+class Batch:
+    """One batch: views of a ring slot (see the module's rule for views).
+
+    Unpacks as (data, labels), or (input, target) with the tokens decoder.
+    epoch, index (batch number in the epoch), samples (index positions),
+    labels, worker and skipped describe it.
+    """
+
+    __slots__ = ("_loader", "_ptr", "epoch", "index", "count", "skipped",
+                 "worker", "slot", "data", "labels", "samples", "__weakref__")
+
+    def __init__(self, loader, ptr, tensors):
+        b = ptr.contents
+        self._loader = loader
+        self._ptr = ptr
+        self.epoch, self.index, self.count = b.epoch, b.index, b.count
+        self.skipped, self.worker, self.slot = b.skipped, b.worker, b.slot
+        dec = loader.decoder
+        n = b.count
+        keep = loader  # views keep the loader (and its mapping) alive
+        self.labels = _view(b.labels, n * 4, np.int32, keep, tensors)
+        self.samples = _view(b.samples, n * 8, np.uint64, keep, tensors)
+        if b.sample_size:
+            shape = dec.shape
+            if shape is None:
+                shape = (b.sample_size // dec.np_dtype.itemsize,)
+            self.data = _view(b.data, n * b.sample_size, dec.np_dtype, keep,
+                              tensors, (n,) + tuple(shape), dec.dtype)
+        else:  # variable-size: one uint8 array per sample
+            offs = np.ctypeslib.as_array(b.offsets, (n + 1,)).copy()
+            whole = _view(b.data, int(offs[-1]), np.uint8, keep, tensors)
+            self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
+
+    @property
+    def input(self):
+        return self.data[:, 0]
+
+    @property
+    def target(self):
+        return self.data[:, 1]
+
+    def _fields(self):
+        if self._loader.decoder.fields[0] == "input":
+            return (self.input, self.target)
+        return (self.data, self.labels)
+
+    def __iter__(self):
+        return iter(self._fields())
+
+    def __getitem__(self, i):
+        return self._fields()[i]
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def released(self):
+        return self._ptr is None
+
+    def release(self):
+        """Gives the slot back; the views are invalid from now on."""
+        if self._ptr is not None:
+            self._loader._release(self)
+
+
+def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):
+    """A zero-copy array (or torch tensor) over nbytes at addr."""
+    if not isinstance(addr, int):
+        addr = ctypes.cast(addr, ctypes.c_void_p).value
+    buf = (ctypes.c_char * nbytes).from_address(addr) if nbytes else \
+        bytearray()
+    if nbytes:
+        buf._keep = keep  # the mapping outlives every view
+    if tensors is not None:
+        return tensors(buf, nbytes, dtype, shape, dtype_name)
+    arr = np.frombuffer(buf, dtype=dtype)
+    arr.flags.writeable = False
+    return arr.reshape(shape) if shape is not None else arr
+
+
+_open_loaders = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    # Workers die with the interpreter anyway (PR_SET_PDEATHSIG); closing
+    # here also reaps them and leaves /dev/shm clean on a normal exit.
+    for l in list(_open_loaders):
+        l.close()
+
+
+class Loader:
+    """Reads an index's samples in batches with forked C workers.
+
+    Arguments follow torch.utils.data.DataLoader where they overlap.
+    rank/world_size default to $RANK/$WORLD_SIZE (or SLURM's); decode is a
+    wharf.decode decoder (default raw bytes).  Iterating runs the current
+    epoch from where it stands; a new iteration after an epoch ran to its
+    end moves to the next epoch unless set_epoch() chose one.
+    """
+
+    _tensors = None  # wharf.torch sets a tensor maker
+
+    def __init__(self, index, batch_size=32, shuffle=False, seed=0,
+                 num_workers=2, prefetch=2, drop_last=False, in_order=True,
+                 rank=None, world_size=None, decode=None, even="pad",
+                 skip_bad=False, timeout=None, sample_bytes=0, slot_bytes=0,
+                 shm_dir=None):
+        self._h = None
+        self._dec = None
+        self._held = weakref.WeakSet()
+        self._current = None
+        if not isinstance(index, Index):
+            index = Index(index)
+        self.index = index
+        self.decoder = globals()["decode"].coerce(decode)
+        if even not in ("pad", "drop"):
+            raise ValueError("even must be 'pad' or 'drop'")
+        opt = _lib.Options()
+        _c.wharf_options_init(ctypes.byref(opt))
+        opt.batch_size = int(batch_size)
+        opt.num_workers = int(num_workers)
+        opt.prefetch = int(prefetch)
+        opt.shuffle = int(bool(shuffle))
+        opt.drop_last = int(bool(drop_last))
+        opt.in_order = int(bool(in_order))
+        opt.even = _lib.WHARF_EVEN_PAD if even == "pad" else \
+            _lib.WHARF_EVEN_DROP
+        opt.rank = -1 if rank is None else int(rank)
+        opt.world = -1 if world_size is None else int(world_size)
+        opt.skip_bad = int(bool(skip_bad))
+        opt.timeout_ms = 0 if timeout is None else int(timeout * 1000)
+        opt.seed = int(seed) & (2**64 - 1)
+        opt.sample_bytes = int(sample_bytes)
+        opt.slot_bytes = int(slot_bytes)
+        self._shm_dir = _path(shm_dir) if shm_dir else None
+        opt.shm_dir = self._shm_dir
+        dec = ctypes.c_void_p()
+        rc = _c.wharf_decoder_new(self.decoder.spec.encode(),
+                                  ctypes.byref(dec))
+        if rc:
+            _raise(rc)
+        self._dec = dec
+        rc = _c.wharf_decoder_apply(dec, ctypes.byref(opt))
+        if rc:
+            _raise(rc)
+        h = ctypes.c_void_p()
+        rc = _c.wharf_loader_open(index._handle(), ctypes.byref(opt),
+                                  ctypes.byref(h))
+        if rc:
+            _raise(rc)
+        self._h = h
+        self._opt = opt
+        self._epoch = 0
+        self._ended = False
+        self._epoch_chosen = False
+        index._loaders.add(self)
+        _open_loaders.add(self)
+
+    # -- lifetime ---------------------------------------------------------
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def close(self):
+        """Stops the workers and unmaps the ring: every view is invalid."""
+        if self._h:
+            for b in list(self._held):
+                b._ptr = None
+            self._current = None
+            _c.wharf_loader_close(self._h)
+            self._h = None
+        if self._dec:
+            _c.wharf_decoder_free(self._dec)
+            self._dec = None
+        _open_loaders.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Views hold the loader, so this runs only once none is left.
+        if getattr(self, "_h", None) or getattr(self, "_dec", None):
+            self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the loader is closed")
+        return self._h
+
+    def _fail(self, rc):
+        msg = _c.wharf_loader_error(self._h) or _c.wharf_last_error()
+        _raise(rc, msg)
+
+    # -- batches ----------------------------------------------------------
+
+    def next_batch(self):
+        """The next batch of the epoch, held until you release it; None at
+        the end of the epoch."""
+        h = self._handle()
+        ptr = ctypes.POINTER(_lib.BatchC)()
+        rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
+        if rc == _lib.WHARF_END:
+            self._ended = True
+            return None
+        if rc:
+            self._fail(rc)
+        b = Batch(self, ptr, self._tensors)
+        self._held.add(b)
+        return b
+
+    def _release(self, b):
+        ptr, b._ptr = b._ptr, None
+        self._held.discard(b)
+        if self._current is b:
+            self._current = None
+        if self._h:
+            rc = _c.wharf_loader_release(self._h, ptr)
+            if rc:
+                self._fail(rc)
+
+    def release(self):
+        """Releases the batch the loop handed out last (and invalidates its
+        views); the loop does this itself when it takes the next one."""
+        if self._current is not None:
+            self._current.release()
+
+    def __iter__(self):
+        self._handle()
+        if self._ended and not self._epoch_chosen:
+            self.set_epoch(self._epoch + 1)
+        self._epoch_chosen = False
+        try:
+            while True:
+                self.release()
+                b = self.next_batch()
+                if b is None:
+                    return
+                self._current = b
+                yield b
+        finally:
+            # An exception or an abandoned loop must not pin a slot.
+            if self._h:
+                self.release()
+
+    def __len__(self):
+        return _c.wharf_loader_num_batches(self._handle())
+
+    def set_epoch(self, epoch):
+        """Starts epoch `epoch` (the shuffle depends on seed and epoch)."""
+        self.release()
+        rc = _c.wharf_loader_set_epoch(self._handle(), int(epoch))
+        if rc:
+            self._fail(rc)
+        self._epoch = int(epoch)
+        self._ended = False
+        self._epoch_chosen = True
+
+    @property
+    def epoch(self):
+        return self._epoch
+
+    @property
+    def rank(self):
+        return _c.wharf_loader_rank(self._handle())
+
+    @property
+    def world_size(self):
+        return _c.wharf_loader_world(self._handle())
+
+    # -- checkpoints ------------------------------------------------------
+
+    def state_dict(self):
+        """Where the epoch stands: every batch handed out counts as done."""
+        st = _lib.State()
+        st.size = ctypes.sizeof(st)
+        rc = _c.wharf_loader_state_save(self._handle(), ctypes.byref(st))
+        if rc:
+            self._fail(rc)
+        return {name: getattr(st, name) for name, _ in st._fields_
+                if name != "size"}
+
+    def load_state_dict(self, state):
+        """Continues from state_dict(): the next batch is the first one not
+        handed out when it was saved."""
+        st = _lib.State()
+        st.size = ctypes.sizeof(st)
+        for name, _ in st._fields_:
+            if name != "size":
+                setattr(st, name, int(state[name]))
+        self.release()
+        rc = _c.wharf_loader_state_restore(self._handle(), ctypes.byref(st))
+        if rc:
+            self._fail(rc)
+        self._epoch = st.epoch
+        self._ended = False
+        self._epoch_chosen = True
+
+    # -- numbers ----------------------------------------------------------
+
+    def stats(self):
+        """Counters since open; wait_s is the data stall (time blocked in
+        next), stall_share that over the time since open."""
+        st = _lib.Stats()
+        st.size = ctypes.sizeof(st)
+        rc = _c.wharf_loader_stats(self._handle(), ctypes.byref(st))
+        if rc:
+            self._fail(rc)
+        d = {name: getattr(st, name) for name, _ in st._fields_
+             if name != "size"}
+        d["wait_s"] = st.wait_ns / 1e9
+        d["stall_share"] = st.wait_ns / st.open_ns if st.open_ns else 0.0
+        d["worker_busy_s"] = [
+            _c.wharf_loader_worker_busy_ns(self._h, w) / 1e9
+            for w in range(max(st.num_workers, 1))]
+        return d

@@ -1,0 +1,211 @@
+"""ctypes declarations of libwharf's public API (include/wharf/*.h).
+
+Nothing here is compiled: the structs mirror the C headers field by field,
+and every function gets its argument and result types so that ctypes
+converts and checks them.
+"""
+
+import ctypes
+import ctypes.util
+import errno
+import os
+
+c_u32 = ctypes.c_uint32
+c_i32 = ctypes.c_int32
+c_u64 = ctypes.c_uint64
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+
+WHARF_END = 1
+WHARF_INDEX_VERIFY = 1
+WHARF_EVEN_PAD = 0
+WHARF_EVEN_DROP = 1
+
+
+class Sample(ctypes.Structure):
+    _fields_ = [("offset", c_u64), ("length", c_u64), ("file", c_u32),
+                ("label", c_i32)]
+
+
+class BatchC(ctypes.Structure):
+    _fields_ = [
+        ("epoch", c_u64),
+        ("index", c_u64),
+        ("sample_size", c_u64),
+        ("bytes", c_u64),
+        ("data", c_void_p),
+        ("offsets", ctypes.POINTER(c_u64)),
+        ("samples", ctypes.POINTER(c_u64)),
+        ("labels", ctypes.POINTER(c_i32)),
+        ("count", c_u32),
+        ("skipped", c_u32),
+        ("worker", c_u32),
+        ("slot", c_u32),
+    ]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("size", c_u32),
+        ("batch_size", c_u32),
+        ("num_workers", c_u32),
+        ("prefetch", c_u32),
+        ("shuffle", c_u32),
+        ("drop_last", c_u32),
+        ("in_order", c_u32),
+        ("even", c_u32),
+        ("rank", c_i32),
+        ("world", c_i32),
+        ("skip_bad", c_u32),
+        ("persistent", c_u32),
+        ("timeout_ms", c_u32),
+        ("reserved0", c_u32),
+        ("seed", c_u64),
+        ("sample_bytes", c_u64),
+        ("slot_bytes", c_u64),
+        ("shm_dir", c_char_p),
+        ("worker_init", c_void_p),
+        ("sample_fn", c_void_p),
+        ("batch_fn", c_void_p),
+        ("user", c_void_p),
+    ]
+
+
+class State(ctypes.Structure):
+    _fields_ = [
+        ("size", c_u32),
+        ("version", c_u32),
+        ("seed", c_u64),
+        ("epoch", c_u64),
+        ("position", c_u64),
+        ("done_mask", c_u64),
+        ("num_samples", c_u64),
+        ("batch_size", c_u32),
+        ("rank", c_u32),
+        ("world", c_u32),
+        ("flags", c_u32),
+    ]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [
+        ("size", c_u32),
+        ("num_workers", c_u32),
+        ("batches", c_u64),
+        ("samples", c_u64),
+        ("bytes", c_u64),
+        ("skipped", c_u64),
+        ("wait_ns", c_u64),
+        ("open_ns", c_u64),
+        ("read_bytes", c_u64),
+        ("preads", c_u64),
+    ]
+
+
+_P = ctypes.POINTER
+_SIGNATURES = {
+    # name: (restype, argtypes)
+    "wharf_version_number": (ctypes.c_uint, []),
+    "wharf_last_error": (c_char_p, []),
+    "wharf_index_open": (ctypes.c_int, [c_char_p, c_u32, _P(c_void_p)]),
+    "wharf_index_close": (None, [c_void_p]),
+    "wharf_index_count": (c_u64, [c_void_p]),
+    "wharf_index_num_files": (c_u64, [c_void_p]),
+    "wharf_index_num_labels": (c_u32, [c_void_p]),
+    "wharf_index_sample": (ctypes.c_int, [c_void_p, c_u64, _P(Sample)]),
+    "wharf_index_path": (ctypes.c_int,
+                         [c_void_p, c_u32, c_char_p, ctypes.c_size_t]),
+    "wharf_index_build_dir": (ctypes.c_int, [c_char_p, c_char_p]),
+    "wharf_index_build_list": (ctypes.c_int,
+                               [c_char_p, ctypes.c_int, c_char_p]),
+    "wharf_index_build_records": (ctypes.c_int, [
+        c_u64, _P(c_char_p), ctypes.c_size_t, c_char_p]),
+    "wharf_options_init": (None, [_P(Options)]),
+    "wharf_loader_open": (ctypes.c_int,
+                          [c_void_p, _P(Options), _P(c_void_p)]),
+    "wharf_loader_next": (ctypes.c_int, [c_void_p, _P(_P(BatchC))]),
+    "wharf_loader_release": (ctypes.c_int, [c_void_p, _P(BatchC)]),
+    "wharf_loader_set_epoch": (ctypes.c_int, [c_void_p, c_u64]),
+    "wharf_loader_num_batches": (c_u64, [c_void_p]),
+    "wharf_loader_rank": (c_u32, [c_void_p]),
+    "wharf_loader_world": (c_u32, [c_void_p]),
+    "wharf_loader_state_save": (ctypes.c_int, [c_void_p, _P(State)]),
+    "wharf_loader_state_restore": (ctypes.c_int, [c_void_p, _P(State)]),
+    "wharf_loader_stats": (ctypes.c_int, [c_void_p, _P(Stats)]),
+    "wharf_loader_worker_busy_ns": (c_u64, [c_void_p, c_u32]),
+    "wharf_loader_error": (c_char_p, [c_void_p]),
+    "wharf_loader_close": (None, [c_void_p]),
+    "wharf_decoder_new": (ctypes.c_int, [c_char_p, _P(c_void_p)]),
+    "wharf_decoder_apply": (ctypes.c_int, [c_void_p, _P(Options)]),
+    "wharf_decoder_sample_bytes": (c_u64, [c_void_p]),
+    "wharf_decoder_input_bytes": (c_u64, [c_void_p]),
+    "wharf_decoder_free": (None, [c_void_p]),
+}
+
+# Optional parts: present only in some builds (wharf/cuda.h needs CUDA).
+_OPTIONAL = {"wharf_cuda_available"}
+
+
+class LibraryNotFound(ImportError):
+    """libwharf.so could not be found or loaded."""
+
+
+def _candidates():
+    """Where to look for libwharf, in order; each entry is (path, why)."""
+    env = os.environ.get("WHARF_LIBRARY")
+    if env:
+        yield env, "WHARF_LIBRARY"
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("libwharf.so", "libwharf.so.0"):
+        yield os.path.join(here, name), "next to the package"
+    try:
+        from . import _installed  # written by make install
+        yield os.path.join(_installed.LIBDIR, "libwharf.so.0"), "libdir"
+    except ImportError:
+        pass
+    # Build trees: the package's own tree (in-tree build) and
+    # $WHARF_BUILDDIR (out of tree), as make check runs it.
+    trees = [os.path.join(here, "..", "..")]
+    if os.environ.get("WHARF_BUILDDIR"):
+        trees.insert(0, os.environ["WHARF_BUILDDIR"])
+    for tree in trees:
+        yield (os.path.normpath(os.path.join(tree, "loader", ".libs",
+                                             "libwharf.so")), "build tree")
+    found = ctypes.util.find_library("wharf")
+    yield (found or "libwharf.so.0"), "system linker path"
+
+
+def load():
+    tried = []
+    for path, why in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append("%s (%s): absent" % (path, why))
+            continue
+        try:
+            lib = ctypes.CDLL(path, use_errno=True)
+        except OSError as e:
+            tried.append("%s (%s): %s" % (path, why, e))
+            continue
+        missing = [n for n in _SIGNATURES if not hasattr(lib, n)]
+        if missing:
+            tried.append("%s (%s): lacks %s" % (path, why,
+                                               ", ".join(missing)))
+            continue
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype = res
+            fn.argtypes = args
+        lib.wharf_path = path
+        return lib
+    raise LibraryNotFound(
+        "cannot load libwharf; set WHARF_LIBRARY to the path of "
+        "libwharf.so.  Tried:\n  " + "\n  ".join(tried))
+
+
+def strerror(rc):
+    return os.strerror(-rc) if rc < 0 else "code %d" % rc
+
+
+def errno_name(rc):
+    return errno.errorcode.get(-rc, str(rc))

@@ -1,0 +1,146 @@
+"""Decoders: what the C workers turn each stored sample into.
+
+Decoding runs in libwharf's forked workers (include/wharf/decode.h), chosen
+here by name and parameters.  There is deliberately no way to pass a Python
+function: it would need an interpreter in every worker, pickling, and the
+global interpreter lock, which is what makes torch's DataLoader slow.  Code
+of your own goes into a plug-in shared object (plugin()).
+"""
+
+import numpy as np
+
+# numpy dtype name -> (spec name, size)
+_DTYPES = {
+    "uint8": "u8", "int8": "i8", "uint16": "u16", "int16": "i16",
+    "uint32": "u32", "int32": "i32", "uint64": "u64", "int64": "i64",
+    "float16": "f16", "float32": "f32", "float64": "f64",
+    "bfloat16": "bf16",
+}
+
+
+def _spec_dtype(dtype):
+    name = str(dtype).replace("torch.", "")
+    if name not in _DTYPES:
+        name = np.dtype(dtype).name
+    if name not in _DTYPES:
+        raise ValueError("unsupported dtype %r (one of %s)" %
+                         (dtype, ", ".join(sorted(_DTYPES))))
+    return name, _DTYPES[name]
+
+
+def _np_dtype(name):
+    # numpy has no bfloat16: those arrays come out as uint16 bit patterns
+    # (wharf.torch gives real torch.bfloat16 tensors).
+    return np.dtype("uint16" if name == "bfloat16" else name)
+
+
+class Decoder:
+    """A decoder spec and the layout of one decoded sample.
+
+    dtype is the element type name, shape the shape of one sample (None:
+    raw bytes, fixed or variable size), fields the names a batch unpacks to.
+    """
+
+    spec = "raw"
+    dtype = "uint8"
+    shape = None
+    fields = ("data", "labels")
+
+    @property
+    def np_dtype(self):
+        return _np_dtype(self.dtype)
+
+    def __repr__(self):
+        return "wharf.decode<%s>" % self.spec
+
+
+class Raw(Decoder):
+    pass
+
+
+class Array(Decoder):
+    def __init__(self, dtype, shape, offset=0):
+        self.dtype, code = _spec_dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        if not self.shape or min(self.shape) <= 0:
+            raise ValueError("shape must be positive dimensions: %r" %
+                             (shape,))
+        self.spec = "array dtype=%s shape=%s offset=%d" % (
+            code, ",".join(map(str, self.shape)), int(offset))
+
+
+class Tokens(Decoder):
+    fields = ("input", "target")
+
+    def __init__(self, dtype="uint16", window=1024, out="int64"):
+        name, code = _spec_dtype(dtype)
+        if code not in ("u16", "u32"):
+            raise ValueError("token dtype must be uint16 or uint32")
+        if out in ("same", None):
+            out = name
+        out_name, out_code = _spec_dtype(out)
+        if out_name != name and out_code not in ("i64", "i32"):
+            raise ValueError("out must be int64, int32 or the token dtype")
+        self.window = int(window)
+        self.dtype = out_name
+        self.shape = (2, self.window)
+        self.spec = "tokens dtype=%s window=%d out=%s" % (
+            code, self.window, "same" if out_name == name else out_code)
+        self.record_bytes = (self.window + 1) * np.dtype(name).itemsize
+
+
+class Plugin(Decoder):
+    def __init__(self, path, symbol="wharf_transform", arg="",
+                 sample_bytes=0, dtype="uint8", shape=None):
+        for word in (path, symbol, arg):
+            if any(c.isspace() for c in str(word)):
+                raise ValueError("plugin path, symbol and arg cannot hold "
+                                 "spaces: %r" % (word,))
+        self.dtype, _ = _spec_dtype(dtype)
+        self.shape = tuple(shape) if shape is not None else None
+        if self.shape is not None and not sample_bytes:
+            sample_bytes = int(np.prod(self.shape)) * \
+                self.np_dtype.itemsize
+        self.spec = "plugin path=%s symbol=%s" % (path, symbol)
+        if arg:
+            self.spec += " arg=%s" % arg
+        if sample_bytes:
+            self.spec += " bytes=%d" % int(sample_bytes)
+
+
+def raw():
+    """The stored bytes: uint8 arrays (count, size), or one per sample when
+    sizes differ."""
+    return Raw()
+
+
+def array(dtype, shape, offset=0):
+    """Fixed-shape arrays: every sample is offset header bytes and then
+    prod(shape) elements of dtype; batches are (count, *shape)."""
+    return Array(dtype, shape, offset)
+
+
+def tokens(dtype="uint16", window=1024, out="int64"):
+    """Language-model windows: samples of window + 1 tokens (index records of
+    (window + 1) * itemsize bytes) become input and target, (count, window)
+    each, of type out."""
+    return Tokens(dtype, window, out)
+
+
+def plugin(path, symbol="wharf_transform", arg="", sample_bytes=0,
+           dtype="uint8", shape=None):
+    """A transform exported by a shared object (see wharf/decode.h)."""
+    return Plugin(path, symbol, arg, sample_bytes, dtype, shape)
+
+
+def coerce(decode):
+    """None, a Decoder, or a spec string -> Decoder."""
+    if decode is None:
+        return Raw()
+    if isinstance(decode, Decoder):
+        return decode
+    if isinstance(decode, str):
+        d = Raw()
+        d.spec = decode
+        return d
+    raise TypeError("decode must be a wharf.decode decoder or a spec string")
