@@ -41,8 +41,8 @@ struct wharf_decoder {
 
 static int decode_fail(int rc, const char *spec, const char *what)
 {
-	return loader_error_set(rc, loader_strdupf("decoder \"%s\": %s", spec,
-						   what));
+	return loader_error_set(
+	    rc, loader_strdupf("decoder \"%s\": %s", spec, what));
 }
 
 static int dtype_size(const char *t)
@@ -51,9 +51,9 @@ static int dtype_size(const char *t)
 		const char *name;
 		int size;
 	} types[] = {
-	    {"u8", 1},	{"i8", 1},  {"u16", 2},  {"i16", 2}, {"f16", 2},
-	    {"bf16", 2}, {"u32", 4}, {"i32", 4},	 {"f32", 4}, {"u64", 8},
-	    {"i64", 8},	{"f64", 8},
+	    {"u8", 1},	{"i8", 1},   {"u16", 2}, {"i16", 2},
+	    {"f16", 2}, {"bf16", 2}, {"u32", 4}, {"i32", 4},
+	    {"f32", 4}, {"u64", 8},  {"i64", 8}, {"f64", 8},
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (!strcmp(t, types[i].name))
@@ -173,17 +173,17 @@ static int decode_tokens(void *user, uint64_t sample, const void *in,
 		memcpy(y, src + d->in_size, d->window * d->in_size);
 	} else {
 		for (uint64_t i = 0; i < d->window; i++) {
-			const uint64_t t = load_token(src + i * d->in_size,
-						      d->in_size);
+			const uint64_t t =
+			    load_token(src + i * d->in_size, d->in_size);
 
 			store_token(x + i * d->out_size, d->out_size, t);
 			if (i)
 				store_token(y + (i - 1) * d->out_size,
 					    d->out_size, t);
 		}
-		store_token(y + (d->window - 1) * d->out_size, d->out_size,
-			    load_token(src + d->window * d->in_size,
-				       d->in_size));
+		store_token(
+		    y + (d->window - 1) * d->out_size, d->out_size,
+		    load_token(src + d->window * d->in_size, d->in_size));
 	}
 	*out_len = d->out_bytes;
 	return 0;
@@ -216,9 +216,9 @@ static int load_plugin(struct wharf_decoder *d, const char *spec,
 	if (!d->dl) {
 		const char *why = dlerror();
 
-		return loader_error_set(
-		    -ENOENT, loader_strdupf("decoder \"%s\": %s", spec,
-					    why ? why : path));
+		return loader_error_set(-ENOENT,
+					loader_strdupf("decoder \"%s\": %s",
+						       spec, why ? why : path));
 	}
 	*(void **)&d->plugin_fn = dlsym(d->dl, symbol);
 	if (!d->plugin_fn)
@@ -232,8 +232,8 @@ static int load_plugin(struct wharf_decoder *d, const char *spec,
 }
 
 struct spec_words {
-	const char *dtype, *shape, *offset, *window, *out, *path, *symbol,
-	    *arg, *bytes;
+	const char *dtype, *shape, *offset, *window, *out, *path, *symbol, *arg,
+	    *bytes;
 };
 
 /* Splits "key=value" words (in place) into w; unknown keys are errors. */
@@ -380,8 +380,9 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 	} else if (!strcmp(copy, "plugin")) {
 		rc = parse_plugin(d, spec, &w);
 	} else {
-		rc = decode_fail(-EINVAL, spec,
-				 "unknown decoder (raw, array, tokens, plugin)");
+		rc =
+		    decode_fail(-EINVAL, spec,
+				"unknown decoder (raw, array, tokens, plugin)");
 	}
 out:
 	free(copy);
@@ -407,7 +408,10 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 		opt->sample_fn = NULL;
 		break;
 	case DECODE_ARRAY:
-		opt->sample_fn = decode_array;
+		/* Without a header the workers read straight into the slot (and
+		 * merge adjacent samples); they check each length themselves.
+		 */
+		opt->sample_fn = d->offset ? decode_array : NULL;
 		break;
 	case DECODE_TOKENS:
 		opt->sample_fn = decode_tokens;

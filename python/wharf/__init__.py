@@ -191,6 +191,7 @@ class Batch:
         else:  # variable-size: one uint8 array per sample
             offs = np.ctypeslib.as_array(b.offsets, (n + 1,)).copy()
             whole = _view(b.data, int(offs[-1]), np.uint8, keep, tensors)
+            offs = offs.tolist()
             self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
 
     @property

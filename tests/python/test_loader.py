@@ -1,0 +1,420 @@
+"""Tests of the wharf Python package against real files and forked workers.
+
+Run by tests/test-python.sh (make check).  Each test works in its own
+temporary directory and ring directory (WHARF_SHM_DIR-like shm_dir), so a
+leftover segment shows up as a file there.
+"""
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import numpy as np
+
+import wharf
+
+BUILDDIR = os.environ.get("WHARF_BUILDDIR", "")
+TESTPLUGIN = os.path.join(BUILDDIR, "tests", "python", ".libs",
+                          "testplugin.so")
+SCALEPLUGIN = os.path.join(BUILDDIR, "examples", ".libs", "plugin_scale.so")
+
+
+class Tmp(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wharf-py-")
+        self.shm = os.path.join(self.dir, "shm")
+        os.mkdir(self.shm)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    def image_folder(self, classes=3, per_class=7, size=None, seed=0):
+        """classes x per_class files of random bytes (random sizes unless
+        size); returns {path: bytes}."""
+        rng = np.random.default_rng(seed)
+        files = {}
+        for c in range(classes):
+            os.makedirs(self.path("data", "c%d" % c))
+            for i in range(per_class):
+                n = size or int(rng.integers(1, 3000))
+                b = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+                p = self.path("data", "c%d" % c, "f%03d" % i)
+                with open(p, "wb") as f:
+                    f.write(b)
+                files[p] = b
+        return files
+
+    def loader(self, index, **kw):
+        kw.setdefault("shm_dir", self.shm)
+        kw.setdefault("num_workers", 2)
+        l = wharf.Loader(index, **kw)
+        self.addCleanup(l.close)
+        return l
+
+    def order(self, loader):
+        return [int(s) for b in loader for s in b.samples]
+
+
+class TestBytes(Tmp):
+    def test_variable_size_batches_equal_the_files(self):
+        files = self.image_folder()
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        self.assertEqual(len(ix), len(files))
+        self.assertEqual(ix.num_labels, 3)
+        seen = set()
+        for b in self.loader(ix, batch_size=5, shuffle=True, seed=3):
+            self.assertIsInstance(b.data, list)
+            for k, sid in enumerate(b.samples):
+                path, off, length, label = ix.sample(int(sid))
+                self.assertEqual(b.data[k].tobytes(), files[path])
+                self.assertEqual(int(b.labels[k]), label)
+                self.assertEqual(label, int(path.split("/c")[-1][0]))
+                seen.add(int(sid))
+        self.assertEqual(seen, set(range(len(files))))
+
+    def test_fixed_shape_arrays(self):
+        files = self.image_folder(size=2 * 3 * 4 * 4)
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        l = self.loader(ix, batch_size=4, drop_last=True,
+                        decode=wharf.decode.array("float32", (2, 3, 4)))
+        self.assertEqual(len(l), len(files) // 4)
+        n = 0
+        for b in l:
+            x, y = b
+            self.assertEqual(x.shape, (4, 2, 3, 4))
+            self.assertEqual(x.dtype, np.float32)
+            self.assertFalse(x.flags.writeable)
+            for k in range(4):
+                path = ix.sample(int(b.samples[k]))[0]
+                want = np.frombuffer(files[path], np.float32).reshape(2, 3, 4)
+                np.testing.assert_array_equal(x[k], want)
+            n += 1
+        self.assertEqual(n, len(files) // 4)
+
+    def test_array_with_header_and_wrong_length(self):
+        rec = np.arange(10, dtype=np.int16)
+        with open(self.path("r.bin"), "wb") as f:
+            for i in range(6):
+                f.write(b"HDR!" + (rec + i).tobytes())
+        ix = wharf.Index.build(self.path("r.idx"), files=[self.path("r.bin")],
+                               record_bytes=24)
+        got = [x.copy() for x, _ in self.loader(
+            ix, batch_size=2, decode=wharf.decode.array("int16", (10,),
+                                                        offset=4))]
+        np.testing.assert_array_equal(np.concatenate(got),
+                                      [rec + i for i in range(6)])
+        # Without the header the size is wrong: the error names the sample.
+        l = self.loader(ix, batch_size=2,
+                        decode=wharf.decode.array("int16", (10,), offset=8))
+        with self.assertRaises(wharf.WharfError) as cm:
+            list(l)
+        self.assertIn("sample 0", str(cm.exception))
+        self.assertIn("24 bytes", str(cm.exception))
+
+    def test_token_windows(self):
+        window = 16
+        toks = np.random.default_rng(1).integers(0, 65535, 40 * (window + 1),
+                                                 dtype=np.uint16)
+        for shard in range(2):
+            toks[shard::2].tofile(self.path("shard%d.u16" % shard))
+        shards = [np.fromfile(self.path("shard%d.u16" % s), np.uint16)
+                  for s in range(2)]
+        dec = wharf.decode.tokens("uint16", window)
+        ix = wharf.Index.build(self.path("t.idx"),
+                               files=[self.path("shard0.u16"),
+                                      self.path("shard1.u16")],
+                               record_bytes=dec.record_bytes)
+        l = self.loader(ix, batch_size=8, shuffle=True, seed=9, decode=dec)
+        flat = np.concatenate([s[:len(s) // (window + 1) * (window + 1)]
+                               .reshape(-1, window + 1) for s in shards])
+        count = 0
+        for b in l:
+            x, y = b
+            self.assertEqual(x.dtype, np.int64)
+            self.assertEqual(x.shape, (b.count, window))
+            for k, sid in enumerate(b.samples):
+                rec = flat[int(sid)].astype(np.int64)
+                np.testing.assert_array_equal(x[k], rec[:-1])
+                np.testing.assert_array_equal(y[k], rec[1:])
+            count += b.count
+        self.assertEqual(count, len(flat))
+        # u32 tokens kept as they are.
+        t32 = np.arange(3 * 5, dtype=np.uint32)
+        t32.tofile(self.path("t32"))
+        d32 = wharf.decode.tokens("uint32", 4, out="same")
+        ix32 = wharf.Index.build(self.path("t32.idx"), files=[self.path("t32")],
+                                 record_bytes=d32.record_bytes)
+        b = next(iter(self.loader(ix32, batch_size=3, decode=d32)))
+        self.assertEqual(b.input.dtype, np.uint32)
+        np.testing.assert_array_equal(b.input, t32.reshape(3, 5)[:, :4])
+        np.testing.assert_array_equal(b.target, t32.reshape(3, 5)[:, 1:])
+
+    @unittest.skipUnless(os.path.exists(SCALEPLUGIN), "plugin_scale not built")
+    def test_plugin_in_the_workers(self):
+        files = self.image_folder(size=12, per_class=4)
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        dec = wharf.decode.plugin(SCALEPLUGIN, arg="2.0", dtype="float32",
+                                  shape=(12,))
+        l = self.loader(ix, batch_size=4, decode=dec)
+        for b in l:
+            for k, sid in enumerate(b.samples):
+                raw = np.frombuffer(files[ix.sample(int(sid))[0]], np.uint8)
+                np.testing.assert_allclose(b.data[k], raw * (2.0 / 255),
+                                           rtol=1e-6)
+        bad = wharf.decode.plugin(SCALEPLUGIN, arg="x", dtype="float32",
+                                  shape=(12,))
+        with self.assertRaises(wharf.WharfError) as cm:
+            self.loader(ix, batch_size=4, decode=bad)
+        self.assertIn("bad factor", str(cm.exception))
+
+
+class TestOrder(Tmp):
+    def setUp(self):
+        super().setUp()
+        self.image_folder(classes=2, per_class=23, size=8)
+        self.ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+
+    def test_shuffle_is_a_function_of_seed_and_epoch(self):
+        a = self.loader(self.ix, batch_size=4, shuffle=True, seed=5)
+        b = self.loader(self.ix, batch_size=4, shuffle=True, seed=5,
+                        num_workers=0)
+        c = self.loader(self.ix, batch_size=4, shuffle=True, seed=6)
+        e0 = self.order(a)
+        self.assertEqual(sorted(e0), list(range(46)))
+        self.assertNotEqual(e0, list(range(46)))
+        self.assertEqual(e0, self.order(b))
+        self.assertNotEqual(e0, self.order(c))
+        # A second pass moves on to epoch 1: another order, same for b.
+        e1 = self.order(a)
+        self.assertEqual(a.epoch, 1)
+        self.assertNotEqual(e0, e1)
+        self.assertEqual(e1, self.order(b))
+        a.set_epoch(0)
+        self.assertEqual(self.order(a), e0)
+
+    def test_sequential_and_ranks(self):
+        self.assertEqual(self.order(self.loader(self.ix, batch_size=5)),
+                         list(range(46)))
+        parts = [self.order(self.loader(self.ix, batch_size=4, shuffle=True,
+                                        seed=1, rank=r, world_size=2,
+                                        even="drop"))
+                 for r in range(2)]
+        self.assertEqual(len(parts[0]), len(parts[1]))
+        self.assertFalse(set(parts[0]) & set(parts[1]))
+
+    def test_state_round_trip_resumes_exactly(self):
+        ref = self.loader(self.ix, batch_size=4, shuffle=True, seed=2)
+        ref.set_epoch(3)
+        want = [list(map(int, b.samples)) for b in ref]
+        a = self.loader(self.ix, batch_size=4, shuffle=True, seed=2)
+        a.set_epoch(3)
+        it = iter(a)
+        got = [list(map(int, next(it).samples)) for _ in range(5)]
+        state = a.state_dict()
+        self.assertEqual(state["position"], 5)
+        self.assertEqual(state["epoch"], 3)
+        a.close()
+        b = self.loader(self.ix, batch_size=4, shuffle=True, seed=2,
+                        num_workers=1, prefetch=3)
+        b.load_state_dict(state)
+        rest = [list(map(int, x.samples)) for x in b]
+        self.assertEqual(got + rest, want)
+        stats = b.stats()
+        self.assertEqual(stats["batches"], len(want) - 5)
+        wrong = self.loader(self.ix, batch_size=8, shuffle=True, seed=2)
+        with self.assertRaises(wharf.WharfError) as cm:
+            wrong.load_state_dict(state)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+
+    def test_len_and_stats(self):
+        l = self.loader(self.ix, batch_size=10)
+        self.assertEqual(len(l), 5)
+        l2 = self.loader(self.ix, batch_size=10, drop_last=True)
+        self.assertEqual(len(l2), 4)
+        n = sum(b.count for b in l)
+        st = l.stats()
+        self.assertEqual(n, 46)
+        self.assertEqual(st["samples"], 46)
+        self.assertEqual(st["bytes"], 46 * 8)
+        self.assertEqual(st["batches"], 5)
+        self.assertGreaterEqual(st["stall_share"], 0.0)
+        self.assertLessEqual(st["stall_share"], 1.0)
+
+
+class TestViews(Tmp):
+    def setUp(self):
+        super().setUp()
+        self.files = self.image_folder(classes=1, per_class=12, size=16)
+        self.ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+
+    def bytes_of(self, sid):
+        return self.files[self.ix.sample(int(sid))[0]]
+
+    def test_held_batch_stays_valid_while_others_pass(self):
+        l = self.loader(self.ix, batch_size=2, num_workers=1, prefetch=3)
+        held = l.next_batch()
+        ids = list(map(int, held.samples))
+        others = 0
+        for b in l:  # releases each batch it takes; the held one stays
+            others += 1
+        self.assertEqual(others, 5)
+        for k, sid in enumerate(ids):
+            self.assertEqual(held.data[k].tobytes(), self.bytes_of(sid))
+        held.release()
+        self.assertTrue(held.released)
+
+    def test_views_are_invalid_after_release(self):
+        # One slot: batch 1 can only go where batch 0 was once it is
+        # released, which is what "invalid after release" means.
+        l = self.loader(self.ix, batch_size=3, num_workers=1, prefetch=1)
+        it = iter(l)
+        b0 = next(it)
+        x0, ids0 = b0.data, list(map(int, b0.samples))
+        self.assertEqual(x0[0].tobytes(), self.bytes_of(ids0[0]))
+        b1 = next(it)  # released b0
+        self.assertTrue(b0.released)
+        self.assertEqual(x0[0].tobytes(), self.bytes_of(int(b1.samples[0])))
+        self.assertNotEqual(x0[0].tobytes(), self.bytes_of(ids0[0]))
+        # Holding the only slot: the next batch has nowhere to go.
+        l.release()
+        self.assertTrue(b1.released)
+        held = l.next_batch()
+        self.assertIsNotNone(held)
+        with self.assertRaises(wharf.WharfError) as cm:
+            l.next_batch()
+        self.assertEqual(cm.exception.errno, errno.ENOBUFS)
+
+
+class TestErrors(Tmp):
+    def test_messages_from_c(self):
+        with self.assertRaises(wharf.WharfError) as cm:
+            wharf.Index(self.path("missing.idx"))
+        self.assertIn("missing.idx", str(cm.exception))
+        self.image_folder(classes=1, per_class=2, size=4)
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        for spec, word in (("array dtype=f33 shape=2", "dtype"),
+                           ("tokens dtype=u16", "window"),
+                           ("nosuch", "unknown decoder"),
+                           ("plugin path=/nonexistent.so", "nonexistent")):
+            with self.assertRaises(wharf.WharfError) as cm:
+                self.loader(ix, decode=spec)
+            self.assertIn(word, str(cm.exception))
+        with self.assertRaises(ValueError):
+            wharf.decode.tokens("float32")
+
+    def test_unreadable_sample_is_named(self):
+        self.image_folder(classes=1, per_class=6, size=4)
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        os.unlink(self.path("data", "c0", "f004"))
+        with self.assertRaises(wharf.WharfError) as cm:
+            list(self.loader(ix, batch_size=2))
+        self.assertIn("f004", str(cm.exception))
+
+    @unittest.skipUnless(os.path.exists(TESTPLUGIN), "testplugin not built")
+    def test_worker_crash_names_the_sample(self):
+        files = self.image_folder(classes=1, per_class=10, size=8)
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        ok = self.loader(ix, batch_size=2,
+                         decode=wharf.decode.plugin(TESTPLUGIN))
+        for b in ok:  # the plug-in reverses bytes
+            for k, sid in enumerate(b.samples):
+                self.assertEqual(b.data[k].tobytes(),
+                                 files[ix.sample(int(sid))[0]][::-1])
+        l = self.loader(ix, batch_size=2, decode=wharf.decode.plugin(
+            TESTPLUGIN, arg="crash=7"))
+        got = []
+        with self.assertRaises(wharf.WharfError) as cm:
+            for b in l:
+                got.extend(map(int, b.samples))
+        msg = str(cm.exception)
+        self.assertEqual(cm.exception.errno, errno.ECHILD)
+        self.assertIn("signal %d" % signal.SIGKILL, msg)
+        self.assertIn("7", msg)
+        self.assertNotIn(7, got)
+        # A failed loader refuses more work but closes cleanly.
+        with self.assertRaises(wharf.WharfError):
+            l.next_batch()
+        l.close()
+        self.assertEqual(os.listdir(self.shm), [])
+
+    def test_library_not_found_is_explained(self):
+        env = dict(os.environ, WHARF_LIBRARY=self.path("nope.so"))
+        r = subprocess.run([sys.executable, "-c", "import wharf"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot load libwharf", r.stderr)
+        self.assertIn("nope.so", r.stderr)
+
+
+# The child loads, takes some batches, prints its pid and its workers', then
+# ends as `how` says.
+CHILD = textwrap.dedent("""
+    import os, sys, wharf
+    ix = wharf.Index(sys.argv[1])
+    l = wharf.Loader(ix, batch_size=2, num_workers=3, shm_dir=sys.argv[2])
+    it = iter(l)
+    next(it); next(it)
+    kids = []
+    for t in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/children" % t) as f:
+            kids += f.read().split()
+    print(" ".join(kids), flush=True)
+    how = sys.argv[3]
+    if how == "raise":
+        raise RuntimeError("mid-epoch")
+    if how == "kill":
+        os.kill(os.getpid(), 9)
+    # "leak": exit with the loader open and a batch held
+""")
+
+
+class TestCleanup(Tmp):
+    def run_child(self, how):
+        self.image_folder(classes=1, per_class=40, size=64)
+        ix = self.path("i.idx")
+        wharf.Index.build(ix, dir=self.path("data")).close()
+        r = subprocess.run([sys.executable, "-c", CHILD, ix, self.shm, how],
+                           capture_output=True, text=True, timeout=120)
+        kids = [int(p) for p in r.stdout.split()]
+        self.assertEqual(len(kids), 3, r.stderr)
+        # Workers notice the death of their parent (PR_SET_PDEATHSIG); give
+        # them a bounded while to go.
+        deadline = time.monotonic() + 20
+        alive = kids
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in kids if self.running(p)]
+            time.sleep(0.05)
+        self.assertEqual(alive, [], "workers left after %s" % how)
+        self.assertEqual(os.listdir(self.shm), [])
+        return r
+
+    @staticmethod
+    def running(pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().split(") ")[1][0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    def test_exit_with_loader_open(self):
+        self.assertEqual(self.run_child("leak").returncode, 0)
+
+    def test_exception_mid_epoch(self):
+        r = self.run_child("raise")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("mid-epoch", r.stderr)
+
+    def test_killed_interpreter(self):
+        self.assertEqual(self.run_child("kill").returncode, -9)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,87 @@
+"""wharf.torch: tensors over the ring, without copies."""
+
+import os
+import shutil
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+import wharf
+import wharf.torch
+
+
+class TestTorch(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wharf-pyt-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.shm = os.path.join(self.dir, "shm")
+        os.mkdir(self.shm)
+        rng = np.random.default_rng(4)
+        self.recs = rng.standard_normal((24, 3, 5)).astype(np.float32)
+        self.recs.tofile(os.path.join(self.dir, "r.f32"))
+        self.ix = wharf.Index.build(os.path.join(self.dir, "r.idx"),
+                                    files=[os.path.join(self.dir, "r.f32")],
+                                    record_bytes=3 * 5 * 4)
+        self.addCleanup(self.ix.close)
+
+    def loader(self, **kw):
+        l = wharf.torch.Loader(self.ix, shm_dir=self.shm, num_workers=2,
+                               **kw)
+        self.addCleanup(l.close)
+        return l
+
+    def test_tensors_equal_records_and_share_the_ring(self):
+        l = self.loader(batch_size=5, shuffle=True, seed=1,
+                        decode=wharf.decode.array("float32", (3, 5)))
+        n = 0
+        for b in l:
+            x, y = b
+            self.assertIsInstance(x, torch.Tensor)
+            self.assertEqual(x.dtype, torch.float32)
+            self.assertEqual(tuple(x.shape), (b.count, 3, 5))
+            ids = b.samples.numpy().astype(np.int64)
+            np.testing.assert_array_equal(x.numpy(), self.recs[ids])
+            self.assertTrue(torch.all(y == -1))
+            # Zero copy: the tensor's memory is the batch in the ring.
+            self.assertEqual(x.data_ptr(), b._ptr.contents.data)
+            n += b.count
+        self.assertEqual(n, 24)
+
+    def test_tokens_as_long_tensors(self):
+        toks = np.arange(4 * 9, dtype=np.uint16)
+        path = os.path.join(self.dir, "t.u16")
+        toks.tofile(path)
+        dec = wharf.decode.tokens("uint16", 8)
+        ix = wharf.Index.build(os.path.join(self.dir, "t.idx"), files=[path],
+                               record_bytes=dec.record_bytes)
+        self.addCleanup(ix.close)
+        l = wharf.torch.Loader(ix, batch_size=4, decode=dec, num_workers=1,
+                               shm_dir=self.shm)
+        self.addCleanup(l.close)
+        x, y = next(iter(l))
+        self.assertEqual(x.dtype, torch.int64)
+        want = torch.from_numpy(toks.astype(np.int64).reshape(4, 9))
+        self.assertTrue(torch.equal(x, want[:, :8]))
+        self.assertTrue(torch.equal(y, want[:, 1:]))
+        # An embedding and a loss take them as they are.
+        emb = torch.nn.Embedding(64, 4)
+        loss = torch.nn.functional.cross_entropy(
+            emb(x).reshape(-1, 4), (y % 4).reshape(-1))
+        self.assertTrue(torch.isfinite(loss))
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+    def test_device_tensors_on_a_stream(self):
+        stream = torch.cuda.Stream()
+        l = self.loader(batch_size=6, device="cuda", stream=stream,
+                        decode=wharf.decode.array("float32", (3, 5)))
+        got = []
+        for x, _ in l:
+            self.assertEqual(x.device.type, "cuda")
+            got.append(x.cpu())
+        np.testing.assert_array_equal(torch.cat(got).numpy(), self.recs)
+
+
+if __name__ == "__main__":
+    unittest.main()
