@@ -240,6 +240,7 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 	struct chunk *c;
 	bool owner, fetched = false;
 	uint64_t want, cur, max;
+	int rc;
 
 	if (__atomic_load_n(&j->f->closed, __ATOMIC_RELAXED))
 		return;
@@ -250,8 +251,13 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 	file_key(pf, j->f, j->idx, &key);
 	/* Without waiting: a chunk in flight is someone else's load, and a
 	 * ready one needs nothing. */
-	if (chunks_get(pf->cc, &key, false, &c, &owner))
+	rc = chunks_get(pf->cc, &key, false, &c, &owner);
+	if (rc) {
+		/* -EAGAIN: another thread is loading it. */
+		if (hint && rc == -EAGAIN)
+			STAT_ADD(pf->stats.hint_cached, 1);
 		return;
+	}
 	if (!owner) {
 		if (hint)
 			STAT_ADD(pf->stats.hint_cached, 1);

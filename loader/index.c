@@ -729,7 +729,8 @@ int wharf_index_build_dir(const char *dir, const char *out)
 		}
 	}
 	closedir(d);
-	qsort(top, ntop, sizeof(*top), cmp_str);
+	if (ntop) /* top is NULL for a directory of files only */
+		qsort(top, ntop, sizeof(*top), cmp_str);
 
 	rc = writer_init(&w, out, root, &err);
 	if (rc)

@@ -262,7 +262,16 @@ static void send_hints(const struct mnt *m, char *const lines[], int n)
 	close(fd);
 }
 
-/* Compares MOUNT/name (or its [off, off+len) range) with the origin's. */
+/* On a failure: what the mount and the origins logged (the logs go with
+ * the work directory at teardown). */
+static void dump_logs(const struct mnt *m)
+{
+	fx_sh("echo '--- %s:' >&2; tail -n 20 '%s' >&2; for f in '%s'/*.log; "
+	      "do echo \"--- $f:\" >&2; tail -n 5 \"$f\" >&2; done",
+	      m->log, m->log, work_dir);
+}
+
+/* Compares MOUNT/name with the origin's bytes. */
 static void check_bytes(const struct mnt *m, const char *name, uint64_t size)
 {
 	char path[PATH_MAX];
@@ -272,6 +281,8 @@ static void check_bytes(const struct mnt *m, const char *name, uint64_t size)
 
 	snprintf(path, sizeof(path), "%s/%s", m->dir, name);
 	buf = fx_read_file(path, &len);
+	if (!buf || len != size)
+		dump_logs(m);
 	ck_assert_msg(buf != NULL, "%s: %s", path, strerror(errno));
 	ck_assert_msg(len == size, "%s: %zu bytes, expected %llu", path, len,
 		      (unsigned long long)size);
@@ -325,7 +336,11 @@ static void wait_drained(const struct mnt *m)
 			return;
 		usleep(50000);
 	}
-	ck_abort_msg("the hint queue did not drain");
+	dump_logs(m);
+	ck_abort_msg("the hint queue did not drain (%lld queued, %lld bytes "
+		     "in flight)",
+		     stat_of(m, "hints", "queue"),
+		     stat_of(m, "prefetch", "inflight_bytes"));
 }
 
 START_TEST(test_hints_honoured)
