@@ -263,6 +263,11 @@ class Loader:
     """
 
     _tensors = None  # wharf.torch sets a tensor maker
+    # The C calls that know where the epoch stands (wharf.torch swaps in
+    # the _device ones when batches go through CUDA).
+    _set_epoch_fn = "wharf_loader_set_epoch"
+    _save_fn = "wharf_loader_state_save"
+    _restore_fn = "wharf_loader_state_restore"
 
     def __init__(self, index, batch_size=32, shuffle=False, seed=0,
                  num_workers=2, prefetch=2, drop_last=False, in_order=True,
@@ -392,11 +397,14 @@ class Loader:
         if self._current is not None:
             self._current.release()
 
-    def __iter__(self):
+    def _start_pass(self):
         self._handle()
         if self._ended and not self._epoch_chosen:
             self.set_epoch(self._epoch + 1)
         self._epoch_chosen = False
+
+    def __iter__(self):
+        self._start_pass()
         try:
             while True:
                 self.release()
@@ -416,7 +424,7 @@ class Loader:
     def set_epoch(self, epoch):
         """Starts epoch `epoch` (the shuffle depends on seed and epoch)."""
         self.release()
-        rc = _c.wharf_loader_set_epoch(self._handle(), int(epoch))
+        rc = getattr(_c, self._set_epoch_fn)(self._handle(), int(epoch))
         if rc:
             self._fail(rc)
         self._epoch = int(epoch)
@@ -441,7 +449,7 @@ class Loader:
         """Where the epoch stands: every batch handed out counts as done."""
         st = _lib.State()
         st.size = ctypes.sizeof(st)
-        rc = _c.wharf_loader_state_save(self._handle(), ctypes.byref(st))
+        rc = getattr(_c, self._save_fn)(self._handle(), ctypes.byref(st))
         if rc:
             self._fail(rc)
         return {name: getattr(st, name) for name, _ in st._fields_
@@ -456,7 +464,7 @@ class Loader:
             if name != "size":
                 setattr(st, name, int(state[name]))
         self.release()
-        rc = _c.wharf_loader_state_restore(self._handle(), ctypes.byref(st))
+        rc = getattr(_c, self._restore_fn)(self._handle(), ctypes.byref(st))
         if rc:
             self._fail(rc)
         self._epoch = st.epoch

@@ -102,6 +102,29 @@ class Stats(ctypes.Structure):
     ]
 
 
+class CudaOptions(ctypes.Structure):
+    _fields_ = [("size", c_u32), ("buffers", c_u32), ("flags", c_u32),
+                ("reserved0", c_u32)]
+
+
+class DeviceBatch(ctypes.Structure):
+    _fields_ = [
+        ("epoch", c_u64),
+        ("index", c_u64),
+        ("sample_size", c_u64),
+        ("bytes", c_u64),
+        ("data", c_void_p),
+        ("offsets", c_void_p),
+        ("labels", c_void_p),
+        ("samples", ctypes.POINTER(c_u64)),
+        ("host_labels", ctypes.POINTER(c_i32)),
+        ("count", c_u32),
+        ("skipped", c_u32),
+        ("buffer", c_u32),
+        ("reserved0", c_u32),
+    ]
+
+
 _P = ctypes.POINTER
 _SIGNATURES = {
     # name: (restype, argtypes)
@@ -142,8 +165,22 @@ _SIGNATURES = {
     "wharf_decoder_free": (None, [c_void_p]),
 }
 
-# Optional parts: present only in some builds (wharf/cuda.h needs CUDA).
-_OPTIONAL = {"wharf_cuda_available"}
+# wharf/cuda.h: every build has these (without CUDA they return -ENOTSUP),
+# but a library older than the CUDA path lacks them; the package then works
+# without it.
+_OPTIONAL = {
+    "wharf_cuda_available": (ctypes.c_int, []),
+    "wharf_cuda_options_init": (None, [_P(CudaOptions)]),
+    "wharf_loader_cuda_enable": (ctypes.c_int, [c_void_p, _P(CudaOptions)]),
+    "wharf_loader_next_device": (ctypes.c_int, [
+        c_void_p, c_void_p, _P(_P(DeviceBatch))]),
+    "wharf_loader_release_device": (ctypes.c_int, [
+        c_void_p, _P(DeviceBatch), c_void_p]),
+    "wharf_loader_device_set_epoch": (ctypes.c_int, [c_void_p, c_u64]),
+    "wharf_loader_device_state_save": (ctypes.c_int, [c_void_p, _P(State)]),
+    "wharf_loader_device_state_restore": (ctypes.c_int,
+                                          [c_void_p, _P(State)]),
+}
 
 
 class LibraryNotFound(ImportError):
@@ -192,7 +229,11 @@ def load():
             tried.append("%s (%s): lacks %s" % (path, why,
                                                ", ".join(missing)))
             continue
-        for name, (res, args) in _SIGNATURES.items():
+        have = dict(_SIGNATURES)
+        if all(hasattr(lib, n) for n in _OPTIONAL):
+            have.update(_OPTIONAL)
+        lib.wharf_has_cuda_api = len(have) > len(_SIGNATURES)
+        for name, (res, args) in have.items():
             fn = getattr(lib, name)
             fn.restype = res
             fn.argtypes = args

@@ -76,11 +76,19 @@ class TestTorch(unittest.TestCase):
         stream = torch.cuda.Stream()
         l = self.loader(batch_size=6, device="cuda", stream=stream,
                         decode=wharf.decode.array("float32", (3, 5)))
+        ok, why = wharf.torch._cuda_api_ready()
+        self.assertEqual(l.cuda_path, "prefetch" if ok else "copy", why)
         got = []
         for x, _ in l:
             self.assertEqual(x.device.type, "cuda")
             got.append(x.cpu())
         np.testing.assert_array_equal(torch.cat(got).numpy(), self.recs)
+        # A second pass is epoch 1, and a checkpoint counts handed-out
+        # batches only.
+        it = iter(l)
+        next(it)
+        self.assertEqual(l.state_dict()["position"], 1)
+        self.assertEqual(l.state_dict()["epoch"], 1)
 
 
 if __name__ == "__main__":
