@@ -128,8 +128,10 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 		close(fd);
 		return -rc;
 	}
-	r->base =
-	    mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* MAP_POPULATE: page faults now rather than in the first epoch, and
+	 * every page mapped here and in the workers counts as shared. */
+	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (r->base == MAP_FAILED) {
 		rc = -errno;
 		r->base = NULL;
@@ -141,6 +143,16 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 	/* The mapping keeps the segment alive; no descriptor is needed. */
 	close(fd);
 	return 0;
+}
+
+void ring_populate(const struct ring *r)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	/* Best effort (Linux >= 5.14): a fork does not copy the page tables
+	 * of a shared mapping, so each worker maps the ring in once here. */
+	(void)madvise(r->base, r->size, MADV_POPULATE_WRITE);
 }
 
 void ring_close(struct ring *r)

@@ -60,6 +60,9 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 	      char **err) __attribute__((warn_unused_result));
 void ring_close(struct ring *r);
 
+/* Maps every page of the ring into this process now (a forked worker). */
+void ring_populate(const struct ring *r);
+
 /* Bytes a ring of these dimensions takes (for messages and planning). */
 size_t ring_bytes(uint32_t nslots, uint32_t batch_size, uint64_t data_cap,
 		  uint32_t nstats);

@@ -102,8 +102,9 @@ __attribute__((format(printf, 3, 4))) static int fail(struct where *w, int rc,
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	snprintf(w->hdr->msg, sizeof(w->hdr->msg), "sample %llu (%.300s): %.120s",
-		 (unsigned long long)w->id, w->path[0] ? w->path : "?", what);
+	snprintf(w->hdr->msg, sizeof(w->hdr->msg),
+		 "sample %llu (%.300s): %.120s", (unsigned long long)w->id,
+		 w->path[0] ? w->path : "?", what);
 	return rc;
 }
 
@@ -448,6 +449,7 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 		close(ws->w[j].done_fd);
 	}
 
+	ring_populate(ctx->ring);
 	struct done_msg m = {.slot = UINT32_MAX, .worker = i};
 	int rc = fill_init(ctx);
 	if (rc) {

@@ -90,13 +90,29 @@ static int take(wharf_loader *l, struct run *r, uint64_t max)
 	return rc;
 }
 
+/* Reads and releases batches until next fails or the epoch ends. */
+static int drain(wharf_loader *l)
+{
+	const struct wharf_batch *b;
+	int rc;
+	while ((rc = wharf_loader_next(l, &b)) == 0)
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	return rc;
+}
+
+/* Options most tests start from. */
+static void opts(struct wharf_options *o, uint32_t batch, uint32_t workers)
+{
+	wharf_options_init(o);
+	o->batch_size = batch;
+	o->num_workers = workers;
+}
+
 START_TEST(in_order_equals_sequential)
 {
 	/* _i: num_workers 0..3 */
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 7;
-	o.num_workers = (uint32_t)_i;
+	opts(&o, 7, (uint32_t)_i);
 	o.prefetch = 2;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
@@ -145,9 +161,7 @@ static int cmp_u64(const void *a, const void *b)
 START_TEST(out_of_order_same_multiset)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 10;
-	o.num_workers = 3;
+	opts(&o, 10, 3);
 	o.prefetch = 3;
 	o.shuffle = 1;
 	o.seed = 42;
@@ -190,9 +204,7 @@ END_TEST
 START_TEST(variable_size_and_labels)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 4;
-	o.num_workers = 2;
+	opts(&o, 4, 2);
 	wharf_loader *l;
 	open_loader(dirs, &o, &l);
 	const struct wharf_batch *b;
@@ -257,9 +269,7 @@ static int count_fn(void *user, struct wharf_batch_rw *b)
 START_TEST(transforms)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 8;
-	o.num_workers = 2;
+	opts(&o, 8, 2);
 	o.sample_bytes = REC + 4;
 	o.sample_fn = rev_fn;
 	o.batch_fn = count_fn;
@@ -294,9 +304,7 @@ START_TEST(resume)
 {
 	/* _i selects the mode: 0 in order, 1 out of order. */
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 16;
-	o.num_workers = 2;
+	opts(&o, 16, 2);
 	o.prefetch = 2;
 	o.shuffle = 1;
 	o.seed = 9;
@@ -339,11 +347,11 @@ START_TEST(resume)
 		for (uint64_t i = 0; i < nb; i++)
 			ck_assert_int_eq(seen[i], 1);
 		free(seen);
-		if (o.in_order) {
+		if (o.in_order && a.n)
 			ck_assert_int_eq(memcmp(a.ids, ref.ids, a.n * 8), 0);
+		if (o.in_order && b.n)
 			ck_assert_int_eq(memcmp(b.ids, ref.ids + a.n, b.n * 8),
 					 0);
-		}
 		run_free(&a);
 		run_free(&b);
 	}
@@ -362,9 +370,7 @@ END_TEST
 START_TEST(epochs_differ_and_repeat)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 50;
-	o.num_workers = 1;
+	opts(&o, 50, 1);
 	o.shuffle = 1;
 	wharf_loader *l;
 	struct run e0 = {0}, e1 = {0}, e0b = {0};
@@ -406,16 +412,12 @@ static void assert_no_children(void)
 START_TEST(worker_crash_named)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 10;
-	o.num_workers = 2;
+	opts(&o, 10, 2);
 	o.sample_fn = crash_fn;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
 	const struct wharf_batch *b;
-	int rc;
-	while ((rc = wharf_loader_next(l, &b)) == 0)
-		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	int rc = drain(l);
 	ck_assert_int_eq(rc, -ECHILD);
 	const char *e = wharf_loader_error(l);
 	ck_assert_msg(strstr(e, "worker ") && strstr(e, "signal 9") &&
@@ -446,16 +448,12 @@ static int bad_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 START_TEST(transform_error_and_skip)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 10;
-	o.num_workers = (uint32_t)_i;
+	opts(&o, 10, (uint32_t)_i);
 	o.sample_fn = bad_fn;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
 	const struct wharf_batch *b;
-	int rc;
-	while ((rc = wharf_loader_next(l, &b)) == 0)
-		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	int rc = drain(l);
 	ck_assert_int_eq(rc, -EBADMSG);
 	ck_assert_msg(strstr(wharf_loader_error(l), "sample 57 is not a "
 						    "tensor") &&
@@ -491,7 +489,9 @@ START_TEST(unreadable_file)
 	char *d = fx_tmpdir("unread"), *p, *out;
 	if (asprintf(&p, "%s/c/f1", d) < 0 || asprintf(&out, "%s/i", d) < 0)
 		abort();
-	ck_assert_int_eq(fx_mkdirs(strcat(strcpy(malloc(4096), d), "/c")), 0);
+	char sub[4096];
+	snprintf(sub, sizeof(sub), "%s/c", d);
+	ck_assert_int_eq(fx_mkdirs(sub), 0);
 	for (int i = 0; i < 4; i++) {
 		p[strlen(p) - 1] = (char)('0' + i);
 		ck_assert_int_eq(fx_write_file(p, 64, (uint32_t)i), 0);
@@ -502,9 +502,7 @@ START_TEST(unreadable_file)
 	wharf_index *idx;
 	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 4;
-	o.num_workers = 1;
+	opts(&o, 4, 1);
 	wharf_loader *l;
 	open_loader(idx, &o, &l);
 	const struct wharf_batch *b;
@@ -535,17 +533,13 @@ static int slow_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 START_TEST(timeout_named)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 10;
-	o.num_workers = 2;
+	opts(&o, 10, 2);
 	o.timeout_ms = 300;
 	o.sample_fn = slow_fn;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
 	const struct wharf_batch *b;
-	int rc;
-	while ((rc = wharf_loader_next(l, &b)) == 0)
-		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	int rc = drain(l);
 	ck_assert_int_eq(rc, -ETIMEDOUT);
 	ck_assert_msg(strstr(wharf_loader_error(l), "sample 30 (") &&
 			  strstr(wharf_loader_error(l), "timed out"),
@@ -558,9 +552,7 @@ END_TEST
 START_TEST(slots_held)
 {
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 10;
-	o.num_workers = 2;
+	opts(&o, 10, 2);
 	o.prefetch = 1;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
@@ -592,9 +584,7 @@ START_TEST(small_shm_refused)
 		return;
 	}
 	struct wharf_options o;
-	wharf_options_init(&o);
-	o.batch_size = 4096;
-	o.num_workers = 2;
+	opts(&o, 4096, 2);
 	o.prefetch = 4;
 	o.shm_dir = d;
 	wharf_loader *l = NULL;
