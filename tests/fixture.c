@@ -178,6 +178,26 @@ pid_t fx_spawn(char *const argv[], const char *log_path)
 	_exit(127);
 }
 
+int fx_wait_path(pid_t *pid, const char *path, int timeout_ms, const char *log)
+{
+	struct stat st;
+
+	for (int waited = 0; waited < timeout_ms; waited += 50) {
+		int status;
+
+		if (waitpid(*pid, &status, WNOHANG) == *pid) {
+			*pid = -1;
+			fprintf(stderr, "the daemon died; see %s\n", log);
+			return -1;
+		}
+		if (stat(path, &st) == 0)
+			return 0;
+		usleep(50000);
+	}
+	fprintf(stderr, "%s did not appear; see %s\n", path, log);
+	return -1;
+}
+
 int fx_stop(pid_t pid, int timeout_ms)
 {
 	int status = -1;

@@ -27,6 +27,10 @@ int fx_wait_port(int port, int timeout_ms);
 /* Starts argv[0] with argv; returns its pid (-1 on error). Output goes to
  * log_path when not NULL. */
 pid_t fx_spawn(char *const argv[], const char *log_path);
+/* Waits up to timeout_ms until path exists while daemon *pid runs (a
+ * mount coming up).  @return 0; -1 when it died (*pid is then -1) or the
+ * time ran out; either way a line on stderr points at log. */
+int fx_wait_path(pid_t *pid, const char *path, int timeout_ms, const char *log);
 /* SIGTERM, then SIGKILL after timeout_ms; returns the wait status. */
 int fx_stop(pid_t pid, int timeout_ms);
 

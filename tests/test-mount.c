@@ -112,7 +112,6 @@ static int mount_start(struct mnt *m, const char *url, const char *cache,
 {
 	char *argv[32];
 	char stats[PATH_MAX + 16];
-	struct stat st;
 	int n = 0;
 
 	argv[n++] = (char *)fx_wharf_bin();
@@ -133,20 +132,7 @@ static int mount_start(struct mnt *m, const char *url, const char *cache,
 	if (m->pid < 0)
 		return -1;
 	snprintf(stats, sizeof(stats), "%s/.wharf/stats", m->dir);
-	for (int waited = 0; waited < 30000; waited += 50) {
-		int status;
-
-		if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
-			m->pid = -1;
-			fprintf(stderr, "the mount died; see %s\n", m->log);
-			return -1;
-		}
-		if (stat(stats, &st) == 0)
-			return 0;
-		usleep(50000);
-	}
-	fprintf(stderr, "the mount did not come up; see %s\n", m->log);
-	return -1;
+	return fx_wait_path(&m->pid, stats, 30000, m->log);
 }
 
 /* Unmounts with `wharf umount` and returns the daemon's wait status
