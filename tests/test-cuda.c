@@ -33,25 +33,37 @@
 
 static int failures, checks;
 
+static void check_fail(const char *file, int line, const char *cond,
+		       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void check_fail(const char *file, int line, const char *cond,
+		       const char *fmt, ...)
+{
+	va_list ap;
+	failures++;
+	fprintf(stderr, "%s:%d: FAIL: %s: ", file, line, cond);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (last error: %s)\n", wharf_last_error());
+}
+
+/* Counts a check; evaluates cond once. */
 #define CHECK(cond, ...)                                                       \
 	do {                                                                   \
 		checks++;                                                      \
-		if (!(cond)) {                                                 \
-			failures++;                                            \
-			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,         \
-				__LINE__, #cond);                              \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, " (last error: %s)\n",                 \
-				wharf_last_error());                           \
-		}                                                              \
+		if (!(cond))                                                   \
+			check_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);    \
 	} while (0)
 
-/* Fatal for the current test: returns from the calling function. */
+/* A check the rest of the test depends on: jumps to its `out` cleanup. */
 #define REQUIRE(cond, ...)                                                     \
 	do {                                                                   \
-		CHECK(cond, __VA_ARGS__);                                      \
-		if (!(cond))                                                   \
+		checks++;                                                      \
+		if (!(cond)) {                                                 \
+			check_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);    \
 			goto out;                                              \
+		}                                                              \
 	} while (0)
 
 static void test_options(void)
@@ -700,6 +712,7 @@ out:
 
 int main(void)
 {
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	test_options();
 	test_not_enabled();
 	int rc = gpu_tests();
