@@ -120,6 +120,22 @@ static int decode_array(void *user, uint64_t sample, const void *in,
 	return 0;
 }
 
+/* raw bytes=N: the first N bytes, zero-padded when the sample is shorter,
+ * so that files of any size make one fixed-size batch. */
+static int decode_fit(void *user, uint64_t sample, const void *in,
+		      uint64_t in_len, void *out, uint64_t out_cap,
+		      uint64_t *out_len)
+{
+	const struct wharf_decoder *d = user;
+	const uint64_t n = in_len < d->out_bytes ? in_len : d->out_bytes;
+
+	assert(out_cap >= d->out_bytes);
+	memcpy(out, in, n);
+	memset((char *)out + n, 0, d->out_bytes - n);
+	*out_len = d->out_bytes;
+	return 0;
+}
+
 static uint64_t load_token(const unsigned char *p, uint32_t size)
 {
 	if (size == 2) {
@@ -373,6 +389,10 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 	if (!strcmp(copy, "raw") || !*copy) {
 		d->kind = DECODE_RAW;
 		rc = 0;
+		if (w.bytes &&
+		    (parse_u64(w.bytes, &d->out_bytes) || !d->out_bytes))
+			rc = decode_fail(-EINVAL, spec,
+					 "bytes= must be a positive size");
 	} else if (!strcmp(copy, "array")) {
 		rc = parse_array(d, spec, &w);
 	} else if (!strcmp(copy, "tokens")) {
@@ -405,7 +425,7 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 	opt->worker_init = NULL;
 	switch (d->kind) {
 	case DECODE_RAW:
-		opt->sample_fn = NULL;
+		opt->sample_fn = d->out_bytes ? decode_fit : NULL;
 		break;
 	case DECODE_ARRAY:
 		/* Without a header the workers read straight into the slot (and

@@ -9,8 +9,10 @@
  *
  * A spec is a decoder name followed by key=value words separated by spaces:
  *
- *   raw
- *       the sample's bytes as stored; no transform at all.
+ *   raw [bytes=N]
+ *       the sample's bytes as stored; no transform at all.  With bytes=N,
+ *       the first N bytes, zero-padded when the sample is shorter: samples
+ *       of any size then make fixed-size batches.
  *
  *   array dtype=T shape=D0,D1,... [offset=N]
  *       a fixed-shape typed array.  Each sample must be exactly

@@ -55,7 +55,10 @@ class Decoder:
 
 
 class Raw(Decoder):
-    pass
+    def __init__(self, size=None):
+        if size:
+            self.shape = (int(size),)
+            self.spec = "raw bytes=%d" % int(size)
 
 
 class Array(Decoder):
@@ -108,10 +111,11 @@ class Plugin(Decoder):
             self.spec += " bytes=%d" % int(sample_bytes)
 
 
-def raw():
+def raw(size=None):
     """The stored bytes: uint8 arrays (count, size), or one per sample when
-    sizes differ."""
-    return Raw()
+    sizes differ.  With size, each sample is cut or zero-padded to size
+    bytes, so any files make (count, size) batches."""
+    return Raw(size)
 
 
 def array(dtype, shape, offset=0):

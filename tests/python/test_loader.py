@@ -80,6 +80,17 @@ class TestBytes(Tmp):
                 seen.add(int(sid))
         self.assertEqual(seen, set(range(len(files))))
 
+    def test_raw_cut_or_padded_to_a_size(self):
+        files = self.image_folder(classes=2, per_class=5)
+        ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        for b in self.loader(ix, batch_size=4,
+                             decode=wharf.decode.raw(1500)):
+            self.assertEqual(b.data.shape, (b.count, 1500))
+            for k, sid in enumerate(b.samples):
+                want = files[ix.sample(int(sid))[0]][:1500]
+                want += bytes(1500 - len(want))
+                self.assertEqual(b.data[k].tobytes(), want)
+
     def test_fixed_shape_arrays(self):
         files = self.image_folder(size=2 * 3 * 4 * 4)
         ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
@@ -303,6 +314,8 @@ class TestErrors(Tmp):
         for spec, word in (("array dtype=f33 shape=2", "dtype"),
                            ("tokens dtype=u16", "window"),
                            ("nosuch", "unknown decoder"),
+                           ("raw bytes=0", "bytes="),
+                           ("raw size", "key=value"),
                            ("plugin path=/nonexistent.so", "nonexistent")):
             with self.assertRaises(wharf.WharfError) as cm:
                 self.loader(ix, decode=spec)

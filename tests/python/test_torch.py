@@ -93,3 +93,30 @@ class TestTorch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestExample(unittest.TestCase):
+    def test_train_imagefolder_runs(self):
+        import subprocess
+        import sys
+        src = os.environ.get("WHARF_SRCDIR", os.path.join(
+            os.path.dirname(__file__), "..", ".."))
+        d = tempfile.mkdtemp(prefix="wharf-pyx-")
+        self.addCleanup(shutil.rmtree, d, True)
+        rng = np.random.default_rng(2)
+        for c in range(3):
+            os.makedirs(os.path.join(d, "train", "c%d" % c))
+            for i in range(20):
+                rng.integers(0, 256, int(rng.integers(100, 5000)),
+                             dtype=np.uint8).tofile(
+                    os.path.join(d, "train", "c%d" % c, "%d.bin" % i))
+        r = subprocess.run(
+            [sys.executable, os.path.join(src, "examples",
+                                          "train_imagefolder.py"),
+             os.path.join(d, "train"), "--epochs", "2", "--batch-size", "8",
+             "--bytes", "512", "--device", "cpu"],
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("index: 60 files, 3 classes", r.stdout)
+        self.assertIn("epoch 1: 60 samples", r.stdout)
+        self.assertIn("data stall", r.stdout)
