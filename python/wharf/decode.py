@@ -2,8 +2,9 @@
 
 Decoding runs in libwharf's forked workers (include/wharf/decode.h), chosen
 here by name and parameters.  There is deliberately no way to pass a Python
-function: it would need an interpreter in every worker, pickling, and the
-global interpreter lock, which is what makes torch's DataLoader slow.  Code
+function: every worker would run a forked copy of the interpreter (unsafe
+when the parent has threads, as torch does) and every sample would pass
+through Python objects, which is what makes torch's DataLoader slow.  Code
 of your own goes into a plug-in shared object (plugin()).
 """
 
