@@ -185,11 +185,15 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	source_read_done(&rd);
 	STAT_ADD(pf->stats.chunks_fetched, 1);
 	if (rc) {
-		log_error("%s%s: chunk %llu (bytes %llu-%llu): %s", pf->src->id,
-			  f->path, (unsigned long long)idx,
+		log_error("%s%s: chunk %llu (bytes %llu-%llu): %s%s",
+			  pf->src->id, f->path, (unsigned long long)idx,
 			  (unsigned long long)off,
 			  (unsigned long long)(off + want - 1),
-			  res.err[0] ? res.err : strerror(-rc));
+			  res.err[0] ? res.err : strerror(-rc),
+			  rc == -ESTALE ? ": the object changed while open "
+					  "(its version no longer matches); "
+					  "read fails rather than mix versions"
+					: "");
 		goto fail;
 	}
 	if (res.len != want) {

@@ -793,6 +793,177 @@ START_TEST(test_pinned_read)
 }
 END_TEST
 
+/* ---- Through a real `wharf mount s3://...`. */
+
+struct mnt {
+	pid_t pid;
+	char dir[PATH_MAX];
+	char log[PATH_MAX];
+	char cache[PATH_MAX];
+};
+
+/* Starts `wharf mount -f` of url on a fresh dir under work; waits (bounded)
+ * for DIR/.wharf/stats.  @return 0, or -1 when the daemon died first. */
+static int mount_start(struct mnt *m, const char *tag, const char *url)
+{
+	char stats[PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(m->dir, sizeof(m->dir), "%s/mnt-%s", work, tag);
+	snprintf(m->cache, sizeof(m->cache), "%s/cache-%s", work, tag);
+	snprintf(m->log, sizeof(m->log), "%s/mount-%s.log", work, tag);
+	ck_assert_int_eq(fx_mkdirs(m->dir), 0);
+	ck_assert_int_eq(fx_mkdirs(m->cache), 0);
+	{
+		char *argv[] = {(char *)fx_wharf_bin(),
+				"mount",
+				"-f",
+				"--cache-dir",
+				m->cache,
+				"--chunk-size",
+				"1M",
+				"--retries",
+				"1",
+				"--endpoint",
+				gate_url,
+				(char *)url,
+				m->dir,
+				NULL};
+
+		m->pid = fx_spawn(argv, m->log);
+	}
+	ck_assert_int_gt(m->pid, 0);
+	snprintf(stats, sizeof(stats), "%s/.wharf/stats", m->dir);
+	for (int waited = 0; waited < 30000; waited += 50) {
+		int status;
+
+		if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
+			m->pid = -1;
+			return -1;
+		}
+		if (stat(stats, &st) == 0)
+			return 0;
+		usleep(50000);
+	}
+	return -1;
+}
+
+/* Unmounts; @return the daemon's wait status, or -1. */
+static int mount_stop(struct mnt *m)
+{
+	int status = -1;
+
+	if (m->pid <= 0)
+		return -1;
+	if (fx_sh("'%s' umount '%s' >>'%s' 2>&1", fx_wharf_bin(), m->dir,
+		  m->log)) {
+		fx_stop(m->pid, 5000);
+		fx_sh("umount -l '%s' 2>/dev/null", m->dir);
+		m->pid = -1;
+		return -1;
+	}
+	for (int waited = 0; waited < 30000; waited += 20) {
+		if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
+			m->pid = -1;
+			return status;
+		}
+		usleep(20000);
+	}
+	fx_stop(m->pid, 5000);
+	m->pid = -1;
+	return -1;
+}
+
+/* Bytes of root/key that differ from what seed made; -1 if unreadable. */
+static long long differ(const char *root, const char *key, uint64_t size,
+			uint32_t seed)
+{
+	char path[PATH_MAX];
+	size_t len = 0;
+	unsigned char *buf;
+	long long bad = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", root, key);
+	buf = fx_read_file(path, &len);
+	if (!buf)
+		return -1;
+	if (len != size)
+		bad = 1 + (long long)(len > size ? len - size : size - len);
+	for (size_t i = 0; i < len && i < size; i++)
+		bad += buf[i] != fx_byte(seed, i);
+	free(buf);
+	return bad;
+}
+
+static bool log_has(const char *log, const char *what)
+{
+	return fx_sh("grep -q -- '%s' '%s'", what, log) == 0;
+}
+
+START_TEST(test_mount)
+{
+	struct mnt m;
+	char path[PATH_MAX];
+	unsigned char buf[4096];
+	struct dirent *de;
+	DIR *d;
+	int fd, n = 0, status;
+	ssize_t got;
+
+	put_object("pin2/obj", 2u << 20, 21);
+	if (mount_start(&m, "all", "s3://" BUCKET)) {
+		fx_sh("cat '%s' >&2", m.log);
+		ck_abort_msg("the mount did not come up");
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(objects); i++) {
+		long long bad = differ(m.dir, objects[i].key, objects[i].size,
+				       objects[i].seed);
+
+		ck_assert_msg(bad == 0,
+			      "%s: %lld bytes differ through the mount",
+			      objects[i].key, bad);
+	}
+	snprintf(path, sizeof(path), "%s/many", m.dir);
+	d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] == 'k';
+	closedir(d);
+	ck_assert_int_eq(n, MANY);
+
+	/* Listed (so pinned) at v1, replaced, then read: EIO, no bytes. */
+	snprintf(path, sizeof(path), "%s/pin2/obj", m.dir);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	put_object("pin2/obj", 2u << 20, 22);
+	got = pread(fd, buf, sizeof(buf), 0);
+	ck_assert_msg(got == -1 && errno == EIO,
+		      "a replaced object read %zd bytes (errno %d)", got,
+		      errno);
+	close(fd);
+	ck_assert_msg(log_has(m.log, "changed while open"),
+		      "no clear log line for the replaced object");
+
+	status = mount_stop(&m);
+	ck_assert_msg(status == 0, "the mount exited with status %d", status);
+}
+END_TEST
+
+START_TEST(test_mount_wrong_secret)
+{
+	struct mnt m;
+
+	env_creds("not-the-secret");
+	ck_assert_int_ne(mount_start(&m, "badkey", "s3://" BUCKET "/nest"), 0);
+	mount_stop(&m);
+	ck_assert_msg(log_has(m.log, "access denied") &&
+			  log_has(m.log, "HTTP 403"),
+		      "no clear message in %s", m.log);
+	ck_assert_msg(!log_has(m.log, "not-the-secret"),
+		      "the secret was logged");
+}
+END_TEST
+
 /* What the s3rver cases need, or why they cannot run. */
 static const char *missing(void)
 {
@@ -833,6 +1004,8 @@ int main(void)
 	tcase_add_test(tc, test_wrong_secret);
 	tcase_add_test(tc, test_no_sign);
 	tcase_add_test(tc, test_pinned_read);
+	tcase_add_test(tc, test_mount);
+	tcase_add_test(tc, test_mount_wrong_secret);
 	if (!why)
 		suite_add_tcase(s, tc);
 
