@@ -191,8 +191,7 @@ static int cmd_loop(char **files, int n)
 	printf("loop_wall_s %.3f\n", wall);
 	printf("loop_stall_share %.3f\n",
 	       wall > compute ? (wall - compute) / wall : 0.0);
-	printf("loop_samples_per_s %.0f\n",
-	       (double)(steps - 1) * batch / (wall - compute_us / 1e6));
+	printf("loop_samples_per_s %.0f\n", (double)steps * batch / wall);
 	printf("loop_registered %u\n", cs.registered);
 	printf("loop_copy_gbps %.2f\n",
 	       cs.copy_ns ? (double)cs.bytes / (double)cs.copy_ns : 0.0);

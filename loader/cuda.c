@@ -451,6 +451,7 @@ static int next_host(struct loader_cuda *c, const struct wharf_batch **hb)
 		CU(cudaEventSynchronize(old->done), "waiting for a copy");
 		rc = wharf_loader_release(c->l, old->host);
 		assert(rc == 0);
+		(void)rc;
 		old->host = NULL;
 	}
 }
@@ -467,11 +468,20 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	const char *labels = (const char *)hb->labels;
 	const char *offsets = (const char *)hb->offsets;
 
-	assert(b->state == BUF_FREE && !b->host);
+	int rc;
+	assert(b->state == BUF_FREE);
+	if (b->host) {
+		/* Released by the caller before its copy was seen done. */
+		CU(cudaEventSynchronize(b->done), "waiting for a copy");
+		rc = wharf_loader_release(l, b->host);
+		assert(rc == 0);
+		(void)rc;
+		b->host = NULL;
+	}
 	/* The events of the buffer's last copy are recorded again below: take
 	 * their timing first.  This waits at most until the caller's stream
 	 * reached that batch, which bounds how far the host runs ahead. */
-	int rc = settle(c, b, true);
+	rc = settle(c, b, true);
 	if (rc < 0)
 		return rc;
 	if (b->release_pending) {
@@ -529,6 +539,7 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	} else {
 		rc = wharf_loader_release(l, hb);
 		assert(rc == 0);
+		(void)rc;
 	}
 	return 0;
 }
