@@ -253,9 +253,10 @@ static void send_hints(const struct mnt *m, char *const lines[], int n)
  * the work directory at teardown). */
 static void dump_logs(const struct mnt *m)
 {
-	fx_sh("echo '--- %s:' >&2; tail -n 20 '%s' >&2; for f in '%s'/*.log; "
+	fx_sh("echo '--- %s:' >&2; grep -A40 -m1 'ERROR: ' '%s' >&2 || "
+	      "tail -n 20 '%s' >&2; for f in '%s'/*.log; "
 	      "do echo \"--- $f:\" >&2; tail -n 5 \"$f\" >&2; done",
-	      m->log, m->log, work_dir);
+	      m->log, m->log, m->log, work_dir);
 }
 
 /* Compares MOUNT/name with the origin's bytes. */
