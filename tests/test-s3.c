@@ -239,7 +239,8 @@ static void servers_start(void)
 	{
 		char *argv[] = {(char *)bin, "-d",	  data,
 				"-a",	     "127.0.0.1", "-p",
-				port,	     "--silent",  NULL};
+				port,	     "--silent",  "--service-endpoint",
+				"localhost", NULL};
 
 		/* s3rver makes its continuation tokens with DES, which
 		 * OpenSSL 3 keeps in its legacy provider. */
@@ -754,6 +755,38 @@ START_TEST(test_no_sign)
 }
 END_TEST
 
+START_TEST(test_virtual_host)
+{
+	/* s3rver takes BUCKET.s3.localhost as a virtual-host bucket (its
+	 * --service-endpoint), and curl resolves *.localhost to loopback. */
+	struct source_options opt = {.addressing = 2};
+	struct source *src = NULL;
+	struct source_object o;
+	struct names l = {0};
+	char endpoint[64], *err = NULL;
+	unsigned char buf[100];
+	size_t got = 0;
+
+	snprintf(endpoint, sizeof(endpoint), "http://s3.localhost:%d",
+		 gate_port);
+	opt.endpoint = endpoint;
+	ck_assert_msg(
+	    source_open("s3://" BUCKET "/nest", &opt, fe, &src, &err) == 0,
+	    "%s", err);
+	ck_assert_int_eq(src->ops->list_dir(src, "a", collect, &l), 0);
+	ck_assert_uint_eq(l.n, 2);
+	names_free(&l);
+	ck_assert_int_eq(src->ops->stat(src, "top.bin", &o), 0);
+	ck_assert_uint_eq(o.size, 100);
+	ck_assert_int_eq(
+	    read_range(src, "top.bin", o.version, 0, 100, buf, &got), 0);
+	ck_assert_uint_eq(got, 100);
+	for (size_t i = 0; i < got; i++)
+		ck_assert_uint_eq(buf[i], fx_byte(6, i));
+	source_close(src);
+}
+END_TEST
+
 START_TEST(test_pinned_read)
 {
 	struct source *src;
@@ -1003,6 +1036,7 @@ int main(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_wrong_secret);
 	tcase_add_test(tc, test_no_sign);
+	tcase_add_test(tc, test_virtual_host);
 	tcase_add_test(tc, test_pinned_read);
 	tcase_add_test(tc, test_mount);
 	tcase_add_test(tc, test_mount_wrong_secret);
