@@ -8,7 +8,9 @@
  * copy of batch s+1 overlaps the kernel on batch s (events), tiny rings with
  * random delays lose no byte, state save/restore and set_epoch with batches
  * read ahead, buffer misuse errors.  Without a device the GPU part prints
- * SKIP and the test exits 77.
+ * SKIP and the test exits 77.  Built with WHARF_FAKE_CUDART and
+ * fake-cudart.c (test-cuda-host) it runs the same parts but overlap on the
+ * host, in CI.
  */
 #include "config.h"
 
@@ -355,7 +357,7 @@ static void check_epoch(const struct data *d, const struct run *r,
 	      "%s: registered %u", what, cs.registered);
 	CHECK(cs.batches == 2 * wharf_loader_num_batches(l),
 	      "%s: stats batches %" PRIu64, what, cs.batches);
-	CHECK(cs.bytes > 0 && cs.copy_ns > 0, "%s: copy stats", what);
+	CHECK(cs.bytes > 0 && cs.copies > 0, "%s: copy stats", what);
 	CHECK(cs.overlap_ns + cs.exposed_ns == cs.copy_ns, "overlap");
 	printf("%s: %" PRIu64 " copies, %.3f ms copying, %.3f ms exposed\n",
 	       what, cs.copies, cs.copy_ns / 1e6, cs.exposed_ns / 1e6);
@@ -641,7 +643,12 @@ static int gpu_tests(void)
 		printf("device %d: %s\n", dev, p.name);
 	test_bytes();
 	test_stress();
+#ifndef WHARF_FAKE_CUDART
 	test_overlap();
+#else
+	printf("host stand-in for CUDA: overlap is tested by test-cuda on "
+	       "a GPU\n");
+#endif
 	test_state();
 	test_misuse();
 	return 0;
