@@ -370,8 +370,10 @@ END_TEST
 START_TEST(epochs_differ_and_repeat)
 {
 	struct wharf_options o;
-	opts(&o, 50, 1);
+	/* _i: 1 persistent workers, 0 fresh workers per epoch. */
+	opts(&o, 50, 2);
 	o.shuffle = 1;
+	o.persistent = (uint32_t)_i;
 	wharf_loader *l;
 	struct run e0 = {0}, e1 = {0}, e0b = {0};
 	open_loader(recs, &o, &l);
@@ -686,7 +688,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, variable_size_and_labels);
 	tcase_add_test(tc, transforms);
 	tcase_add_loop_test(tc, resume, 0, 2);
-	tcase_add_test(tc, epochs_differ_and_repeat);
+	tcase_add_loop_test(tc, epochs_differ_and_repeat, 0, 2);
 	tcase_add_test(tc, worker_crash_named);
 	tcase_add_loop_test(tc, transform_error_and_skip, 0, 3);
 	tcase_add_test(tc, unreadable_file);
