@@ -335,15 +335,22 @@ static void engine_teardown(void)
 	fe = NULL;
 }
 
-static struct source *open_src(const char *spec)
+/* Opens spec with opt (NULL: the gate as endpoint), or fails the test. */
+static struct source *open_with(const char *spec,
+				const struct source_options *opt)
 {
-	struct source_options opt = {.endpoint = gate_url};
+	struct source_options dflt = {.endpoint = gate_url};
 	struct source *src = NULL;
 	char *err = NULL;
-	int rc = source_open(spec, &opt, fe, &src, &err);
+	int rc = source_open(spec, opt ? opt : &dflt, fe, &src, &err);
 
 	ck_assert_msg(rc == 0, "source_open %s: %s", spec, err ? err : "?");
 	return src;
+}
+
+static struct source *open_src(const char *spec)
+{
+	return open_with(spec, NULL);
 }
 
 struct names {
@@ -662,9 +669,7 @@ START_TEST(test_sizes)
 
 	ck_assert_ptr_nonnull(buf);
 	setenv("AWS_ENDPOINT_URL_S3", gate_url, 1);
-	ck_assert_msg(
-	    source_open("s3://" BUCKET "/sizes", &opt, fe, &src, &err) == 0,
-	    "%s", err);
+	src = open_with("s3://" BUCKET "/sizes", &opt);
 	unsetenv("AWS_ENDPOINT_URL_S3");
 	for (size_t i = 0; i < ARRAY_SIZE(objects); i++) {
 		const char *name = objects[i].key + strlen("sizes/");
@@ -745,9 +750,7 @@ START_TEST(test_no_sign)
 
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
-	ck_assert_msg(
-	    source_open("s3://" BUCKET "/nest", &opt, fe, &src, &err) == 0,
-	    "%s", err);
+	src = open_with("s3://" BUCKET "/nest", &opt);
 	ck_assert_int_eq(src->ops->list_dir(src, "a", collect, &l), 0);
 	ck_assert_uint_eq(l.n, 2);
 	names_free(&l);
@@ -770,9 +773,7 @@ START_TEST(test_virtual_host)
 	snprintf(endpoint, sizeof(endpoint), "http://s3.localhost:%d",
 		 gate_port);
 	opt.endpoint = endpoint;
-	ck_assert_msg(
-	    source_open("s3://" BUCKET "/nest", &opt, fe, &src, &err) == 0,
-	    "%s", err);
+	src = open_with("s3://" BUCKET "/nest", &opt);
 	ck_assert_int_eq(src->ops->list_dir(src, "a", collect, &l), 0);
 	ck_assert_uint_eq(l.n, 2);
 	names_free(&l);
