@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -504,7 +505,9 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 			*err = loader_strdupf("workers: out of memory");
 			goto fail;
 		}
-		if (pipe2(tp, O_CLOEXEC)) {
+		/* The task channel is a socket so that writing to a dead
+		 * worker gives EPIPE, not a SIGPIPE in the caller. */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tp)) {
 			rc = -errno;
 			*err =
 			    loader_strdupf("workers: pipe: %s", strerror(-rc));
@@ -566,7 +569,11 @@ int workers_send(struct workers *ws, uint32_t i, uint32_t s)
 	struct worker *w = &ws->w[i];
 	assert(w->queued < ws->depth);
 	struct task_msg t = {.slot = s, .op = TASK_FILL};
-	int rc = write_all(w->task_fd, &t, sizeof(t));
+	ssize_t n;
+	do
+		n = send(w->task_fd, &t, sizeof(t), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	int rc = n == (ssize_t)sizeof(t) ? 0 : -EPIPE;
 	if (rc)
 		return rc ? rc : -EPIPE;
 	w->fifo[(w->fifo_head + w->queued) % ws->depth] = s;
