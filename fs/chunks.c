@@ -42,6 +42,7 @@ struct centry {
 	struct centry *cprev, *cnext; /* clock ring, under evict_mu */
 	size_t cap;		      /* bytes allocated at pub.data */
 	size_t mapped;		      /* bytes mmap'd there; 0: malloc'd */
+	void *file_map;		      /* chunks_adopt: the mapping's start */
 	unsigned refs;		      /* under the bucket's mu */
 	enum state state;	      /* under the bucket's mu */
 	int err;		      /* a failed load's -errno */
@@ -134,11 +135,23 @@ static void buf_free(void *p, size_t mapped)
 		free(p);
 }
 
+/* Frees the entry's buffer, whether allocated here or adopted. */
+static void entry_drop_buf(struct centry *e)
+{
+	if (e->file_map)
+		munmap(e->file_map, e->mapped);
+	else
+		buf_free(e->pub.data, e->mapped);
+	e->file_map = NULL;
+	e->pub.data = NULL;
+	e->mapped = 0;
+}
+
 static void entry_free(struct chunk_cache *cc, struct centry *e)
 {
 	if (e->cap)
 		__atomic_fetch_sub(&cc->bytes, e->cap, __ATOMIC_RELAXED);
-	buf_free(e->pub.data, e->mapped);
+	entry_drop_buf(e);
 	free(e);
 }
 
@@ -347,20 +360,40 @@ void *chunks_fill_buffer(struct chunk_cache *cc, struct chunk *c, size_t cap)
 	/* Only the owner changes a loading entry's state: no lock needed to
 	 * look at it here (refs, which waiters change, is not looked at). */
 	assert(e->state == LOADING);
-	if (e->cap >= cap && e->pub.data)
+	if (e->cap >= cap && e->pub.data && !e->file_map)
 		return e->pub.data;
-	make_room(cc, cap - e->cap);
+	make_room(cc, cap > e->cap ? cap - e->cap : 0);
 	/* The owner loads the whole chunk: nothing to keep from before.  At
 	 * least one byte, so that an empty chunk has a buffer too. */
 	p = buf_alloc(cap, &mapped);
 	if (!p)
 		return NULL;
-	buf_free(e->pub.data, e->mapped);
+	entry_drop_buf(e);
 	__atomic_fetch_add(&cc->bytes, cap - e->cap, __ATOMIC_RELAXED);
 	e->pub.data = p;
 	e->cap = cap;
 	e->mapped = mapped;
 	return p;
+}
+
+void chunks_adopt(struct chunk_cache *cc, struct chunk *c, void *map,
+		  size_t map_len, void *data)
+{
+	struct centry *e = entry_of(c);
+
+	assert(e->state == LOADING);
+	assert((char *)data >= (char *)map &&
+	       (char *)data <= (char *)map + map_len);
+	if (map_len > e->cap)
+		make_room(cc, map_len - e->cap);
+	entry_drop_buf(e);
+	/* Counted like a buffer of ours, so that the cap bounds mappings
+	 * too, though the kernel may drop their page-cache pages. */
+	__atomic_fetch_add(&cc->bytes, map_len - e->cap, __ATOMIC_RELAXED);
+	e->cap = map_len;
+	e->mapped = map_len;
+	e->file_map = map;
+	e->pub.data = data;
 }
 
 void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len)

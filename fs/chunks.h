@@ -22,7 +22,7 @@ struct chunk {
 	struct chunk_key key;
 	void *data; /* valid while held and ready */
 	size_t len; /* bytes in data */
-	/* the rest is private to chunks.c */
+		    /* the rest is private to chunks.c */
 };
 
 /* @return 0 or -ENOMEM. */
@@ -44,6 +44,12 @@ int chunks_get(struct chunk_cache *cc, const struct chunk_key *key, bool wait,
 /* The owner's buffer of `cap` bytes to load into (allocated once per load,
  * never per read).  NULL on -ENOMEM. */
 void *chunks_fill_buffer(struct chunk_cache *cc, struct chunk *c, size_t cap);
+
+/* Instead of a buffer of ours, the owner hands over a read-only mapping of
+ * map_len bytes at map (store_map's) whose chunk starts at data; it is
+ * unmapped when the entry goes.  Then chunks_ready as usual. */
+void chunks_adopt(struct chunk_cache *cc, struct chunk *c, void *map,
+		  size_t map_len, void *data);
 /* The owner publishes len loaded bytes and wakes the waiters. */
 void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len);
 /* The owner gives up: waiters get err, the entry is dropped, and the next

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define QUEUE_CAP 1024
 /* Hinted chunks queued at most: 24 bytes each, so 384 KiB whatever the
@@ -141,10 +142,19 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	const uint64_t off = idx * pf->cfg.chunk_size;
 	struct source_read rd;
 	struct fetch_res res;
+	struct store_map m;
 	size_t len = 0;
 	void *buf;
 	int rc;
 
+	/* A raw chunk on disk is served from its mapping, no copy. */
+	rc = store_map(pf->st, key, want, &m, &len);
+	if (rc == 0 && len == want) {
+		chunks_adopt(pf->cc, c, m.map, m.map_len, m.data);
+		goto ready;
+	}
+	if (rc == 0)
+		munmap(m.map, m.map_len);
 	buf = chunks_fill_buffer(pf->cc, c, want);
 	if (!buf) {
 		rc = -ENOMEM;
@@ -152,7 +162,8 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 			  f->path, (unsigned long long)idx);
 		goto fail;
 	}
-	rc = store_get(pf->st, key, buf, want, &len);
+	if (rc == 0 || rc == -ENOTSUP)
+		rc = store_get(pf->st, key, buf, want, &len);
 	if (rc == 0 && len == want)
 		goto ready;
 	if (rc == 0)

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -479,6 +480,43 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
 }
 
 /*
+ * Maps a raw chunk's file and verifies it in place, instead of copying it
+ * into fresh memory: on a virtual machine whose host takes freed memory
+ * back, the first touch of each fresh page by the copy and the checksum
+ * cost ten times the copy itself (256 MiB from the store: 1.4 s of CPU
+ * into fresh buffers, 0.2 s mapped).  Chunk files are never written in
+ * place (a new one is renamed in; eviction unlinks), so the mapping stays
+ * valid until unmapped.  @return 0; -ENOTSUP for a compressed chunk;
+ * -EBADMSG with *why; -EIO; -ENOMEM.
+ */
+static int map_raw(int fd, const struct hdr *h, struct store_map *m,
+		   const char **why)
+{
+	const size_t len = HDR_SIZE + h->stored_len;
+	uint8_t *p;
+
+	if (h->codec != CODEC_RAW)
+		return -ENOTSUP;
+	if (h->stored_len != h->raw_len) {
+		*why = "raw chunk's lengths differ";
+		return -EBADMSG;
+	}
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED)
+		return errno == ENOMEM ? -ENOMEM : -EIO;
+	if (store_hash64(p + HDR_SIZE, h->raw_len, key_seed(&h->key)) !=
+	    h->sum) {
+		munmap(p, len);
+		*why = "checksum mismatch";
+		return -EBADMSG;
+	}
+	m->map = p;
+	m->map_len = len;
+	m->data = p + HDR_SIZE;
+	return 0;
+}
+
+/*
  * Reads and checks chunk file fd, expected to hold key (NULL: the header's
  * own key), into buf (cap bytes).  With buf NULL only the header is read
  * and checked against the file size.  The header goes to *h.
@@ -486,7 +524,8 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
  * cap; -EIO; -ENOMEM.
  */
 static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
-		      void *buf, size_t cap, struct hdr *h, const char **why)
+		      void *buf, size_t cap, struct hdr *h, const char **why,
+		      struct store_map *m)
 {
 	uint8_t raw[HDR_SIZE];
 	struct tctx *t = NULL;
@@ -519,10 +558,12 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 			   : "longer than its header says";
 		return -EBADMSG;
 	}
-	if (!buf)
+	if (!buf && !m)
 		return 0;
 	if (h->raw_len > cap)
 		return -EOVERFLOW;
+	if (m)
+		return map_raw(fd, h, m, why);
 	if (h->codec == CODEC_RAW) {
 		src = buf;
 	} else {
@@ -778,8 +819,9 @@ static int unlink_if_same(int dirfd, const char *name, int fd)
 	return unlinkat(dirfd, name, 0) ? -errno : 0;
 }
 
-int store_get(struct store *st, const struct chunk_key *key, void *buf,
-	      size_t cap, size_t *len)
+/* store_get, or store_map when m is not NULL (buf is then unused). */
+static int get(struct store *st, const struct chunk_key *key, void *buf,
+	       size_t cap, size_t *len, struct store_map *m)
 {
 	const unsigned fan = key->b[0];
 	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
@@ -814,7 +856,7 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 		}
 		return -ENOENT;
 	}
-	rc = read_chunk(fd, key, &t, buf, cap, &h, &why);
+	rc = read_chunk(fd, key, &t, buf, cap, &h, &why, m);
 	codec_give(t);
 	if (rc == -EBADMSG) {
 		chunk_relpath(key, rel);
@@ -829,6 +871,8 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 		pthread_mutex_unlock(&st->stripe[fan]);
 		goto out;
 	}
+	if (rc == -ENOTSUP) /* store_map of a compressed chunk */
+		goto out;
 	if (rc) {
 		STAT_ADD(st->misses, 1);
 		if (rc == -EIO) {
@@ -857,6 +901,18 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
 out:
 	close(fd);
 	return rc;
+}
+
+int store_get(struct store *st, const struct chunk_key *key, void *buf,
+	      size_t cap, size_t *len)
+{
+	return get(st, key, buf, cap, len, NULL);
+}
+
+int store_map(struct store *st, const struct chunk_key *key, size_t cap,
+	      struct store_map *m, size_t *len)
+{
+	return get(st, key, NULL, cap, len, m);
 }
 
 /*
@@ -1105,7 +1161,7 @@ static int walk_verify(struct walker *w, int fd, const struct chunk_key *key,
 		w->raw = p;
 		w->rawcap = h->raw_len;
 	}
-	return read_chunk(fd, key, &w->tp, w->raw, w->rawcap, h, why);
+	return read_chunk(fd, key, &w->tp, w->raw, w->rawcap, h, why, NULL);
 }
 
 static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
@@ -1150,7 +1206,7 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		e.atime_ns = ts_ns(&sb.st_atim) > ts_ns(&sb.st_mtim)
 				 ? ts_ns(&sb.st_atim)
 				 : ts_ns(&sb.st_mtim);
-		r = read_chunk(fd, &e.key, &w->tp, NULL, 0, &h, &why);
+		r = read_chunk(fd, &e.key, &w->tp, NULL, 0, &h, &why, NULL);
 		if (r == 0 && (flags & STORE_WALK_VERIFY))
 			r = walk_verify(w, fd, &e.key, &h, &why);
 		e.error = r;

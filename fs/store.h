@@ -60,6 +60,20 @@ void store_close(struct store *st);
 int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	      size_t cap, size_t *len) WHARF_CHECK;
 
+/* A chunk file mapped read-only: the chunk's bytes are at data. */
+struct store_map {
+	void *map; /* munmap(map, map_len) when done */
+	size_t map_len;
+	void *data;
+};
+
+/* As store_get, but a raw (uncompressed) chunk is mapped and verified in
+ * place instead of copied into a buffer.
+ * @return store_get's, and -ENOTSUP when the chunk is compressed: use
+ * store_get then. */
+int store_map(struct store *st, const struct chunk_key *key, size_t cap,
+	      struct store_map *m, size_t *len) WHARF_CHECK;
+
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
  * @return 0, -ENOSPC (disk full, or the chunk is larger than the cap: it
  * is simply not cached, no partial file is left), -EIO (logged), -ENOMEM,

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "chunks.h"
 
@@ -259,6 +260,67 @@ START_TEST(cap_evicts_unreferenced_only)
 }
 END_TEST
 
+/* Gets chunk n as its owner and hands it a read-only mapping holding its
+ * pattern after a 48-byte header, as a mapped chunk file is. */
+static struct chunk *adopt(unsigned n, size_t len, bool fill_first)
+{
+	const size_t map_len = 48 + len;
+	struct chunk_key k;
+	struct chunk *c;
+	bool owner = false;
+	uint8_t *m;
+
+	key_n(&k, n);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	ck_assert(owner);
+	if (fill_first) /* a buffer the adoption must replace */
+		ck_assert_ptr_nonnull(chunks_fill_buffer(cc, c, len));
+	m = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	for (size_t i = 0; i < len; i++)
+		m[48 + i] = pattern(n, i);
+	ck_assert_int_eq(mprotect(m, map_len, PROT_READ), 0);
+	chunks_adopt(cc, c, m, map_len, m + 48);
+	chunks_ready(cc, c, len);
+	return c;
+}
+
+/* Adopted mappings are served, counted against the cap, and evicted like
+ * buffers; a key evicted that way loads into a buffer of ours again. */
+START_TEST(adopted_mappings)
+{
+	struct chunks_stats s;
+	struct chunk_key k;
+	struct chunk *c;
+	bool owner = true;
+
+	for (unsigned i = 0; i < 12; i++) {
+		c = adopt(i, 60 * KiB, i % 2);
+		ck_assert_uint_eq(c->len, 60 * KiB);
+		for (size_t j = 0; j < c->len; j += 997)
+			ck_assert_uint_eq(((uint8_t *)c->data)[j],
+					  pattern(i, j));
+		chunks_put(cc, c);
+		chunks_get_stats(cc, &s);
+		ck_assert_uint_le(s.bytes, 4 * 64 * KiB);
+	}
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_gt(s.evictions, 0);
+	key_n(&k, 11);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	ck_assert(!owner);
+	ck_assert_uint_eq(((uint8_t *)c->data)[5], pattern(11, 5));
+	chunks_put(cc, c);
+	key_n(&k, 0);
+	ck_assert(!chunks_contains(cc, &k));
+	c = load(0, 64 * KiB);
+	ck_assert_uint_eq(((uint8_t *)c->data)[64 * KiB - 1],
+			  pattern(0, 64 * KiB - 1));
+	chunks_put(cc, c);
+}
+END_TEST
+
 START_TEST(recently_used_survives)
 {
 	struct chunk_key k;
@@ -362,6 +424,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, waiters_fail);
 	tcase_add_test(tc, cap_evicts_unreferenced_only);
 	tcase_add_test(tc, recently_used_survives);
+	tcase_add_test(tc, adopted_mappings);
 	tcase_add_test(tc, many_threads);
 	suite_add_tcase(s, tc);
 	return s;

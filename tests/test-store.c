@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -371,6 +372,56 @@ START_TEST(wrong_key)
 	ck_assert_int_eq(store_get(st, &a, back, sizeof(back), &len), 0);
 	ck_assert_mem_eq(back, data, sizeof(data));
 	store_close(st);
+}
+END_TEST
+
+/* store_map: a raw chunk is mapped and verified in place, and stays
+ * readable after its file is evicted; a compressed one says -ENOTSUP; a
+ * damaged one is refused and removed like store_get does. */
+START_TEST(mapped)
+{
+	struct store *st = open_store(dir, 0);
+	const size_t n = 300000;
+	uint8_t *data = malloc(n), *back = malloc(n);
+	struct store_stats ss;
+	struct store_map m;
+	struct chunk_key k;
+	char path[1024];
+	size_t len = 0;
+
+	fill_random(data, n, 21);
+	key_n(&k, 1);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	ck_assert_int_eq(store_map(st, &k, n - 1, &m, &len), -EOVERFLOW);
+	ck_assert_int_eq(store_map(st, &k, n, &m, &len), 0);
+	ck_assert_uint_eq(len, n);
+	ck_assert_uint_eq(m.map_len, HDR + n);
+	ck_assert_ptr_eq(m.data, (uint8_t *)m.map + HDR);
+	chunk_path(dir, &k, path, sizeof(path));
+	ck_assert_int_eq(unlink(path), 0); /* as eviction does */
+	ck_assert_mem_eq(m.data, data, n);
+	ck_assert_int_eq(munmap(m.map, m.map_len), 0);
+
+	fill_text(data, n, 21);
+	key_n(&k, 2);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	ck_assert_int_eq(store_map(st, &k, n, &m, &len), -ENOTSUP);
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	ck_assert_mem_eq(back, data, n);
+
+	fill_random(data, n, 22);
+	key_n(&k, 3);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	chunk_path(dir, &k, path, sizeof(path));
+	flip_byte(path, HDR + 4321, 0x10);
+	ck_assert_int_eq(store_map(st, &k, n, &m, &len), -EBADMSG);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(store_map(st, &k, n, &m, &len), -ENOENT);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.corrupt, 1);
+	store_close(st);
+	free(data);
+	free(back);
 }
 END_TEST
 
@@ -994,6 +1045,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, truncated);
 	tcase_add_test(tc, bad_checksum);
 	tcase_add_test(tc, wrong_key);
+	tcase_add_test(tc, mapped);
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
 	tcase_add_test(tc, lock_one_mount);
