@@ -55,6 +55,8 @@
 struct stats_file {
 	char *json;
 	size_t len;
+	uint64_t id;		 /* the open's file handle; 0 for getattr's */
+	struct stats_file *next; /* in ops_state.opened */
 };
 
 struct ops_state {
@@ -63,6 +65,14 @@ struct ops_state {
 	bool no_open;	 /* ... and was told so (atomic) */
 	pthread_mutex_t stats_mu;
 	struct stats_file stats; /* the getattr snapshot, under stats_mu */
+	/*
+	 * Snapshots of open stats files, under stats_mu.  A read finds its
+	 * snapshot here by id rather than trusting a pointer in fi->fh: a
+	 * read whose caller was killed can still be running here when the
+	 * kernel sends that file's release.
+	 */
+	struct stats_file *opened;
+	uint64_t last_id;
 	struct pf_file **pages[FT_PAGES];
 };
 
@@ -217,6 +227,72 @@ static size_t stats_refresh(struct ops_ctx *ctx)
 	len = fresh.len;
 	pthread_mutex_unlock(&st->stats_mu);
 	return len;
+}
+
+/* Takes a snapshot for a new open of the stats file; returns its id, or 0
+ * without memory. */
+static uint64_t stats_open(struct ops_ctx *ctx)
+{
+	struct ops_state *st = ctx->state;
+	struct stats_file *sf = calloc(1, sizeof(*sf));
+
+	if (!sf || stats_json(&ctx->stats, &sf->json, &sf->len)) {
+		free(sf);
+		return 0;
+	}
+	pthread_mutex_lock(&st->stats_mu);
+	sf->id = ++st->last_id;
+	sf->next = st->opened;
+	st->opened = sf;
+	pthread_mutex_unlock(&st->stats_mu);
+	return sf->id;
+}
+
+/* Answers a read of the stats file: the open's snapshot, or getattr's when
+ * the kernel does without opens (id 0).  Few readers, so one lock. */
+static void stats_read(fuse_req_t req, struct ops_ctx *ctx, uint64_t id,
+		       size_t size, off_t off)
+{
+	struct ops_state *st = ctx->state;
+	const struct stats_file *sf = &st->stats;
+	size_t n = 0;
+
+	pthread_mutex_lock(&st->stats_mu);
+	if (id)
+		for (sf = st->opened; sf && sf->id != id; sf = sf->next)
+			;
+	if (!sf) { /* released under a read that was given up on */
+		pthread_mutex_unlock(&st->stats_mu);
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if ((uint64_t)off < sf->len)
+		n = sf->len - (size_t)off < size ? sf->len - (size_t)off : size;
+	fuse_reply_buf(req, n ? sf->json + off : NULL, n);
+	pthread_mutex_unlock(&st->stats_mu);
+}
+
+static void stats_file_free(struct stats_file *sf)
+{
+	free(sf->json);
+	free(sf);
+}
+
+static void stats_close(struct ops_ctx *ctx, uint64_t id)
+{
+	struct ops_state *st = ctx->state;
+	struct stats_file **at, *gone = NULL;
+
+	pthread_mutex_lock(&st->stats_mu);
+	for (at = &st->opened; *at; at = &(*at)->next)
+		if ((*at)->id == id) {
+			gone = *at;
+			*at = gone->next;
+			break;
+		}
+	pthread_mutex_unlock(&st->stats_mu);
+	if (gone)
+		stats_file_free(gone);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -475,14 +551,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (ino == INO_STATS) {
-		struct stats_file *sf = calloc(1, sizeof(*sf));
+		uint64_t id = stats_open(ctx);
 
-		if (!sf || stats_json(&ctx->stats, &sf->json, &sf->len)) {
-			free(sf);
+		if (!id) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		fi->fh = (uintptr_t)sf;
+		fi->fh = id;
 		fi->direct_io = 1;
 		fuse_reply_open(req, fi);
 		return;
@@ -515,20 +590,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct pf_file *f;
 
 	if (ino == INO_STATS) {
-		const struct stats_file *sf = (void *)(uintptr_t)fi->fh;
-		bool shared = !sf;
-		size_t n = 0;
-
-		if (shared) {
-			pthread_mutex_lock(&ctx->state->stats_mu);
-			sf = &ctx->state->stats;
-		}
-		if ((uint64_t)off < sf->len)
-			n = sf->len - (size_t)off < size ? sf->len - (size_t)off
-							 : size;
-		fuse_reply_buf(req, n ? sf->json + off : NULL, n);
-		if (shared)
-			pthread_mutex_unlock(&ctx->state->stats_mu);
+		stats_read(req, ctx, fi->fh, size, off);
 		return;
 	}
 	/* The mount's max_read keeps the kernel under this; a short reply
@@ -561,12 +623,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	if (ino == INO_STATS && fi->fh) {
-		struct stats_file *sf = (void *)(uintptr_t)fi->fh;
-
-		free(sf->json);
-		free(sf);
-	}
+	if (ino == INO_STATS && fi->fh)
+		stats_close(ctx_of(req), fi->fh);
 	/* A file's read state stays with its inode. */
 	fuse_reply_err(req, 0);
 }
@@ -822,6 +880,12 @@ void ops_cleanup(struct ops_ctx *ctx)
 			if (st->pages[i][j])
 				prefetch_close(ctx->prefetch, st->pages[i][j]);
 		free(st->pages[i]);
+	}
+	while (st->opened) {
+		struct stats_file *sf = st->opened;
+
+		st->opened = sf->next;
+		stats_file_free(sf);
 	}
 	free(st->stats.json);
 	pthread_mutex_destroy(&st->stats_mu);
