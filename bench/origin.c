@@ -63,7 +63,7 @@ static struct config {
 	uint64_t ttfb_ns;
 	double conn_rate;  /* bytes/s per connection, 0: none */
 	double total_rate; /* bytes/s in total, 0: none */
-	double p_5xx, p_reset, p_truncate, p_stall; /* per file response */
+	double p_5xx, p_reset, p_truncate, p_stall, p_slow; /* per file response */
 	uint64_t stall_ns;
 	uint64_t seed;
 	bool quiet;
@@ -79,7 +79,7 @@ static struct bucket total_bucket = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static volatile sig_atomic_t stopping;
 
 static struct counters {
-	uint64_t conns, requests, bytes, e5xx, resets, truncs, stalls;
+	uint64_t conns, requests, bytes, e5xx, resets, truncs, stalls, slows;
 } counters;
 
 #define COUNT(field, n)                                                        \
@@ -94,7 +94,7 @@ enum conn_state {
 	ST_STALL,   /* timer: an injected stall */
 };
 
-enum fault { F_NONE, F_5XX, F_RESET, F_TRUNCATE, F_STALL };
+enum fault { F_NONE, F_5XX, F_RESET, F_TRUNCATE, F_STALL, F_SLOW };
 
 struct conn {
 	struct conn *next_dead; /* freed after the current batch of events */
@@ -627,6 +627,8 @@ static enum fault pick_fault(struct worker *w)
 		return F_TRUNCATE;
 	if ((r -= cfg.p_stall) < 0)
 		return F_STALL;
+	if ((r -= cfg.p_slow) < 0)
+		return F_SLOW;
 	return F_NONE;
 }
 
@@ -752,7 +754,7 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 	c->file = fd;
 	c->body_off = start;
 	c->body_left = c->head_only || !size ? 0 : end - start + 1;
-	if (c->fault != F_NONE && c->body_left < 2)
+	if (c->fault != F_NONE && c->fault != F_SLOW && c->body_left < 2)
 		c->fault = F_NONE; /* nothing to cut in half */
 	c->fault_at = c->body_left / 2;
 }
@@ -788,8 +790,16 @@ static bool on_readable(struct worker *w, struct conn *c)
 			c->req_used = hl;
 			prepare_response(w, c, hl);
 			c->head_off = 0;
-			if (cfg.ttfb_ns) {
-				if (conn_sleep(w, c, cfg.ttfb_ns, ST_TTFB)) {
+			uint64_t wait = cfg.ttfb_ns;
+
+			if (c->fault == F_SLOW) {
+				/* A slow first byte, then a normal body. */
+				COUNT(slows, 1);
+				c->fault = F_NONE;
+				wait += cfg.stall_ns;
+			}
+			if (wait) {
+				if (conn_sleep(w, c, wait, ST_TTFB)) {
 					conn_close(w, c, false);
 					return false;
 				}
@@ -1110,6 +1120,10 @@ static void usage(FILE *f)
 	    "      --stall P             stop sending halfway through a file "
 	    "body for\n"
 	    "                            --stall-ms with probability P\n"
+	    "      --slow P              answer a file request --stall-ms "
+	    "late (after\n"
+	    "                            --ttfb-ms) with probability P: a slow "
+	    "first byte\n"
 	    "      --stall-ms MS         length of a stall (default 10000)\n"
 	    "      --seed N              seed of the fault draws (default 1)\n"
 	    "      --listing json|html   directory listings as nginx's JSON "
@@ -1188,6 +1202,7 @@ int main(int argc, char **argv)
 		OPT_TRUNC,
 		OPT_STALL,
 		OPT_STALLMS,
+		OPT_SLOW,
 		OPT_SEED,
 		OPT_LISTING
 	};
@@ -1204,6 +1219,7 @@ int main(int argc, char **argv)
 	    {"truncate", required_argument, NULL, OPT_TRUNC},
 	    {"stall", required_argument, NULL, OPT_STALL},
 	    {"stall-ms", required_argument, NULL, OPT_STALLMS},
+	    {"slow", required_argument, NULL, OPT_SLOW},
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"listing", required_argument, NULL, OPT_LISTING},
 	    {"quiet", no_argument, NULL, 'q'},
@@ -1263,6 +1279,9 @@ int main(int argc, char **argv)
 		case OPT_STALL:
 			bad |= parse_prob(optarg, &cfg.p_stall);
 			break;
+		case OPT_SLOW:
+			bad |= parse_prob(optarg, &cfg.p_slow);
+			break;
 		case OPT_STALLMS:
 			cfg.stall_ns = strtoull(optarg, &e, 10) * 1000000ull;
 			bad |= *e != 0;
@@ -1296,7 +1315,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cfg.root = argv[optind];
-	if (cfg.p_5xx + cfg.p_reset + cfg.p_truncate + cfg.p_stall > 1) {
+	if (cfg.p_5xx + cfg.p_reset + cfg.p_truncate + cfg.p_stall +
+		cfg.p_slow >
+	    1) {
 		fprintf(stderr, "origin: fault probabilities add up to more "
 				"than 1\n");
 		return 2;
@@ -1357,10 +1378,10 @@ int main(int argc, char **argv)
 			"origin: %" PRIu64 " connections, %" PRIu64
 			" requests, %" PRIu64 " body bytes; faults: %" PRIu64
 			" 5xx, %" PRIu64 " resets, %" PRIu64
-			" truncated, %" PRIu64 " stalls\n",
+			" truncated, %" PRIu64 " stalls, %" PRIu64 " slow\n",
 			counters.conns, counters.requests, counters.bytes,
 			counters.e5xx, counters.resets, counters.truncs,
-			counters.stalls);
+			counters.stalls, counters.slows);
 	/* Connections still open are dropped with the process. */
 	for (unsigned i = 0; i < cfg.threads; i++) {
 		close(w[i].lfd);

@@ -79,6 +79,7 @@ enum {
 	OPT_MANIFEST,
 	OPT_CA_FILE,
 	OPT_INSECURE,
+	OPT_NO_HEDGE,
 	OPT_ENDPOINT,
 	OPT_REGION,
 	OPT_NO_SIGN,
@@ -105,6 +106,7 @@ static const struct option mount_longopts[] = {
     {"manifest", required_argument, NULL, OPT_MANIFEST},
     {"ca-file", required_argument, NULL, OPT_CA_FILE},
     {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"no-hedge", no_argument, NULL, OPT_NO_HEDGE},
     {"endpoint", required_argument, NULL, OPT_ENDPOINT},
     {"region", required_argument, NULL, OPT_REGION},
     {"no-sign", no_argument, NULL, OPT_NO_SIGN},
@@ -155,6 +157,7 @@ static void mount_usage(FILE *out)
 	    "lines\n"
 	    "  --ca-file FILE        trust the CA certificates in FILE too\n"
 	    "  --insecure            do not verify TLS certificates\n"
+	    "  --no-hedge            never send a late request a second time\n"
 	    "  --endpoint URL        S3 or GCS endpoint\n"
 	    "  --region REGION       S3 region\n"
 	    "  --no-sign             S3: anonymous requests\n"
@@ -278,6 +281,9 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 			break;
 		case OPT_INSECURE:
 			o->fetch.insecure = true;
+			break;
+		case OPT_NO_HEDGE:
+			o->fetch.hedge = false;
 			break;
 		case OPT_ENDPOINT:
 			o->src.endpoint = optarg;

@@ -25,17 +25,56 @@
 #define BACKOFF_CAP_MS 5000
 #define HIST_SUB 4 /* sub-buckets per power of two */
 #define HIST_BUCKETS (64 * HIST_SUB)
+/* Hedging: the recent first-byte latencies kept per kind of request, how
+ * many it needs before it hedges, and its budget (a hedge for at most one
+ * request in HEDGE_EVERY, a burst of at most HEDGE_BURST). */
+#define HEDGE_WINDOW 128
+#define HEDGE_MIN_SAMPLES 32
+#define HEDGE_EVERY 20
+#define HEDGE_BURST 8
+/* Never hedge before 10 ms: an origin that answers faster is near, and a
+ * second transfer would cost more than it saves. */
+#define HEDGE_FLOOR_NS 10000000ull
 
 #define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
 #define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
+/* Kinds of request, each with its own latency window for hedging. */
+enum req_kind { K_DATA, K_META, K_NKINDS };
+
+/*
+ * One transfer of a request on the multi handle.  A request has one leg,
+ * and a second when it is hedged: whichever leg sees the first response
+ * byte wins, the other aborts at its own first byte or is removed when the
+ * winner ends.  Only the winner touches the request's result.
+ */
+struct leg {
+	struct xfer *x;
+	CURL *easy;	   /* NULL when not running */
+	uint64_t added_ns; /* when it joined the multi handle */
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* Server latencies (first byte after the request went out) of the last
+ * successful requests of one kind, and their p99 (0 until enough). */
+struct lat_window {
+	uint64_t ns[HEDGE_WINDOW];
+	unsigned n, at, since;
+	uint64_t p99;
+};
+
 struct xfer {
 	const struct fetch_req *req;
 	struct fetch_res *res;
-	struct xfer *next;
+	struct xfer *next;		 /* in the engine's queue */
+	struct xfer *run_prev, *run_next; /* in the engine's running list */
 	pthread_cond_t cond;
 	bool done;
-	CURL *easy;
+	struct leg leg[2];
+	struct leg *winner; /* the leg whose answer counts */
+	unsigned legs;	    /* legs running */
+	bool hedged;
+	enum req_kind kind;
 	CURLcode cc;
 	char errbuf[CURL_ERROR_SIZE];
 	char range[48];
@@ -58,11 +97,17 @@ struct fetch_engine {
 	pthread_mutex_t lock;
 	struct xfer *queue, *queue_tail; /* under lock */
 	bool stop;			 /* under lock */
-	unsigned running;		 /* engine thread only */
+	unsigned running;		 /* legs in multi; engine thread only */
+	struct xfer *run_head;		 /* engine thread only */
+	/* Hedging, engine thread only: recent latencies per kind, and the
+	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
+	struct lat_window lat[K_NKINDS];
+	unsigned hedge_tokens;
 	CURL *pool[POOL_MAX];		 /* engine thread only */
 	unsigned npool;
 	struct {
 		uint64_t requests, retries, errors, bytes, connects;
+		uint64_t hedges, hedge_wins;
 		uint64_t hist[HIST_BUCKETS];
 	} st;
 };
@@ -75,6 +120,7 @@ void fetch_config_default(struct fetch_config *cfg)
 	cfg->retry_budget_ms = 30000;
 	cfg->connect_timeout_ms = 10000;
 	cfg->stall_timeout_ms = 30000;
+	cfg->hedge = true;
 }
 
 /* ---- stats ---- */
@@ -113,6 +159,8 @@ void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
 	out->errors = STAT_GET(fe->st.errors);
 	out->bytes = STAT_GET(fe->st.bytes);
 	out->connects = STAT_GET(fe->st.connects);
+	out->hedges = STAT_GET(fe->st.hedges);
+	out->hedge_wins = STAT_GET(fe->st.hedge_wins);
 	for (i = 0; i < HIST_BUCKETS; i++) {
 		h[i] = STAT_GET(fe->st.hist[i]);
 		total += h[i];
@@ -138,6 +186,15 @@ void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
 }
 
 /* ---- curl callbacks (engine thread) ---- */
+
+/* The first leg to get a response byte wins the request; a loser's
+ * callbacks return 0, which aborts its transfer. */
+static bool leg_claims(struct leg *l)
+{
+	if (!l->x->winner)
+		l->x->winner = l;
+	return l->x->winner == l;
+}
 
 static bool hdr_is(const char *line, size_t n, const char *name,
 		   const char **val, size_t *vlen)
@@ -170,11 +227,15 @@ static void copy_field(char *dst, size_t cap, const char *src, size_t n)
 
 static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 {
-	struct xfer *x = arg;
+	struct leg *l = arg;
+	struct xfer *x = l->x;
 	struct fetch_res *res = x->res;
 	size_t n = size * nmemb, vlen;
 	const char *v;
 	char tmp[128];
+
+	if (!leg_claims(l))
+		return 0;
 
 	if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
 		/* A new response (redirect, 100 Continue): forget the last. */
@@ -234,16 +295,19 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
-	struct xfer *x = arg;
+	struct leg *l = arg;
+	struct xfer *x = l->x;
 	const struct fetch_req *req = x->req;
 	struct fetch_res *res = x->res;
 	size_t n = size * nmemb;
 
+	if (!leg_claims(l))
+		return 0;
 	if (!x->body_checked) {
 		long code = 0;
 
 		x->body_checked = true;
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+		curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &code);
 		if (code < 200 || code > 299) {
 			x->discard = true;
 		} else {
@@ -323,10 +387,11 @@ static void easy_put(struct fetch_engine *fe, CURL *e)
 		curl_easy_cleanup(e);
 }
 
-static int easy_setup(struct fetch_engine *fe, struct xfer *x)
+static int easy_setup(struct fetch_engine *fe, struct leg *l)
 {
+	struct xfer *x = l->x;
 	const struct fetch_req *req = x->req;
-	CURL *e = x->easy;
+	CURL *e = l->easy;
 	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
 	CURLcode c = CURLE_OK;
 
@@ -336,13 +401,13 @@ static int easy_setup(struct fetch_engine *fe, struct xfer *x)
 			c = curl_easy_setopt(e, opt, val);                     \
 	} while (0)
 	SET(CURLOPT_URL, req->url);
-	SET(CURLOPT_PRIVATE, x);
+	SET(CURLOPT_PRIVATE, l);
 	SET(CURLOPT_NOSIGNAL, 1L);
-	SET(CURLOPT_ERRORBUFFER, x->errbuf);
+	SET(CURLOPT_ERRORBUFFER, l->errbuf);
 	SET(CURLOPT_WRITEFUNCTION, on_body);
-	SET(CURLOPT_WRITEDATA, x);
+	SET(CURLOPT_WRITEDATA, l);
 	SET(CURLOPT_HEADERFUNCTION, on_header);
-	SET(CURLOPT_HEADERDATA, x);
+	SET(CURLOPT_HEADERDATA, l);
 	SET(CURLOPT_HTTPHEADER, req->headers);
 	SET(CURLOPT_FOLLOWLOCATION, 1L);
 	SET(CURLOPT_MAXREDIRS, 5L);
@@ -372,32 +437,147 @@ static int easy_setup(struct fetch_engine *fe, struct xfer *x)
 	return c == CURLE_OK ? 0 : -EINVAL;
 }
 
+static void run_link(struct fetch_engine *fe, struct xfer *x)
+{
+	x->run_prev = NULL;
+	x->run_next = fe->run_head;
+	if (fe->run_head)
+		fe->run_head->run_prev = x;
+	fe->run_head = x;
+}
+
+static void run_unlink(struct fetch_engine *fe, struct xfer *x)
+{
+	if (x->run_prev)
+		x->run_prev->run_next = x->run_next;
+	else
+		fe->run_head = x->run_next;
+	if (x->run_next)
+		x->run_next->run_prev = x->run_prev;
+}
+
+/* Puts a leg on the multi handle; false when it could not. */
+static bool leg_start(struct fetch_engine *fe, struct leg *l)
+{
+	l->easy = easy_get(fe);
+	if (!l->easy)
+		return false;
+	if (easy_setup(fe, l) ||
+	    curl_multi_add_handle(fe->multi, l->easy) != CURLM_OK) {
+		easy_put(fe, l->easy);
+		l->easy = NULL;
+		return false;
+	}
+	l->added_ns = now_ns();
+	l->x->legs++;
+	fe->running++;
+	return true;
+}
+
+/* Takes a leg off the multi handle, keeping its handle for reuse. */
+static void leg_stop(struct fetch_engine *fe, struct leg *l)
+{
+	long nc = 0;
+
+	if (curl_easy_getinfo(l->easy, CURLINFO_NUM_CONNECTS, &nc) ==
+		CURLE_OK &&
+	    nc > 0)
+		STAT_ADD(fe->st.connects, (uint64_t)nc);
+	curl_multi_remove_handle(fe->multi, l->easy);
+	easy_put(fe, l->easy);
+	l->easy = NULL;
+	l->x->legs--;
+	fe->running--;
+}
+
+/* Server latency of a leg: first response byte after the request went
+ * out, so time spent waiting for a connection does not count. */
+static bool leg_latency(const struct leg *l, uint64_t *ns)
+{
+	curl_off_t pre = 0, first = 0;
+
+	if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
+		CURLE_OK ||
+	    curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T,
+			      &first) != CURLE_OK ||
+	    first <= 0 || first < pre)
+		return false;
+	*ns = (uint64_t)(first - pre) * 1000;
+	return true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Adds a successful request's latency to its kind's window. */
+static void latency_add(struct fetch_engine *fe, enum req_kind k, uint64_t ns)
+{
+	struct lat_window *w = &fe->lat[k];
+
+	w->ns[w->at] = ns;
+	w->at = (w->at + 1) % HEDGE_WINDOW;
+	if (w->n < HEDGE_WINDOW)
+		w->n++;
+	/* The p99 is recomputed every few samples: a sort of 128. */
+	if (w->n >= HEDGE_MIN_SAMPLES && ++w->since >= 8) {
+		uint64_t v[HEDGE_WINDOW];
+
+		w->since = 0;
+		memcpy(v, w->ns, w->n * sizeof(v[0]));
+		qsort(v, w->n, sizeof(v[0]), cmp_u64);
+		w->p99 = v[(w->n * 99 - 1) / 100];
+	}
+}
+
+/* Wakes the caller of the request: its result is final. */
 static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
 {
-	if (x->easy) {
-		long nc = 0;
-		curl_off_t ttfb_us = 0;
-
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE,
-				  &x->res->status);
-		/* time to the first response byte, headers included */
-		if (curl_easy_getinfo(x->easy, CURLINFO_STARTTRANSFER_TIME_T,
-				      &ttfb_us) == CURLE_OK &&
-		    ttfb_us > 0)
-			x->res->ttfb_ns = (uint64_t)ttfb_us * 1000;
-		if (curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &nc) ==
-			CURLE_OK &&
-		    nc > 0)
-			STAT_ADD(fe->st.connects, (uint64_t)nc);
-		curl_multi_remove_handle(fe->multi, x->easy);
-		easy_put(fe, x->easy);
-		x->easy = NULL;
-	}
 	x->cc = cc;
 	pthread_mutex_lock(&fe->lock);
 	x->done = true;
 	pthread_cond_signal(&x->cond);
 	pthread_mutex_unlock(&fe->lock);
+}
+
+/* A leg ended with cc.  The request ends with its winner, or with the last
+ * leg when none got an answer; a loser just goes. */
+static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
+{
+	struct xfer *x = l->x;
+	struct leg *other = &x->leg[l == &x->leg[0]];
+	curl_off_t ttfb_us = 0;
+	uint64_t lat;
+
+	if (x->winner && x->winner != l) {
+		leg_stop(fe, l);
+		return;
+	}
+	if (!x->winner && other->easy) {
+		/* No byte came on this leg; the other may still answer. */
+		leg_stop(fe, l);
+		return;
+	}
+	curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &x->res->status);
+	/* time to the first response byte, headers included */
+	if (curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T,
+			      &ttfb_us) == CURLE_OK &&
+	    ttfb_us > 0)
+		x->res->ttfb_ns = (uint64_t)ttfb_us * 1000;
+	if (cc == CURLE_OK && x->res->status >= 200 && x->res->status < 300 &&
+	    leg_latency(l, &lat))
+		latency_add(fe, x->kind, lat);
+	if (x->hedged && l == &x->leg[1] && cc == CURLE_OK)
+		STAT_ADD(fe->st.hedge_wins, 1);
+	memcpy(x->errbuf, l->errbuf, sizeof(x->errbuf));
+	leg_stop(fe, l);
+	if (other->easy)
+		leg_stop(fe, other);
+	run_unlink(fe, x);
+	xfer_finish(fe, x, cc);
 }
 
 static void engine_start_queued(struct fetch_engine *fe)
@@ -411,20 +591,67 @@ static void engine_start_queued(struct fetch_engine *fe)
 
 	while ((x = q)) {
 		q = x->next;
-		x->easy = easy_get(fe);
-		if (!x->easy) {
-			xfer_finish(fe, x, CURLE_OUT_OF_MEMORY);
-			continue;
-		}
-		if (easy_setup(fe, x) ||
-		    curl_multi_add_handle(fe->multi, x->easy) != CURLM_OK) {
-			easy_put(fe, x->easy);
-			x->easy = NULL;
+		x->leg[0].x = x->leg[1].x = x;
+		x->kind = x->req->head || x->req->post || x->req->grow
+			      ? K_META
+			      : K_DATA;
+		if (!leg_start(fe, &x->leg[0])) {
 			xfer_finish(fe, x, CURLE_FAILED_INIT);
 			continue;
 		}
-		fe->running++;
+		run_link(fe, x);
+		if (fe->hedge_tokens < HEDGE_BURST * HEDGE_EVERY)
+			fe->hedge_tokens++;
 	}
+}
+
+/*
+ * Issues a second leg for each request whose answer is later than the
+ * recent p99 of its kind, while the budget and the connection bound
+ * allow.  Returns how long the engine may sleep before it looks again.
+ */
+static long hedge_scan(struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+	uint64_t soonest = UINT64_MAX;
+
+	if (!fe->cfg.hedge)
+		return 1000;
+	for (struct xfer *x = fe->run_head; x; x = x->run_next) {
+		const uint64_t p99 = fe->lat[x->kind].p99;
+		const uint64_t after =
+		    p99 > HEDGE_FLOOR_NS ? p99 : HEDGE_FLOOR_NS;
+		struct leg *l = &x->leg[0];
+		curl_off_t pre = 0;
+		uint64_t sent, due;
+
+		/* A POST (a token exchange) is not sent twice. */
+		if (x->hedged || x->winner || !l->easy || !p99 || x->req->post)
+			continue;
+		/* Not yet sent (waiting for a connection): not late. */
+		if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T,
+				      &pre) != CURLE_OK ||
+		    pre <= 0)
+			continue;
+		sent = l->added_ns + (uint64_t)pre * 1000;
+		due = sent + after;
+		if (due > now) {
+			if (due < soonest)
+				soonest = due;
+			continue;
+		}
+		if (fe->hedge_tokens < HEDGE_EVERY ||
+		    fe->running >= fe->cfg.max_connections)
+			continue;
+		x->hedged = true;
+		if (leg_start(fe, &x->leg[1])) {
+			fe->hedge_tokens -= HEDGE_EVERY;
+			STAT_ADD(fe->st.hedges, 1);
+		}
+	}
+	if (soonest == UINT64_MAX)
+		return 1000;
+	return (long)((soonest - now) / 1000000) + 1;
 }
 
 static void *engine_main(void *arg)
@@ -434,27 +661,29 @@ static void *engine_main(void *arg)
 	for (;;) {
 		CURLMsg *m;
 		int still, left;
+		long wait_ms;
 		bool stop;
 
 		engine_start_queued(fe);
 		curl_multi_perform(fe->multi, &still);
 		while ((m = curl_multi_info_read(fe->multi, &left))) {
-			struct xfer *x = NULL;
+			struct leg *l = NULL;
 
 			if (m->msg != CURLMSG_DONE)
 				continue;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
-					  (char **)&x);
-			fe->running--;
-			xfer_finish(fe, x, m->data.result);
+					  (char **)&l);
+			leg_done(fe, l, m->data.result);
 		}
 		pthread_mutex_lock(&fe->lock);
 		stop = fe->stop && !fe->queue && !fe->running;
 		pthread_mutex_unlock(&fe->lock);
 		if (stop)
 			break;
+		wait_ms = hedge_scan(fe);
 		/* curl_multi_wakeup() ends this wait when work is queued. */
-		curl_multi_poll(fe->multi, NULL, 0, 1000, NULL);
+		curl_multi_poll(fe->multi, NULL, 0,
+				(int)(wait_ms < 1000 ? wait_ms : 1000), NULL);
 	}
 	return NULL;
 }

@@ -27,6 +27,11 @@ struct fetch_config {
 	unsigned connect_timeout_ms; /* default 10000 */
 	unsigned stall_timeout_ms;   /* no byte for this long -> retry, 30000 */
 	bool insecure;               /* do not verify TLS peers (--insecure) */
+	/* Hedging, default on: a GET or HEAD whose first byte is later than
+	 * the recent p99 of its kind (data or metadata) is sent again on
+	 * another transfer, at most one request in 20; the first answer
+	 * wins and the other transfer is dropped. */
+	bool hedge;
 	const char *ca_file;         /* extra CA bundle, or NULL */
 	const char *user_agent;      /* NULL: "wharf/VERSION" */
 };
@@ -97,6 +102,8 @@ struct fetch_stats {
 	uint64_t bytes;       /* body bytes received */
 	uint64_t ttfb_p50_ns, ttfb_p90_ns, ttfb_p99_ns;
 	uint64_t connects;    /* new connections opened (reuse shows here) */
+	uint64_t hedges;      /* second transfers sent for late requests */
+	uint64_t hedge_wins;  /* ... that answered first */
 };
 /* A consistent snapshot; cheap (no lock on the request path). */
 void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out);

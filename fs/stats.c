@@ -79,10 +79,12 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	fprintf(f,
 		"  \"origin\": {\"requests\": %llu, \"retries\": %llu, "
 		"\"errors\": %llu, \"bytes_fetched\": %llu, "
+		"\"hedges\": %llu, \"hedge_wins\": %llu, "
 		"\"ttfb_ms\": {\"p50\": %.3f, \"p90\": %.3f, "
 		"\"p99\": %.3f}},\n",
 		(unsigned long long)fs.requests, (unsigned long long)fs.retries,
 		(unsigned long long)fs.errors, (unsigned long long)fs.bytes,
+		(unsigned long long)fs.hedges, (unsigned long long)fs.hedge_wins,
 		ms(fs.ttfb_p50_ns), ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
 	fprintf(
 	    f,

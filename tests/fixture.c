@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -297,4 +298,51 @@ const char *fx_wharf_bin(void)
 	const char *b = getenv("WHARF_BIN");
 
 	return b && *b ? b : "wharf";
+}
+
+pid_t fx_origin_start(const char *root, const char *const extra[],
+		      const char *work_dir, const char *tag, char *url,
+		      size_t url_cap)
+{
+	const char *b = getenv("WHARF_BUILDDIR");
+	char bin[PATH_MAX], port_file[PATH_MAX], log[PATH_MAX];
+	char *argv[32];
+	pid_t pid;
+	int n = 0;
+
+	snprintf(bin, sizeof(bin), "%s/bench/origin", b ? b : "..");
+	if (access(bin, X_OK)) {
+		fprintf(stderr, "SKIP: %s is not built\n", bin);
+		exit(77);
+	}
+	snprintf(port_file, sizeof(port_file), "%s/%s.port", work_dir, tag);
+	snprintf(log, sizeof(log), "%s/%s.log", work_dir, tag);
+	unlink(port_file);
+	argv[n++] = bin;
+	argv[n++] = "--port-file";
+	argv[n++] = port_file;
+	for (int i = 0; extra && extra[i] && n < 30; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n++] = (char *)root;
+	argv[n] = NULL;
+	pid = fx_spawn(argv, log);
+	if (pid < 0)
+		return -1;
+	for (int waited = 0; waited < 10000; waited += 20) {
+		FILE *f = fopen(port_file, "r");
+		int port = 0;
+
+		if (f && fscanf(f, "%d", &port) == 1 && port > 0) {
+			fclose(f);
+			snprintf(url, url_cap, "http://127.0.0.1:%d/", port);
+			if (fx_wait_port(port, 5000) == 0)
+				return pid;
+			break;
+		}
+		if (f)
+			fclose(f);
+		usleep(20000);
+	}
+	fx_stop(pid, 5000);
+	return -1;
 }

@@ -35,6 +35,16 @@ int fx_wait_path(pid_t *pid, const char *path, int timeout_ms, const char *log);
 int fx_stop(pid_t pid, int timeout_ms);
 
 /*
+ * bench/origin over `root` with extra options (NULL-terminated), its port
+ * file and log WORK_DIR/TAG.port and .log; url gets "http://127.0.0.1:PORT/".
+ * Skips the test (exit 77) when bench/origin is not built.
+ * @return its pid (stop it with fx_stop), or -1.
+ */
+pid_t fx_origin_start(const char *root, const char *const extra[],
+		      const char *work_dir, const char *tag, char *url,
+		      size_t url_cap);
+
+/*
  * nginx on 127.0.0.1 over `root`: /json/ is the JSON autoindex, /html/ the
  * HTML autoindex, /plain/ files without listing; /status/NNN answers NNN.
  * Skips the test (exit 77) when nginx is not installed.

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,9 @@ static void setup(void)
 	cfg.retry_budget_ms = 3000;
 	cfg.connect_timeout_ms = 2000;
 	cfg.max_connections = 4;
+	/* The connection counts below assume one transfer per request;
+	 * hedging has its own test. */
+	cfg.hedge = false;
 	ck_assert_int_eq(fetch_engine_new(&cfg, &fe), 0);
 }
 
@@ -249,9 +253,13 @@ START_TEST(keep_alive)
 }
 END_TEST
 
+/* One of several threads reading 64 KiB ranges of big.bin. */
 struct par {
 	int id;
 	int fails;
+	int count;		   /* ranges to read; 0: 20 */
+	struct fetch_engine *e;	   /* NULL: the shared engine */
+	const char *url;	   /* NULL: big.bin on nginx */
 };
 
 static void *par_main(void *arg)
@@ -259,15 +267,24 @@ static void *par_main(void *arg)
 	struct par *p = arg;
 	uint8_t buf[65536];
 	struct fetch_res res;
+	char url[512];
+	struct fetch_req req = {0};
 	int i;
 
-	for (i = 0; i < 20; i++) {
+	snprintf(url, sizeof(url), "%s", p->url ? p->url : "");
+	if (!p->url)
+		snprintf(url, sizeof(url), "%s/plain/big.bin", ng.base);
+	req.url = url;
+	req.buf = buf;
+	req.cap = sizeof(buf);
+	req.range_len = sizeof(buf);
+	for (i = 0; i < (p->count ? p->count : 20); i++) {
 		uint64_t off = ((uint64_t)p->id * 7919 + (uint64_t)i * 104729) %
 			       (BIG_SIZE - sizeof(buf));
 		size_t j;
 
-		if (get("/plain/big.bin", off, sizeof(buf), buf, sizeof(buf),
-			&res) ||
+		req.range_off = off;
+		if (fetch_run(p->e ? p->e : fe, &req, &res) ||
 		    res.len != sizeof(buf)) {
 			p->fails++;
 			continue;
@@ -291,8 +308,7 @@ START_TEST(concurrency)
 	fetch_get_stats(fe, &st0);
 
 	for (i = 0; i < 8; i++) {
-		p[i].id = i;
-		p[i].fails = 0;
+		p[i] = (struct par){.id = i};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, par_main, &p[i]),
 				 0);
 	}
@@ -309,6 +325,88 @@ START_TEST(concurrency)
 	fprintf(stderr, "concurrency: %llu new connections\n",
 		(unsigned long long)(st.connects - st0.connects));
 	ck_assert_uint_le(st.connects - st0.connects, 4);
+}
+END_TEST
+
+/* Runs 8 readers of `each` ranges against url with hedging on or off;
+ * every byte is checked.  @return the engine's stats. */
+static struct fetch_stats hedge_run(const char *url, bool hedge, int each)
+{
+	struct fetch_config cfg;
+	struct fetch_engine *e;
+	struct fetch_stats st;
+	pthread_t th[8];
+	struct par p[8];
+
+	fetch_config_default(&cfg);
+	cfg.max_connections = 16;
+	cfg.hedge = hedge;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &e), 0);
+	for (int i = 0; i < 8; i++) {
+		p[i] = (struct par){.id = i, .count = each, .e = e, .url = url};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, par_main, &p[i]),
+				 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(p[i].fails, 0);
+	}
+	fetch_get_stats(e, &st);
+	fetch_engine_free(e);
+	return st;
+}
+
+/* Faults the origin logged at exit: "..., N slow". */
+static long origin_slow_count(const char *log)
+{
+	size_t len;
+	char *text = fx_read_file(log, &len), *at;
+	long n = -1;
+
+	if (!text)
+		return -1;
+	at = strstr(text, " stalls, ");
+	if (at)
+		n = strtol(at + 9, NULL, 10);
+	free(text);
+	return n;
+}
+
+START_TEST(hedging)
+{
+	/* 2% of answers come 1.5 s late: a hedge after the p99 (a few ms
+	 * here) gets them from another connection first. */
+	static const char *const opts[] = {"--slow", "0.02", "--stall-ms",
+					   "1500", "--ttfb-ms", "1", NULL};
+	char url[256], log[PATH_MAX], *work = fx_tmpdir("hedge");
+	struct fetch_stats on, off;
+	pid_t pid;
+
+	pid = fx_origin_start(root, opts, work, "hedge", url, sizeof(url));
+	ck_assert_int_gt(pid, 0);
+	strncat(url, "big.bin", sizeof(url) - strlen(url) - 1);
+	on = hedge_run(url, true, 80);
+	off = hedge_run(url, false, 20);
+	fx_stop(pid, 5000);
+	snprintf(log, sizeof(log), "%s/hedge.log", work);
+	fprintf(stderr,
+		"hedging: on: %llu requests, %llu hedges, %llu won, p99 %.1f "
+		"ms; off: %llu requests, p99 %.1f ms; origin: %ld slow\n",
+		(unsigned long long)on.requests, (unsigned long long)on.hedges,
+		(unsigned long long)on.hedge_wins, on.ttfb_p99_ns / 1e6,
+		(unsigned long long)off.requests, off.ttfb_p99_ns / 1e6,
+		origin_slow_count(log));
+	ck_assert_int_gt(origin_slow_count(log), 0);
+	ck_assert_uint_eq(on.requests, 640);
+	ck_assert_uint_gt(on.hedges, 0);
+	ck_assert_uint_gt(on.hedge_wins, 0);
+	ck_assert_uint_le(on.hedge_wins, on.hedges);
+	/* the budget: one hedge in 20 requests, after a burst of 8 */
+	ck_assert_uint_le(on.hedges, on.requests / 20 + 8);
+	ck_assert_uint_eq(off.hedges, 0);
+	ck_assert_uint_eq(off.hedge_wins, 0);
+	fx_rmtree(work);
+	free(work);
 }
 END_TEST
 
@@ -800,6 +898,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, short_body_retried);
 	tcase_add_test(tc, range_ignored);
 	tcase_add_test(tc, throttled);
+	tcase_add_test(tc, hedging);
 	tcase_add_test(tc, tls_http2);
 	tcase_add_test(tc, source_json);
 	tcase_add_test(tc, source_html);
