@@ -89,6 +89,7 @@ enum {
 	OPT_TOKEN_FILE,
 	OPT_TOKEN_COMMAND,
 	OPT_TOKEN_LIFETIME,
+	OPT_TOKEN_TIMEOUT,
 	OPT_ANONYMOUS,
 };
 
@@ -116,6 +117,7 @@ static const struct option mount_longopts[] = {
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"token-command", required_argument, NULL, OPT_TOKEN_COMMAND},
     {"token-lifetime", required_argument, NULL, OPT_TOKEN_LIFETIME},
+    {"token-timeout", required_argument, NULL, OPT_TOKEN_TIMEOUT},
     {"anonymous", no_argument, NULL, OPT_ANONYMOUS},
     {"foreground", no_argument, NULL, 'f'},
     {"debug", no_argument, NULL, 'd'},
@@ -168,6 +170,7 @@ static void mount_usage(FILE *out)
 	    "  --token-command CMD   GCS: run CMD for an access token\n"
 	    "  --token-lifetime SEC  GCS: seconds a bare CMD token lasts "
 	    "(300)\n"
+	    "  --token-timeout SEC   GCS: kill CMD after SEC seconds (30)\n"
 	    "  --anonymous           GCS: anonymous requests\n"
 	    "Process:\n"
 	    "  -o OPT[,OPT...]       FUSE mount options (e.g. allow_other)\n"
@@ -312,6 +315,10 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		case OPT_TOKEN_LIFETIME:
 			rc = opt_uint("token-lifetime", optarg, 1, 86400, &v);
 			o->src.token_lifetime = (unsigned)v;
+			break;
+		case OPT_TOKEN_TIMEOUT:
+			rc = opt_uint("token-timeout", optarg, 1, 3600, &v);
+			o->src.token_timeout = (unsigned)v;
 			break;
 		case OPT_ANONYMOUS:
 			o->src.anonymous = true;

@@ -31,6 +31,7 @@
 #define JWT_LIFETIME_S 3600
 #define LIFE_MAX_S (7 * 86400ull)
 #define DEFAULT_COMMAND_LIFETIME_S 300
+#define DEFAULT_COMMAND_TIMEOUT_S 30
 #define DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"
 #define METADATA_PATH                                                          \
 	"/computeMetadata/v1/instance/service-accounts/default/token"
@@ -45,6 +46,7 @@ struct gcp_creds {
 	char *path;	   /* token file or key file */
 	char *command;	   /* token command */
 	unsigned lifetime; /* seconds a bare command token lasts */
+	unsigned timeout_s; /* seconds the command may take */
 	char *email, *key_id, *token_uri; /* service account */
 	EVP_PKEY *pkey;
 	char *client_id, *client_secret, *refresh_token; /* authorized user */
@@ -189,33 +191,29 @@ static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 			char **err)
 {
 	char *out = malloc(TEXT_MAX + 1);
-	size_t n = 0, k;
-	FILE *p;
+	size_t n = 0;
 	int status, rc;
 
 	if (!out)
 		return -ENOMEM;
-	p = popen(c->command, "re");
-	if (!p) {
-		int e = errno;
-
-		err_set(err, "%s: cannot run it: %s", c->desc, strerror(e));
-		free(out);
-		return -e;
+	/* A hung command must not hang every read that needs a token. */
+	rc = run_capture(c->command, c->timeout_s * 1000, out, TEXT_MAX + 1,
+			 &n, &status);
+	if (rc == -ETIMEDOUT) {
+		err_set(err, "%s: no answer after %u s; killed it", c->desc,
+			c->timeout_s);
+		rc = -EIO;
+		goto out;
 	}
-	while (n < TEXT_MAX && (k = fread(out + n, 1, TEXT_MAX - n, p)) > 0)
-		n += k;
-	/* Drain what is left so the command does not die of SIGPIPE. */
-	while (fgetc(p) != EOF)
-		;
-	out[n] = '\0';
-	status = pclose(p);
-	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+	if (rc) {
+		err_set(err, "%s: cannot run it: %s", c->desc, strerror(-rc));
+		goto out;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
 		err_set(err, "%s: exited with %s %d", c->desc,
-			status != -1 && WIFEXITED(status) ? "status" : "signal",
-			status == -1	    ? -1
-			: WIFEXITED(status) ? WEXITSTATUS(status)
-					    : WTERMSIG(status));
+			WIFEXITED(status) ? "status" : "signal",
+			WIFEXITED(status) ? WEXITSTATUS(status)
+					  : WTERMSIG(status));
 		rc = -EIO;
 		goto out;
 	}
@@ -714,6 +712,8 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 		c->command = strdup(o->token_command);
 		c->lifetime = o->token_lifetime ? o->token_lifetime
 						: DEFAULT_COMMAND_LIFETIME_S;
+		c->timeout_s = o->token_timeout ? o->token_timeout
+						: DEFAULT_COMMAND_TIMEOUT_S;
 		snprintf(c->desc, sizeof(c->desc), "token command \"%.440s\"",
 			 o->token_command);
 		return c->command ? 0 : -ENOMEM;

@@ -30,8 +30,8 @@ struct gcp_creds;
 struct gcp_creds_options {
 	const char *token_file;
 	const char *token_command;
-	unsigned
-	    token_lifetime; /* seconds a bare command token lasts; 0: 300 */
+	unsigned token_lifetime; /* seconds a bare command token lasts; 0: 300 */
+	unsigned token_timeout;	 /* seconds the command may take; 0: 30 */
 	bool anonymous;
 	bool emulator; /* no credentials found is fine: go anonymous */
 };

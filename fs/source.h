@@ -78,6 +78,7 @@ struct source_options {
 	const char *token_file;   /* gs */
 	const char *token_command;/* gs */
 	unsigned token_lifetime;  /* gs: seconds a bare command token lasts */
+	unsigned token_timeout;   /* gs: seconds the command may take; 0: 30 */
 	bool anonymous;           /* gs */
 };
 

@@ -630,6 +630,7 @@ int source_gcs_open(const char *spec, const struct source_options *opt,
 	co.token_file = opt->token_file;
 	co.token_command = opt->token_command;
 	co.token_lifetime = opt->token_lifetime;
+	co.token_timeout = opt->token_timeout;
 	co.anonymous = opt->anonymous;
 	rc = gcp_creds_new(&co, fe, &gs->creds, err);
 	if (rc)

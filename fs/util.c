@@ -3,11 +3,16 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Before <syslog.h>: its LOG_INFO macro (6) would shadow ours (2). */
 static enum log_level log_level = LOG_INFO;
@@ -247,4 +252,90 @@ void json_put_str(FILE *f, const char *s)
 			fputc(ch, f);
 	}
 	fputc('"', f);
+}
+
+/* Waits for pid; kills its group first when `kill_it`. */
+static void reap(pid_t pid, bool kill_it, int *status)
+{
+	if (kill_it) {
+		kill(-pid, SIGTERM);
+		for (int i = 0; i < 100; i++) {
+			if (waitpid(pid, status, WNOHANG) == pid)
+				return;
+			usleep(10000);
+		}
+		kill(-pid, SIGKILL);
+	}
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+}
+
+int run_capture(const char *command, unsigned timeout_ms, char *out,
+		size_t cap, size_t *len, int *status)
+{
+	const uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+	char drop[4096];
+	size_t n = 0;
+	int pfd[2], rc = 0;
+	pid_t pid;
+
+	*len = 0;
+	*status = 0;
+	if (cap == 0)
+		return -EINVAL;
+	out[0] = '\0';
+	if (pipe2(pfd, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return rc;
+	}
+	if (pid == 0) {
+		/* Only async-signal-safe calls: the parent has threads. */
+		int nul = open("/dev/null", O_RDONLY);
+
+		setpgid(0, 0);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(pfd[1], 1) < 0)
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+		_exit(127);
+	}
+	/* Also here: the group must exist before a kill can name it. */
+	setpgid(pid, pid);
+	close(pfd[1]);
+	for (;;) {
+		struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+		uint64_t t = now_ns();
+		char *dst = n + 1 < cap ? out + n : drop;
+		size_t room = n + 1 < cap ? cap - 1 - n : sizeof(drop);
+		ssize_t k;
+		int r;
+
+		if (t >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		r = poll(&p, 1, (int)((deadline - t) / 1000000) + 1);
+		if (r < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		if (r <= 0)
+			continue;
+		k = read(pfd[0], dst, room);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break; /* the end of its output */
+		if (dst != drop)
+			n += (size_t)k;
+	}
+	close(pfd[0]);
+	reap(pid, rc != 0, status);
+	out[n] = '\0';
+	*len = n;
+	return rc;
 }

@@ -716,6 +716,12 @@ START_TEST(token_command_bare)
 	write_text(script, "#!/bin/sh\necho oops >&2\nexit 3\n", 0700);
 	ck_assert_int_eq(open_gs(SPEC, &o), -EIO);
 	ck_assert_ptr_nonnull(strstr(err, "status 3"));
+	/* A command that hangs is killed, with its children. */
+	write_text(script, "#!/bin/sh\nsleep 60 &\nsleep 60\n", 0700);
+	o.token_timeout = 1;
+	ck_assert_int_eq(open_gs(SPEC, &o), -EIO);
+	ck_assert_ptr_nonnull(strstr(err, "no answer after 1 s"));
+	ck_assert_int_ne(fx_sh("pgrep -f '^sleep 60$' >/dev/null"), 0);
 }
 END_TEST
 
