@@ -51,6 +51,25 @@
 #define FT_PAGE (1u << FT_BITS)
 #define FT_PAGES (1u << 16)
 
+/*
+ * Directory read-ahead: a reader that reads a directory's files one after
+ * the other in listing order (cat, cp -r, tar, md5sum) gets the next
+ * WALK_FILES of them queued while it reads this one; a file's first
+ * WALK_FILE_BYTES at most, WALK_BYTES in all.  Siblings have consecutive
+ * inode numbers, so "the next file" is the next inode with the same parent.
+ */
+#define WALK_RECENT 16 /* first reads remembered */
+#define WALK_FILES 32
+#define WALK_FILE_BYTES (8ull << 20)
+#define WALK_BYTES (64ull << 20)
+
+/* A file whose first byte was read, how many files in order led to it,
+ * and the last sibling queued after it (fields read and written with
+ * relaxed atomics; a torn read only makes one decision worse). */
+struct walk {
+	uint64_t ino, run, ahead;
+};
+
 /* A stats snapshot: taken at open, or (without opens) at getattr. */
 struct stats_file {
 	char *json;
@@ -73,6 +92,8 @@ struct ops_state {
 	 */
 	struct stats_file *opened;
 	uint64_t last_id;
+	struct walk walks[WALK_RECENT];
+	unsigned walk_at; /* atomic */
 	struct pf_file **pages[FT_PAGES];
 };
 
@@ -579,6 +600,61 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+/* The walk that ino continues: a copy of its entry, or all zero. */
+static struct walk walk_continued(struct ops_state *st, uint64_t ino)
+{
+	struct walk w = {0};
+
+	for (unsigned i = 0; i < WALK_RECENT; i++)
+		if (__atomic_load_n(&st->walks[i].ino, __ATOMIC_RELAXED) ==
+		    ino - 1) {
+			w.ino = ino - 1;
+			w.run = __atomic_load_n(&st->walks[i].run,
+						__ATOMIC_RELAXED);
+			w.ahead = __atomic_load_n(&st->walks[i].ahead,
+						  __ATOMIC_RELAXED);
+			break;
+		}
+	return w;
+}
+
+/* The first byte of file ino is being read: when that continues a walk
+ * over its directory, queue the files after it.  Three files in order
+ * make a walk: a shuffled reader meets two in a row too often. */
+static void walk_note(struct ops_ctx *ctx, uint64_t ino)
+{
+	struct ops_state *st = ctx->state;
+	const struct walk prev = walk_continued(st, ino);
+	uint64_t run = prev.run + 1, ahead = ino, budget = WALK_BYTES, next;
+	unsigned at = __atomic_fetch_add(&st->walk_at, 1, __ATOMIC_RELAXED) %
+		      WALK_RECENT;
+	struct tree_attr self, a;
+
+	if (run >= 3 && tree_getattr(ctx->tree, ino, &self) == 0) {
+		ahead = prev.ahead > ino ? prev.ahead : ino;
+		for (next = ahead + 1; next <= ino + WALK_FILES && budget;
+		     next++) {
+			struct pf_file *f;
+
+			if (tree_getattr(ctx->tree, next, &a) || a.is_dir ||
+			    a.parent != self.parent)
+				break;
+			if (!a.size)
+				continue;
+			if (file_of(ctx, next, &f))
+				break;
+			budget -= prefetch_ahead(ctx->prefetch, f,
+						 budget < WALK_FILE_BYTES
+						     ? budget
+						     : WALK_FILE_BYTES);
+			ahead = next;
+		}
+	}
+	__atomic_store_n(&st->walks[at].run, run, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->walks[at].ahead, ahead, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->walks[at].ino, ino, __ATOMIC_RELAXED);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -602,6 +678,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rc = file_of(ctx, ino, &f);
+	if (!rc && off == 0)
+		walk_note(ctx, ino);
 	if (!rc)
 		rc = prefetch_read(ctx->prefetch, f, (uint64_t)off, size, &rd);
 	if (rc) {

@@ -317,8 +317,9 @@ static void *worker(void *arg)
 	}
 }
 
-/* Queues chunks [from, to] of f in class k; a full queue drops the rest. */
-static void enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
+/* Queues chunks [from, to] of f in class k; a full queue drops the rest.
+ * @return how many were queued. */
+static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 		    uint64_t to, enum pf_class k, uint64_t seq)
 {
 	struct queue *q = &pf->q[k];
@@ -348,6 +349,7 @@ static void enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 		STAT_ADD(pf->stats.ra_queued, queued);
 		STAT_ADD(pf->stats.ra_dropped, dropped);
 	}
+	return queued;
 }
 
 int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
@@ -365,6 +367,19 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	__atomic_store_n(&f->hint_seq, seq, __ATOMIC_RELAXED);
 	enqueue(pf, f, off / cs, (end - 1) / cs, PF_HINT, seq);
 	return 0;
+}
+
+uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
+			uint64_t max_bytes)
+{
+	const uint64_t cs = pf->cfg.chunk_size;
+	uint64_t len = f->size < max_bytes ? f->size : max_bytes, queued;
+
+	/* Part of read-ahead: off with it. */
+	if (!pf->nthreads || !pf->cfg.readahead_bytes || !len)
+		return 0;
+	queued = enqueue(pf, f, 0, (len - 1) / cs, PF_READAHEAD, 0);
+	return queued * cs < len ? queued * cs : len;
 }
 
 /*

@@ -104,6 +104,15 @@ void prefetch_read_done(struct prefetch *pf, struct pf_read *rd);
 int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		  uint64_t len) WHARF_CHECK;
 
+/*
+ * Directory read-ahead: a reader is about to open f (it read the files
+ * before it in listing order).  Queues f's first chunks, covering at most
+ * max_bytes, in the PF_READAHEAD class.
+ * @return the bytes queued (0 when the queue is full or there is no pool).
+ */
+uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
+			uint64_t max_bytes);
+
 struct prefetch_stats {
 	uint64_t reads;		 /* prefetch_read calls */
 	uint64_t bytes_served;	 /* bytes handed to readers */

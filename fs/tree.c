@@ -271,8 +271,19 @@ static int collect(void *arg, const struct source_object *obj)
 	nd.is_dir = obj->is_dir;
 	nd.size = obj->is_dir ? 0 : obj->size;
 	nd.mtime = obj->mtime;
+	/* Until publish(): the place in the listing, for a stable sort. */
+	nd.parent = (uint32_t)p->n;
 	p->v[p->n++] = nd;
 	return 0;
+}
+
+/* By name (bytes), then by place in the listing. */
+static int node_cmp(const void *a, const void *b)
+{
+	const struct node *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->parent > y->parent) - (x->parent < y->parent);
 }
 
 /* Appends the collected children of dir under the write lock. */
@@ -369,6 +380,9 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 		log_warn("%s%s: %llu entries with names that cannot be shown "
 			 "were left out",
 			 t->src->id, path, (unsigned long long)p.skipped);
+	/* Sorted whatever the origin's order: readdir is then in name order,
+	 * and so are the inode numbers, which directory read-ahead walks. */
+	qsort(p.v, p.n, sizeof(*p.v), node_cmp);
 	rc = publish(t, (uint32_t)ino, &p);
 	if (rc)
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,

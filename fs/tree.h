@@ -4,8 +4,9 @@
  * tree: the inodes of a mount, built from the source's listings.
  *
  * A directory is listed once, on its first lookup or readdir, and never
- * again: datasets are immutable while mounted.  Its children get
- * consecutive inode numbers, so a readdir is a walk over a range and a
+ * again: datasets are immutable while mounted.  Its children, sorted by
+ * name, get consecutive inode numbers, so a readdir is a walk over a range
+ * (and the next file in a directory is the next inode) and a
  * lookup is one probe of a (parent, name) hash table.  Names and versions
  * live in an arena of strings that never moves, so the pointers handed out
  * stay valid until tree_free().  Inode numbers are stable for the life of

@@ -659,6 +659,52 @@ START_TEST(test_remount_from_cache_origin_down)
 }
 END_TEST
 
+/* The read-ahead chunks queued so far, from .wharf/stats. */
+static long long readahead_queued(const char *dir)
+{
+	char *json = read_stats(dir), *ra;
+	long long n;
+
+	ck_assert_ptr_nonnull(json);
+	ra = strstr(json, "\"readahead\": {");
+	ck_assert_ptr_nonnull(ra);
+	n = json_num(ra, "queued");
+	free(json);
+	return n;
+}
+
+/* Reading a directory's files in name order queues the files after them;
+ * reading them out of order queues none. */
+START_TEST(test_directory_readahead)
+{
+	static const char *const none[] = {NULL};
+	char *cache = fx_tmpdir("mount-walk"), url[256], name[64];
+	struct mnt m;
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	mnt_init(&m, "walk");
+	ck_assert_int_eq(mount_start(&m, url, cache, none), 0);
+	for (int i = 0; i < 40; i++) {
+		int k = (i * 7) % 40; /* never two neighbours in a row */
+
+		snprintf(name, sizeof(name), "many/f%04d", k);
+		ck_assert(check_file(m.dir, name, small_size(k)) == 0);
+	}
+	ck_assert_int_eq(readahead_queued(m.dir), 0);
+	for (int k = 100; k < 140; k++) {
+		snprintf(name, sizeof(name), "many/f%04d", k);
+		ck_assert(check_file(m.dir, name, small_size(k)) == 0);
+	}
+	/* From the third file in order on: 32 files ahead, then one more
+	 * with each file read. */
+	ck_assert_int_ge(readahead_queued(m.dir), 32);
+	ck_assert_int_eq(mount_stop(&m), 0);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
 /* Sums the sizes of the regular files under dir except the lock. */
 static uint64_t cache_bytes(const char *dir)
 {
@@ -897,7 +943,8 @@ static int fake_list(struct source *src, const char *dir, source_list_cb cb,
 		o.mtime = 1700000000;
 		return cb(arg, &o);
 	}
-	for (int i = 0; i < BIG_DIR; i++) {
+	/* Backwards: the tree sorts a listing by name. */
+	for (int i = BIG_DIR - 1; i >= 0; i--) {
 		snprintf(name, sizeof(name), "file-%06d.jpg", i);
 		o.name = name;
 		o.size = (uint64_t)i;
@@ -913,7 +960,7 @@ static int count_child(void *arg, const struct tree_attr *child,
 {
 	uint64_t *n = arg;
 
-	/* Children come in listing order with consecutive inodes. */
+	/* Children come in name order with consecutive inodes. */
 	if (child->size != *n)
 		return 1;
 	(*n)++;
@@ -990,6 +1037,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_second_mount_refused);
 	tcase_add_test(tc, test_unreachable_origin);
 	tcase_add_test(tc, test_remount_from_cache_origin_down);
+	tcase_add_test(tc, test_directory_readahead);
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
 	tcase_add_test(tc, test_origin_errors_map);
