@@ -33,7 +33,11 @@ static void usage(FILE *out)
 	    "  --shuffle             shuffled order (seed 0 unless "
 	    "--seed)\n"
 	    "  --seed N              shuffle seed\n"
-	    "  --epochs N            epochs to run (1)\n"
+	    "  --epochs N            epochs to run (1; --sweep: 2); with "
+	    "2 or more,\n"
+	    "                        the first only warms up (workers start, "
+	    "the\n"
+	    "                        ring is mapped) and is not counted\n"
 	    "  --max-batches N       stop each run after N batches\n"
 	    "  --sample-bytes SIZE   bytes per sample when the index does "
 	    "not say\n"
@@ -71,6 +75,7 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 	}
 	uint64_t t0 = now_ns(), last = t0, nb = 0;
 	uint64_t total = wharf_loader_num_batches(l) * b->epochs;
+	struct wharf_stats warm = {.size = sizeof(warm)};
 	if (b->max_batches && b->max_batches < total)
 		total = b->max_batches;
 	int rc = 0;
@@ -78,6 +83,11 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 		if (e && wharf_loader_set_epoch(l, e)) {
 			rc = -1;
 			break;
+		}
+		if (e == 1) {
+			/* What the first epoch did is warm-up: not counted. */
+			(void)wharf_loader_stats(l, &warm);
+			t0 = now_ns();
 		}
 		const struct wharf_batch *bt;
 		while (nb < total && (rc = wharf_loader_next(l, &bt)) == 0) {
@@ -112,10 +122,10 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 	struct wharf_stats st = {.size = sizeof(st)};
 	(void)wharf_loader_stats(l, &st);
 	wharf_loader_close(l);
-	r->samples = st.samples;
-	r->bytes = st.bytes;
-	r->batches = st.batches;
-	r->wait_ns = st.wait_ns;
+	r->samples = st.samples - warm.samples;
+	r->bytes = st.bytes - warm.bytes;
+	r->batches = st.batches - warm.batches;
+	r->wait_ns = st.wait_ns - warm.wait_ns;
 	double s = (double)r->wall_ns / 1e9;
 	r->samples_s = s > 0 ? (double)r->samples / s : 0;
 	r->gb_s = s > 0 ? (double)r->bytes / s / 1e9 : 0;
@@ -173,7 +183,7 @@ static int loader_bench(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	struct bench b = {.epochs = 1};
+	struct bench b = {.epochs = 0};
 	bool sweep = false;
 	uint32_t v;
 	int c;
@@ -247,6 +257,8 @@ static int loader_bench(int argc, char **argv)
 	}
 	struct result r;
 	int status = 0;
+	if (!b.epochs)
+		b.epochs = sweep ? 2 : 1;
 	if (!sweep) {
 		status = run_once(&b, idx, &r);
 		if (!status)
