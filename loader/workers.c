@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -33,10 +34,20 @@
 #include "workers.h"
 
 #define FD_CACHE 64
+/* Files hold this many samples on average or more: record shards, read
+ * through a mapping (a memcpy, no system call per sample). */
+#define MAP_SAMPLES_PER_FILE 8
 
+/* Open files by id (direct-mapped).  With `mapped`, each open file is also
+ * mapped read-only, and its size as it was then bounds every copy from
+ * it: a file cut short since the index was built is an error, never a
+ * SIGBUS. */
 struct fd_cache {
+	bool mapped;
 	uint32_t file[FD_CACHE];
 	int fd[FD_CACHE];
+	const char *map[FD_CACHE]; /* NULL: read with pread */
+	uint64_t size[FD_CACHE];
 };
 
 struct task_msg {
@@ -60,14 +71,28 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static void fd_drop(struct fd_cache *fc, unsigned k)
+{
+	if (fc->map[k])
+		munmap((void *)fc->map[k], fc->size[k]);
+	if (fc->fd[k] >= 0)
+		close(fc->fd[k]);
+	fc->map[k] = NULL;
+	fc->fd[k] = -1;
+	fc->file[k] = UINT32_MAX;
+}
+
 int fill_init(struct fill_ctx *c)
 {
 	c->fds = malloc(sizeof(*c->fds));
 	if (!c->fds)
 		return -ENOMEM;
+	c->fds->mapped = c->idx->nfiles &&
+			 c->idx->count / c->idx->nfiles >= MAP_SAMPLES_PER_FILE;
 	for (int i = 0; i < FD_CACHE; i++) {
 		c->fds->file[i] = UINT32_MAX;
 		c->fds->fd[i] = -1;
+		c->fds->map[i] = NULL;
 	}
 	c->scratch = NULL;
 	c->scratch_cap = 0;
@@ -78,8 +103,7 @@ void fill_fini(struct fill_ctx *c)
 {
 	if (c->fds)
 		for (int i = 0; i < FD_CACHE; i++)
-			if (c->fds->fd[i] >= 0)
-				close(c->fds->fd[i]);
+			fd_drop(c->fds, i);
 	free(c->fds);
 	c->fds = NULL;
 	free(c->scratch);
@@ -87,11 +111,13 @@ void fill_fini(struct fill_ctx *c)
 	c->scratch_cap = 0;
 }
 
-/* The error of the sample being read, into the slot header. */
+/* The error of the sample being read, into the slot header.  The path is
+ * formatted only when needed: to open a file, or for a message. */
 struct where {
 	struct slot_hdr *hdr;
 	const struct index *idx;
 	uint64_t id;
+	uint32_t file; /* UINT32_MAX: not known yet */
 	char path[PATH_MAX];
 };
 
@@ -103,6 +129,9 @@ __attribute__((format(printf, 3, 4))) static int fail(struct where *w, int rc,
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
+	if (!w->path[0] && w->file != UINT32_MAX &&
+	    index_full_path(w->idx, w->file, w->path, sizeof(w->path)) < 0)
+		w->path[0] = '\0';
 	snprintf(w->hdr->msg, sizeof(w->hdr->msg),
 		 "sample %llu (%.300s): %.120s", (unsigned long long)w->id,
 		 w->path[0] ? w->path : "?", what);
@@ -122,28 +151,63 @@ static int sample_path(struct where *w, uint32_t file)
 	return 0;
 }
 
-/* An open descriptor for file (cached, direct-mapped by file id). */
-static int file_fd(struct fill_ctx *c, struct where *w, uint32_t file)
+/* The cache entry of an open file (cached, direct-mapped by file id), or
+ * -errno. */
+static int file_open(struct fill_ctx *c, struct where *w, uint32_t file)
 {
+	struct fd_cache *fc = c->fds;
 	unsigned k = file % FD_CACHE;
-	if (c->fds->file[k] == file)
-		return c->fds->fd[k];
+	struct stat st;
+	int rc;
+
+	if (fc->file[k] == file)
+		return (int)k;
+	rc = sample_path(w, file);
+	if (rc)
+		return rc;
 	int fd = open(w->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return fail(w, -errno, "open: %s", strerror(errno));
-	if (c->fds->fd[k] >= 0)
-		close(c->fds->fd[k]);
-	c->fds->file[k] = file;
-	c->fds->fd[k] = fd;
-	return fd;
+	fd_drop(fc, k);
+	fc->file[k] = file;
+	fc->fd[k] = fd;
+	if (fc->mapped && fstat(fd, &st) == 0 && st.st_size > 0) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED,
+			       fd, 0);
+
+		/* Without a mapping the file is read with pread. */
+		if (m != MAP_FAILED) {
+			fc->map[k] = m;
+			fc->size[k] = (uint64_t)st.st_size;
+		}
+	}
+	return (int)k;
 }
 
-/* Reads len bytes at off into dst, retrying short reads. */
+/* Reads len bytes at off of the file in entry k into dst: a copy from its
+ * mapping, or preads (retrying short reads). */
 static int read_full(struct fill_ctx *c, struct where *w, struct slot_hdr *h,
-		     int fd, void *dst, uint64_t len, uint64_t off)
+		     unsigned k, void *dst, uint64_t len, uint64_t off)
 {
+	const int fd = c->fds->fd[k];
 	uint64_t got = 0;
-	(void)c;
+
+	if (c->fds->map[k]) {
+		const uint64_t size = c->fds->size[k];
+
+		if (off > size || len > size - off)
+			return fail(w, -EIO,
+				    "short read: the file ends after %llu of "
+				    "%llu bytes at offset %llu",
+				    (unsigned long long)(off < size ? size - off
+								   : 0),
+				    (unsigned long long)len,
+				    (unsigned long long)off);
+		memcpy(dst, c->fds->map[k] + off, len);
+		h->preads++;
+		h->read_bytes += len;
+		return 0;
+	}
 	while (got < len) {
 		ssize_t n =
 		    pread(fd, (char *)dst + got, len - got, (off_t)(off + got));
@@ -200,18 +264,17 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 	int rc;
 
 	w->id = id;
+	w->file = UINT32_MAX;
 	w->path[0] = '\0';
 	if (id >= idx->count)
 		return fail(w, -EINVAL, "no such sample (index has %llu)",
 			    (unsigned long long)idx->count);
 	uint32_t file = idx->file[id];
-	rc = sample_path(w, file);
-	if (rc)
-		return rc;
-	int fd = file_fd(c, w, file);
-	if (fd < 0)
-		return fd;
-	rc = sample_len(w, fd, id, &len);
+	w->file = file;
+	int ent = file_open(c, w, file);
+	if (ent < 0)
+		return ent;
+	rc = sample_len(w, c->fds->fd[ent], id, &len);
 	if (rc)
 		return rc;
 	if (c->sample_fn) {
@@ -225,7 +288,8 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			c->scratch = b;
 			c->scratch_cap = len;
 		}
-		rc = read_full(c, w, h, fd, c->scratch, len, idx->offset[id]);
+		rc = read_full(c, w, h, (unsigned)ent, c->scratch, len,
+			       idx->offset[id]);
 		if (rc)
 			return rc;
 		uint64_t out_cap = c->sample_size ? c->sample_size : cap;
@@ -281,7 +345,8 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			    "%llu bytes, %llu left in the slot: raise "
 			    "slot_bytes",
 			    (unsigned long long)len, (unsigned long long)cap);
-	rc = read_full(c, w, h, fd, data + pos, total, idx->offset[id]);
+	rc = read_full(c, w, h, (unsigned)ent, data + pos, total,
+		       idx->offset[id]);
 	if (rc)
 		return rc;
 	*nrun = run;
@@ -296,7 +361,7 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 	uint64_t *ids = ring_samples(r, s);
 	int32_t *labels = ring_labels(r, s);
 	uint64_t *offs = ring_offsets(r, s);
-	struct where w = {.hdr = h, .idx = c->idx};
+	struct where w = {.hdr = h, .idx = c->idx, .file = UINT32_MAX};
 	uint64_t t0 = mono_ns(), pos = 0;
 	uint32_t n = h->count, out = 0;
 

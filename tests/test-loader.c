@@ -522,6 +522,39 @@ START_TEST(unreadable_file)
 }
 END_TEST
 
+START_TEST(truncated_shard)
+{
+	/* _i: num_workers 0..1.  A record shard cut short after the index
+	 * was built: workers map record shards, and the cut must read as a
+	 * short read naming the sample, never as a SIGBUS. */
+	char *d = fx_tmpdir("trunc"), file[4096], out[4096];
+	snprintf(file, sizeof(file), "%s/shard", d);
+	snprintf(out, sizeof(out), "%s/i", d);
+	ck_assert_int_eq(fx_write_file(file, 100 * REC, SEED), 0);
+	const char *files[] = {file};
+	ck_assert_int_eq(wharf_index_build_records(REC, files, 1, out), 0);
+	ck_assert_int_eq(truncate(file, 50 * REC + 10), 0);
+	wharf_index *idx;
+	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+	struct wharf_options o;
+	opts(&o, 10, (uint32_t)_i);
+	wharf_loader *l;
+	open_loader(idx, &o, &l);
+	struct run r = {0};
+	ck_assert_int_eq(take(l, &r, UINT64_MAX), -EIO);
+	ck_assert_uint_eq(r.n, 50); /* five whole batches, checked */
+	const char *e = wharf_loader_error(l);
+	ck_assert_msg(strstr(e, "sample 50 (") && strstr(e, file) &&
+			  strstr(e, "short read"),
+		      "message: %s", e);
+	run_free(&r);
+	wharf_loader_close(l);
+	wharf_index_close(idx);
+	fx_rmtree(d);
+	free(d);
+}
+END_TEST
+
 static int slow_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 		   void *out, uint64_t cap, uint64_t *out_len)
 {
@@ -692,6 +725,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, worker_crash_named);
 	tcase_add_loop_test(tc, transform_error_and_skip, 0, 3);
 	tcase_add_test(tc, unreadable_file);
+	tcase_add_loop_test(tc, truncated_shard, 0, 2);
 	tcase_add_test(tc, timeout_named);
 	tcase_add_test(tc, slots_held);
 	tcase_add_test(tc, small_shm_refused);

@@ -388,7 +388,9 @@ struct wharf_stats {
 	uint64_t wait_ns;    /* time spent blocked inside next (data stall) */
 	uint64_t open_ns;    /* time since open */
 	uint64_t read_bytes; /* bytes read from files by all workers */
-	uint64_t preads;     /* pread calls (merged ranges count once) */
+	/* Reads: pread calls, or copies from a file the workers map
+	 * (record shards); adjacent ranges merged count once. */
+	uint64_t preads;
 };
 
 /* @return 0 and *st filled (set st->size first; fields past it are left). */

@@ -180,19 +180,31 @@ class Batch:
         dec = loader.decoder
         n = b.count
         keep = loader  # views keep the loader (and its mapping) alive
+        if b.sample_size:
+            # A slot's arrays sit at fixed addresses, so the views of a
+            # slot (for one batch length) are made once and handed out
+            # again: the rule for views is the same either way.
+            key = (b.data, n, b.sample_size)
+            views = loader._views.get(key)
+            if views is None:
+                shape = dec.shape
+                if shape is None:
+                    shape = (b.sample_size // dec.np_dtype.itemsize,)
+                views = (
+                    _view(b.data, n * b.sample_size, dec.np_dtype, keep,
+                          tensors, (n,) + tuple(shape), dec.dtype),
+                    _view(b.labels, n * 4, np.int32, keep, tensors),
+                    _view(b.samples, n * 8, np.uint64, keep, tensors))
+                loader._views[key] = views
+            self.data, self.labels, self.samples = views
+            return
         self.labels = _view(b.labels, n * 4, np.int32, keep, tensors)
         self.samples = _view(b.samples, n * 8, np.uint64, keep, tensors)
-        if b.sample_size:
-            shape = dec.shape
-            if shape is None:
-                shape = (b.sample_size // dec.np_dtype.itemsize,)
-            self.data = _view(b.data, n * b.sample_size, dec.np_dtype, keep,
-                              tensors, (n,) + tuple(shape), dec.dtype)
-        else:  # variable-size: one uint8 array per sample
-            offs = np.ctypeslib.as_array(b.offsets, (n + 1,)).copy()
-            whole = _view(b.data, int(offs[-1]), np.uint8, keep, tensors)
-            offs = offs.tolist()
-            self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
+        # Variable-size: one uint8 array per sample.
+        offs = np.ctypeslib.as_array(b.offsets, (n + 1,)).copy()
+        whole = _view(b.data, int(offs[-1]), np.uint8, keep, tensors)
+        offs = offs.tolist()
+        self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
 
     @property
     def input(self):
@@ -278,6 +290,7 @@ class Loader:
         self._dec = None
         self._held = weakref.WeakSet()
         self._current = None
+        self._views = {}  # (data address, count, sample size) -> views
         if not isinstance(index, Index):
             index = Index(index)
         self.index = index
@@ -337,6 +350,7 @@ class Loader:
             for b in list(self._held):
                 b._ptr = None
             self._current = None
+            self._views.clear()
             _c.wharf_loader_close(self._h)
             self._h = None
         if self._dec:
