@@ -98,44 +98,9 @@ static void make_dataset(void)
 static int origin_start(struct origin *o, const char *tag,
 			const char *const extra[])
 {
-	const char *b = getenv("WHARF_BUILDDIR");
-	char bin[PATH_MAX], port_file[PATH_MAX], log[PATH_MAX];
-	char *argv[32];
-	int n = 0;
-
-	snprintf(bin, sizeof(bin), "%s/bench/origin", b ? b : "..");
-	if (access(bin, X_OK)) {
-		fprintf(stderr, "SKIP: %s is not built\n", bin);
-		exit(77);
-	}
-	snprintf(port_file, sizeof(port_file), "%s/%s.port", work_dir, tag);
-	snprintf(log, sizeof(log), "%s/%s.log", work_dir, tag);
-	unlink(port_file);
-	argv[n++] = bin;
-	argv[n++] = "--port-file";
-	argv[n++] = port_file;
-	for (int i = 0; extra && extra[i]; i++)
-		argv[n++] = (char *)extra[i];
-	argv[n++] = data_dir;
-	argv[n] = NULL;
-	o->pid = fx_spawn(argv, log);
-	if (o->pid < 0)
-		return -1;
-	for (int waited = 0; waited < 10000; waited += 20) {
-		FILE *f = fopen(port_file, "r");
-		int port = 0;
-
-		if (f && fscanf(f, "%d", &port) == 1 && port > 0) {
-			fclose(f);
-			snprintf(o->url, sizeof(o->url), "http://127.0.0.1:%d/",
-				 port);
-			return fx_wait_port(port, 5000);
-		}
-		if (f)
-			fclose(f);
-		usleep(20000);
-	}
-	return -1;
+	o->pid = fx_origin_start(data_dir, extra, work_dir, tag, o->url,
+				 sizeof(o->url));
+	return o->pid > 0 ? 0 : -1;
 }
 
 static void origin_stop(struct origin *o)
