@@ -154,6 +154,46 @@ static void mark_done(struct wharf_loader *l, uint64_t b)
 	}
 }
 
+/* Hints run this long ahead of consumption: a few origin round trips, so
+ * that a hinted object has arrived when a worker reads it. */
+#define HINT_LEAD_NS 2000000000ull
+/* ... but never more bytes ahead than this: hinted data waits in the
+ * mount's memory cache until read. */
+#define HINT_LEAD_BYTES (256ull << 20)
+
+/* The hint lead's bounds: the slots in flight, and HINT_LEAD_BYTES of
+ * samples of the index's mean size. */
+static void hint_lead_init(struct wharf_loader *l)
+{
+	uint64_t mean = l->idx->count ? l->idx->total_bytes / l->idx->count : 0;
+	uint64_t batch_bytes = mean * l->opt.batch_size;
+
+	l->hint_lead = l->nslots + 1;
+	l->hint_lead_max = batch_bytes ? HINT_LEAD_BYTES / batch_bytes : 64;
+	if (l->hint_lead_max < l->hint_lead)
+		l->hint_lead_max = l->hint_lead;
+}
+
+/* A batch goes to the caller: the lead follows the consumption rate. */
+static void hint_lead_update(struct wharf_loader *l)
+{
+	uint64_t now = mono_ns(), gap, want;
+
+	if (!l->hints)
+		return;
+	if (l->last_return_ns) {
+		gap = now - l->last_return_ns;
+		l->batch_gap_ns = l->batch_gap_ns
+				      ? (l->batch_gap_ns * 7 + gap) / 8
+				      : gap;
+		want = HINT_LEAD_NS / (l->batch_gap_ns ? l->batch_gap_ns : 1);
+		if (want < l->nslots + 1ull)
+			want = l->nslots + 1ull;
+		l->hint_lead = want < l->hint_lead_max ? want : l->hint_lead_max;
+	}
+	l->last_return_ns = now;
+}
+
 /* Hints for every batch below `upto` not hinted yet (a window ahead). */
 static void hint_upto(struct wharf_loader *l, uint64_t upto)
 {
@@ -235,7 +275,7 @@ static int pump(struct wharf_loader *l)
 		l->slots[s].state = SLOT_BUSY;
 		l->slots[s].worker = best;
 		l->dispatch++;
-		hint_upto(l, b + l->nslots + 1);
+		hint_upto(l, b + l->hint_lead);
 	}
 	return 0;
 }
@@ -250,7 +290,7 @@ static int fill_here(struct wharf_loader *l)
 	if (s < 0)
 		return -ENOBUFS;
 	prepare(l, (uint32_t)s, b);
-	hint_upto(l, b + l->nslots + 1);
+	hint_upto(l, b + l->hint_lead);
 	workers_fill(&l->fill, (uint32_t)s, 0);
 	l->slots[s].state = SLOT_READY;
 	l->slots[s].done_seq = ++l->done_seq;
@@ -352,6 +392,8 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		int s = deliverable(l);
 		if (s >= 0) {
 			rc = deliver(l, (uint32_t)s, out);
+			if (rc == 0)
+				hint_lead_update(l);
 			break;
 		}
 		if (nworkers(l) == 0) {
@@ -494,7 +536,8 @@ static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
 	}
 	l->dispatch = l->low;
 	l->hinted = l->low;
-	hint_upto(l, l->low + l->nslots);
+	l->last_return_ns = 0; /* the pause between epochs is no gap */
+	hint_upto(l, l->low + l->hint_lead);
 	if (nworkers(l))
 		(void)pump(l);
 	return 0;
@@ -709,6 +752,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.batch_fn = l->opt.batch_fn;
 	l->fill.user = l->opt.user;
 	l->hints = hints_new(l->idx);
+	hint_lead_init(l);
 	if (nw) {
 		rc = workers_start(&l->workers, nw, l->opt.prefetch, &l->fill,
 				   l->opt.worker_init, l->opt.user, &err);

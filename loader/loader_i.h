@@ -55,6 +55,11 @@ struct wharf_loader {
 	uint64_t dispatch; /* next batch to consider dispatching */
 	uint64_t done_seq;
 	uint64_t hinted;   /* batches below this were hinted */
+	/* Batches hinted ahead of dispatch: enough for HINT_LEAD_NS of
+	 * consumption at the rate measured (EWMA of the time between
+	 * batches returned), within the slots and HINT_LEAD_BYTES. */
+	uint64_t hint_lead, hint_lead_max;
+	uint64_t last_return_ns, batch_gap_ns;
 	uint64_t slot_cap; /* data bytes per slot */
 	bool failed;
 	int fail_rc;
