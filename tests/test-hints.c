@@ -571,6 +571,73 @@ START_TEST(test_loader_sends_hints)
 }
 END_TEST
 
+/* The number after "key": in a one-line JSON object. */
+static long long json_field(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	return p ? atoll(p + strlen(pat)) : -1;
+}
+
+/* `wharf prefetch` fills the cache: afterwards every byte comes without a
+ * request to the origin; a file it cannot read is named and fails it. */
+START_TEST(test_prefetch_command)
+{
+	char out[PATH_MAX], err[PATH_MAX], list[PATH_MAX], name[64], *text;
+	struct mnt m = {0};
+	long long before;
+	size_t len;
+	FILE *f;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+	snprintf(out, sizeof(out), "%s/prefetch.json", work_dir);
+	snprintf(err, sizeof(err), "%s/prefetch.err", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' prefetch --jobs 8 --json '%s/small' "
+			       ">'%s' 2>'%s'",
+			       fx_wharf_bin(), m.dir, out, err),
+			 0);
+	text = fx_read_file(out, &len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(json_field(text, "objects"), N_SMALL);
+	ck_assert_int_eq(json_field(text, "bytes"),
+			 (long long)N_SMALL * SMALL_SIZE);
+	ck_assert_int_eq(json_field(text, "errors"), 0);
+	free(text);
+	/* Not a terminal: progress as plain lines, the last one complete. */
+	text = fx_read_file(err, &len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "prefetch: 600/600 objects"), "%s", text);
+	free(text);
+	before = stat_of(&m, "origin", "requests");
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(&m, small_name(i, name, sizeof(name)), SMALL_SIZE);
+	ck_assert_int_eq(stat_of(&m, "origin", "requests"), before);
+	/* A list with a file that is not there. */
+	snprintf(list, sizeof(list), "%s/prefetch.list", work_dir);
+	f = fopen(list, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%s/big/b0\n%s/big/nope\n%s/big/b1\n", m.dir, m.dir,
+		m.dir);
+	fclose(f);
+	ck_assert_int_eq(fx_sh("'%s' prefetch -q --json --list '%s' >'%s' "
+			       "2>'%s'",
+			       fx_wharf_bin(), list, out, err),
+			 1);
+	text = fx_read_file(err, &len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "big/nope"), "%s", text);
+	free(text);
+	before = stat_of(&m, "origin", "requests");
+	check_bytes(&m, big_name(0, name, sizeof(name)), BIG_SIZE);
+	check_bytes(&m, big_name(1, name, sizeof(name)), BIG_SIZE);
+	ck_assert_int_eq(stat_of(&m, "origin", "requests"), before);
+	mount_stop(&m);
+}
+END_TEST
+
 static void setup(void)
 {
 	static const char *const oopts[] = {"--ttfb-ms", "20", NULL};
@@ -616,6 +683,7 @@ static Suite *hints_suite(void)
 	tcase_add_test(tc, test_demand_read_first);
 	tcase_add_test(tc, test_origin_faults);
 	tcase_add_test(tc, test_loader_sends_hints);
+	tcase_add_test(tc, test_prefetch_command);
 	suite_add_tcase(s, tc);
 	return s;
 }
