@@ -346,3 +346,13 @@ pid_t fx_origin_start(const char *root, const char *const extra[],
 	fx_stop(pid, 5000);
 	return -1;
 }
+
+long long fx_json_num(const char *json, const char *key)
+{
+	char pat[128];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	return p ? atoll(p + strlen(pat)) : -1;
+}

@@ -58,6 +58,9 @@ struct fx_nginx {
 int fx_nginx_start(struct fx_nginx *ng, const char *root);
 void fx_nginx_stop(struct fx_nginx *ng);
 
+/* The number after the first "key": in json, or -1. */
+long long fx_json_num(const char *json, const char *key);
+
 /* The built `wharf` command ($WHARF_BIN, set by tests/Makefile.am). */
 const char *fx_wharf_bin(void);
 

@@ -571,17 +571,6 @@ START_TEST(test_loader_sends_hints)
 }
 END_TEST
 
-/* The number after "key": in a one-line JSON object. */
-static long long json_field(const char *json, const char *key)
-{
-	char pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	p = strstr(json, pat);
-	return p ? atoll(p + strlen(pat)) : -1;
-}
-
 /* `wharf prefetch` fills the cache: afterwards every byte comes without a
  * request to the origin; a file it cannot read is named and fails it. */
 START_TEST(test_prefetch_command)
@@ -601,10 +590,10 @@ START_TEST(test_prefetch_command)
 			 0);
 	text = fx_read_file(out, &len);
 	ck_assert_ptr_nonnull(text);
-	ck_assert_int_eq(json_field(text, "objects"), N_SMALL);
-	ck_assert_int_eq(json_field(text, "bytes"),
+	ck_assert_int_eq(fx_json_num(text, "objects"), N_SMALL);
+	ck_assert_int_eq(fx_json_num(text, "bytes"),
 			 (long long)N_SMALL * SMALL_SIZE);
-	ck_assert_int_eq(json_field(text, "errors"), 0);
+	ck_assert_int_eq(fx_json_num(text, "errors"), 0);
 	free(text);
 	/* Not a terminal: progress as plain lines, the last one complete. */
 	text = fx_read_file(err, &len);

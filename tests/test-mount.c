@@ -455,16 +455,6 @@ START_TEST(test_read_only)
 END_TEST
 
 /* A number following "key": in a JSON text, or -1. */
-static long long json_num(const char *json, const char *key)
-{
-	char pat[128];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	p = strstr(json, pat);
-	return p ? atoll(p + strlen(pat)) : -1;
-}
-
 static char *read_stats(const char *dir)
 {
 	char path[PATH_MAX + 16];
@@ -482,8 +472,8 @@ START_TEST(test_stats_file)
 	json = read_stats(mnt_dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(json[0] == '{', "not JSON: %s", json);
-	ck_assert_int_ge(json_num(json, "bytes_served"), CHUNK);
-	ck_assert_int_ge(json_num(json, "requests"), 1);
+	ck_assert_int_ge(fx_json_num(json, "bytes_served"), CHUNK);
+	ck_assert_int_ge(fx_json_num(json, "requests"), 1);
 	ck_assert_ptr_nonnull(strstr(json, "\"p99\": "));
 	ck_assert_ptr_nonnull(strstr(json, "\"disk_cache\""));
 	/* A later read sees later numbers, not a cached copy. */
@@ -648,9 +638,9 @@ START_TEST(test_remount_from_cache_origin_down)
 	check_manifest_files(m.dir, "");
 	json = read_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
-	ck_assert_msg(json_num(json, "chunks_fetched") == 0,
+	ck_assert_msg(fx_json_num(json, "chunks_fetched") == 0,
 		      "chunks came from the origin: %s", json);
-	ck_assert_int_gt(json_num(json, "bytes_served"), 0);
+	ck_assert_int_gt(fx_json_num(json, "bytes_served"), 0);
 	free(json);
 	ck_assert_int_eq(mount_stop(&m), 0);
 	rmdir(m.dir);
@@ -668,7 +658,7 @@ static long long readahead_queued(const char *dir)
 	ck_assert_ptr_nonnull(json);
 	ra = strstr(json, "\"readahead\": {");
 	ck_assert_ptr_nonnull(ra);
-	n = json_num(ra, "queued");
+	n = fx_json_num(ra, "queued");
 	free(json);
 	return n;
 }
@@ -808,7 +798,7 @@ START_TEST(test_corrupt_chunk_refetched)
 			 0);
 	json = read_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
-	ck_assert_msg(json_num(json, "chunks_fetched") >= 1,
+	ck_assert_msg(fx_json_num(json, "chunks_fetched") >= 1,
 		      "corrupt chunks were not fetched again: %s", json);
 	free(json);
 	ck_assert_int_eq(mount_stop(&m), 0);
