@@ -129,6 +129,48 @@ static int reader_errno(int rc)
 }
 
 /*
+ * GETs [off, off + want) of f from the origin into buf.  A 401 is answered
+ * once with fresh credentials when the source can renew them (an expired
+ * or revoked token).  *sent says whether a request went out.
+ * @return fetch_run's result, or prepare_read's error (logged).
+ */
+static int fetch_chunk(struct prefetch *pf, struct pf_file *f, uint64_t off,
+		       size_t want, void *buf, struct fetch_res *res,
+		       bool *sent)
+{
+	const struct source_ops *ops = pf->src->ops;
+	struct source_read rd;
+	int rc;
+
+	for (int attempt = 0;; attempt++) {
+		memset(&rd, 0, sizeof(rd));
+		rc = ops->prepare_read(pf->src, f->path, f->version, off, want,
+				       &rd);
+		if (rc) {
+			log_error("%s%s: bytes %llu-%llu: cannot prepare the "
+				  "request: %s",
+				  pf->src->id, f->path, (unsigned long long)off,
+				  (unsigned long long)(off + want - 1),
+				  strerror(-rc));
+			source_read_done(&rd);
+			return rc;
+		}
+		*sent = true;
+		rd.req.buf = buf;
+		rd.req.cap = want;
+		rd.req.grow = false;
+		memset(res, 0, sizeof(*res));
+		rc = fetch_run(pf->src->fetch, &rd.req, res);
+		source_read_done(&rd);
+		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
+		    ops->auth_refused &&
+		    ops->auth_refused(pf->src, rd.auth_serial))
+			continue;
+		return rc;
+	}
+}
+
+/*
  * Fills chunk c (which we own) from the store, else from the origin, and
  * publishes it; on failure fails it (dropping our reference).  The chunk
  * must be exactly as long as the object's size implies: a short or long
@@ -140,7 +182,6 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 {
 	const size_t want = chunk_len(pf, f, idx);
 	const uint64_t off = idx * pf->cfg.chunk_size;
-	struct source_read rd;
 	struct fetch_res res;
 	struct store_map m;
 	size_t len = 0;
@@ -177,23 +218,9 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 			 pf->src->id, f->path, (unsigned long long)idx,
 			 strerror(-rc));
 
-	memset(&rd, 0, sizeof(rd));
-	rc = pf->src->ops->prepare_read(pf->src, f->path, f->version, off, want,
-					&rd);
-	if (rc) {
-		log_error("%s%s: chunk %llu: cannot prepare the request: %s",
-			  pf->src->id, f->path, (unsigned long long)idx,
-			  strerror(-rc));
-		source_read_done(&rd);
+	rc = fetch_chunk(pf, f, off, want, buf, &res, fetched);
+	if (!*fetched)
 		goto fail;
-	}
-	*fetched = true;
-	rd.req.buf = buf;
-	rd.req.cap = want;
-	rd.req.grow = false;
-	memset(&res, 0, sizeof(res));
-	rc = fetch_run(pf->src->fetch, &rd.req, &res);
-	source_read_done(&rd);
 	STAT_ADD(pf->stats.chunks_fetched, 1);
 	if (rc) {
 		log_error("%s%s: chunk %llu (bytes %llu-%llu): %s%s",

@@ -21,6 +21,7 @@ struct source_read {
 	struct fetch_req req;       /* req.url points into url[] */
 	char url[4096];
 	struct curl_slist *headers; /* == req.headers; freed by _done */
+	unsigned auth_serial;       /* the credentials used, for auth_refused */
 };
 /* Frees what prepare_read attached to rd. */
 void source_read_done(struct source_read *rd);
@@ -57,6 +58,10 @@ struct source_ops {
 			    const char *version, uint64_t off, uint64_t len,
 			    struct source_read *rd);
 	void (*destroy)(struct source *src);
+	/* Optional: a read prepared with credentials rd->auth_serial got 401.
+	 * Returns true when a new prepare_read will carry other credentials
+	 * (a renewed token), so that one retry is worth it. */
+	bool (*auth_refused)(struct source *src, unsigned auth_serial);
 };
 
 

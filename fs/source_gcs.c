@@ -516,11 +516,18 @@ static int gcs_prepare_read(struct source *src, const char *path,
 		if (!rd->headers)
 			return -ENOMEM;
 	}
+	rd->auth_serial = serial;
 	rd->req.url = rd->url;
 	rd->req.headers = rd->headers;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
 	return 0;
+}
+
+/* A read's token was refused: renew it before the next request. */
+static bool gcs_auth_refused(struct source *src, unsigned serial)
+{
+	return gcp_creds_refused(gs_of(src)->creds, serial);
 }
 
 static void gcs_destroy(struct source *src)
@@ -539,6 +546,7 @@ static const struct source_ops gcs_ops = {
     .list_dir = gcs_list_dir,
     .stat = gcs_stat,
     .prepare_read = gcs_prepare_read,
+    .auth_refused = gcs_auth_refused,
     .destroy = gcs_destroy,
 };
 

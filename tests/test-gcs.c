@@ -1163,6 +1163,42 @@ START_TEST(mount_token_options)
 }
 END_TEST
 
+/* A token revoked while mounted: the read that gets 401 renews it once
+ * and succeeds; the reader never sees the refusal. */
+START_TEST(mount_token_revoked)
+{
+	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
+	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
+	char count[PATH_MAX], text[1024], buf[256];
+	size_t n;
+	char *c;
+
+	start_fake(args);
+	snprintf(cache, sizeof(cache), "%s/cache-revoked", work);
+	snprintf(script, sizeof(script), "%s/token-rev", work);
+	snprintf(count, sizeof(count), "%s/token-rev.count", work);
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n"
+		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
+		 "echo $n > '%s'\n"
+		 "printf '{\"access_token\": \"cmd-%%d\", "
+		 "\"expires_in\": 3600}\\n' $n\n",
+		 count, count);
+	write_text(script, text, 0700);
+	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
+	ck_assert_int_eq(mount_gs(cache, opts), 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	fake_get("/_fake/revoke?token=cmd-1", buf, sizeof(buf));
+	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 1);
+	c = fx_read_file(count, &n);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(atoi(c), 2);
+	free(c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("gcs");
@@ -1171,6 +1207,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, list_root);
+	tcase_add_test(tc, mount_token_revoked);
 	tcase_add_test(tc, pagination);
 	tcase_add_test(tc, nested);
 	tcase_add_test(tc, bytes_equal);
