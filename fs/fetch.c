@@ -72,7 +72,6 @@ struct xfer {
 	bool done;
 	struct leg leg[2];
 	struct leg *winner; /* the leg whose answer counts */
-	unsigned legs;	    /* legs running */
 	bool hedged;
 	enum req_kind kind;
 	CURLcode cc;
@@ -469,7 +468,6 @@ static bool leg_start(struct fetch_engine *fe, struct leg *l)
 		return false;
 	}
 	l->added_ns = now_ns();
-	l->x->legs++;
 	fe->running++;
 	return true;
 }
@@ -486,7 +484,6 @@ static void leg_stop(struct fetch_engine *fe, struct leg *l)
 	curl_multi_remove_handle(fe->multi, l->easy);
 	easy_put(fe, l->easy);
 	l->easy = NULL;
-	l->x->legs--;
 	fe->running--;
 }
 
@@ -615,7 +612,10 @@ static long hedge_scan(struct fetch_engine *fe)
 	const uint64_t now = now_ns();
 	uint64_t soonest = UINT64_MAX;
 
-	if (!fe->cfg.hedge)
+	/* Without budget or room nothing can be hedged; a new request or a
+	 * finished one wakes the engine anyway. */
+	if (!fe->cfg.hedge || fe->hedge_tokens < HEDGE_EVERY ||
+	    fe->running >= fe->cfg.max_connections)
 		return 1000;
 	for (struct xfer *x = fe->run_head; x; x = x->run_next) {
 		const uint64_t p99 = fe->lat[x->kind].p99;

@@ -600,7 +600,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-/* The walk that ino continues: a copy of its entry, or all zero. */
+/* The run and lead of the walk that ino continues, or all zero. */
 static struct walk walk_continued(struct ops_state *st, uint64_t ino)
 {
 	struct walk w = {0};
@@ -608,7 +608,6 @@ static struct walk walk_continued(struct ops_state *st, uint64_t ino)
 	for (unsigned i = 0; i < WALK_RECENT; i++)
 		if (__atomic_load_n(&st->walks[i].ino, __ATOMIC_RELAXED) ==
 		    ino - 1) {
-			w.ino = ino - 1;
 			w.run = __atomic_load_n(&st->walks[i].run,
 						__ATOMIC_RELAXED);
 			w.ahead = __atomic_load_n(&st->walks[i].ahead,

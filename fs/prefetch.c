@@ -402,7 +402,7 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 	const uint64_t cs = pf->cfg.chunk_size;
 	uint64_t len = f->size < max_bytes ? f->size : max_bytes, queued;
 
-	/* Part of read-ahead: off with it. */
+	/* Directory read-ahead is read-ahead: --readahead 0 turns it off. */
 	if (!pf->nthreads || !pf->cfg.readahead_bytes || !len)
 		return 0;
 	queued = enqueue(pf, f, 0, (len - 1) / cs, PF_READAHEAD, 0);

@@ -254,19 +254,23 @@ void json_put_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* Waits for pid; kills its group first when `kill_it`. */
+/* Waits for pid.  With `kill_it`, its group gets SIGTERM, a second to
+ * go, then SIGKILL, so that nothing it started (which may ignore SIGTERM)
+ * outlives it. */
 static void reap(pid_t pid, bool kill_it, int *status)
 {
+	bool gone = false;
+
 	if (kill_it) {
 		kill(-pid, SIGTERM);
-		for (int i = 0; i < 100; i++) {
-			if (waitpid(pid, status, WNOHANG) == pid)
-				return;
-			usleep(10000);
+		for (int i = 0; i < 100 && !gone; i++) {
+			gone = waitpid(pid, status, WNOHANG) == pid;
+			if (!gone)
+				usleep(10000);
 		}
 		kill(-pid, SIGKILL);
 	}
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+	while (!gone && waitpid(pid, status, 0) < 0 && errno == EINTR)
 		;
 }
 

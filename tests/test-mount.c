@@ -615,6 +615,16 @@ static void check_manifest_files(const char *root, const char *prefix)
 	}
 }
 
+/* Unmounts a test's own mount (the daemon must exit 0) and removes its
+ * mountpoint and cache (cache is freed). */
+static void own_mount_end(struct mnt *m, char *cache)
+{
+	ck_assert_int_eq(mount_stop(m), 0);
+	rmdir(m->dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+
 START_TEST(test_remount_from_cache_origin_down)
 {
 	struct fx_nginx ng2;
@@ -642,10 +652,7 @@ START_TEST(test_remount_from_cache_origin_down)
 		      "chunks came from the origin: %s", json);
 	ck_assert_int_gt(fx_json_num(json, "bytes_served"), 0);
 	free(json);
-	ck_assert_int_eq(mount_stop(&m), 0);
-	rmdir(m.dir);
-	fx_rmtree(cache);
-	free(cache);
+	own_mount_end(&m, cache);
 }
 END_TEST
 
@@ -688,10 +695,7 @@ START_TEST(test_directory_readahead)
 	/* From the third file in order on: 32 files ahead, then one more
 	 * with each file read. */
 	ck_assert_int_ge(readahead_queued(m.dir), 32);
-	ck_assert_int_eq(mount_stop(&m), 0);
-	rmdir(m.dir);
-	fx_rmtree(cache);
-	free(cache);
+	own_mount_end(&m, cache);
 }
 END_TEST
 
@@ -731,10 +735,7 @@ START_TEST(test_size_cap_holds)
 		      "the cache holds %llu bytes, over its 6 MiB cap",
 		      (unsigned long long)total);
 	ck_assert_msg(total > 0, "nothing was cached");
-	ck_assert_int_eq(mount_stop(&m), 0);
-	rmdir(m.dir);
-	fx_rmtree(cache);
-	free(cache);
+	own_mount_end(&m, cache);
 }
 END_TEST
 
@@ -801,10 +802,7 @@ START_TEST(test_corrupt_chunk_refetched)
 	ck_assert_msg(fx_json_num(json, "chunks_fetched") >= 1,
 		      "corrupt chunks were not fetched again: %s", json);
 	free(json);
-	ck_assert_int_eq(mount_stop(&m), 0);
-	rmdir(m.dir);
-	fx_rmtree(cache);
-	free(cache);
+	own_mount_end(&m, cache);
 }
 END_TEST
 
@@ -844,10 +842,7 @@ START_TEST(test_origin_errors_map)
 	ck_assert_int_eq(read_errno(m.dir, "status/404/gone"), ENOENT);
 	ck_assert_int_eq(read_errno(m.dir, "status/403/secret"), EACCES);
 	ck_assert_int_eq(read_errno(m.dir, "status/500/broken"), EIO);
-	ck_assert_int_eq(mount_stop(&m), 0);
-	rmdir(m.dir);
-	fx_rmtree(cache);
-	free(cache);
+	own_mount_end(&m, cache);
 }
 END_TEST
 
