@@ -35,6 +35,11 @@
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
+/* A hint naming chunks [first, last] of a file, seq in hint order. */
+struct hint_span {
+	uint64_t seq, first, last;
+};
+
 struct pf_file {
 	char *path;
 	char *version;
@@ -49,6 +54,13 @@ struct pf_file {
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
+	/* Hints naming it that no read has reached, oldest first (under
+	 * mu): a read reaches the oldest one whose chunks it touches, so a
+	 * file hinted many times (a record shard) is not taken as read up to
+	 * its newest hint.  Freed when empty. */
+	struct hint_span *spans;
+	uint32_t span_head, span_len, span_cap;
+	uint32_t pending; /* atomic: span_len - span_head, read unlocked */
 };
 
 struct job {
@@ -93,9 +105,101 @@ static void file_unref(struct pf_file *f)
 	if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&f->mu);
+	free(f->spans);
 	free(f->path);
 	free(f->version);
 	free(f);
+}
+
+/* Under f->mu: drops the spans before i; frees the array once empty. */
+static void spans_drop_before(struct pf_file *f, uint32_t i)
+{
+	f->span_head = i;
+	if (f->span_head == f->span_len) {
+		free(f->spans);
+		f->spans = NULL;
+		f->span_head = f->span_len = f->span_cap = 0;
+	}
+	__atomic_store_n(&f->pending, f->span_len - f->span_head,
+			 __ATOMIC_RELAXED);
+}
+
+/* Under f->mu: drops the spans readers have passed by more than the
+ * slack (rs: the newest hint reached). */
+static void spans_trim(struct pf_file *f, uint64_t rs)
+{
+	uint32_t i = f->span_head;
+
+	while (i < f->span_len && f->spans[i].seq + HINT_SLACK < rs)
+		i++;
+	if (i != f->span_head)
+		spans_drop_before(f, i);
+}
+
+/* Remembers hint seq over chunks [first, last] of f.  At most HINT_CAP
+ * spans a file: past that the oldest goes, and a read of its chunks
+ * reaches a newer hint or none (staleness is a heuristic; the bytes are
+ * always right). */
+static void spans_add(struct pf_file *f, uint64_t rs, uint64_t seq,
+		      uint64_t first, uint64_t last)
+{
+	pthread_mutex_lock(&f->mu);
+	spans_trim(f, rs);
+	if (f->span_len == f->span_cap && f->span_head) {
+		f->span_len -= f->span_head;
+		memmove(f->spans, f->spans + f->span_head,
+			f->span_len * sizeof(*f->spans));
+		f->span_head = 0;
+	}
+	if (f->span_len == f->span_cap) {
+		const uint32_t cap = f->span_cap ? f->span_cap * 2 : 1;
+		struct hint_span *n =
+		    cap <= HINT_CAP ? realloc(f->spans, cap * sizeof(*n)) : NULL;
+
+		if (n) {
+			f->spans = n;
+			f->span_cap = cap;
+		} else if (f->span_len) {
+			f->span_len--;
+			memmove(f->spans, f->spans + 1,
+				f->span_len * sizeof(*f->spans));
+		}
+	}
+	if (f->span_len < f->span_cap)
+		f->spans[f->span_len++] =
+		    (struct hint_span){.seq = seq, .first = first, .last = last};
+	__atomic_store_n(&f->pending, f->span_len - f->span_head,
+			 __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/*
+ * A read touches chunks [first, last] of f: the hint it reaches is the
+ * oldest pending one naming any of them (0: none).  A span whose last
+ * chunk is read is done and goes, with the older ones the reader skipped.
+ * One relaxed load when f has nothing pending.
+ */
+static uint64_t spans_reach(struct pf_file *f, uint64_t rs, uint64_t first,
+			    uint64_t last)
+{
+	uint64_t seq = 0;
+
+	if (!__atomic_load_n(&f->pending, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&f->mu);
+	spans_trim(f, rs);
+	for (uint32_t i = f->span_head; i < f->span_len; i++) {
+		const struct hint_span *sp = &f->spans[i];
+
+		if (sp->first > last || first > sp->last)
+			continue;
+		seq = sp->seq;
+		if (last >= sp->last)
+			spans_drop_before(f, i + 1);
+		break;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return seq;
 }
 
 static size_t chunk_len(const struct prefetch *pf, const struct pf_file *f,
@@ -392,6 +496,8 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	end = len == 0 || f->size - off < len ? f->size : off + len;
 	seq = __atomic_add_fetch(&pf->hint_seq, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&f->hint_seq, seq, __ATOMIC_RELAXED);
+	spans_add(f, __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED), seq,
+		  off / cs, (end - 1) / cs);
 	enqueue(pf, f, off / cs, (end - 1) / cs, PF_HINT, seq);
 	return 0;
 }
@@ -461,7 +567,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		  size_t size, struct pf_read *rd)
 {
 	const uint64_t cs = pf->cfg.chunk_size;
-	uint64_t end, first, last, ra_from, ra_to, hs, rs;
+	uint64_t end, first, last, ra_from, ra_to, hs, rs, reached;
 	int rc = 0;
 
 	rd->n = 0;
@@ -479,12 +585,13 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		return -EINVAL;
 	}
 
-	/* The reader has reached this file's hint: older ones are stale.
-	 * One relaxed load per read, a CAS only when it moves forward. */
+	/* The reader has reached a hint: older ones are stale.  A CAS only
+	 * when it moves forward. */
 	hs = __atomic_load_n(&f->hint_seq, __ATOMIC_RELAXED);
 	rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
-	while (hs > rs &&
-	       !__atomic_compare_exchange_n(&pf->read_seq, &rs, hs, true,
+	reached = hs ? spans_reach(f, rs, first, last) : 0;
+	while (reached > rs &&
+	       !__atomic_compare_exchange_n(&pf->read_seq, &rs, reached, true,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 
@@ -666,6 +773,7 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->hint_cached = STAT_GET(pf->stats.hint_cached);
 	out->hint_dropped = STAT_GET(pf->stats.hint_dropped);
 	out->hint_stale = STAT_GET(pf->stats.hint_stale);
+	out->hint_reached = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
 	out->hint_hits = STAT_GET(pf->stats.hint_hits);
 	out->hint_misses = STAT_GET(pf->stats.hint_misses);
 	out->inflight = STAT_GET(pf->inflight);

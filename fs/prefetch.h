@@ -129,6 +129,9 @@ struct prefetch_stats {
 	uint64_t hint_queued, hint_loaded, hint_cached, hint_dropped,
 	    hint_stale, hint_hits, hint_misses;
 	uint64_t hint_queue, hint_queue_cap; /* jobs queued now, most */
+	/* The newest hint a read has reached (hints count from 1 in the
+	 * order they came): the pool drops hints far behind it. */
+	uint64_t hint_reached;
 	/* Bytes the pool is loading now, the most seen, and the bound
 	 * (threads x chunk size). */
 	uint64_t inflight, inflight_max, inflight_cap;

@@ -106,7 +106,8 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	    "  \"hints\": {\"lines\": %llu, \"bad_lines\": %llu, "
 	    "\"queued\": %llu, \"loaded\": %llu, \"cached\": %llu, "
 	    "\"dropped\": %llu, \"stale\": %llu, \"hits\": %llu, "
-	    "\"misses\": %llu, \"queue\": %llu, \"queue_cap\": %llu},\n",
+	    "\"misses\": %llu, \"queue\": %llu, \"queue_cap\": %llu, "
+	    "\"reached\": %llu},\n",
 	    (unsigned long long)__atomic_load_n(&s->hint_lines,
 						__ATOMIC_RELAXED),
 	    (unsigned long long)__atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED),
@@ -117,7 +118,8 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	    (unsigned long long)ps.hint_stale, (unsigned long long)ps.hint_hits,
 	    (unsigned long long)ps.hint_misses,
 	    (unsigned long long)ps.hint_queue,
-	    (unsigned long long)ps.hint_queue_cap);
+	    (unsigned long long)ps.hint_queue_cap,
+	    (unsigned long long)ps.hint_reached);
 	fprintf(f,
 		"  \"prefetch\": {\"demand_fetches\": %llu, "
 		"\"inflight_bytes\": %llu, \"inflight_max\": %llu, "

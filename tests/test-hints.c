@@ -393,6 +393,75 @@ START_TEST(test_stale_hints_dropped)
 }
 END_TEST
 
+/* Reads len bytes of MOUNT/name at off with the kernel's read-ahead off
+ * (so the mount sees reads of these bytes only) and compares them. */
+static void check_range(const struct mnt *m, const char *name, uint64_t off,
+			size_t len)
+{
+	char path[PATH_MAX];
+	uint32_t seed = seed_of(name);
+	uint8_t *buf = malloc(len);
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", m->dir, name);
+	fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != fx_byte(seed, off + i))
+			ck_abort_msg("%s: byte %llu differs", path,
+				     (unsigned long long)(off + i));
+	close(fd);
+	free(buf);
+}
+
+START_TEST(test_shard_hinted_many_times)
+{
+	/* A record shard: big/b0 hinted a chunk at a time, 70 small files
+	 * between its hints (hint numbers 1, 72, 143, ...). */
+	enum { GAP = 70, PARTS = (int)(BIG_SIZE >> 20) };
+	static char *lines[PARTS * (GAP + 1)];
+	struct mnt m = {0};
+	int n = 0;
+	char name[64];
+
+	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+	for (int k = 0; k < PARTS; k++) {
+		ck_assert_int_gt(asprintf(&lines[n++], "big/b0 %d %d\n",
+					  k << 20, 1 << 20),
+				 0);
+		for (int i = 0; i < GAP; i++)
+			ck_assert_int_gt(
+			    asprintf(&lines[n++], "%s 0 0\n",
+				     small_name(k * GAP + i, name,
+						sizeof(name))),
+			    0);
+	}
+	send_hints(&m, lines, n);
+	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 0);
+	/* Reading its first record reaches its first hint, not its newest
+	 * (the old rule jumped to hint 498 and made 200 hints stale). */
+	check_range(&m, "big/b0", 5, 65536);
+	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 1);
+	check_range(&m, "big/b0", (1 << 20) + 7, 65536);
+	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
+	/* A range it was never hinted for reaches nothing older or newer. */
+	check_range(&m, "big/b1", 0, 4096);
+	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
+	wait_drained(&m);
+	ck_assert_int_eq(stat_of(&m, "hints", "stale"), 0);
+	ck_assert_int_eq(stat_of(&m, "hints", "loaded") +
+			     stat_of(&m, "hints", "cached"),
+			 n);
+	check_bytes(&m, "big/b0", BIG_SIZE);
+	for (int i = 0; i < n; i++)
+		free(lines[i]);
+	mount_stop(&m);
+}
+END_TEST
+
 static long rss_kb(pid_t pid)
 {
 	char path[64], line[256];
@@ -668,6 +737,7 @@ static Suite *hints_suite(void)
 	tcase_add_test(tc, test_hints_honoured);
 	tcase_add_test(tc, test_hints_never_change_bytes);
 	tcase_add_test(tc, test_stale_hints_dropped);
+	tcase_add_test(tc, test_shard_hinted_many_times);
 	tcase_add_test(tc, test_memory_cap_10000_objects);
 	tcase_add_test(tc, test_demand_read_first);
 	tcase_add_test(tc, test_origin_faults);
