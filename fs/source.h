@@ -22,6 +22,10 @@ struct source_read {
 	char url[4096];
 	struct curl_slist *headers; /* == req.headers; freed by _done */
 	unsigned auth_serial;       /* the credentials used, for auth_refused */
+	/* What prepare_read was asked for, kept for req.resign (a source
+	 * that signs every attempt again); valid while the read runs. */
+	struct source *src;
+	const char *path, *version;
 };
 /* Frees what prepare_read attached to rd. */
 void source_read_done(struct source_read *rd);

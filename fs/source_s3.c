@@ -722,6 +722,8 @@ static int s3_stat(struct source *src, const char *path,
 		return 0;
 	}
 	key = strdupf("%s%s", s->prefix, path);
+	if (!key)
+		return -ENOMEM;
 	rc = s3_request(s, "HEAD", key, NULL, NULL, url, sizeof(url),
 			&req.headers);
 	free(key);
@@ -760,6 +762,28 @@ static int s3_stat(struct source *src, const char *path,
 	return 0;
 }
 
+/* req.resign for reads: each retry goes out with a fresh date and
+ * signature, so an attempt that stalled past a signature's 15 minutes
+ * (a long --timeout) does not make the next one "Request has expired". */
+static int s3_resign_read(void *arg, struct fetch_req *req)
+{
+	struct source_read *rd = arg;
+	struct curl_slist *headers = NULL;
+	char *key = strdupf("%s%s", s3_of(rd->src)->prefix, rd->path);
+	int rc;
+
+	if (!key)
+		return -ENOMEM;
+	rc = s3_request(s3_of(rd->src), "GET", key, NULL, rd->version, rd->url,
+			sizeof(rd->url), &headers);
+	free(key);
+	if (rc)
+		return rc;
+	curl_slist_free_all(rd->headers);
+	rd->headers = rd->req.headers = req->headers = headers;
+	return 0;
+}
+
 static int s3_prepare_read(struct source *src, const char *path,
 			   const char *version, uint64_t off, uint64_t len,
 			   struct source_read *rd)
@@ -771,6 +795,8 @@ static int s3_prepare_read(struct source *src, const char *path,
 	memset(&rd->req, 0, sizeof(rd->req));
 	rd->headers = NULL;
 	key = strdupf("%s%s", s->prefix, path);
+	if (!key)
+		return -ENOMEM;
 	rc = s3_request(s, "GET", key, NULL, version, rd->url, sizeof(rd->url),
 			&rd->headers);
 	free(key);
@@ -780,6 +806,13 @@ static int s3_prepare_read(struct source *src, const char *path,
 	rd->req.headers = rd->headers;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
+	if (s->sign) {
+		rd->src = src;
+		rd->path = path;
+		rd->version = version;
+		rd->req.resign = s3_resign_read;
+		rd->req.resign_arg = rd;
+	}
 	return 0;
 }
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -827,6 +828,56 @@ START_TEST(test_pinned_read)
 }
 END_TEST
 
+/* The value of header name in list h, or NULL. */
+static const char *header_of(const struct curl_slist *h, const char *name)
+{
+	const size_t n = strlen(name);
+
+	for (; h; h = h->next)
+		if (!strncasecmp(h->data, name, n) && h->data[n] == ':')
+			return h->data + n + 1;
+	return NULL;
+}
+
+START_TEST(test_resigned_read)
+{
+	struct source *src;
+	struct source_object o;
+	struct source_read rd;
+	struct fetch_res res;
+	char auth[512], date[32];
+	unsigned char buf[8192];
+
+	put_object("resign/obj", sizeof(buf), 21);
+	src = open_src("s3://" BUCKET "/resign");
+	ck_assert_int_eq(src->ops->stat(src, "obj", &o), 0);
+	memset(&rd, 0, sizeof(rd));
+	ck_assert_int_eq(
+	    src->ops->prepare_read(src, "obj", o.version, 0, sizeof(buf), &rd),
+	    0);
+	ck_assert_ptr_nonnull(rd.req.resign);
+	ck_assert_ptr_nonnull(header_of(rd.headers, "Authorization"));
+	snprintf(auth, sizeof(auth), "%s", header_of(rd.headers, "Authorization"));
+	snprintf(date, sizeof(date), "%s", header_of(rd.headers, "x-amz-date"));
+	/* A retry a second later carries a new date and signature, keeps the
+	 * version pin, and the server takes it. */
+	sleep(1);
+	ck_assert_int_eq(rd.req.resign(rd.req.resign_arg, &rd.req), 0);
+	ck_assert_ptr_eq(rd.req.headers, rd.headers);
+	ck_assert_str_ne(header_of(rd.headers, "x-amz-date"), date);
+	ck_assert_str_ne(header_of(rd.headers, "Authorization"), auth);
+	ck_assert_ptr_nonnull(header_of(rd.headers, "If-Match"));
+	rd.req.buf = buf;
+	rd.req.cap = sizeof(buf);
+	ck_assert_int_eq(fetch_run(src->fetch, &rd.req, &res), 0);
+	ck_assert_uint_eq(res.len, sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		ck_assert_uint_eq(buf[i], fx_byte(21, i));
+	source_read_done(&rd);
+	source_close(src);
+}
+END_TEST
+
 /* ---- Through a real `wharf mount s3://...`. */
 
 struct mnt {
@@ -1039,6 +1090,7 @@ int main(void)
 	tcase_add_test(tc, test_no_sign);
 	tcase_add_test(tc, test_virtual_host);
 	tcase_add_test(tc, test_pinned_read);
+	tcase_add_test(tc, test_resigned_read);
 	tcase_add_test(tc, test_mount);
 	tcase_add_test(tc, test_mount_wrong_secret);
 	if (!why)
