@@ -930,7 +930,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	      struct fetch_res *res)
 {
 	struct fetch_req r = *req;
-	uint64_t t0 = now_ns(), budget_ns;
+	uint64_t first_fail = 0, budget_ns;
 	char what[160], range[48] = "", url[256];
 	enum verdict v = V_FAIL;
 	int rc = 0;
@@ -993,7 +993,12 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 		if (wait_ms > BACKOFF_CAP_MS)
 			wait_ms = BACKOFF_CAP_MS;
 		wait_ms = rand_below(wait_ms + 1);
-		elapsed = now_ns() - t0;
+		/* The budget runs from the end of the first failed attempt,
+		 * so one that stalled for the whole stall timeout (as long as
+		 * the budget by default) is still retried. */
+		if (!first_fail)
+			first_fail = now_ns();
+		elapsed = now_ns() - first_fail;
 		if (elapsed + wait_ms * 1000000ULL > budget_ns)
 			break;
 		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",

@@ -9,7 +9,8 @@
  *
  * Retries: 5xx, 429, timeouts, resets and short bodies are retried with
  * exponential backoff and full jitter, bounded by `retries` and
- * `retry_budget_ms`.  4xx other than 429 are final.
+ * `retry_budget_ms` (counted from the first failure, so the first retry
+ * always goes out).  4xx other than 429 are final.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,7 +24,8 @@ struct fetch_engine;
 struct fetch_config {
 	unsigned max_connections;    /* parallel transfers, default 16 */
 	unsigned retries;            /* extra attempts, default 5 */
-	unsigned retry_budget_ms;    /* give up retrying after this, 30000 */
+	unsigned retry_budget_ms;    /* no retry starts later than this after
+				      * the first failure, 30000 */
 	unsigned connect_timeout_ms; /* default 10000 */
 	unsigned stall_timeout_ms;   /* no byte for this long -> retry, 30000 */
 	bool insecure;               /* do not verify TLS peers (--insecure) */

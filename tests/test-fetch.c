@@ -414,8 +414,11 @@ END_TEST
 
 struct script {
 	int fd;
-	const char *const *answers; /* NULL-terminated */
+	/* NULL-terminated; one that starts "HOLD " is sent without that
+	 * prefix and its connection left open, silent, until script_stop. */
+	const char *const *answers;
 	int served;
+	int held[8], nheld;
 };
 
 static void *script_main(void *arg)
@@ -439,10 +442,16 @@ static void *script_main(void *arg)
 			if (strstr(req, "\r\n\r\n"))
 				break;
 		}
-		if (write(c, *a, strlen(*a)) < 0)
+		bool hold = !strncmp(*a, "HOLD ", 5) && sc->nheld < 8;
+		const char *text = hold ? *a + 5 : *a;
+
+		if (write(c, text, strlen(text)) < 0)
 			perror("write");
 		sc->served++;
-		close(c);
+		if (hold)
+			sc->held[sc->nheld++] = c;
+		else
+			close(c);
 	}
 	return NULL;
 }
@@ -455,6 +464,7 @@ static int script_start(struct script *sc, pthread_t *th,
 
 	sc->answers = answers;
 	sc->served = 0;
+	sc->nheld = 0;
 	sc->fd = socket(AF_INET, SOCK_STREAM, 0);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ck_assert_int_eq(bind(sc->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -469,6 +479,8 @@ static void script_stop(struct script *sc, pthread_t th)
 	shutdown(sc->fd, SHUT_RDWR);
 	close(sc->fd);
 	pthread_join(th, NULL);
+	for (int i = 0; i < sc->nheld; i++)
+		close(sc->held[i]);
 }
 
 static int resigned;
@@ -517,6 +529,43 @@ START_TEST(short_body_retried)
 	ck_assert_int_eq(memcmp(buf, "cdefghij", 8), 0);
 	ck_assert_str_eq(res.etag, "\"v1\"");
 	ck_assert_uint_eq(res.total_size, 100);
+	script_stop(&sc, th);
+}
+END_TEST
+
+START_TEST(stall_retried)
+{
+	/* The first answer stops mid-body and the connection goes silent:
+	 * after the stall timeout (here as long as the retry budget, as by
+	 * default) the request is sent again and the second answer serves. */
+	static const char *const answers[] = {
+	    "HOLD HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nab",
+	    "HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n"
+	    "\r\nabcdefgh",
+	    NULL};
+	struct fetch_config cfg;
+	struct fetch_engine *own;
+	struct script sc;
+	pthread_t th;
+	char url[64], buf[8];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	int port = script_start(&sc, &th, answers);
+
+	fetch_config_default(&cfg);
+	cfg.stall_timeout_ms = 1000;
+	cfg.retry_budget_ms = 1000;
+	cfg.hedge = false;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
+	req.url = url;
+	req.buf = buf;
+	req.cap = sizeof(buf);
+	ck_assert_int_eq(fetch_run(own, &req, &res), 0);
+	ck_assert_uint_eq(res.attempts, 2);
+	ck_assert_uint_eq(res.len, 8);
+	ck_assert_int_eq(memcmp(buf, "abcdefgh", 8), 0);
+	fetch_engine_free(own);
 	script_stop(&sc, th);
 }
 END_TEST
@@ -896,6 +945,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, keep_alive);
 	tcase_add_test(tc, concurrency);
 	tcase_add_test(tc, short_body_retried);
+	tcase_add_test(tc, stall_retried);
 	tcase_add_test(tc, range_ignored);
 	tcase_add_test(tc, throttled);
 	tcase_add_test(tc, hedging);
