@@ -3,7 +3,8 @@
  *
  * What a read costs when its chunks are in the memory cache: per chunk
  * touched, one key hash and one chunks_get/chunks_put pair (a per-bucket
- * lock each); per read, the file's own mutex once and a few relaxed
+ * lock each); per read, the file's own mutex once (twice while the file
+ * has hints no read has finished) and a few relaxed
  * atomic counter increments.  No allocation, no global lock.  The bytes are
  * not copied here: the caller replies with iovecs that point into chunk
  * memory, so the only copy is the kernel's, into the reader's pages.  A
@@ -35,9 +36,9 @@
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
-/* A hint naming chunks [first, last] of a file, seq in hint order. */
+/* A hint naming bytes [off, end) of a file, seq in hint order. */
 struct hint_span {
-	uint64_t seq, first, last;
+	uint64_t seq, off, end;
 };
 
 struct pf_file {
@@ -54,8 +55,8 @@ struct pf_file {
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
-	/* Hints naming it that no read has reached, oldest first (under
-	 * mu): a read reaches the oldest one whose chunks it touches, so a
+	/* Hints naming it that no read has finished, oldest first (under
+	 * mu): a read reaches the oldest one whose bytes it touches, so a
 	 * file hinted many times (a record shard) is not taken as read up to
 	 * its newest hint.  Freed when empty. */
 	struct hint_span *spans;
@@ -136,51 +137,56 @@ static void spans_trim(struct pf_file *f, uint64_t rs)
 		spans_drop_before(f, i);
 }
 
-/* Remembers hint seq over chunks [first, last] of f.  At most HINT_CAP
- * spans a file: past that the oldest goes, and a read of its chunks
- * reaches a newer hint or none (staleness is a heuristic; the bytes are
- * always right). */
-static void spans_add(struct pf_file *f, uint64_t rs, uint64_t seq,
-		      uint64_t first, uint64_t last)
+/*
+ * Numbers a hint over bytes [off, end) of f and remembers it; the number
+ * is taken under f->mu so that the spans stay in hint order.  At most
+ * HINT_CAP spans a file: past that the hint is numbered but not
+ * remembered (its reads reach an older hint or none: staleness is a
+ * heuristic, the bytes are always right).
+ * @return the hint's number.
+ */
+static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
+			  uint64_t off, uint64_t end)
 {
+	uint64_t seq;
+
 	pthread_mutex_lock(&f->mu);
-	spans_trim(f, rs);
+	seq = __atomic_add_fetch(&pf->hint_seq, 1, __ATOMIC_RELAXED);
+	spans_trim(f, __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED));
 	if (f->span_len == f->span_cap && f->span_head) {
 		f->span_len -= f->span_head;
 		memmove(f->spans, f->spans + f->span_head,
 			f->span_len * sizeof(*f->spans));
 		f->span_head = 0;
 	}
-	if (f->span_len == f->span_cap) {
+	if (f->span_len == f->span_cap && f->span_cap < HINT_CAP) {
 		const uint32_t cap = f->span_cap ? f->span_cap * 2 : 1;
-		struct hint_span *n =
-		    cap <= HINT_CAP ? realloc(f->spans, cap * sizeof(*n)) : NULL;
+		struct hint_span *n = realloc(f->spans, cap * sizeof(*n));
 
 		if (n) {
 			f->spans = n;
 			f->span_cap = cap;
-		} else if (f->span_len) {
-			f->span_len--;
-			memmove(f->spans, f->spans + 1,
-				f->span_len * sizeof(*f->spans));
 		}
 	}
 	if (f->span_len < f->span_cap)
 		f->spans[f->span_len++] =
-		    (struct hint_span){.seq = seq, .first = first, .last = last};
+		    (struct hint_span){.seq = seq, .off = off, .end = end};
 	__atomic_store_n(&f->pending, f->span_len - f->span_head,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->mu);
+	return seq;
 }
 
 /*
- * A read touches chunks [first, last] of f: the hint it reaches is the
- * oldest pending one naming any of them (0: none).  A span whose last
- * chunk is read is done and goes, with the older ones the reader skipped.
- * One relaxed load when f has nothing pending.
+ * A read of bytes [off, end) of f: the hint it reaches is the oldest
+ * pending one whose bytes it touches (0: none).  A read that gets to the
+ * end of that hint's bytes finishes it, and the older ones the reader
+ * skipped go with it; a second read inside a hint (a record's header,
+ * then its body) reaches the same hint again.  One relaxed load when f
+ * has nothing pending; else a scan of its pending spans, oldest first.
  */
-static uint64_t spans_reach(struct pf_file *f, uint64_t rs, uint64_t first,
-			    uint64_t last)
+static uint64_t spans_reach(struct pf_file *f, uint64_t rs, uint64_t off,
+			    uint64_t end)
 {
 	uint64_t seq = 0;
 
@@ -191,10 +197,10 @@ static uint64_t spans_reach(struct pf_file *f, uint64_t rs, uint64_t first,
 	for (uint32_t i = f->span_head; i < f->span_len; i++) {
 		const struct hint_span *sp = &f->spans[i];
 
-		if (sp->first > last || first > sp->last)
+		if (sp->off >= end || off >= sp->end)
 			continue;
 		seq = sp->seq;
-		if (last >= sp->last)
+		if (end >= sp->end)
 			spans_drop_before(f, i + 1);
 		break;
 	}
@@ -494,10 +500,8 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	if (off >= f->size)
 		return -ERANGE;
 	end = len == 0 || f->size - off < len ? f->size : off + len;
-	seq = __atomic_add_fetch(&pf->hint_seq, 1, __ATOMIC_RELAXED);
+	seq = spans_add(pf, f, off, end);
 	__atomic_store_n(&f->hint_seq, seq, __ATOMIC_RELAXED);
-	spans_add(f, __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED), seq,
-		  off / cs, (end - 1) / cs);
 	enqueue(pf, f, off / cs, (end - 1) / cs, PF_HINT, seq);
 	return 0;
 }
@@ -589,7 +593,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	 * when it moves forward. */
 	hs = __atomic_load_n(&f->hint_seq, __ATOMIC_RELAXED);
 	rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
-	reached = hs ? spans_reach(f, rs, first, last) : 0;
+	reached = hs ? spans_reach(f, rs, off, end) : 0;
 	while (reached > rs &&
 	       !__atomic_compare_exchange_n(&pf->read_seq, &rs, reached, true,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))

@@ -98,7 +98,8 @@ void prefetch_read_done(struct prefetch *pf, struct pf_read *rd);
  * the ranges hinted before it.  Queues its chunks in the PF_HINT class
  * without waiting for anything; the pool loads them in hint order unless
  * they are cached, being loaded, or stale (a reader has already reached a
- * hint HINT_SLACK later).  A full queue drops them (counted).
+ * hint more than 256 later: the oldest pending hint whose bytes a read
+ * touches is the one it reaches).  A full queue drops them (counted).
  * @return 0, -ERANGE (off past the end), -EOPNOTSUPP (no pool).
  */
 int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,

@@ -419,10 +419,12 @@ static void check_range(const struct mnt *m, const char *name, uint64_t off,
 
 START_TEST(test_shard_hinted_many_times)
 {
-	/* A record shard: big/b0 hinted a chunk at a time, 70 small files
-	 * between its hints (hint numbers 1, 72, 143, ...). */
-	enum { GAP = 70, PARTS = (int)(BIG_SIZE >> 20) };
-	static char *lines[PARTS * (GAP + 1)];
+	/* A record shard: 64 KiB records of big/b0, one at the start of each
+	 * MiB (its chunks), hinted with 70 small files between them (hint
+	 * numbers 1, 72, 143, ...); last, its first record again, as the
+	 * next epoch's hints would. */
+	enum { GAP = 70, PARTS = (int)(BIG_SIZE >> 20), REC = 65536 };
+	static char *lines[PARTS * (GAP + 1) + 1];
 	struct mnt m = {0};
 	int n = 0;
 	char name[64];
@@ -430,7 +432,7 @@ START_TEST(test_shard_hinted_many_times)
 	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
 	for (int k = 0; k < PARTS; k++) {
 		ck_assert_int_gt(asprintf(&lines[n++], "big/b0 %d %d\n",
-					  k << 20, 1 << 20),
+					  k << 20, REC),
 				 0);
 		for (int i = 0; i < GAP; i++)
 			ck_assert_int_gt(
@@ -439,15 +441,19 @@ START_TEST(test_shard_hinted_many_times)
 						sizeof(name))),
 			    0);
 	}
+	ck_assert_int_gt(asprintf(&lines[n++], "big/b0 0 %d\n", REC), 0);
 	send_hints(&m, lines, n);
 	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 0);
-	/* Reading its first record reaches its first hint, not its newest
-	 * (the old rule jumped to hint 498 and made 200 hints stale). */
-	check_range(&m, "big/b0", 5, 65536);
+	/* Its first record's head, then more of it: both reach its first
+	 * hint, not its newest (the rule that went by the newest hint naming
+	 * the file said 569, which made 300 hints stale). */
+	check_range(&m, "big/b0", 5, 512);
 	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 1);
-	check_range(&m, "big/b0", (1 << 20) + 7, 65536);
+	check_range(&m, "big/b0", 517, 8192);
+	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 1);
+	check_range(&m, "big/b0", (1 << 20) + 7, 4096);
 	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
-	/* A range it was never hinted for reaches nothing older or newer. */
+	/* A file that was never hinted reaches nothing. */
 	check_range(&m, "big/b1", 0, 4096);
 	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
 	wait_drained(&m);
