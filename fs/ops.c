@@ -600,14 +600,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-/* The run and lead of the walk that ino continues, or all zero. */
-static struct walk walk_continued(struct ops_state *st, uint64_t ino)
+/* The run and lead of the walk whose last file read is prev, or all
+ * zero. */
+static struct walk walk_continued(struct ops_state *st, uint64_t prev)
 {
 	struct walk w = {0};
 
 	for (unsigned i = 0; i < WALK_RECENT; i++)
 		if (__atomic_load_n(&st->walks[i].ino, __ATOMIC_RELAXED) ==
-		    ino - 1) {
+		    prev) {
 			w.run = __atomic_load_n(&st->walks[i].run,
 						__ATOMIC_RELAXED);
 			w.ahead = __atomic_load_n(&st->walks[i].ahead,
@@ -617,19 +618,37 @@ static struct walk walk_continued(struct ops_state *st, uint64_t ino)
 	return w;
 }
 
+/* The sibling a walk read before file self: the one just before it, or
+ * the one before the empty files in between (the kernel reads nothing of
+ * an empty file, so none of them is ever noted). */
+static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
+{
+	uint64_t p = self->ino - 1;
+	struct tree_attr a;
+
+	for (unsigned i = 0; i < WALK_FILES && p > FUSE_ROOT_ID; i++, p--)
+		if (tree_getattr(ctx->tree, p, &a) || a.is_dir ||
+		    a.parent != self->parent || a.size)
+			break;
+	return p;
+}
+
 /* The first byte of file ino is being read: when that continues a walk
  * over its directory, queue the files after it.  Three files in order
  * make a walk: a shuffled reader meets two in a row too often. */
 static void walk_note(struct ops_ctx *ctx, uint64_t ino)
 {
 	struct ops_state *st = ctx->state;
-	const struct walk prev = walk_continued(st, ino);
-	uint64_t run = prev.run + 1, ahead = ino, budget = WALK_BYTES, next;
-	unsigned at = __atomic_fetch_add(&st->walk_at, 1, __ATOMIC_RELAXED) %
-		      WALK_RECENT;
 	struct tree_attr self, a;
+	struct walk prev;
+	uint64_t run, ahead = ino, budget = WALK_BYTES, next, queued;
+	unsigned at;
 
-	if (run >= 3 && tree_getattr(ctx->tree, ino, &self) == 0) {
+	if (tree_getattr(ctx->tree, ino, &self))
+		return;
+	prev = walk_continued(st, walk_prev(ctx, &self));
+	run = prev.run + 1;
+	if (run >= 3) {
 		ahead = prev.ahead > ino ? prev.ahead : ino;
 		for (next = ahead + 1; next <= ino + WALK_FILES && budget;
 		     next++) {
@@ -642,13 +661,19 @@ static void walk_note(struct ops_ctx *ctx, uint64_t ino)
 				continue;
 			if (file_of(ctx, next, &f))
 				break;
-			budget -= prefetch_ahead(ctx->prefetch, f,
-						 budget < WALK_FILE_BYTES
-						     ? budget
-						     : WALK_FILE_BYTES);
+			queued = prefetch_ahead(ctx->prefetch, f,
+						budget < WALK_FILE_BYTES
+						    ? budget
+						    : WALK_FILE_BYTES);
+			/* Queue full or read-ahead off: the next note tries
+			 * again from here. */
+			if (!queued)
+				break;
+			budget -= queued;
 			ahead = next;
 		}
 	}
+	at = __atomic_fetch_add(&st->walk_at, 1, __ATOMIC_RELAXED) % WALK_RECENT;
 	__atomic_store_n(&st->walks[at].run, run, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->walks[at].ahead, ahead, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->walks[at].ino, ino, __ATOMIC_RELAXED);

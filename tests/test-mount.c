@@ -61,6 +61,13 @@ static uint64_t small_size(int i)
 	return 1 + (uint64_t)(i * 7919) % 8192;
 }
 
+/* gaps/: every other file is empty (as __init__.py files are). */
+#define N_GAPS 60
+static uint64_t gap_size(int i)
+{
+	return i % 2 ? 0 : small_size(i);
+}
+
 static void make_dataset(void)
 {
 	char path[PATH_MAX];
@@ -91,6 +98,17 @@ static void make_dataset(void)
 		snprintf(name, sizeof(name), "many/f%04d", i);
 		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
 		if (fx_write_file(path, small_size(i), seed_of(name)))
+			abort();
+	}
+	snprintf(path, sizeof(path), "%s/gaps", data_dir);
+	if (fx_mkdirs(path))
+		abort();
+	for (int i = 0; i < N_GAPS; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "gaps/g%04d", i);
+		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+		if (fx_write_file(path, gap_size(i), seed_of(name)))
 			abort();
 	}
 }
@@ -699,6 +717,32 @@ START_TEST(test_directory_readahead)
 }
 END_TEST
 
+/* Empty files between (the kernel reads nothing of them) do not break a
+ * walk: reading gaps/ in order queues the files ahead. */
+START_TEST(test_directory_readahead_over_empty_files)
+{
+	static const char *const none[] = {NULL};
+	char *cache = fx_tmpdir("mount-gaps"), url[256], name[64];
+	struct mnt m;
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	mnt_init(&m, "gaps");
+	ck_assert_int_eq(mount_start(&m, url, cache, none), 0);
+	for (int k = 0; k < 10; k++) {
+		snprintf(name, sizeof(name), "gaps/g%04d", k);
+		ck_assert(check_file(m.dir, name, gap_size(k)) == 0);
+	}
+	/* Five non-empty files read in order: queued up to 32 files ahead,
+	 * half of them empty (not queued). */
+	ck_assert_int_ge(readahead_queued(m.dir), 14);
+	for (int k = 10; k < N_GAPS; k++) {
+		snprintf(name, sizeof(name), "gaps/g%04d", k);
+		ck_assert(check_file(m.dir, name, gap_size(k)) == 0);
+	}
+	own_mount_end(&m, cache);
+}
+END_TEST
+
 /* Sums the sizes of the regular files under dir except the lock. */
 static uint64_t cache_bytes(const char *dir)
 {
@@ -1023,6 +1067,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_unreachable_origin);
 	tcase_add_test(tc, test_remount_from_cache_origin_down);
 	tcase_add_test(tc, test_directory_readahead);
+	tcase_add_test(tc, test_directory_readahead_over_empty_files);
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
 	tcase_add_test(tc, test_origin_errors_map);
