@@ -68,6 +68,24 @@ static uint64_t gap_size(int i)
 	return i % 2 ? 0 : small_size(i);
 }
 
+/* Files PREFIX0000.. PREFIX(n-1) under the data dir, file i of
+ * size_of(i) bytes; PREFIX is "dir/" and the names' first letters. */
+static void write_numbered(const char *prefix, int n, uint64_t (*size_of)(int))
+{
+	char path[PATH_MAX], name[64];
+
+	snprintf(path, sizeof(path), "%s/%s", data_dir, prefix);
+	*strrchr(path, '/') = '\0';
+	if (fx_mkdirs(path))
+		abort();
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s%04d", prefix, i);
+		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+		if (fx_write_file(path, size_of(i), seed_of(name)))
+			abort();
+	}
+}
+
 static void make_dataset(void)
 {
 	char path[PATH_MAX];
@@ -89,28 +107,8 @@ static void make_dataset(void)
 			abort();
 		}
 	}
-	snprintf(path, sizeof(path), "%s/many", data_dir);
-	if (fx_mkdirs(path))
-		abort();
-	for (int i = 0; i < N_SMALL; i++) {
-		char name[64];
-
-		snprintf(name, sizeof(name), "many/f%04d", i);
-		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
-		if (fx_write_file(path, small_size(i), seed_of(name)))
-			abort();
-	}
-	snprintf(path, sizeof(path), "%s/gaps", data_dir);
-	if (fx_mkdirs(path))
-		abort();
-	for (int i = 0; i < N_GAPS; i++) {
-		char name[64];
-
-		snprintf(name, sizeof(name), "gaps/g%04d", i);
-		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
-		if (fx_write_file(path, gap_size(i), seed_of(name)))
-			abort();
-	}
+	write_numbered("many/f", N_SMALL, small_size);
+	write_numbered("gaps/g", N_GAPS, gap_size);
 }
 
 /* A mount process and its mountpoint. */
