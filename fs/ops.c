@@ -673,7 +673,8 @@ static void walk_note(struct ops_ctx *ctx, uint64_t ino)
 			ahead = next;
 		}
 	}
-	at = __atomic_fetch_add(&st->walk_at, 1, __ATOMIC_RELAXED) % WALK_RECENT;
+	at =
+	    __atomic_fetch_add(&st->walk_at, 1, __ATOMIC_RELAXED) % WALK_RECENT;
 	__atomic_store_n(&st->walks[at].run, run, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->walks[at].ahead, ahead, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->walks[at].ino, ino, __ATOMIC_RELAXED);

@@ -857,7 +857,8 @@ START_TEST(test_resigned_read)
 	    0);
 	ck_assert_ptr_nonnull(rd.req.resign);
 	ck_assert_ptr_nonnull(header_of(rd.headers, "Authorization"));
-	snprintf(auth, sizeof(auth), "%s", header_of(rd.headers, "Authorization"));
+	snprintf(auth, sizeof(auth), "%s",
+		 header_of(rd.headers, "Authorization"));
 	snprintf(date, sizeof(date), "%s", header_of(rd.headers, "x-amz-date"));
 	/* A retry a second later carries a new date and signature, keeps the
 	 * version pin, and the server takes it. */
