@@ -32,6 +32,10 @@
  * stale: the reader has passed it (or will fetch it itself sooner).  The
  * slack covers readers that run a few batches out of order. */
 #define HINT_SLACK 256
+/* Hint spans (see struct pf_file) remembered at most, over all files:
+ * 24 bytes each, so 6 MiB.  Spans of hints no read ever reaches go only
+ * when their file is touched again, so a bound is needed. */
+#define SPANS_MAX (1u << 18)
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -62,6 +66,7 @@ struct pf_file {
 	struct hint_span *spans;
 	uint32_t span_head, span_len, span_cap;
 	uint32_t pending; /* atomic: span_len - span_head, read unlocked */
+	uint64_t *spans_live; /* atomic: the mount's count of spans */
 };
 
 struct job {
@@ -91,6 +96,7 @@ struct prefetch {
 
 	uint64_t hint_seq; /* atomic: hints queued so far */
 	uint64_t read_seq; /* atomic: newest hint a reader has reached */
+	uint64_t spans_live; /* atomic: hint spans remembered, all files */
 	uint64_t inflight; /* atomic: bytes the pool is loading now */
 
 	struct prefetch_stats stats; /* atomic fields */
@@ -106,6 +112,8 @@ static void file_unref(struct pf_file *f)
 	if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&f->mu);
+	__atomic_sub_fetch(f->spans_live, f->span_len - f->span_head,
+			   __ATOMIC_RELAXED);
 	free(f->spans);
 	free(f->path);
 	free(f->version);
@@ -115,6 +123,7 @@ static void file_unref(struct pf_file *f)
 /* Under f->mu: drops the spans before i; frees the array once empty. */
 static void spans_drop_before(struct pf_file *f, uint32_t i)
 {
+	__atomic_sub_fetch(f->spans_live, i - f->span_head, __ATOMIC_RELAXED);
 	f->span_head = i;
 	if (f->span_head == f->span_len) {
 		free(f->spans);
@@ -140,9 +149,9 @@ static void spans_trim(struct pf_file *f, uint64_t rs)
 /*
  * Numbers a hint over bytes [off, end) of f and remembers it; the number
  * is taken under f->mu so that the spans stay in hint order.  At most
- * HINT_CAP spans a file: past that the hint is numbered but not
- * remembered (its reads reach an older hint or none: staleness is a
- * heuristic, the bytes are always right).
+ * HINT_CAP spans a file and SPANS_MAX in all: past that the hint is
+ * numbered but not remembered (its reads reach an older hint or none:
+ * staleness is a heuristic, the bytes are always right).
  * @return the hint's number.
  */
 static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
@@ -168,9 +177,13 @@ static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
 			f->span_cap = cap;
 		}
 	}
-	if (f->span_len < f->span_cap)
+	if (f->span_len < f->span_cap &&
+	    __atomic_add_fetch(f->spans_live, 1, __ATOMIC_RELAXED) <=
+		SPANS_MAX)
 		f->spans[f->span_len++] =
 		    (struct hint_span){.seq = seq, .off = off, .end = end};
+	else if (f->span_len < f->span_cap)
+		__atomic_sub_fetch(f->spans_live, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&f->pending, f->span_len - f->span_head,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->mu);
@@ -672,6 +685,7 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	f->mtime = mtime;
 	f->nchunks = (size + pf->cfg.chunk_size - 1) / pf->cfg.chunk_size;
 	f->refs = 1;
+	f->spans_live = &pf->spans_live;
 	pthread_mutex_init(&f->mu, NULL);
 	STAT_ADD(pf->stats.files, 1);
 	*out = f;
