@@ -10,7 +10,8 @@
  * Retries: 5xx, 429, timeouts, resets and short bodies are retried with
  * exponential backoff and full jitter, bounded by `retries` and
  * `retry_budget_ms` (counted from the first failure, so the first retry
- * always goes out).  4xx other than 429 are final.
+ * goes out unless the budget is under the first backoff, 100 ms at most).
+ * 4xx other than 429 are final.
  */
 #include <stdbool.h>
 #include <stddef.h>

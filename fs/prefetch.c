@@ -33,8 +33,10 @@
  * slack covers readers that run a few batches out of order. */
 #define HINT_SLACK 256
 /* Hint spans (see struct pf_file) remembered at most, over all files:
- * 24 bytes each, so 6 MiB.  Spans of hints no read ever reaches go only
- * when their file is touched again, so a bound is needed. */
+ * 24 bytes each, so 6 MiB live (arrays shrink as they drain).  A span no
+ * read finishes (a file read only in part, or from the page cache) goes
+ * when its file is touched again or its hint is found stale; a bound
+ * keeps the rest in check. */
 #define SPANS_MAX (1u << 18)
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
@@ -129,6 +131,21 @@ static void spans_drop_before(struct pf_file *f, uint32_t i)
 		free(f->spans);
 		f->spans = NULL;
 		f->span_head = f->span_len = f->span_cap = 0;
+	} else if (f->span_cap > 16 &&
+		   (f->span_len - f->span_head) * 4 < f->span_cap) {
+		/* Mostly drained: give back half, so that a shard hinted
+		 * thousands of times does not keep its peak. */
+		struct hint_span *n;
+
+		f->span_len -= f->span_head;
+		memmove(f->spans, f->spans + f->span_head,
+			f->span_len * sizeof(*f->spans));
+		f->span_head = 0;
+		n = realloc(f->spans, f->span_cap / 2 * sizeof(*n));
+		if (n) {
+			f->spans = n;
+			f->span_cap /= 2;
+		}
 	}
 	__atomic_store_n(&f->pending, f->span_len - f->span_head,
 			 __ATOMIC_RELAXED);
@@ -168,7 +185,8 @@ static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
 			f->span_len * sizeof(*f->spans));
 		f->span_head = 0;
 	}
-	if (f->span_len == f->span_cap && f->span_cap < HINT_CAP) {
+	if (f->span_len == f->span_cap && f->span_cap < HINT_CAP &&
+	    __atomic_load_n(f->spans_live, __ATOMIC_RELAXED) < SPANS_MAX) {
 		const uint32_t cap = f->span_cap ? f->span_cap * 2 : 1;
 		struct hint_span *n = realloc(f->spans, cap * sizeof(*n));
 
@@ -411,6 +429,11 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 		return;
 	if (hint && j->seq + HINT_SLACK < rs) {
 		STAT_ADD(pf->stats.hint_stale, 1);
+		/* Its span too, and any other the reader left behind in a
+		 * file it may never touch again. */
+		pthread_mutex_lock(&j->f->mu);
+		spans_trim(j->f, rs);
+		pthread_mutex_unlock(&j->f->mu);
 		return;
 	}
 	file_key(pf, j->f, j->idx, &key);

@@ -442,8 +442,9 @@ static void *script_main(void *arg)
 			if (strstr(req, "\r\n\r\n"))
 				break;
 		}
-		bool hold = !strncmp(*a, "HOLD ", 5) && sc->nheld < 8;
-		const char *text = hold ? *a + 5 : *a;
+		const bool marked = !strncmp(*a, "HOLD ", 5);
+		const bool hold = marked && sc->nheld < 8;
+		const char *text = marked ? *a + 5 : *a;
 
 		if (write(c, text, strlen(text)) < 0)
 			perror("write");
