@@ -137,6 +137,13 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 				      (unsigned long long)h.file_size);
 		goto out;
 	}
+	/* The body checksum runs over 8-byte words. */
+	if (h.file_size % 8) {
+		*err = loader_strdupf("index %s: %llu bytes is not a whole "
+				      "number of 8-byte words (corrupt)",
+				      path, (unsigned long long)h.file_size);
+		goto out;
+	}
 	if (h.count > UINT64_MAX / 8 || h.nfiles > UINT32_MAX ||
 	    !section_ok(&h, h.off_file, h.count * 4) ||
 	    !section_ok(&h, h.off_offset, h.count * 8) ||

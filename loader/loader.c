@@ -269,9 +269,15 @@ static int pump(struct wharf_loader *l)
 		if (best == UINT32_MAX)
 			return 0;
 		prepare(l, (uint32_t)s, b);
-		int rc = workers_send(&l->workers, best, (uint32_t)s);
-		if (rc)
-			return rc; /* the dead worker shows in the next wait */
+		char *err = NULL;
+		int rc = workers_send(&l->workers, best, (uint32_t)s, &err);
+		if (rc) {
+			rc = loader_fail(l, rc,
+					 loader_strdupf("%s while idle",
+							err ? err : "a worker"));
+			free(err);
+			return rc;
+		}
 		l->slots[s].state = SLOT_BUSY;
 		l->slots[s].worker = best;
 		l->dispatch++;
@@ -402,7 +408,10 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 				goto nobufs;
 			continue;
 		}
-		(void)pump(l);
+		if (pump(l) && l->failed) {
+			rc = l->fail_rc;
+			break;
+		}
 		bool busy = false;
 		for (uint32_t k = 0; k < l->nslots; k++)
 			busy |= l->slots[k].state == SLOT_BUSY;

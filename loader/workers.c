@@ -241,6 +241,12 @@ static int sample_len(struct where *w, int fd, uint64_t id, uint64_t *len)
 	struct stat st;
 	if (fstat(fd, &st))
 		return fail(w, -errno, "stat: %s", strerror(errno));
+	if (w->idx->offset[id] > (uint64_t)st.st_size)
+		return fail(w, -EINVAL,
+			    "offset %llu is past the end of the file (%llu "
+			    "bytes)",
+			    (unsigned long long)w->idx->offset[id],
+			    (unsigned long long)st.st_size);
 	*len = (uint64_t)st.st_size - w->idx->offset[id];
 	return 0;
 }
@@ -335,7 +341,8 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 		    idx->length[nx] == WHARF_LENGTH_UNKNOWN ||
 		    idx->offset[nx] != idx->offset[prev] + idx->length[prev] ||
 		    (c->sample_size && idx->length[nx] != c->sample_size) ||
-		    total + idx->length[nx] > cap)
+		    /* Subtract, not add: an index's lengths may be huge. */
+		    total > cap || idx->length[nx] > cap - total)
 			break;
 		total += idx->length[nx];
 		run++;
@@ -564,6 +571,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		int tp[2], dp[2];
 		w->pid = -1;
 		w->task_fd = w->done_fd = -1;
+		ws->n = i + 1; /* workers_stop frees what is set up so far */
 		w->fifo = calloc(depth, sizeof(*w->fifo));
 		if (!w->fifo) {
 			rc = -ENOMEM;
@@ -629,23 +637,6 @@ fail:
 	return rc;
 }
 
-int workers_send(struct workers *ws, uint32_t i, uint32_t s)
-{
-	struct worker *w = &ws->w[i];
-	assert(w->queued < ws->depth);
-	struct task_msg t = {.slot = s, .op = TASK_FILL};
-	ssize_t n;
-	do
-		n = send(w->task_fd, &t, sizeof(t), MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	int rc = n == (ssize_t)sizeof(t) ? 0 : -EPIPE;
-	if (rc)
-		return rc ? rc : -EPIPE;
-	w->fifo[(w->fifo_head + w->queued) % ws->depth] = s;
-	w->queued++;
-	return 0;
-}
-
 static char *death(struct worker *w, uint32_t i)
 {
 	int st = 0;
@@ -666,6 +657,25 @@ static char *death(struct worker *w, uint32_t i)
 				      strsignal(WTERMSIG(st)));
 	return loader_strdupf("worker %u (pid %d) exited with status %d", i,
 			      (int)pid, WEXITSTATUS(st));
+}
+
+int workers_send(struct workers *ws, uint32_t i, uint32_t s, char **err)
+{
+	struct worker *w = &ws->w[i];
+	assert(w->queued < ws->depth);
+	struct task_msg t = {.slot = s, .op = TASK_FILL};
+	ssize_t n;
+	do
+		n = send(w->task_fd, &t, sizeof(t), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(t)) {
+		/* Gone while idle: no batch of ours would ever report it. */
+		*err = death(w, i);
+		return -ECHILD;
+	}
+	w->fifo[(w->fifo_head + w->queued) % ws->depth] = s;
+	w->queued++;
+	return 0;
 }
 
 int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
@@ -729,7 +739,10 @@ void workers_stop(struct workers *ws)
 			struct worker *w = &ws->w[i];
 			if (w->pid <= 0)
 				continue;
-			if (waitpid(w->pid, NULL, WNOHANG) == w->pid)
+			pid_t r = waitpid(w->pid, NULL, WNOHANG);
+			/* ECHILD: reaped by someone else (SIGCHLD ignored);
+			 * its pid may be another process's by now. */
+			if (r == w->pid || (r < 0 && errno == ECHILD))
 				w->pid = -1;
 			else
 				left = true;

@@ -584,6 +584,39 @@ START_TEST(timeout_named)
 }
 END_TEST
 
+/* Workers killed while idle (every slot filled): the next dispatch finds
+ * them gone and the loader says so, rather than "no free slot". */
+START_TEST(idle_workers_killed)
+{
+	struct wharf_options o;
+	opts(&o, 10, 2);
+	o.prefetch = 1;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	/* Both slots filled: the workers have nothing left to do. */
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	usleep(200 * 1000); /* batches of 10 small records: long done */
+	for (uint32_t i = 0; i < 2; i++)
+		ck_assert_int_eq(kill(l->workers.w[i].pid, SIGKILL), 0);
+	usleep(200 * 1000);
+	int rc = 0;
+	for (int i = 0; i < 4 && rc == 0; i++) {
+		rc = wharf_loader_next(l, &b);
+		if (rc == 0)
+			ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_int_eq(rc, -ECHILD);
+	ck_assert_msg(strstr(wharf_loader_error(l), "signal 9"), "message: %s",
+		      wharf_loader_error(l));
+	wharf_loader_close(l);
+	assert_no_children();
+}
+END_TEST
+
 START_TEST(slots_held)
 {
 	struct wharf_options o;
@@ -727,6 +760,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, unreadable_file);
 	tcase_add_loop_test(tc, truncated_shard, 0, 2);
 	tcase_add_test(tc, timeout_named);
+	tcase_add_test(tc, idle_workers_killed);
 	tcase_add_test(tc, slots_held);
 	tcase_add_test(tc, small_shm_refused);
 	tcase_add_test(tc, killed_caller_leaves_nothing);

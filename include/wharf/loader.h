@@ -28,6 +28,10 @@
  *
  * Threads: a loader is used by one thread at a time.  Distinct loaders are
  * independent.  An index may be shared by several loaders and threads.
+ * Workers die with the thread that started them (Linux's parent-death
+ * signal follows the forking thread): open a loader, and call
+ * wharf_loader_set_epoch when it restarts workers, on a thread that
+ * outlives the loader's use.
  *
  * All structs are plain C with fixed-width fields, so that they can be
  * declared from other languages (Python ctypes).  Structs that may grow carry
@@ -404,7 +408,8 @@ uint64_t wharf_loader_worker_busy_ns(const wharf_loader *l, uint32_t worker);
 const char *wharf_loader_error(const wharf_loader *l);
 
 /*
- * Stops the workers (SIGTERM, then SIGKILL), reaps them and unmaps the ring:
+ * Stops the workers (closes their task channels, then SIGKILL after 200 ms
+ * for one still busy), reaps them and unmaps the ring:
  * every batch view becomes invalid.  Nothing is left in /dev/shm.  NULL is a
  * no-op.
  */
