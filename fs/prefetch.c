@@ -344,7 +344,9 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 			  f->path, (unsigned long long)idx);
 		goto fail;
 	}
-	if (rc == 0 || rc == -ENOTSUP)
+	/* Compressed, or not mappable (or no memory to map it): read it.
+	 * Absent or corrupt (and removed): fetch it. */
+	if (rc != -ENOENT && rc != -EBADMSG)
 		rc = store_get(pf->st, key, buf, want, &len);
 	if (rc == 0 && len == want)
 		goto ready;

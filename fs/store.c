@@ -342,7 +342,8 @@ static uint64_t key_seed(const struct chunk_key *key)
  * chunks) stays bounded however many FUSE and read-ahead threads there
  * are.  Buffers only grow, so once warm nothing is allocated per call.
  * Taking a set is a short lock per chunk compressed or decompressed, not
- * per read; a raw chunk's read takes none.
+ * per read; a raw chunk's load holds one for its scratch buffer while it
+ * reads and verifies the chunk, so that at most one load per CPU does.
  */
 struct tctx {
 	ZSTD_DCtx *d;
@@ -450,6 +451,10 @@ static const char *hdr_decode(const uint8_t in[HDR_SIZE], struct hdr *h)
 		return "raw chunk with differing lengths";
 	if (h->raw_len > MAX_RAW)
 		return "implausible length in the header";
+	/* Bounds the buffer a compressed payload is read into. */
+	if (h->codec == CODEC_ZSTD &&
+	    h->stored_len > ZSTD_compressBound(h->raw_len))
+		return "compressed payload longer than zstd can make it";
 	return NULL;
 }
 
@@ -491,8 +496,8 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
  * Chunk files are never written in place (a new one is renamed in;
  * eviction unlinks), so the bytes verified are the bytes mapped, and the
  * mapping stays valid until unmapped.
- * @return 0; -ENOTSUP for a compressed chunk; -EBADMSG with *why; -EIO;
- * -ENOMEM.
+ * @return 0; -ENOTSUP for a compressed chunk or a file that cannot be
+ * mapped; -EBADMSG with *why; -EIO; -ENOMEM.
  */
 static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 		   const char **why, struct tctx **tp)
@@ -525,8 +530,9 @@ static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 		return -EBADMSG;
 	}
 	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	/* A cache on a filesystem that cannot map files: read it instead. */
 	if (p == MAP_FAILED)
-		return errno == ENOMEM ? -ENOMEM : -EIO;
+		return -ENOTSUP;
 	m->map = p;
 	m->map_len = len;
 	m->data = p + HDR_SIZE;
@@ -888,7 +894,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		pthread_mutex_unlock(&st->stripe[fan]);
 		goto out;
 	}
-	if (rc == -ENOTSUP) /* store_map of a compressed chunk */
+	if (rc == -ENOTSUP) /* store_map: compressed, or not mappable */
 		goto out;
 	if (rc) {
 		STAT_ADD(st->misses, 1);
@@ -1060,7 +1066,11 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 
 	/* Make room first, so the files on disk never exceed the cap. */
 	pthread_mutex_lock(&st->mu);
-	if (st->cfg.max_bytes && disk > st->cfg.max_bytes) {
+	/* Also when writes in flight hold the rest of the room: evicting
+	 * everything would not make this one fit. */
+	if (st->cfg.max_bytes &&
+	    (disk > st->cfg.max_bytes ||
+	     st->reserved + disk > st->cfg.max_bytes)) {
 		pthread_mutex_unlock(&st->mu);
 		codec_give(t);
 		free(e);
@@ -1487,6 +1497,20 @@ static int scan(struct store *st, char **err)
 	return rc;
 }
 
+/* flock(LOCK_EX | LOCK_NB), tried for up to half a second while the
+ * holder could be `wharf cache stats` probing with a brief shared lock
+ * (a mount holds it for good, and the last try says so). */
+static int lock_exclusive(int fd)
+{
+	for (int i = 0;; i++) {
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return 0;
+		if (errno != EWOULDBLOCK || i == 25)
+			return -1;
+		usleep(20000);
+	}
+}
+
 int store_open(const struct store_config *cfg, struct store **out, char **err)
 {
 	struct store *st;
@@ -1532,7 +1556,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		err_set(err, "%s: %s", path, strerror(-rc));
 		goto fail;
 	}
-	if (flock(st->lockfd, LOCK_EX | LOCK_NB)) {
+	if (lock_exclusive(st->lockfd)) {
 		pid_t pid = 0;
 		char *mp = NULL;
 

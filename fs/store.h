@@ -67,10 +67,11 @@ struct store_map {
 	void *data;
 };
 
-/* As store_get, but a raw (uncompressed) chunk is mapped and verified in
- * place instead of copied into a buffer.
- * @return store_get's, and -ENOTSUP when the chunk is compressed: use
- * store_get then. */
+/* As store_get, but a raw (uncompressed) chunk is mapped (after its
+ * bytes, read from the same open file, verify) instead of copied into a
+ * buffer of the caller's.
+ * @return store_get's, and -ENOTSUP when the chunk is compressed or its
+ * file cannot be mapped: use store_get then. */
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len) WHARF_CHECK;
 
