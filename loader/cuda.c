@@ -439,6 +439,8 @@ static int next_host(struct loader_cuda *c, const struct wharf_batch **hb)
 {
 	for (;;) {
 		int rc = wharf_loader_next(c->l, hb);
+		if (rc == -EINTR) /* the device path keeps its old contract */
+			continue;
 		if (rc != -ENOBUFS)
 			return rc;
 		struct dbuf *old = NULL;

@@ -427,6 +427,13 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		uint32_t w = 0, slot = UINT32_MAX;
 		char *err = NULL;
 		rc = workers_wait(&l->workers, timeout, &w, &slot, &err);
+		if (rc == -EINTR) {
+			/* Not a failure: the loader goes on at the next call. */
+			snprintf(tl_last, sizeof(tl_last),
+				 "interrupted by a signal while waiting for "
+				 "workers");
+			break;
+		}
 		if (rc == 1) {
 			struct slot_info *si = &l->slots[slot];
 			if (si->stale) {

@@ -692,10 +692,9 @@ int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
 	}
 	if (np == 0)
 		return -ECHILD;
-	int n;
-	do
-		n = poll(pf, np, timeout_ms);
-	while (n < 0 && errno == EINTR);
+	/* A signal ends the wait: the caller's handler (Python's ^C) must
+	 * get to run, and a timeout is recomputed by the caller. */
+	int n = poll(pf, np, timeout_ms);
 	if (n < 0)
 		return -errno;
 	if (n == 0)

@@ -76,7 +76,8 @@ int workers_send(struct workers *ws, uint32_t i, uint32_t s, char **err)
  * Waits up to timeout_ms (-1: forever) for one worker to report.
  * @return 1 and *worker, *slot set for a slot done; 0 on timeout;
  *         -ECHILD when a worker died (*worker set, *err describes how, with
- *         the slot it held in *slot or UINT32_MAX); other -errno.
+ *         the slot it held in *slot or UINT32_MAX); -EINTR when a signal
+ *         came first; other -errno.
  */
 int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
 		 uint32_t *slot, char **err)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -617,6 +618,51 @@ START_TEST(idle_workers_killed)
 }
 END_TEST
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* Takes a second over sample 0. */
+static int sleepy_fn(void *user, uint64_t sample, const void *in, uint64_t len,
+		   void *out, uint64_t cap, uint64_t *out_len)
+{
+	if (sample == 0)
+		usleep(1000 * 1000);
+	memcpy(out, in, len);
+	*out_len = len;
+	return 0;
+}
+
+/* A signal during the wait returns -EINTR, so that the caller's handler
+ * runs (Python's ^C); the next call goes on as if nothing happened. */
+START_TEST(signal_interrupts_wait)
+{
+	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+	struct itimerval it = {.it_value = {0, 200 * 1000}};
+	struct wharf_options o;
+	const struct wharf_batch *b;
+	wharf_loader *l;
+
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	opts(&o, 10, 1);
+	o.sample_fn = sleepy_fn;
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b), -EINTR);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "signal"));
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	ck_assert_uint_eq(b->samples[0], 0);
+	check_record(b, 0, b->data);
+	ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	ck_assert_int_eq(drain(l), WHARF_END);
+	wharf_loader_close(l);
+	signal(SIGALRM, SIG_DFL);
+	assert_no_children();
+}
+END_TEST
+
 START_TEST(slots_held)
 {
 	struct wharf_options o;
@@ -761,6 +807,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, truncated_shard, 0, 2);
 	tcase_add_test(tc, timeout_named);
 	tcase_add_test(tc, idle_workers_killed);
+	tcase_add_test(tc, signal_interrupts_wait);
 	tcase_add_test(tc, slots_held);
 	tcase_add_test(tc, small_shm_refused);
 	tcase_add_test(tc, killed_caller_leaves_nothing);

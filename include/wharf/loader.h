@@ -323,8 +323,10 @@ int wharf_loader_open(const wharf_index *idx, const struct wharf_options *opt,
  *         more batches; a negative errno on failure, with
  *         wharf_loader_error() naming the worker, sample, path and cause:
  *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT,
- *         -ENOBUFS (every slot is held by the caller: release some), or the
- *         transform's code.  After a failure the loader only accepts
+ *         -ENOBUFS (every slot is held by the caller: release some),
+ *         -EINTR (a signal arrived while waiting, so that its handler can
+ *         run: call again), or the transform's code.  After a failure
+ *         other than -ENOBUFS and -EINTR the loader only accepts
  *         wharf_loader_close() (and the read-only getters).
  */
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **batch);

@@ -24,6 +24,7 @@ callback in the workers is not offered on purpose.
 
 import atexit
 import ctypes
+import errno
 import os
 import weakref
 
@@ -386,6 +387,10 @@ class Loader:
         h = self._handle()
         ptr = ctypes.POINTER(_lib.BatchC)()
         rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
+        while rc == -errno.EINTR:
+            # A signal ended the wait so that its handler could run (^C
+            # raises KeyboardInterrupt here); otherwise wait on.
+            rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
         if rc == _lib.WHARF_END:
             self._ended = True
             return None
