@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <signal.h>
@@ -496,10 +497,57 @@ static int read_all(int fd, void *p, size_t len)
 	return 1;
 }
 
+/*
+ * The caller's ends of the channels of every loader alive in this process.
+ * A worker inherits them (fork without exec) and closes them first, so
+ * that another loader's workers see their channel close when that loader
+ * closes, instead of it being held open by ours.  Past OWN_MAX a channel
+ * is not listed: that loader's close then waits out its grace and kills.
+ */
+#define OWN_MAX 256
+static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
+static int own_fds[OWN_MAX];
+static unsigned own_n;
+
+static void own_add(int fd)
+{
+	pthread_mutex_lock(&own_mu);
+	if (own_n < OWN_MAX)
+		own_fds[own_n++] = fd;
+	pthread_mutex_unlock(&own_mu);
+}
+
+static void own_remove(int fd)
+{
+	pthread_mutex_lock(&own_mu);
+	for (unsigned k = 0; k < own_n; k++)
+		if (own_fds[k] == fd) {
+			own_fds[k] = own_fds[--own_n];
+			break;
+		}
+	pthread_mutex_unlock(&own_mu);
+}
+
+/* A copy taken before fork: the child may not take the lock. */
+static unsigned own_snapshot(int out[OWN_MAX])
+{
+	pthread_mutex_lock(&own_mu);
+	const unsigned n = own_n;
+	memcpy(out, own_fds, n * sizeof(*out));
+	pthread_mutex_unlock(&own_mu);
+	return n;
+}
+
+/* The channel ends listed when a worker was forked. */
+struct inherited {
+	int fd[OWN_MAX];
+	unsigned n;
+};
+
 __attribute__((noreturn)) static void
 worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 	    pid_t parent, struct fill_ctx *ctx, wharf_worker_init_fn init,
-	    void *user)
+	    void *user, const struct inherited *inh)
 {
 	/* Signals first: the caller handles ^C and stops us; a dead caller
 	 * must not leave us blocked in a write. */
@@ -521,6 +569,10 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 		close(ws->w[j].task_fd);
 		close(ws->w[j].done_fd);
 	}
+	/* ... nor other loaders'. */
+	for (unsigned k = 0; k < inh->n; k++)
+		if (inh->fd[k] != task_rd && inh->fd[k] != done_wr)
+			close(inh->fd[k]);
 
 	ring_populate(ctx->ring);
 	struct done_msg m = {.slot = UINT32_MAX, .worker = i};
@@ -566,6 +618,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		return -ENOMEM;
 	ws->depth = depth;
 	pid_t parent = getpid();
+	struct inherited inh;
 	for (uint32_t i = 0; i < n; i++) {
 		struct worker *w = &ws->w[i];
 		int tp[2], dp[2];
@@ -597,6 +650,9 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		w->task_fd = tp[1];
 		w->done_fd = dp[0];
 		ws->n = i + 1;
+		own_add(w->task_fd);
+		own_add(w->done_fd);
+		inh.n = own_snapshot(inh.fd);
 		pid_t pid = fork();
 		if (pid < 0) {
 			rc = -errno;
@@ -608,7 +664,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		}
 		if (pid == 0)
 			worker_main(ws, i, tp[0], dp[1], parent, ctx, init,
-				    user);
+				    user, &inh);
 		w->pid = pid;
 		close(tp[0]);
 		close(dp[1]);
@@ -728,8 +784,10 @@ void workers_stop(struct workers *ws)
 	/* Closing the task pipe asks a worker to exit; one busy in a long
 	 * read gets SIGKILL after a short grace. */
 	for (uint32_t i = 0; i < ws->n; i++) {
-		if (ws->w[i].task_fd >= 0)
+		if (ws->w[i].task_fd >= 0) {
+			own_remove(ws->w[i].task_fd);
 			close(ws->w[i].task_fd);
+		}
 		ws->w[i].task_fd = -1;
 	}
 	for (int round = 0; round < 50; round++) {
@@ -758,8 +816,10 @@ void workers_stop(struct workers *ws)
 			while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
 				;
 		}
-		if (w->done_fd >= 0)
+		if (w->done_fd >= 0) {
+			own_remove(w->done_fd);
 			close(w->done_fd);
+		}
 		free(w->fifo);
 	}
 	free(ws->w);

@@ -663,6 +663,58 @@ START_TEST(signal_interrupts_wait)
 }
 END_TEST
 
+/* How many of fd's file (same device and inode) process pid holds open. */
+static int holds(pid_t pid, int fd)
+{
+	struct stat want, st;
+	char dir[64], path[320];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	ck_assert_int_eq(fstat(fd, &want), 0);
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (de->d_name[0] != '.' && stat(path, &st) == 0 &&
+		    st.st_dev == want.st_dev && st.st_ino == want.st_ino)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Two loaders at once (train and validation): the second one's workers
+ * hold none of the first one's channels, so closing the first ends its
+ * workers at once rather than after a grace and a SIGKILL. */
+START_TEST(loaders_keep_to_their_channels)
+{
+	struct wharf_options o;
+	wharf_loader *a, *b;
+
+	opts(&o, 10, 2);
+	open_loader(recs, &o, &a);
+	open_loader(recs, &o, &b);
+	for (uint32_t i = 0; i < 2; i++)
+		for (uint32_t j = 0; j < 2; j++) {
+			pid_t pid = b->workers.w[i].pid;
+
+			ck_assert_int_eq(holds(pid, a->workers.w[j].task_fd), 0);
+			ck_assert_int_eq(holds(pid, a->workers.w[j].done_fd), 0);
+		}
+	/* The check sees a pipe held: a worker of a holds the other end of
+	 * its own done pipe (one inode for both ends). */
+	ck_assert_int_eq(holds(a->workers.w[0].pid, a->workers.w[0].done_fd),
+			 1);
+	wharf_loader_close(a);
+	ck_assert_int_eq(drain(b), WHARF_END);
+	wharf_loader_close(b);
+	assert_no_children();
+}
+END_TEST
+
 START_TEST(slots_held)
 {
 	struct wharf_options o;
@@ -808,6 +860,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, timeout_named);
 	tcase_add_test(tc, idle_workers_killed);
 	tcase_add_test(tc, signal_interrupts_wait);
+	tcase_add_test(tc, loaders_keep_to_their_channels);
 	tcase_add_test(tc, slots_held);
 	tcase_add_test(tc, small_shm_refused);
 	tcase_add_test(tc, killed_caller_leaves_nothing);
