@@ -735,6 +735,14 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		rc = -EINVAL;
 		goto fail;
 	}
+	/* Slots are workers x prefetch, in 32 bits. */
+	if (l->opt.prefetch > 1024) {
+		err = loader_strdupf("prefetch %u: at most 1024 batches a "
+				     "worker",
+				     l->opt.prefetch);
+		rc = -EINVAL;
+		goto fail;
+	}
 	uint32_t rank, world;
 	rc = sampler_rank_world(l->opt.rank, l->opt.world, &rank, &world, &err);
 	if (rc)

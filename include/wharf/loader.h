@@ -265,7 +265,7 @@ struct wharf_options {
 	uint32_t size;	      /* sizeof(struct wharf_options) */
 	uint32_t batch_size;  /* samples per batch (default 32) */
 	uint32_t num_workers; /* forked workers; 0 = read in the caller (2) */
-	uint32_t prefetch;    /* ring slots per worker (2); at least 1 */
+	uint32_t prefetch;    /* ring slots per worker (2); 1 to 1024 */
 	uint32_t shuffle;     /* 0 sequential, 1 shuffled by (seed, epoch) */
 	uint32_t drop_last;   /* 1: leave out the last short batch */
 	uint32_t in_order;    /* 1 (default): sampler order; 0: first ready */
