@@ -1421,8 +1421,12 @@ static int scan_one(const struct store_entry *e, void *arg)
 		unlink(e->path);
 		return 0;
 	}
+	/* Unreadable now (an I/O error): indexed all the same, so that it
+	 * counts against the cap and eviction can remove it; a read of it
+	 * fails and fetches the chunk again. */
 	if (e->error)
-		return 0; /* unreadable now: a read will say so */
+		log_warn("%s: cannot read a cached chunk (%s)", e->path,
+			 e->why ? e->why : strerror(-e->error));
 	if (s->n == s->cap) {
 		const size_t ncap = s->cap ? s->cap * 2 : 1024;
 		struct scan_item *v = realloc(s->v, ncap * sizeof(*v));
