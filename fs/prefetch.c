@@ -3,8 +3,8 @@
  *
  * What a read costs when its chunks are in the memory cache: per chunk
  * touched, one key hash and one chunks_get/chunks_put pair (a per-bucket
- * lock each); per read, the file's own mutex once (twice while the file
- * has hints no read has finished) and a few relaxed
+ * lock each); per read, the file's own mutex once (when it has hints
+ * pending or read-ahead is on) and a few relaxed
  * atomic counter increments.  No allocation, no global lock.  The bytes are
  * not copied here: the caller replies with iovecs that point into chunk
  * memory, so the only copy is the kernel's, into the reader's pages.  A
@@ -122,6 +122,15 @@ static void file_unref(struct pf_file *f)
 	free(f);
 }
 
+/* Under f->mu: moves the pending spans to the front of the array. */
+static void spans_compact(struct pf_file *f)
+{
+	f->span_len -= f->span_head;
+	memmove(f->spans, f->spans + f->span_head,
+		f->span_len * sizeof(*f->spans));
+	f->span_head = 0;
+}
+
 /* Under f->mu: drops the spans before i; frees the array once empty. */
 static void spans_drop_before(struct pf_file *f, uint32_t i)
 {
@@ -137,10 +146,7 @@ static void spans_drop_before(struct pf_file *f, uint32_t i)
 		 * thousands of times does not keep its peak. */
 		struct hint_span *n;
 
-		f->span_len -= f->span_head;
-		memmove(f->spans, f->spans + f->span_head,
-			f->span_len * sizeof(*f->spans));
-		f->span_head = 0;
+		spans_compact(f);
 		n = realloc(f->spans, f->span_cap / 2 * sizeof(*n));
 		if (n) {
 			f->spans = n;
@@ -179,12 +185,8 @@ static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
 	pthread_mutex_lock(&f->mu);
 	seq = __atomic_add_fetch(&pf->hint_seq, 1, __ATOMIC_RELAXED);
 	spans_trim(f, __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED));
-	if (f->span_len == f->span_cap && f->span_head) {
-		f->span_len -= f->span_head;
-		memmove(f->spans, f->spans + f->span_head,
-			f->span_len * sizeof(*f->spans));
-		f->span_head = 0;
-	}
+	if (f->span_len == f->span_cap && f->span_head)
+		spans_compact(f);
 	if (f->span_len == f->span_cap && f->span_cap < HINT_CAP &&
 	    __atomic_load_n(f->spans_live, __ATOMIC_RELAXED) < SPANS_MAX) {
 		const uint32_t cap = f->span_cap ? f->span_cap * 2 : 1;
@@ -195,13 +197,14 @@ static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
 			f->span_cap = cap;
 		}
 	}
+	/* SPANS_MAX is a bound on memory, not exact: two files may both
+	 * take the last place. */
 	if (f->span_len < f->span_cap &&
-	    __atomic_add_fetch(f->spans_live, 1, __ATOMIC_RELAXED) <=
-		SPANS_MAX)
+	    __atomic_load_n(f->spans_live, __ATOMIC_RELAXED) < SPANS_MAX) {
 		f->spans[f->span_len++] =
 		    (struct hint_span){.seq = seq, .off = off, .end = end};
-	else if (f->span_len < f->span_cap)
-		__atomic_sub_fetch(f->spans_live, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(f->spans_live, 1, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&f->pending, f->span_len - f->span_head,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->mu);
@@ -209,21 +212,18 @@ static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
 }
 
 /*
- * A read of bytes [off, end) of f: the hint it reaches is the oldest
- * pending one whose bytes it touches (0: none).  A read that gets to the
- * end of that hint's bytes finishes it, and the older ones the reader
- * skipped go with it; a second read inside a hint (a record's header,
- * then its body) reaches the same hint again.  One relaxed load when f
- * has nothing pending; else a scan of its pending spans, oldest first.
+ * Under f->mu.  A read of bytes [off, end) of f: the hint it reaches is
+ * the oldest pending one whose bytes it touches (0: none).  A read that
+ * gets to the end of that hint's bytes finishes it, and the older ones the
+ * reader skipped go with it; a second read inside a hint (a record's
+ * header, then its body) reaches the same hint again.  A scan of f's
+ * pending spans, oldest first.
  */
 static uint64_t spans_reach(struct pf_file *f, uint64_t rs, uint64_t off,
 			    uint64_t end)
 {
 	uint64_t seq = 0;
 
-	if (!__atomic_load_n(&f->pending, __ATOMIC_RELAXED))
-		return 0;
-	pthread_mutex_lock(&f->mu);
 	spans_trim(f, rs);
 	for (uint32_t i = f->span_head; i < f->span_len; i++) {
 		const struct hint_span *sp = &f->spans[i];
@@ -235,7 +235,6 @@ static uint64_t spans_reach(struct pf_file *f, uint64_t rs, uint64_t off,
 			spans_drop_before(f, i + 1);
 		break;
 	}
-	pthread_mutex_unlock(&f->mu);
 	return seq;
 }
 
@@ -558,7 +557,8 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 }
 
 /*
- * Updates f's sequential state for a read of [off, end) and says which
+ * Under f->mu.  Updates f's sequential state for a read of [off, end) and
+ * says which
  * chunks to read ahead: [*from, *to], none when *from > *to.  Reads that
  * land within a chunk of where the last one ended count as sequential: the
  * kernel issues its read-ahead in parallel, slightly out of order.
@@ -572,13 +572,12 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 
 	*from = 1;
 	*to = 0;
-	pthread_mutex_lock(&f->mu);
 	seq = off <= f->next_off + cs && off + cs >= f->next_off;
 	if (!seq) {
 		f->window = 0;
 		f->ra_next = 0;
 		f->next_off = end;
-		goto out;
+		return;
 	}
 	if (end > f->next_off)
 		f->next_off = end;
@@ -594,8 +593,6 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		*to = f->nchunks - 1;
 	if (*from <= *to)
 		f->ra_next = *to + 1;
-out:
-	pthread_mutex_unlock(&f->mu);
 }
 
 void prefetch_read_done(struct prefetch *pf, struct pf_read *rd)
@@ -610,6 +607,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 {
 	const uint64_t cs = pf->cfg.chunk_size;
 	uint64_t end, first, last, ra_from, ra_to, hs, rs, reached;
+	bool pending;
 	int rc = 0;
 
 	rd->n = 0;
@@ -627,22 +625,29 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		return -EINVAL;
 	}
 
-	/* The reader has reached a hint: older ones are stale.  A CAS only
-	 * when it moves forward. */
+	/* One lock for the hint this read reaches (older ones are stale)
+	 * and the sequential state; a CAS only when read_seq moves on. */
 	hs = __atomic_load_n(&f->hint_seq, __ATOMIC_RELAXED);
 	rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
-	reached = hs ? spans_reach(f, rs, off, end) : 0;
+	pending = __atomic_load_n(&f->pending, __ATOMIC_RELAXED) != 0;
+	reached = 0;
+	ra_from = 1;
+	ra_to = 0;
+	if (pending || pf->window_cap) {
+		pthread_mutex_lock(&f->mu);
+		if (pending)
+			reached = spans_reach(f, rs, off, end);
+		if (pf->window_cap)
+			plan_readahead(pf, f, off, end, &ra_from, &ra_to);
+		pthread_mutex_unlock(&f->mu);
+	}
 	while (reached > rs &&
 	       !__atomic_compare_exchange_n(&pf->read_seq, &rs, reached, true,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
-
 	/* Queue read-ahead first, so it overlaps this read's own loads. */
-	if (pf->window_cap) {
-		plan_readahead(pf, f, off, end, &ra_from, &ra_to);
-		if (ra_from <= ra_to)
-			enqueue(pf, f, ra_from, ra_to, PF_READAHEAD, 0);
-	}
+	if (ra_from <= ra_to)
+		enqueue(pf, f, ra_from, ra_to, PF_READAHEAD, 0);
 
 	for (uint64_t idx = first; idx <= last; idx++) {
 		const uint64_t cstart = idx * cs;
