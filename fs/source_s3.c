@@ -762,6 +762,22 @@ static int s3_stat(struct source *src, const char *path,
 	return 0;
 }
 
+/* The (signed) GET of object path, pinned to version, into rd->url. */
+static int read_request(struct s3_src *s, const char *path,
+			const char *version, struct source_read *rd,
+			struct curl_slist **headers)
+{
+	char *key = strdupf("%s%s", s->prefix, path);
+	int rc;
+
+	if (!key)
+		return -ENOMEM;
+	rc = s3_request(s, "GET", key, NULL, version, rd->url, sizeof(rd->url),
+			headers);
+	free(key);
+	return rc;
+}
+
 /* req.resign for reads: each retry goes out with a fresh date and
  * signature, so an attempt that stalled past a signature's 15 minutes
  * (a long --timeout) does not make the next one "Request has expired". */
@@ -769,14 +785,9 @@ static int s3_resign_read(void *arg, struct fetch_req *req)
 {
 	struct source_read *rd = arg;
 	struct curl_slist *headers = NULL;
-	char *key = strdupf("%s%s", s3_of(rd->src)->prefix, rd->path);
-	int rc;
+	int rc = read_request(s3_of(rd->src), rd->path, rd->version, rd,
+			      &headers);
 
-	if (!key)
-		return -ENOMEM;
-	rc = s3_request(s3_of(rd->src), "GET", key, NULL, rd->version, rd->url,
-			sizeof(rd->url), &headers);
-	free(key);
 	if (rc)
 		return rc;
 	curl_slist_free_all(rd->headers);
@@ -789,17 +800,11 @@ static int s3_prepare_read(struct source *src, const char *path,
 			   struct source_read *rd)
 {
 	struct s3_src *s = s3_of(src);
-	char *key;
 	int rc;
 
 	memset(&rd->req, 0, sizeof(rd->req));
 	rd->headers = NULL;
-	key = strdupf("%s%s", s->prefix, path);
-	if (!key)
-		return -ENOMEM;
-	rc = s3_request(s, "GET", key, NULL, version, rd->url, sizeof(rd->url),
-			&rd->headers);
-	free(key);
+	rc = read_request(s, path, version, rd, &rd->headers);
 	if (rc)
 		return rc;
 	rd->req.url = rd->url;
