@@ -249,7 +249,8 @@ static int free_slot(const struct wharf_loader *l)
 	return -1;
 }
 
-/* Hands batches to workers while slots and queue room last. */
+/* Hands batches to workers while slots and queue room last.
+ * @return 0, or loader_fail's code when a worker turned out dead. */
 static int pump(struct wharf_loader *l)
 {
 	uint64_t b;
@@ -272,9 +273,11 @@ static int pump(struct wharf_loader *l)
 		char *err = NULL;
 		int rc = workers_send(&l->workers, best, (uint32_t)s, &err);
 		if (rc) {
-			rc = loader_fail(l, rc,
-					 loader_strdupf("%s while idle",
-							err ? err : "a worker"));
+			rc = loader_fail(
+			    l, rc,
+			    loader_strdupf("%s (found sending it batch %llu)",
+					   err ? err : "a worker",
+					   (unsigned long long)b));
 			free(err);
 			return rc;
 		}
@@ -408,10 +411,9 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 				goto nobufs;
 			continue;
 		}
-		if (pump(l) && l->failed) {
-			rc = l->fail_rc;
+		rc = pump(l); /* nonzero only when it failed the loader */
+		if (rc)
 			break;
-		}
 		bool busy = false;
 		for (uint32_t k = 0; k < l->nslots; k++)
 			busy |= l->slots[k].state == SLOT_BUSY;

@@ -649,7 +649,6 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		}
 		w->task_fd = tp[1];
 		w->done_fd = dp[0];
-		ws->n = i + 1;
 		own_add(w->task_fd);
 		own_add(w->done_fd);
 		inh.n = own_snapshot(inh.fd);
