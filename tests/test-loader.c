@@ -394,15 +394,22 @@ START_TEST(epochs_differ_and_repeat)
 }
 END_TEST
 
+/* The end of the test transforms: the sample as it is. */
+static int pass_through(const void *in, uint64_t len, void *out,
+			uint64_t *out_len)
+{
+	memcpy(out, in, len);
+	*out_len = len;
+	return 0;
+}
+
 /* Kills its own worker on sample 123. */
 static int crash_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 		    void *out, uint64_t cap, uint64_t *out_len)
 {
 	if (sample == 123)
 		raise(SIGKILL);
-	memcpy(out, in, len);
-	*out_len = len;
-	return 0;
+	return pass_through(in, len, out, out_len);
 }
 
 static void assert_no_children(void)
@@ -443,9 +450,7 @@ static int bad_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 				(unsigned long long)sample);
 		return -EBADMSG;
 	}
-	memcpy(out, in, len);
-	*out_len = len;
-	return 0;
+	return pass_through(in, len, out, out_len);
 }
 
 START_TEST(transform_error_and_skip)
@@ -561,9 +566,7 @@ static int slow_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 {
 	if (sample == 30)
 		pause(); /* until the loader kills us */
-	memcpy(out, in, len);
-	*out_len = len;
-	return 0;
+	return pass_through(in, len, out, out_len);
 }
 
 START_TEST(timeout_named)
@@ -574,7 +577,6 @@ START_TEST(timeout_named)
 	o.sample_fn = slow_fn;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
-	const struct wharf_batch *b;
 	int rc = drain(l);
 	ck_assert_int_eq(rc, -ETIMEDOUT);
 	ck_assert_msg(strstr(wharf_loader_error(l), "sample 30 (") &&
@@ -629,9 +631,7 @@ static int sleepy_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 {
 	if (sample == 0)
 		usleep(1000 * 1000);
-	memcpy(out, in, len);
-	*out_len = len;
-	return 0;
+	return pass_through(in, len, out, out_len);
 }
 
 /* A signal during the wait returns -EINTR, so that the caller's handler
