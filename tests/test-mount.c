@@ -631,6 +631,32 @@ static void check_manifest_files(const char *root, const char *prefix)
 	}
 }
 
+/* A test's own mount of the JSON listing on its own cache (returned,
+ * for own_mount_end). */
+static char *own_mount_start(struct mnt *m, const char *tag,
+			     const char *const extra[])
+{
+	static const char *const none[] = {NULL};
+	char *cache = fx_tmpdir(tag), url[256];
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	mnt_init(m, tag);
+	ck_assert_int_eq(mount_start(m, url, cache, extra ? extra : none), 0);
+	return cache;
+}
+
+/* Reads and checks PREFIX<k> for k in [from, to) under the mount. */
+static void check_numbered(const char *root, const char *prefix, int from,
+			   int to, uint64_t (*size_of)(int))
+{
+	char name[64];
+
+	for (int k = from; k < to; k++) {
+		snprintf(name, sizeof(name), "%s%04d", prefix, k);
+		ck_assert(check_file(root, name, size_of(k)) == 0);
+	}
+}
+
 /* Unmounts a test's own mount (the daemon must exit 0) and removes its
  * mountpoint and cache (cache is freed). */
 static void own_mount_end(struct mnt *m, char *cache)
@@ -690,24 +716,16 @@ static long long readahead_queued(const char *dir)
  * reading them out of order queues none. */
 START_TEST(test_directory_readahead)
 {
-	static const char *const none[] = {NULL};
-	char *cache = fx_tmpdir("mount-walk"), url[256], name[64];
 	struct mnt m;
+	char *cache = own_mount_start(&m, "mount-walk", NULL);
 
-	snprintf(url, sizeof(url), "%s/json/", ng.base);
-	mnt_init(&m, "walk");
-	ck_assert_int_eq(mount_start(&m, url, cache, none), 0);
 	for (int i = 0; i < 40; i++) {
 		int k = (i * 7) % 40; /* never two neighbours in a row */
 
-		snprintf(name, sizeof(name), "many/f%04d", k);
-		ck_assert(check_file(m.dir, name, small_size(k)) == 0);
+		check_numbered(m.dir, "many/f", k, k + 1, small_size);
 	}
 	ck_assert_int_eq(readahead_queued(m.dir), 0);
-	for (int k = 100; k < 140; k++) {
-		snprintf(name, sizeof(name), "many/f%04d", k);
-		ck_assert(check_file(m.dir, name, small_size(k)) == 0);
-	}
+	check_numbered(m.dir, "many/f", 100, 140, small_size);
 	/* From the third file in order on: 32 files ahead, then one more
 	 * with each file read. */
 	ck_assert_int_ge(readahead_queued(m.dir), 32);
@@ -719,24 +737,14 @@ END_TEST
  * walk: reading gaps/ in order queues the files ahead. */
 START_TEST(test_directory_readahead_over_empty_files)
 {
-	static const char *const none[] = {NULL};
-	char *cache = fx_tmpdir("mount-gaps"), url[256], name[64];
 	struct mnt m;
+	char *cache = own_mount_start(&m, "mount-gaps", NULL);
 
-	snprintf(url, sizeof(url), "%s/json/", ng.base);
-	mnt_init(&m, "gaps");
-	ck_assert_int_eq(mount_start(&m, url, cache, none), 0);
-	for (int k = 0; k < 10; k++) {
-		snprintf(name, sizeof(name), "gaps/g%04d", k);
-		ck_assert(check_file(m.dir, name, gap_size(k)) == 0);
-	}
+	check_numbered(m.dir, "gaps/g", 0, 10, gap_size);
 	/* Five non-empty files read in order: queued up to 32 files ahead,
 	 * half of them empty (not queued). */
 	ck_assert_int_ge(readahead_queued(m.dir), 14);
-	for (int k = 10; k < N_GAPS; k++) {
-		snprintf(name, sizeof(name), "gaps/g%04d", k);
-		ck_assert(check_file(m.dir, name, gap_size(k)) == 0);
-	}
+	check_numbered(m.dir, "gaps/g", 10, N_GAPS, gap_size);
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -763,13 +771,9 @@ START_TEST(test_size_cap_holds)
 {
 	static const char *const extra[] = {"--cache-size", "6M", NULL};
 	struct mnt m;
-	char *cache = fx_tmpdir("mount-cap");
-	char url[256];
+	char *cache = own_mount_start(&m, "mount-cap", extra);
 	uint64_t total;
 
-	snprintf(url, sizeof(url), "%s/json/", ng.base);
-	mnt_init(&m, "cap");
-	ck_assert_int_eq(mount_start(&m, url, cache, extra), 0);
 	/* 50 MiB through a 6 MiB cache. */
 	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
 	total = cache_bytes(cache);
