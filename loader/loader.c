@@ -250,7 +250,8 @@ static int free_slot(const struct wharf_loader *l)
 }
 
 /* Hands batches to workers while slots and queue room last.
- * @return 0, or loader_fail's code when a worker turned out dead. */
+ * @return 0, or loader_fail's code when a worker turned out dead while
+ * idle. */
 static int pump(struct wharf_loader *l)
 {
 	uint64_t b;
@@ -272,6 +273,8 @@ static int pump(struct wharf_loader *l)
 		prepare(l, (uint32_t)s, b);
 		char *err = NULL;
 		int rc = workers_send(&l->workers, best, (uint32_t)s, &err);
+		if (rc == -EPIPE)
+			return 0; /* the next wait names the batch it held */
 		if (rc) {
 			rc = loader_fail(
 			    l, rc,

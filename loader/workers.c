@@ -724,7 +724,10 @@ int workers_send(struct workers *ws, uint32_t i, uint32_t s, char **err)
 		n = send(w->task_fd, &t, sizeof(t), MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(t)) {
-		/* Gone while idle: no batch of ours would ever report it. */
+		/* Gone with batches queued: the wait reports it, naming the
+		 * sample it was on.  Gone idle: nothing else would. */
+		if (w->queued)
+			return -EPIPE;
 		*err = death(w, i);
 		return -ECHILD;
 	}

@@ -67,8 +67,9 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		  struct fill_ctx *ctx, wharf_worker_init_fn init, void *user,
 		  char **err) __attribute__((warn_unused_result));
 
-/* Sends slot s to worker i.  -ECHILD when it is gone: it is reaped and
- * *err says how it ended (the caller frees it). */
+/* Sends slot s to worker i.  When it is gone: -EPIPE if it had batches
+ * queued (workers_wait reports it, with the batch), else -ECHILD, and it
+ * is reaped and *err says how it ended (the caller frees it). */
 int workers_send(struct workers *ws, uint32_t i, uint32_t s, char **err)
     __attribute__((warn_unused_result));
 
