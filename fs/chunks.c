@@ -47,6 +47,7 @@ struct centry {
 	enum state state;	      /* under the bucket's mu */
 	int err;		      /* a failed load's -errno */
 	bool in_ring;		      /* under evict_mu */
+	bool unmap_when_let_go;	      /* its file was removed; under mu */
 	bool used;		      /* CLOCK bit; atomic */
 };
 
@@ -433,16 +434,63 @@ void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err)
 		entry_free(cc, e);
 }
 
+/*
+ * Drops the entry for key if it maps a file that was removed, and nobody
+ * holds it; a held one is marked, and dropped by its last chunks_put.
+ * Only a mapping is dropped: a buffer of ours holds no disk blocks.
+ * only_marked: drop it only if it is still the entry that was marked (not
+ * a new load of the same key, which maps a new file).
+ */
+static void unmap_removed(struct chunk_cache *cc, const struct chunk_key *key,
+			  bool only_marked)
+{
+	struct bucket *b = bucket_of(cc, key);
+	struct centry *e;
+	bool gone = false;
+
+	pthread_mutex_lock(&cc->evict_mu);
+	pthread_mutex_lock(&b->mu);
+	e = bucket_find(b, key);
+	if (e && e->state == READY && e->file_map &&
+	    (!only_marked || e->unmap_when_let_go)) {
+		if (e->refs) {
+			e->unmap_when_let_go = true;
+		} else {
+			bucket_unlink(b, e);
+			ring_remove(cc, e);
+			gone = true;
+		}
+	}
+	pthread_mutex_unlock(&b->mu);
+	pthread_mutex_unlock(&cc->evict_mu);
+	if (gone) {
+		STAT_ADD(cc->evictions, 1);
+		entry_free(cc, e);
+	}
+}
+
+void chunks_file_removed(void *cache, const struct chunk_key *key)
+{
+	unmap_removed(cache, key, false);
+}
+
 void chunks_put(struct chunk_cache *cc, struct chunk *c)
 {
 	struct centry *e = entry_of(c);
 	struct bucket *b = bucket_of(cc, &c->key);
-	bool over;
+	struct chunk_key key;
+	bool over, unmap;
 
 	pthread_mutex_lock(&b->mu);
 	assert(e->refs > 0 && e->state == READY);
 	e->refs--;
+	unmap = !e->refs && e->unmap_when_let_go;
+	if (unmap)
+		key = e->pub.key;
 	pthread_mutex_unlock(&b->mu);
+	/* Under the locks in their order, by key: e may be gone already. */
+	if (unmap)
+		unmap_removed(cc, &key, true);
 	/* Chunks held past the cap are evicted once they are let go.  Only
 	 * then is the global evict_mu taken here: a cap too small for the
 	 * chunks that readers hold at once makes every release pay it. */

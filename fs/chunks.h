@@ -57,6 +57,10 @@ void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len);
 void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err);
 /* Drops a reference taken by chunks_get (after chunks_ready for owners). */
 void chunks_put(struct chunk_cache *cc, struct chunk *c);
+/* The store removed the chunk's file (store_config.evicted, with the
+ * cache as arg): a mapping of it is dropped now, or when it is let go, so
+ * that the file's disk blocks are freed. */
+void chunks_file_removed(void *cache, const struct chunk_key *key);
 /* Is the chunk ready in memory now?  (no reference taken) */
 bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key);
 

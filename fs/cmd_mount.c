@@ -532,12 +532,19 @@ static int mount_open(struct mount_state *m)
 	rc = source_open(o->spec, &o->src, m->fe, &m->src, &err);
 	if (rc)
 		goto fail;
+	/* The memory cache first: it maps chunk files, and lets them go
+	 * when the store evicts them (or disk use would exceed the cap). */
+	rc = chunks_new(o->memory_cache, &m->cc);
+	if (rc) {
+		err_set(&err, "cannot set up the mount: %s", strerror(-rc));
+		goto fail;
+	}
+	sc.evicted = chunks_file_removed;
+	sc.evicted_arg = m->cc;
 	rc = store_open(&sc, &m->st, &err);
 	if (rc)
 		goto fail;
-	rc = chunks_new(o->memory_cache, &m->cc);
-	if (!rc)
-		rc = prefetch_new(&pc, m->src, m->st, m->cc, &m->pf);
+	rc = prefetch_new(&pc, m->src, m->st, m->cc, &m->pf);
 	if (!rc)
 		rc = tree_new(m->src, &m->tree);
 	if (rc) {
@@ -617,8 +624,8 @@ static void mount_close(struct mount_state *m)
 	ops_cleanup(&m->ctx);
 	prefetch_free(m->pf);
 	tree_free(m->tree);
+	store_close(m->st); /* first: it may call into the memory cache */
 	chunks_free(m->cc);
-	store_close(m->st);
 	source_close(m->src);
 	if (m->fe)
 		fetch_engine_free(m->fe);

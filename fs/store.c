@@ -788,7 +788,7 @@ static void evict_files(struct store *st, struct sentry *victims,
 	while (victims) {
 		struct sentry *e = victims;
 		const unsigned fan = e->key.b[0];
-		bool again;
+		bool again, gone = false;
 
 		victims = e->hnext;
 		store_key_hex(&e->key, hex);
@@ -797,11 +797,17 @@ static void evict_files(struct store *st, struct sentry *victims,
 		pthread_mutex_lock(&st->mu);
 		again = index_find(st, &e->key) != NULL;
 		pthread_mutex_unlock(&st->mu);
-		if (!again && unlinkat(st->dirfd[fan], hex, 0) &&
-		    errno != ENOENT)
-			log_warn("%s/%.2s/%s: cannot evict: %s", st->chunkdir,
-				 hex, hex, strerror(errno));
+		if (!again) {
+			gone = !unlinkat(st->dirfd[fan], hex, 0) ||
+			       errno == ENOENT;
+			if (!gone)
+				log_warn("%s/%.2s/%s: cannot evict: %s",
+					 st->chunkdir, hex, hex,
+					 strerror(errno));
+		}
 		pthread_mutex_unlock(&st->stripe[fan]);
+		if (gone && st->cfg.evicted)
+			st->cfg.evicted(st->cfg.evicted_arg, &e->key);
 		STAT_ADD(st->evictions, 1);
 		if (chunks)
 			(*chunks)++;

@@ -37,6 +37,11 @@ struct store_config {
 	uint64_t max_bytes;	 /* cap on chunk files' disk usage; 0: no cap */
 	int zstd_level;		 /* 0: the default, 3 */
 	unsigned min_saving_pct; /* store raw when zstd saves less; 0: 10 */
+	/* Called (from the evicting thread, no store lock held) for each
+	 * chunk file eviction removed, so that whoever maps it lets it go
+	 * and its blocks are freed; may be NULL. */
+	void (*evicted)(void *arg, const struct chunk_key *key);
+	void *evicted_arg;
 };
 
 struct store;

@@ -321,6 +321,44 @@ START_TEST(adopted_mappings)
 }
 END_TEST
 
+/* A removed chunk file's mapping goes at once when nobody holds it, and
+ * on the last release when somebody does (the holder still reads it);
+ * a buffer of ours, which holds no file, stays. */
+START_TEST(removed_files_unmapped)
+{
+	struct chunks_stats s;
+	struct chunk_key k0, k1, k2;
+	struct chunk *held, *again;
+	bool owner = true;
+
+	key_n(&k0, 0);
+	key_n(&k1, 1);
+	key_n(&k2, 2);
+	chunks_put(cc, adopt(0, 8 * KiB, false));
+	held = adopt(1, 8 * KiB, false);
+	chunks_put(cc, load(2, 8 * KiB));
+
+	chunks_file_removed(cc, &k0);
+	ck_assert(!chunks_contains(cc, &k0));
+
+	chunks_file_removed(cc, &k1);
+	ck_assert(chunks_contains(cc, &k1));
+	ck_assert_int_eq(chunks_get(cc, &k1, true, &again, &owner), 0);
+	ck_assert(!owner && again == held);
+	chunks_put(cc, again);
+	ck_assert(chunks_contains(cc, &k1));
+	ck_assert_uint_eq(((uint8_t *)held->data)[100], pattern(1, 100));
+	chunks_put(cc, held);
+	ck_assert(!chunks_contains(cc, &k1));
+
+	chunks_file_removed(cc, &k2);
+	ck_assert(chunks_contains(cc, &k2));
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_eq(s.bytes, 8 * KiB);
+	ck_assert_uint_eq(s.evictions, 2);
+}
+END_TEST
+
 START_TEST(recently_used_survives)
 {
 	struct chunk_key k;
@@ -425,6 +463,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, cap_evicts_unreferenced_only);
 	tcase_add_test(tc, recently_used_survives);
 	tcase_add_test(tc, adopted_mappings);
+	tcase_add_test(tc, removed_files_unmapped);
 	tcase_add_test(tc, many_threads);
 	suite_add_tcase(s, tc);
 	return s;

@@ -767,20 +767,67 @@ static uint64_t cache_bytes(const char *dir)
 	return total;
 }
 
+/*
+ * Bytes of files under dir that process pid still maps though they were
+ * removed: their disk blocks stay taken until they are unmapped.
+ */
+static uint64_t removed_but_mapped(pid_t pid, const char *dir)
+{
+	char path[64], line[PATH_MAX + 128], real[PATH_MAX];
+	uint64_t total = 0;
+	size_t dlen;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(realpath(dir, real));
+	dlen = strlen(real);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end;
+		char *file = strchr(line, '/');
+
+		if (!file || strncmp(file, real, dlen) || file[dlen] != '/' ||
+		    !strstr(file, " (deleted)") ||
+		    sscanf(line, "%llx-%llx", &start, &end) != 2)
+			continue;
+		total += end - start;
+	}
+	fclose(f);
+	return total;
+}
+
 START_TEST(test_size_cap_holds)
 {
 	static const char *const extra[] = {"--cache-size", "6M", NULL};
 	struct mnt m;
 	char *cache = own_mount_start(&m, "mount-cap", extra);
-	uint64_t total;
+	const uint64_t leaf_size = 3 * CHUNK + 17;
+	char url[256];
+	uint64_t total, held;
 
-	/* 50 MiB through a 6 MiB cache. */
+	/* The leaf's chunks on disk; then, in a new mount, read from there,
+	 * so that the memory cache maps their files (they do not compress). */
+	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", leaf_size), 0);
+	ck_assert_int_eq(mount_stop(&m), 0);
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	ck_assert_int_eq(mount_start(&m, url, cache, extra), 0);
+	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", leaf_size), 0);
+	ck_assert_uint_eq(removed_but_mapped(m.pid, cache), 0);
+
+	/* 50 MiB through the 6 MiB cache evicts them. */
 	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
 	total = cache_bytes(cache);
 	ck_assert_msg(total <= (6u << 20),
 		      "the cache holds %llu bytes, over its 6 MiB cap",
 		      (unsigned long long)total);
 	ck_assert_msg(total > 0, "nothing was cached");
+	/* Evicted files must not live on in the memory cache's mappings:
+	 * no reader holds a chunk now, so none may be left. */
+	held = removed_but_mapped(m.pid, cache);
+	ck_assert_msg(held == 0,
+		      "%llu bytes of evicted chunk files are still mapped",
+		      (unsigned long long)held);
 	own_mount_end(&m, cache);
 }
 END_TEST
