@@ -1186,13 +1186,17 @@ struct walker {
 static int walk_verify(struct walker *w, int fd, const struct chunk_key *key,
 		       struct hdr *h, const char **why)
 {
-	if (w->rawcap < h->raw_len) {
-		void *p = realloc(w->raw, h->raw_len);
+	/* At least a byte: read_chunk checks only the header when given
+	 * no buffer, and an empty chunk has a checksum too. */
+	const size_t need = h->raw_len ? h->raw_len : 1;
+
+	if (w->rawcap < need) {
+		void *p = realloc(w->raw, need);
 
 		if (!p)
 			return -ENOMEM;
 		w->raw = p;
-		w->rawcap = h->raw_len;
+		w->rawcap = need;
 	}
 	return read_chunk(fd, key, &w->tp, w->raw, w->rawcap, h, why, NULL);
 }

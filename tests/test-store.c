@@ -450,6 +450,40 @@ static struct tally tally(const char *d, unsigned flags)
 	return t;
 }
 
+/* An empty chunk's checksum is checked too, by a read and by a verifying
+ * walk (which removes the file). */
+START_TEST(empty_chunk_checked)
+{
+	struct store *st = open_store(dir, 0);
+	struct chunk_key k;
+	struct tally t;
+	char path[1024];
+	uint8_t back[1];
+	size_t len = 99;
+
+	key_n(&k, 3);
+	ck_assert_int_eq(store_put(st, &k, "", 0), 0);
+	ck_assert_int_eq(store_get(st, &k, back, sizeof(back), &len), 0);
+	ck_assert_uint_eq(len, 0);
+	t = tally(dir, STORE_WALK_VERIFY);
+	ck_assert_uint_eq(t.n, 1);
+	ck_assert_uint_eq(t.bad, 0);
+
+	chunk_path(dir, &k, path, sizeof(path));
+	flip_byte(path, 30, 1);
+	t = tally(dir, STORE_WALK_VERIFY);
+	ck_assert_uint_eq(t.bad, 1);
+	ck_assert_uint_eq(t.removed, 1);
+	ck_assert_int_eq(access(path, F_OK), -1);
+
+	ck_assert_int_eq(store_put(st, &k, "", 0), 0);
+	flip_byte(path, 30, 1);
+	ck_assert_int_eq(store_get(st, &k, back, sizeof(back), &len),
+			 -EBADMSG);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(cap_holds)
 {
 	const size_t n = 64 * 1024;
@@ -1045,6 +1079,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, truncated);
 	tcase_add_test(tc, bad_checksum);
 	tcase_add_test(tc, wrong_key);
+	tcase_add_test(tc, empty_chunk_checked);
 	tcase_add_test(tc, mapped);
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
