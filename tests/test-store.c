@@ -110,6 +110,20 @@ static void flip_byte(const char *path, long off, int mask)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Overwrites the little-endian 64-bit field at off (of the header). */
+static void poke64(const char *path, long off, uint64_t v)
+{
+	uint8_t le[8];
+	FILE *f = fopen(path, "r+");
+
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(v >> (8 * i));
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, off, SEEK_SET), 0);
+	ck_assert_uint_eq(fwrite(le, 1, 8, f), 8);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
 static void put_get(struct store *st, const struct chunk_key *k,
 		    const uint8_t *data, size_t n)
 {
@@ -315,6 +329,17 @@ static void damaged(int how, bool compressible)
 	case 3: /* the checksum in the header */
 		flip_byte(path, 30, 1);
 		break;
+	case 4: /* a raw length too short for the compressed payload */
+		poke64(path, 8, 10);
+		break;
+	case 5: /* an implausible raw length (raw: both lengths) */
+		poke64(path, 8, 1ull << 40);
+		if (!compressible)
+			poke64(path, 16, 1ull << 40);
+		break;
+	case 6: /* an unknown codec */
+		flip_byte(path, 5, 0x70);
+		break;
 	}
 	ck_assert_int_eq(store_get(st, &k, back, n, &len), -EBADMSG);
 	ck_assert_int_eq(access(path, F_OK), -1);
@@ -347,6 +372,16 @@ END_TEST
 START_TEST(bad_checksum)
 {
 	damaged(3, false);
+}
+END_TEST
+
+/* Lengths and codec in the header are checked before they size a read. */
+START_TEST(bad_header_fields)
+{
+	damaged(4, true);
+	damaged(5, true);
+	damaged(5, false);
+	damaged(6, false);
 }
 END_TEST
 
@@ -1080,6 +1115,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, bad_checksum);
 	tcase_add_test(tc, wrong_key);
 	tcase_add_test(tc, empty_chunk_checked);
+	tcase_add_test(tc, bad_header_fields);
 	tcase_add_test(tc, mapped);
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
