@@ -24,25 +24,7 @@
 #include "index.h"
 #include "loader_i.h"
 
-#define HEADER_SIZE 256u
 #define ALIGN 64u
-
-struct index_header {
-	char magic[8];
-	uint32_t version;
-	uint32_t header_size;
-	uint64_t count;
-	uint64_t nfiles;
-	uint64_t off_file, off_offset, off_length, off_label, off_pathoff;
-	uint64_t off_blob, blob_size, off_root, root_size;
-	uint64_t file_size;
-	uint64_t min_length, max_length, total_bytes;
-	uint32_t num_labels, unknown_lengths;
-	uint64_t body_hash;   /* over bytes [header_size, file_size) */
-	uint64_t header_hash; /* over the header with this field zero */
-	uint8_t pad[HEADER_SIZE - 160];
-};
-_Static_assert(sizeof(struct index_header) == HEADER_SIZE, "header size");
 
 /* A 64-bit running hash over 8-byte words: fast enough to verify gigabytes
  * and sensitive to every bit, which is all a corruption check needs. */
@@ -60,7 +42,7 @@ static uint64_t hash_words(uint64_t h, const void *p, size_t len)
 	return h;
 }
 
-static uint64_t header_hash(const struct index_header *h)
+uint64_t index_header_hash(const struct index_header *h)
 {
 	struct index_header c = *h;
 	c.header_hash = 0;
@@ -98,10 +80,10 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 		goto out;
 	}
 	rc = -EINVAL;
-	if ((uint64_t)st.st_size < HEADER_SIZE) {
+	if ((uint64_t)st.st_size < INDEX_HEADER_SIZE) {
 		*err = loader_strdupf("index %s: %lld bytes, too short for an "
 				      "index (header is %u bytes)",
-				      path, (long long)st.st_size, HEADER_SIZE);
+				      path, (long long)st.st_size, INDEX_HEADER_SIZE);
 		goto out;
 	}
 	map = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
@@ -117,14 +99,14 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 				      path);
 		goto out;
 	}
-	if (h.version != INDEX_VERSION || h.header_size != HEADER_SIZE) {
+	if (h.version != INDEX_VERSION || h.header_size != INDEX_HEADER_SIZE) {
 		*err =
 		    loader_strdupf("index %s: version %u, this library reads "
 				   "version %u",
 				   path, h.version, INDEX_VERSION);
 		goto out;
 	}
-	if (header_hash(&h) != h.header_hash) {
+	if (index_header_hash(&h) != h.header_hash) {
 		*err = loader_strdupf("index %s: header checksum mismatch "
 				      "(corrupted)",
 				      path);
@@ -473,7 +455,7 @@ static int writer_finish(struct writer *w)
 		*w->err = loader_strdupf("index %s: out of memory", w->out);
 		goto out;
 	}
-	uint64_t pos = HEADER_SIZE, hash = HASH_SEED;
+	uint64_t pos = INDEX_HEADER_SIZE, hash = HASH_SEED;
 	uint64_t *offs[S_COUNT] = {&h.off_file,	 &h.off_offset,	 &h.off_length,
 				   &h.off_label, &h.off_pathoff, &h.off_blob};
 	for (int i = 0; i < S_COUNT; i++) {
@@ -501,7 +483,7 @@ static int writer_finish(struct writer *w)
 
 	memcpy(h.magic, INDEX_MAGIC, 8);
 	h.version = INDEX_VERSION;
-	h.header_size = HEADER_SIZE;
+	h.header_size = INDEX_HEADER_SIZE;
 	h.count = w->count;
 	h.nfiles = w->nfiles;
 	h.blob_size = w->blob_size;
@@ -512,7 +494,7 @@ static int writer_finish(struct writer *w)
 	h.num_labels = (uint32_t)(w->max_label + 1);
 	h.unknown_lengths = w->unknown;
 	h.body_hash = hash;
-	h.header_hash = header_hash(&h);
+	h.header_hash = index_header_hash(&h);
 	if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		goto fail;
 	if (fchmod(fd, 0644) || fsync(fd))

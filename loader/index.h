@@ -24,6 +24,27 @@
 
 #define INDEX_MAGIC "WHARFIX1"
 #define INDEX_VERSION 1u
+#define INDEX_HEADER_SIZE 256u
+
+struct index_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;
+	uint64_t count;
+	uint64_t nfiles;
+	uint64_t off_file, off_offset, off_length, off_label, off_pathoff;
+	uint64_t off_blob, blob_size, off_root, root_size;
+	uint64_t file_size;
+	uint64_t min_length, max_length, total_bytes;
+	uint32_t num_labels, unknown_lengths;
+	uint64_t body_hash;   /* over bytes [header_size, file_size) */
+	uint64_t header_hash; /* over the header with this field zero */
+	uint8_t pad[INDEX_HEADER_SIZE - 160];
+};
+_Static_assert(sizeof(struct index_header) == INDEX_HEADER_SIZE, "header size");
+
+/* The header's checksum (header_hash is taken as zero). */
+uint64_t index_header_hash(const struct index_header *h);
 
 struct index {
 	uint64_t count;	 /* samples */

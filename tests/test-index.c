@@ -14,6 +14,7 @@
 #include <wharf/loader.h>
 
 #include "fixture.h"
+#include "index.h"
 
 static char *root;
 
@@ -245,6 +246,83 @@ START_TEST(corrupted)
 }
 END_TEST
 
+/* Rewrites the header of the index at path through edit, with a fresh
+ * header checksum: a damaged index that still passes that check. */
+static void edit_header(const char *path,
+			void (*edit)(struct index_header *h, int fd))
+{
+	struct index_header h;
+	int fd = open(path, O_RDWR);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &h, sizeof(h), 0), sizeof(h));
+	edit(&h, fd);
+	h.header_hash = index_header_hash(&h);
+	ck_assert_int_eq(pwrite(fd, &h, sizeof(h), 0), sizeof(h));
+	close(fd);
+}
+
+static void count_overflows(struct index_header *h, int fd)
+{
+	(void)fd;
+	/* count * 4 and count * 8 wrap around to 0: every section would
+	 * seem to fit. */
+	h->count = 1ull << 62;
+}
+
+static void blob_past_end(struct index_header *h, int fd)
+{
+	(void)fd;
+	h->off_blob = h->file_size + 64;
+}
+
+static void blob_cut_short(struct index_header *h, int fd)
+{
+	(void)fd;
+	h->blob_size -= 1; /* then the last path's end is not the blob's */
+}
+
+static void odd_size(struct index_header *h, int fd)
+{
+	ck_assert_int_eq(ftruncate(fd, (off_t)h->file_size + 4), 0);
+	h->file_size += 4;
+}
+
+/* Headers whose own checksum holds but whose sections do not: each is
+ * refused at open, with what is wrong. */
+START_TEST(bad_sections)
+{
+	static const struct {
+		void (*edit)(struct index_header *h, int fd);
+		const char *says;
+	} cases[] = {
+	    {count_overflows, "a section lies outside the file"},
+	    {blob_past_end, "a section lies outside the file"},
+	    {blob_cut_short, "path table is inconsistent"},
+	    {odd_size, "not a whole number of 8-byte words"},
+	};
+	char *a = pathf("%s/%s", "sa");
+	const char *files[] = {a};
+	wharf_index *idx = NULL;
+
+	ck_assert_int_eq(fx_write_file(a, 4096, 2), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *out = pathf("%s/%s", "s.idx");
+
+		ck_assert_int_eq(wharf_index_build_records(16, files, 1, out),
+				 0);
+		ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+		wharf_index_close(idx);
+		edit_header(out, cases[i].edit);
+		ck_assert_int_eq(wharf_index_open(out, 0, &idx), -EINVAL);
+		ck_assert_msg(strstr(wharf_last_error(), cases[i].says),
+			      "case %zu: %s", i, wharf_last_error());
+		free(out);
+	}
+	free(a);
+}
+END_TEST
+
 START_TEST(cli)
 {
 	const char *w = fx_wharf_bin();
@@ -280,6 +358,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, list_round_trip);
 	tcase_add_test(tc, records_round_trip);
 	tcase_add_test(tc, corrupted);
+	tcase_add_test(tc, bad_sections);
 	tcase_add_test(tc, cli);
 	suite_add_tcase(s, tc);
 	return s;
