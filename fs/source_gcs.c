@@ -486,13 +486,48 @@ static int gcs_stat(struct source *src, const char *path,
 	return 0;
 }
 
+/* A read's Authorization header, with the token current now (renewed
+ * first when it is close to expiry), in place of any it had. */
+static int read_auth(struct gcs_src *gs, struct source_read *rd)
+{
+	struct curl_slist *headers = NULL;
+	char auth[AUTH_MAX];
+	unsigned serial;
+	int rc;
+
+	rc = gcp_creds_header(gs->creds, auth, sizeof(auth), &serial);
+	if (rc)
+		return rc;
+	if (*auth) {
+		/* One small list per origin request, not per read served:
+		 * curl keeps a pointer to it until the transfer ends. */
+		headers = curl_slist_append(NULL, auth);
+		if (!headers)
+			return -ENOMEM;
+	}
+	curl_slist_free_all(rd->headers);
+	rd->headers = rd->req.headers = headers;
+	rd->auth_serial = serial;
+	return 0;
+}
+
+/* req.resign for reads: a retry carries the token current then, not the
+ * one of the first attempt, which may have expired while it failed (a
+ * long --timeout). */
+static int gcs_reauth_read(void *arg, struct fetch_req *req)
+{
+	struct source_read *rd = arg;
+	int rc = read_auth(gs_of(rd->src), rd);
+
+	req->headers = rd->headers;
+	return rc;
+}
+
 static int gcs_prepare_read(struct source *src, const char *path,
 			    const char *version, uint64_t off, uint64_t len,
 			    struct source_read *rd)
 {
 	struct gcs_src *gs = gs_of(src);
-	char auth[AUTH_MAX];
-	unsigned serial;
 	int rc;
 
 	memset(&rd->req, 0, sizeof(rd->req));
@@ -504,23 +539,17 @@ static int gcs_prepare_read(struct source *src, const char *path,
 		rc = add_param(rd->url, sizeof(rd->url), "generation", version);
 	if (rc)
 		return rc;
-	/* A token is renewed well before it expires (see creds_gcp.h), so
-	 * the fetch engine's retries of this request can reuse it. */
-	rc = gcp_creds_header(gs->creds, auth, sizeof(auth), &serial);
+	rc = read_auth(gs, rd);
 	if (rc)
 		return rc;
-	if (*auth) {
-		/* One small list per origin request, not per read served:
-		 * curl keeps a pointer to it until the transfer ends. */
-		rd->headers = curl_slist_append(NULL, auth);
-		if (!rd->headers)
-			return -ENOMEM;
-	}
-	rd->auth_serial = serial;
 	rd->req.url = rd->url;
-	rd->req.headers = rd->headers;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
+	if (rd->headers) {
+		rd->src = src;
+		rd->req.resign = gcs_reauth_read;
+		rd->req.resign_arg = rd;
+	}
 	return 0;
 }
 

@@ -663,27 +663,36 @@ START_TEST(token_env)
 END_TEST
 
 /* A command printing "cmd-N" tokens that last one second. */
+/* Writes work/NAME, a --token-command whose Nth run prints token cmd-N,
+ * good for expires_in seconds, and counts its runs in work/NAME.count. */
+static void counting_token_command(const char *name, unsigned expires_in,
+				   char script[PATH_MAX], char count[PATH_MAX])
+{
+	char text[2 * PATH_MAX + 256];
+
+	snprintf(script, PATH_MAX, "%s/%s", work, name);
+	snprintf(count, PATH_MAX, "%s/%s.count", work, name);
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n"
+		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
+		 "echo $n > '%s'\n"
+		 "printf '{\"access_token\": \"cmd-%%d\", "
+		 "\"expires_in\": %u}\\n' $n\n",
+		 count, count, expires_in);
+	write_text(script, text, 0700);
+}
+
 START_TEST(token_command_refresh)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
 	struct source_options o = {0};
-	char script[PATH_MAX], count[PATH_MAX], text[1024];
+	char script[PATH_MAX], count[PATH_MAX];
 	static struct names l;
 	size_t n;
 	char *c;
 
 	start_fake(args);
-	snprintf(script, sizeof(script), "%s/token-cmd", work);
-	snprintf(count, sizeof(count), "%s/token-cmd.count", work);
-	snprintf(
-	    text, sizeof(text),
-	    "#!/bin/sh\n"
-	    "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-	    "echo $n > '%s'\n"
-	    "printf '{\"access_token\": \"cmd-%%d\", \"expires_in\": 1}\\n'"
-	    " $n\n",
-	    count, count);
-	write_text(script, text, 0700);
+	counting_token_command("token-cmd", 1, script, count);
 	o.token_command = script;
 	open_ok(&o);
 	ck_assert_int_eq(list("", &l), 0);
@@ -698,6 +707,34 @@ START_TEST(token_command_refresh)
 	free(c);
 	ck_assert_int_ge(fake_stat("tokens_seen"), 2);
 	ck_assert_int_eq(fake_stat("unauthorized"), 0);
+}
+END_TEST
+
+/* A retry goes out with the token current then, not the one its first
+ * attempt carried: here that one expired while the attempt failed slowly
+ * (the fake refuses a token a second after its first use). */
+START_TEST(retry_renews_token)
+{
+	static const char *const args[] = {"--accept-prefix", "cmd-",
+					   "--token-ttl", "1", NULL};
+	struct source_options o = {0};
+	char script[PATH_MAX], count[PATH_MAX], buf[64];
+	size_t n;
+	char *c;
+
+	start_fake(args);
+	counting_token_command("token-cmd", 1, script, count);
+	o.token_command = script;
+	open_ok(&o);
+	fake_get("/_fake/inject?status=503&count=1&kind=media&delay=1.5", buf,
+		 sizeof(buf));
+	check_object("one", 1, seed_of("one"));
+	ck_assert_int_eq(fake_stat("injected"), 1);
+	ck_assert_int_eq(fake_stat("expired"), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 0);
+	c = fx_read_file(count, &n);
+	ck_assert_int_ge(atoi(c), 2);
+	free(c);
 }
 END_TEST
 
@@ -1005,7 +1042,7 @@ static int mount_gs(const char *cache, const char *extra)
 
 static void check_mounted_file(const char *name, uint64_t size, uint32_t seed)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	uint8_t *buf;
 	size_t len;
 
@@ -1036,7 +1073,7 @@ static bool mount_log_has(const char *what)
 
 static int count_dir(const char *rel)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	struct dirent *de;
 	DIR *d;
 	int n = 0;
@@ -1104,7 +1141,7 @@ END_TEST
  * new generation's bytes inside the old file. */
 START_TEST(mount_replaced_object)
 {
-	char cache[PATH_MAX], path[PATH_MAX], obj[PATH_MAX];
+	char cache[PATH_MAX], path[PATH_MAX + 64], obj[PATH_MAX];
 	const uint64_t size = 50ull << 20, tail = size - 4096;
 	const uint32_t seed = seed_of("sizes/50M");
 	struct timespec ts[2] = {{.tv_sec = 2100000000},
@@ -1169,22 +1206,13 @@ START_TEST(mount_token_revoked)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
 	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
-	char count[PATH_MAX], text[1024], buf[256];
+	char count[PATH_MAX], buf[256];
 	size_t n;
 	char *c;
 
 	start_fake(args);
 	snprintf(cache, sizeof(cache), "%s/cache-revoked", work);
-	snprintf(script, sizeof(script), "%s/token-rev", work);
-	snprintf(count, sizeof(count), "%s/token-rev.count", work);
-	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-		 "echo $n > '%s'\n"
-		 "printf '{\"access_token\": \"cmd-%%d\", "
-		 "\"expires_in\": 3600}\\n' $n\n",
-		 count, count);
-	write_text(script, text, 0700);
+	counting_token_command("token-rev", 3600, script, count);
 	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
 	ck_assert_int_eq(mount_gs(cache, opts), 0);
 	check_mounted_file("one", 1, seed_of("one"));
@@ -1221,6 +1249,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, malformed_answers);
 	tcase_add_test(tc, token_env);
 	tcase_add_test(tc, token_command_refresh);
+	tcase_add_test(tc, retry_renews_token);
 	tcase_add_test(tc, token_command_bare);
 	tcase_add_test(tc, service_account);
 	tcase_add_test(tc, service_account_wrong_key);

@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +19,19 @@
 
 static char *root;
 
-static char *pathf(const char *fmt, const char *a)
+/* root/ followed by the formatted name, malloc'd. */
+static char *pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *pathf(const char *fmt, ...)
 {
-	char *p;
-	if (asprintf(&p, fmt, root, a) < 0)
+	char *name, *p;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&name, fmt, ap) < 0)
 		abort();
+	va_end(ap);
+	if (asprintf(&p, "%s/%s", root, name) < 0)
+		abort();
+	free(name);
 	return p;
 }
 
@@ -44,7 +53,7 @@ START_TEST(dir_round_trip)
 	static const char *const files[] = {"b/2", "b/10", "a/x", "a/sub/y",
 					    "top"};
 	for (size_t i = 0; i < 5; i++) {
-		char *p = pathf("%s/tree/%s", files[i]);
+		char *p = pathf("tree/%s", files[i]);
 		char *d = strdup(p);
 		*strrchr(d, '/') = '\0';
 		ck_assert_int_eq(fx_mkdirs(d), 0);
@@ -52,10 +61,10 @@ START_TEST(dir_round_trip)
 		free(d);
 		free(p);
 	}
-	char *c = pathf("%s/tree/%s", "c");
+	char *c = pathf("tree/c");
 	ck_assert_int_eq(fx_mkdirs(c), 0);
 	free(c);
-	char *tree = pathf("%s/%s", "tree"), *out = pathf("%s/%s", "d.idx");
+	char *tree = pathf("tree"), *out = pathf("d.idx");
 	ck_assert_int_eq(wharf_index_build_dir(tree, out), 0);
 
 	wharf_index *idx;
@@ -74,7 +83,7 @@ START_TEST(dir_round_trip)
 		char buf[4096];
 		ck_assert_int_gt(
 		    wharf_index_path(idx, s.file, buf, sizeof(buf)), 0);
-		char *full = pathf("%s/tree/%s", want[i]);
+		char *full = pathf("tree/%s", want[i]);
 		char *real = realpath(full, NULL);
 		ck_assert_str_eq(buf, real);
 		ck_assert_int_eq(s.label, labels[i]);
@@ -98,7 +107,7 @@ START_TEST(dir_round_trip)
 	wharf_index_close(idx);
 
 	/* Same tree, same bytes: the build is deterministic. */
-	char *out2 = pathf("%s/%s", "d2.idx");
+	char *out2 = pathf("d2.idx");
 	ck_assert_int_eq(wharf_index_build_dir(tree, out2), 0);
 	size_t l1, l2;
 	void *a = fx_read_file(out, &l1), *b = fx_read_file(out2, &l2);
@@ -114,17 +123,17 @@ END_TEST
 
 START_TEST(list_round_trip)
 {
-	char *d = pathf("%s/%s", "ld");
+	char *d = pathf("ld");
 	ck_assert_int_eq(fx_mkdirs(d), 0);
-	char *f1 = pathf("%s/ld/%s", "one"), *f2 = pathf("%s/%s", "abs");
+	char *f1 = pathf("ld/one"), *f2 = pathf("abs");
 	ck_assert_int_eq(fx_write_file(f1, 10, 1), 0);
 	ck_assert_int_eq(fx_write_file(f2, 20, 2), 0);
-	char *list = pathf("%s/ld/%s", "list");
+	char *list = pathf("ld/list");
 	FILE *f = fopen(list, "w");
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "# a comment\none 3\n\n  %s\t7\r\none\n", f2);
 	fclose(f);
-	char *out = pathf("%s/%s", "l.idx");
+	char *out = pathf("l.idx");
 	ck_assert_int_eq(wharf_index_build_list(list, 0, out), 0);
 	wharf_index *idx;
 	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
@@ -170,10 +179,10 @@ END_TEST
 
 START_TEST(records_round_trip)
 {
-	char *a = pathf("%s/%s", "ra"), *b = pathf("%s/%s", "rb");
+	char *a = pathf("ra"), *b = pathf("rb");
 	ck_assert_int_eq(fx_write_file(a, 1000, 1), 0); /* 3 + a 100 tail */
 	ck_assert_int_eq(fx_write_file(b, 600, 2), 0);	/* 2 */
-	char *out = pathf("%s/%s", "r.idx");
+	char *out = pathf("r.idx");
 	const char *files[] = {a, b};
 	ck_assert_int_eq(wharf_index_build_records(300, files, 2, out), 0);
 	wharf_index *idx;
@@ -200,9 +209,9 @@ END_TEST
 
 START_TEST(corrupted)
 {
-	char *a = pathf("%s/%s", "ca");
+	char *a = pathf("ca");
 	ck_assert_int_eq(fx_write_file(a, 4096, 1), 0);
-	char *out = pathf("%s/%s", "c.idx");
+	char *out = pathf("c.idx");
 	const char *files[] = {a};
 	ck_assert_int_eq(wharf_index_build_records(16, files, 1, out), 0);
 	wharf_index *idx = NULL;
@@ -237,7 +246,7 @@ START_TEST(corrupted)
 	ck_assert_int_eq(truncate(out, 10), 0);
 	ck_assert_int_eq(wharf_index_open(out, 0, &idx), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "too short"));
-	char *none = pathf("%s/%s", "nothing");
+	char *none = pathf("nothing");
 	ck_assert_int_eq(wharf_index_open(none, 0, &idx), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(wharf_last_error(), none));
 	free(none);
@@ -301,13 +310,13 @@ START_TEST(bad_sections)
 	    {blob_cut_short, "path table is inconsistent"},
 	    {odd_size, "not a whole number of 8-byte words"},
 	};
-	char *a = pathf("%s/%s", "sa");
+	char *a = pathf("sa");
 	const char *files[] = {a};
 	wharf_index *idx = NULL;
 
 	ck_assert_int_eq(fx_write_file(a, 4096, 2), 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *out = pathf("%s/%s", "s.idx");
+		char *out = pathf("s.idx");
 
 		ck_assert_int_eq(wharf_index_build_records(16, files, 1, out),
 				 0);
@@ -328,7 +337,7 @@ START_TEST(cli)
 	const char *w = fx_wharf_bin();
 	if (access(w, X_OK))
 		return; /* built without the fs part: the library tests stand */
-	char *a = pathf("%s/%s", "cli-a"), *out = pathf("%s/%s", "cli.idx");
+	char *a = pathf("cli-a"), *out = pathf("cli.idx");
 	ck_assert_int_eq(fx_write_file(a, 1024, 3), 0);
 	ck_assert_int_eq(fx_sh("'%s' index build --records 1K '%s' -o '%s' "
 			       ">/dev/null",

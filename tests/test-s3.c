@@ -664,7 +664,6 @@ START_TEST(test_sizes)
 	/* The endpoint from the environment this time. */
 	struct source_options opt = {0};
 	struct source *src = NULL;
-	char *err = NULL;
 	const size_t piece = (3u << 20) + 5; /* ranges that straddle MiBs */
 	unsigned char *buf = malloc(piece);
 
@@ -747,7 +746,6 @@ START_TEST(test_no_sign)
 	struct source_options opt = {.endpoint = gate_url, .no_sign = true};
 	struct source *src = NULL;
 	struct names l = {0};
-	char *err = NULL;
 
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
@@ -767,7 +765,7 @@ START_TEST(test_virtual_host)
 	struct source *src = NULL;
 	struct source_object o;
 	struct names l = {0};
-	char endpoint[64], *err = NULL;
+	char endpoint[64];
 	unsigned char buf[100];
 	size_t got = 0;
 
@@ -965,7 +963,7 @@ static int mount_stop(struct mnt *m)
 static long long differ(const char *root, const char *key, uint64_t size,
 			uint32_t seed)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	size_t len = 0;
 	unsigned char *buf;
 	long long bad = 0;
@@ -990,7 +988,7 @@ static bool log_has(const char *log, const char *what)
 START_TEST(test_mount)
 {
 	struct mnt m;
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	unsigned char buf[4096];
 	struct dirent *de;
 	DIR *d;
