@@ -78,39 +78,79 @@ static int64_t parse_rfc3339(const char *s)
 /* ---- requests ---- */
 
 /*
+ * Sets *headers to a list holding the Authorization header with the token
+ * current now (renewed first when close to expiry; no list when
+ * anonymous), freeing the list it had.  One small list per origin request,
+ * not per read served: curl keeps a pointer to it until the transfer ends.
+ */
+static int bearer_renew(struct gcs_src *gs, struct curl_slist **headers,
+			unsigned *serial)
+{
+	struct curl_slist *h = NULL;
+	char auth[AUTH_MAX];
+	int rc;
+
+	rc = gcp_creds_header(gs->creds, auth, sizeof(auth), serial);
+	if (rc)
+		return rc;
+	if (*auth) {
+		h = curl_slist_append(NULL, auth);
+		if (!h)
+			return -ENOMEM;
+	}
+	curl_slist_free_all(*headers);
+	*headers = h;
+	return 0;
+}
+
+/* An API GET's credentials, renewed for each attempt. */
+struct api_auth {
+	struct gcs_src *gs;
+	struct curl_slist *headers;
+	unsigned serial;
+};
+
+/* req.resign: a retry carries the token current then, not the one of the
+ * first attempt, which may have expired while it failed (a long
+ * --timeout). */
+static int api_reauth(void *arg, struct fetch_req *req)
+{
+	struct api_auth *a = arg;
+	int rc = bearer_renew(a->gs, &a->headers, &a->serial);
+
+	req->headers = a->headers;
+	return rc;
+}
+
+/*
  * GETs url (a listing page or object metadata) with the token.  One 401 is
  * answered by renewing the token and asking again.  @return as fetch_run;
  * res->body is the caller's to free on success.
  */
 static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 {
-	char auth[AUTH_MAX];
-	unsigned serial;
+	struct api_auth a = {.gs = gs};
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
 		struct fetch_req req = {0};
-		struct curl_slist *h = NULL;
 
-		rc = gcp_creds_header(gs->creds, auth, sizeof(auth), &serial);
+		rc = api_reauth(&a, &req);
 		if (rc)
-			return rc;
-		if (*auth) {
-			h = curl_slist_append(NULL, auth);
-			if (!h)
-				return -ENOMEM;
-		}
+			break;
 		req.url = url;
-		req.headers = h;
 		req.grow = true;
 		req.cap = PAGE_CAP;
+		req.resign = api_reauth;
+		req.resign_arg = &a;
 		rc = fetch_run(gs->base.fetch, &req, res);
-		curl_slist_free_all(h);
 		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
-		    gcp_creds_refused(gs->creds, serial))
+		    gcp_creds_refused(gs->creds, a.serial))
 			continue;
-		return rc;
+		break;
 	}
+	curl_slist_free_all(a.headers);
+	return rc;
 }
 
 /* One listed entry, collected from an "items" member. */
@@ -486,38 +526,11 @@ static int gcs_stat(struct source *src, const char *path,
 	return 0;
 }
 
-/* A read's Authorization header, with the token current now (renewed
- * first when it is close to expiry), in place of any it had. */
-static int read_auth(struct gcs_src *gs, struct source_read *rd)
-{
-	struct curl_slist *headers = NULL;
-	char auth[AUTH_MAX];
-	unsigned serial;
-	int rc;
-
-	rc = gcp_creds_header(gs->creds, auth, sizeof(auth), &serial);
-	if (rc)
-		return rc;
-	if (*auth) {
-		/* One small list per origin request, not per read served:
-		 * curl keeps a pointer to it until the transfer ends. */
-		headers = curl_slist_append(NULL, auth);
-		if (!headers)
-			return -ENOMEM;
-	}
-	curl_slist_free_all(rd->headers);
-	rd->headers = rd->req.headers = headers;
-	rd->auth_serial = serial;
-	return 0;
-}
-
-/* req.resign for reads: a retry carries the token current then, not the
- * one of the first attempt, which may have expired while it failed (a
- * long --timeout). */
-static int gcs_reauth_read(void *arg, struct fetch_req *req)
+/* req.resign for reads: as api_reauth. */
+static int read_reauth(void *arg, struct fetch_req *req)
 {
 	struct source_read *rd = arg;
-	int rc = read_auth(gs_of(rd->src), rd);
+	int rc = bearer_renew(gs_of(rd->src), &rd->headers, &rd->auth_serial);
 
 	req->headers = rd->headers;
 	return rc;
@@ -539,17 +552,15 @@ static int gcs_prepare_read(struct source *src, const char *path,
 		rc = add_param(rd->url, sizeof(rd->url), "generation", version);
 	if (rc)
 		return rc;
-	rc = read_auth(gs, rd);
+	rd->src = src;
+	rc = read_reauth(rd, &rd->req);
 	if (rc)
 		return rc;
 	rd->req.url = rd->url;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
-	if (rd->headers) {
-		rd->src = src;
-		rd->req.resign = gcs_reauth_read;
-		rd->req.resign_arg = rd;
-	}
+	rd->req.resign = read_reauth;
+	rd->req.resign_arg = rd;
 	return 0;
 }
 

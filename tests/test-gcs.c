@@ -682,19 +682,29 @@ static void counting_token_command(const char *name, unsigned expires_in,
 	write_text(script, text, 0700);
 }
 
+/* Starts the fake with fake_args and opens the source with a counting
+ * token command whose tokens last a second. */
+static void open_with_short_tokens(const char *const fake_args[],
+				   char count[PATH_MAX])
+{
+	static char script[PATH_MAX]; /* the source keeps a pointer */
+	struct source_options o = {0};
+
+	start_fake(fake_args);
+	counting_token_command("token-cmd", 1, script, count);
+	o.token_command = script;
+	open_ok(&o);
+}
+
 START_TEST(token_command_refresh)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
-	struct source_options o = {0};
-	char script[PATH_MAX], count[PATH_MAX];
+	char count[PATH_MAX];
 	static struct names l;
 	size_t n;
 	char *c;
 
-	start_fake(args);
-	counting_token_command("token-cmd", 1, script, count);
-	o.token_command = script;
-	open_ok(&o);
+	open_with_short_tokens(args, count);
 	ck_assert_int_eq(list("", &l), 0);
 	c = fx_read_file(count, &n);
 	ck_assert_int_eq(atoi(c), 1);
@@ -717,23 +727,25 @@ START_TEST(retry_renews_token)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-",
 					   "--token-ttl", "1", NULL};
-	struct source_options o = {0};
-	char script[PATH_MAX], count[PATH_MAX], buf[64];
+	char count[PATH_MAX], buf[64];
+	static struct names l;
 	size_t n;
 	char *c;
 
-	start_fake(args);
-	counting_token_command("token-cmd", 1, script, count);
-	o.token_command = script;
-	open_ok(&o);
+	open_with_short_tokens(args, count);
 	fake_get("/_fake/inject?status=503&count=1&kind=media&delay=1.5", buf,
 		 sizeof(buf));
 	check_object("one", 1, seed_of("one"));
-	ck_assert_int_eq(fake_stat("injected"), 1);
+	/* A listing's retry likewise. */
+	fake_get("/_fake/inject?status=503&count=1&kind=list&delay=1.5", buf,
+		 sizeof(buf));
+	ck_assert_int_eq(list("", &l), 0);
+	ck_assert_int_eq(l.n, 9);
+	ck_assert_int_eq(fake_stat("injected"), 2);
 	ck_assert_int_eq(fake_stat("expired"), 0);
 	ck_assert_int_eq(fake_stat("unauthorized"), 0);
 	c = fx_read_file(count, &n);
-	ck_assert_int_ge(atoi(c), 2);
+	ck_assert_int_ge(atoi(c), 3);
 	free(c);
 }
 END_TEST
