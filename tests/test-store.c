@@ -622,6 +622,30 @@ START_TEST(lock_one_mount)
 }
 END_TEST
 
+static void *close_later(void *st)
+{
+	usleep(150 * 1000);
+	store_close(st);
+	return NULL;
+}
+
+/* A mount that has just been unmounted may hold the lock a moment longer
+ * while it exits: the next open waits for it (briefly) instead of failing. */
+START_TEST(lock_waits_for_exiting_holder)
+{
+	struct store_config cfg = {.dir = dir};
+	struct store *st = open_store(dir, 0), *st2 = NULL;
+	char *err = NULL;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, close_later, st), 0);
+	ck_assert_int_eq(store_open(&cfg, &st2, &err), 0);
+	ck_assert_ptr_null(err);
+	pthread_join(t, NULL);
+	store_close(st2);
+}
+END_TEST
+
 START_TEST(mode_0700)
 {
 	char *d = strdupf("%s/a/b/cache", dir), *a = strdupf("%s/a", dir);
@@ -1120,6 +1144,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
 	tcase_add_test(tc, lock_one_mount);
+	tcase_add_test(tc, lock_waits_for_exiting_holder);
 	tcase_add_test(tc, mode_0700);
 	tcase_add_test(tc, persistence);
 	tcase_add_test(tc, recency_survives_remount);
