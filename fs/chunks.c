@@ -451,8 +451,12 @@ static void unmap_removed(struct chunk_cache *cc, const struct chunk_key *key,
 	pthread_mutex_lock(&cc->evict_mu);
 	pthread_mutex_lock(&b->mu);
 	e = bucket_find(b, key);
-	if (e && e->state == READY && e->file_map &&
-	    (!only_marked || e->unmap_when_let_go)) {
+	if (e && e->state == LOADING && !only_marked) {
+		/* Its owner may have mapped the file before it was removed:
+		 * the owner's chunks_put looks again. */
+		e->unmap_when_let_go = true;
+	} else if (e && e->state == READY && e->file_map &&
+		   (!only_marked || e->unmap_when_let_go)) {
 		if (e->refs) {
 			e->unmap_when_let_go = true;
 		} else {

@@ -260,21 +260,13 @@ START_TEST(cap_evicts_unreferenced_only)
 }
 END_TEST
 
-/* Gets chunk n as its owner and hands it a read-only mapping holding its
- * pattern after a 48-byte header, as a mapped chunk file is. */
-static struct chunk *adopt(unsigned n, size_t len, bool fill_first)
+/* Hands c, loading chunk n, a read-only mapping holding its pattern after
+ * a 48-byte header, as a mapped chunk file is, and publishes it. */
+static struct chunk *adopt_loading(struct chunk *c, unsigned n, size_t len)
 {
 	const size_t map_len = 48 + len;
-	struct chunk_key k;
-	struct chunk *c;
-	bool owner = false;
 	uint8_t *m;
 
-	key_n(&k, n);
-	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
-	ck_assert(owner);
-	if (fill_first) /* a buffer the adoption must replace */
-		ck_assert_ptr_nonnull(chunks_fill_buffer(cc, c, len));
 	m = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(m, MAP_FAILED);
@@ -284,6 +276,21 @@ static struct chunk *adopt(unsigned n, size_t len, bool fill_first)
 	chunks_adopt(cc, c, m, map_len, m + 48);
 	chunks_ready(cc, c, len);
 	return c;
+}
+
+/* Gets chunk n as its owner and adopts a mapping for it. */
+static struct chunk *adopt(unsigned n, size_t len, bool fill_first)
+{
+	struct chunk_key k;
+	struct chunk *c;
+	bool owner = false;
+
+	key_n(&k, n);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	ck_assert(owner);
+	if (fill_first) /* a buffer the adoption must replace */
+		ck_assert_ptr_nonnull(chunks_fill_buffer(cc, c, len));
+	return adopt_loading(c, n, len);
 }
 
 /* Adopted mappings are served, counted against the cap, and evicted like
@@ -356,6 +363,23 @@ START_TEST(removed_files_unmapped)
 	chunks_get_stats(cc, &s);
 	ck_assert_uint_eq(s.bytes, 8 * KiB);
 	ck_assert_uint_eq(s.evictions, 2);
+}
+END_TEST
+
+/* A file removed while its chunk is being loaded (its owner may have
+ * mapped it already) is let go when the owner releases the chunk. */
+START_TEST(removed_while_loading)
+{
+	struct chunk_key k;
+	struct chunk *c;
+	bool owner = false;
+
+	key_n(&k, 5);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	ck_assert(owner);
+	chunks_file_removed(cc, &k);
+	chunks_put(cc, adopt_loading(c, 5, 8 * KiB));
+	ck_assert(!chunks_contains(cc, &k));
 }
 END_TEST
 
@@ -464,6 +488,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, recently_used_survives);
 	tcase_add_test(tc, adopted_mappings);
 	tcase_add_test(tc, removed_files_unmapped);
+	tcase_add_test(tc, removed_while_loading);
 	tcase_add_test(tc, many_threads);
 	suite_add_tcase(s, tc);
 	return s;
