@@ -692,7 +692,7 @@ static int plan_sizes(struct wharf_loader *l, char **err)
 		}
 		cap = per * o->batch_size;
 	}
-	if (ss && cap < ss * o->batch_size) {
+	if (ss && cap / o->batch_size < ss) { /* cap < ss x batch, unwrapped */
 		*err = loader_strdupf("slot_bytes %llu is less than batch_size "
 				      "%u x sample_bytes %llu",
 				      (unsigned long long)cap, o->batch_size,
@@ -788,7 +788,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		if (rc)
 			goto fail;
 	} else {
-		rc = fill_init(&l->fill);
+		rc = fill_init(&l->fill, false);
 		if (rc) {
 			err = loader_strdupf("loader: out of memory");
 			goto fail;

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <signal.h>
@@ -39,10 +40,16 @@
  * through a mapping (a memcpy, no system call per sample). */
 #define MAP_SAMPLES_PER_FILE 8
 
-/* Open files by id (direct-mapped).  With `mapped`, each open file is also
- * mapped read-only, and its size as it was then bounds every copy from
- * it: a file cut short since the index was built is an error, never a
- * SIGBUS. */
+/*
+ * Open files by id (direct-mapped).  With `mapped` (in workers only), each
+ * open file is also mapped read-only, and its size as it was then bounds
+ * every copy from it: a file cut short since the index was built is an
+ * error, never a SIGBUS.  A file cut short since it was mapped, or whose
+ * storage fails under the mapping (a FUSE read that fails), faults during
+ * the copy: the worker catches that SIGBUS and fails the sample.  The
+ * caller's own process (num_workers 0) never maps: its signals are not
+ * ours to take.
+ */
 struct fd_cache {
 	bool mapped;
 	uint32_t file[FD_CACHE];
@@ -83,12 +90,12 @@ static void fd_drop(struct fd_cache *fc, unsigned k)
 	fc->file[k] = UINT32_MAX;
 }
 
-int fill_init(struct fill_ctx *c)
+int fill_init(struct fill_ctx *c, bool in_worker)
 {
 	c->fds = malloc(sizeof(*c->fds));
 	if (!c->fds)
 		return -ENOMEM;
-	c->fds->mapped = c->idx->nfiles &&
+	c->fds->mapped = in_worker && c->idx->nfiles &&
 			 c->idx->count / c->idx->nfiles >= MAP_SAMPLES_PER_FILE;
 	for (int i = 0; i < FD_CACHE; i++) {
 		c->fds->file[i] = UINT32_MAX;
@@ -185,6 +192,57 @@ static int file_open(struct fill_ctx *c, struct where *w, uint32_t file)
 	return (int)k;
 }
 
+/* The copy in progress from a mapping, for on_sigbus; NULL when none.  A
+ * worker is one thread.  Volatile, and fenced around the copy: the
+ * compiler must neither drop these stores nor move the copy past them. */
+static sigjmp_buf *volatile copy_fault;
+
+/* Installed with SA_NODEFER: the jump out leaves SIGBUS unblocked without
+ * a sigprocmask call per copy. */
+static void on_sigbus(int sig)
+{
+	if (copy_fault)
+		siglongjmp(*copy_fault, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Copies len bytes at off of the mapping in entry k (off + len within the
+ * size it was mapped with).  A fault during the copy is reported as the
+ * file's end, when it was cut short since, or as an I/O error; the
+ * mapping is dropped, and the next read of the file opens it again. */
+static int copy_mapped(struct fill_ctx *c, struct where *w, unsigned k,
+		       void *dst, uint64_t len, uint64_t off)
+{
+	sigjmp_buf jb;
+	struct stat st;
+
+	if (sigsetjmp(jb, 0)) {
+		copy_fault = NULL;
+		bool cut = !fstat(c->fds->fd[k], &st) &&
+			   (uint64_t)st.st_size < off + len;
+		fd_drop(c->fds, k);
+		if (cut)
+			return fail(w, -EIO,
+				    "short read: the file was cut to %llu bytes "
+				    "while in use (%llu bytes at offset %llu "
+				    "wanted)",
+				    (unsigned long long)st.st_size,
+				    (unsigned long long)len,
+				    (unsigned long long)off);
+		return fail(w, -EIO,
+			    "I/O error reading %llu bytes at offset %llu "
+			    "(through its mapping)",
+			    (unsigned long long)len, (unsigned long long)off);
+	}
+	copy_fault = &jb;
+	__asm__ volatile("" ::: "memory");
+	memcpy(dst, c->fds->map[k] + off, len);
+	__asm__ volatile("" ::: "memory");
+	copy_fault = NULL;
+	return 0;
+}
+
 /* Reads len bytes at off of the file in entry k into dst: a copy from its
  * mapping, or preads (retrying short reads). */
 static int read_full(struct fill_ctx *c, struct where *w, struct slot_hdr *h,
@@ -204,7 +262,10 @@ static int read_full(struct fill_ctx *c, struct where *w, struct slot_hdr *h,
 								   : 0),
 				    (unsigned long long)len,
 				    (unsigned long long)off);
-		memcpy(dst, c->fds->map[k] + off, len);
+		int rc = copy_mapped(c, w, k, dst, len, off);
+
+		if (rc)
+			return rc;
 		h->preads++;
 		h->read_bytes += len;
 		return 0;
@@ -353,11 +414,11 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			    "%llu bytes, %llu left in the slot: raise "
 			    "slot_bytes",
 			    (unsigned long long)len, (unsigned long long)cap);
+	*nrun = run; /* also on failure: the caller retries a merged run */
 	rc = read_full(c, w, h, (unsigned)ent, data + pos, total,
 		       idx->offset[id]);
 	if (rc)
 		return rc;
-	*nrun = run;
 	*used = total;
 	return 0;
 }
@@ -384,7 +445,10 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 		uint64_t used = 0;
 		h->cur = k;
 		int rc = fill_some(c, &w, s, k, n, pos, true, &run, &used);
-		if (rc) /* name the sample that failed, not its run */
+		/* A merged run failed: read its first sample alone, to name
+		 * the sample that fails rather than the run (a failure
+		 * before any read is not repeated). */
+		if (rc && run > 1)
 			rc = fill_some(c, &w, s, k, n, pos, false, &run, &used);
 		if (rc && !c->skip_bad) {
 			h->status = rc;
@@ -558,6 +622,9 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 	sa.sa_handler = SIG_DFL;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
+	sa.sa_handler = on_sigbus;
+	sa.sa_flags = SA_NODEFER;
+	sigaction(SIGBUS, &sa, NULL);
 	sigset_t all;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
@@ -576,7 +643,7 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 
 	ring_populate(ctx->ring);
 	struct done_msg m = {.slot = UINT32_MAX, .worker = i};
-	int rc = fill_init(ctx);
+	int rc = fill_init(ctx, true);
 	if (rc) {
 		m.status = rc;
 		snprintf(m.msg, sizeof(m.msg), "out of memory");

@@ -35,8 +35,10 @@ struct fill_ctx {
 	struct fd_cache *fds;
 };
 
-/* Per-process state for fills (the fd cache, the scratch buffer). */
-int fill_init(struct fill_ctx *c) __attribute__((warn_unused_result));
+/* Per-process state for fills (the fd cache, the scratch buffer).
+ * in_worker: the process is a worker of ours (it may map files). */
+int fill_init(struct fill_ctx *c, bool in_worker)
+    __attribute__((warn_unused_result));
 void fill_fini(struct fill_ctx *c);
 
 /* Reads and transforms the batch whose ids and labels the caller put in

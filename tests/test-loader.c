@@ -491,6 +491,32 @@ START_TEST(transform_error_and_skip)
 }
 END_TEST
 
+static unsigned bad_calls; /* calls for bad samples (num_workers 0) */
+
+static int bad_counted_fn(void *user, uint64_t sample, const void *in,
+			  uint64_t len, void *out, uint64_t cap,
+			  uint64_t *out_len)
+{
+	bad_calls += sample % 100 == 57;
+	return bad_fn(user, sample, in, len, out, cap, out_len);
+}
+
+START_TEST(failed_transform_runs_once)
+{
+	/* A failing sample is read and transformed once, not again. */
+	struct wharf_options o;
+	opts(&o, 10, 0);
+	o.sample_fn = bad_counted_fn;
+	o.skip_bad = 1;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	bad_calls = 0;
+	ck_assert_int_eq(drain(l), WHARF_END);
+	ck_assert_uint_eq(bad_calls, NREC / 100);
+	wharf_loader_close(l);
+}
+END_TEST
+
 START_TEST(unreadable_file)
 {
 	/* A file removed after the index was built. */
@@ -553,6 +579,60 @@ START_TEST(truncated_shard)
 	ck_assert_msg(strstr(e, "sample 50 (") && strstr(e, file) &&
 			  strstr(e, "short read"),
 		      "message: %s", e);
+	run_free(&r);
+	wharf_loader_close(l);
+	wharf_index_close(idx);
+	fx_rmtree(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(shard_cut_while_mapped)
+{
+	/* _i: num_workers 0..1, then the same with skip_bad.  The shard is
+	 * read whole once (workers map it then), then cut at a page
+	 * boundary: the next epoch's copies fault past the end, and must
+	 * read as short reads naming the sample, never kill anyone. */
+	const uint32_t workers = (uint32_t)_i % 2, skip = (uint32_t)_i / 2;
+	const uint64_t cut = 4096, whole = cut / REC; /* 42 whole records */
+	char *d = fx_tmpdir("cutmap"), file[4096], out[4096];
+	snprintf(file, sizeof(file), "%s/shard", d);
+	snprintf(out, sizeof(out), "%s/i", d);
+	ck_assert_int_eq(fx_write_file(file, 100 * REC, SEED), 0);
+	const char *files[] = {file};
+	ck_assert_int_eq(wharf_index_build_records(REC, files, 1, out), 0);
+	wharf_index *idx;
+	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+	struct wharf_options o;
+	opts(&o, 10, workers);
+	o.skip_bad = skip;
+	wharf_loader *l;
+	open_loader(idx, &o, &l);
+	struct run r = {0};
+	ck_assert_int_eq(take(l, &r, UINT64_MAX), WHARF_END);
+	ck_assert_uint_eq(r.n, 100);
+	run_free(&r);
+
+	ck_assert_int_eq(truncate(file, (off_t)cut), 0);
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 1), 0);
+	int rc = take(l, &r, UINT64_MAX);
+	if (skip) {
+		struct wharf_stats st = {.size = sizeof(st)};
+		ck_assert_int_eq(rc, WHARF_END);
+		ck_assert_uint_eq(r.n, whole);
+		ck_assert_int_eq(wharf_loader_stats(l, &st), 0);
+		ck_assert_uint_eq(st.skipped, 100 - whole);
+	} else {
+		char want[32];
+		const char *e = wharf_loader_error(l);
+		snprintf(want, sizeof(want), "sample %llu (",
+			 (unsigned long long)whole);
+		ck_assert_msg(rc == -EIO, "%d: %s", rc, e);
+		ck_assert_uint_eq(r.n, whole / 10 * 10); /* whole batches */
+		ck_assert_msg(strstr(e, want) && strstr(e, file) &&
+				  strstr(e, "short read"),
+			      "message: %s", e);
+	}
 	run_free(&r);
 	wharf_loader_close(l);
 	wharf_index_close(idx);
@@ -857,6 +937,8 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, transform_error_and_skip, 0, 3);
 	tcase_add_test(tc, unreadable_file);
 	tcase_add_loop_test(tc, truncated_shard, 0, 2);
+	tcase_add_loop_test(tc, shard_cut_while_mapped, 0, 4);
+	tcase_add_test(tc, failed_transform_runs_once);
 	tcase_add_test(tc, timeout_named);
 	tcase_add_test(tc, idle_workers_killed);
 	tcase_add_test(tc, signal_interrupts_wait);
