@@ -554,36 +554,66 @@ START_TEST(unreadable_file)
 }
 END_TEST
 
+/* A shard of 100 records in its own directory, and its index. */
+struct shard {
+	char *dir;
+	char file[4096];
+	wharf_index *idx;
+};
+
+static void shard_make(struct shard *sh, const char *tag)
+{
+	char out[4096];
+	const char *files[] = {sh->file};
+
+	sh->dir = fx_tmpdir(tag);
+	snprintf(sh->file, sizeof(sh->file), "%s/shard", sh->dir);
+	snprintf(out, sizeof(out), "%s/i", sh->dir);
+	ck_assert_int_eq(fx_write_file(sh->file, 100 * REC, SEED), 0);
+	ck_assert_int_eq(wharf_index_build_records(REC, files, 1, out), 0);
+	ck_assert_int_eq(wharf_index_open(out, 0, &sh->idx), 0);
+}
+
+static void shard_remove(struct shard *sh)
+{
+	wharf_index_close(sh->idx);
+	fx_rmtree(sh->dir);
+	free(sh->dir);
+}
+
+/* The loader failed with a short read of sample `sample` of the shard. */
+static void assert_short_read(wharf_loader *l, const struct shard *sh,
+			      uint64_t sample)
+{
+	const char *e = wharf_loader_error(l);
+	char want[32];
+
+	snprintf(want, sizeof(want), "sample %llu (",
+		 (unsigned long long)sample);
+	ck_assert_msg(strstr(e, want) && strstr(e, sh->file) &&
+			  strstr(e, "short read"),
+		      "message: %s", e);
+}
+
 START_TEST(truncated_shard)
 {
 	/* _i: num_workers 0..1.  A record shard cut short after the index
 	 * was built: workers map record shards, and the cut must read as a
 	 * short read naming the sample, never as a SIGBUS. */
-	char *d = fx_tmpdir("trunc"), file[4096], out[4096];
-	snprintf(file, sizeof(file), "%s/shard", d);
-	snprintf(out, sizeof(out), "%s/i", d);
-	ck_assert_int_eq(fx_write_file(file, 100 * REC, SEED), 0);
-	const char *files[] = {file};
-	ck_assert_int_eq(wharf_index_build_records(REC, files, 1, out), 0);
-	ck_assert_int_eq(truncate(file, 50 * REC + 10), 0);
-	wharf_index *idx;
-	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+	struct shard sh;
+	shard_make(&sh, "trunc");
+	ck_assert_int_eq(truncate(sh.file, 50 * REC + 10), 0);
 	struct wharf_options o;
 	opts(&o, 10, (uint32_t)_i);
 	wharf_loader *l;
-	open_loader(idx, &o, &l);
+	open_loader(sh.idx, &o, &l);
 	struct run r = {0};
 	ck_assert_int_eq(take(l, &r, UINT64_MAX), -EIO);
 	ck_assert_uint_eq(r.n, 50); /* five whole batches, checked */
-	const char *e = wharf_loader_error(l);
-	ck_assert_msg(strstr(e, "sample 50 (") && strstr(e, file) &&
-			  strstr(e, "short read"),
-		      "message: %s", e);
+	assert_short_read(l, &sh, 50);
 	run_free(&r);
 	wharf_loader_close(l);
-	wharf_index_close(idx);
-	fx_rmtree(d);
-	free(d);
+	shard_remove(&sh);
 }
 END_TEST
 
@@ -595,25 +625,19 @@ START_TEST(shard_cut_while_mapped)
 	 * read as short reads naming the sample, never kill anyone. */
 	const uint32_t workers = (uint32_t)_i % 2, skip = (uint32_t)_i / 2;
 	const uint64_t cut = 4096, whole = cut / REC; /* 42 whole records */
-	char *d = fx_tmpdir("cutmap"), file[4096], out[4096];
-	snprintf(file, sizeof(file), "%s/shard", d);
-	snprintf(out, sizeof(out), "%s/i", d);
-	ck_assert_int_eq(fx_write_file(file, 100 * REC, SEED), 0);
-	const char *files[] = {file};
-	ck_assert_int_eq(wharf_index_build_records(REC, files, 1, out), 0);
-	wharf_index *idx;
-	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+	struct shard sh;
+	shard_make(&sh, "cutmap");
 	struct wharf_options o;
 	opts(&o, 10, workers);
 	o.skip_bad = skip;
 	wharf_loader *l;
-	open_loader(idx, &o, &l);
+	open_loader(sh.idx, &o, &l);
 	struct run r = {0};
 	ck_assert_int_eq(take(l, &r, UINT64_MAX), WHARF_END);
 	ck_assert_uint_eq(r.n, 100);
 	run_free(&r);
 
-	ck_assert_int_eq(truncate(file, (off_t)cut), 0);
+	ck_assert_int_eq(truncate(sh.file, (off_t)cut), 0);
 	ck_assert_int_eq(wharf_loader_set_epoch(l, 1), 0);
 	int rc = take(l, &r, UINT64_MAX);
 	if (skip) {
@@ -623,21 +647,14 @@ START_TEST(shard_cut_while_mapped)
 		ck_assert_int_eq(wharf_loader_stats(l, &st), 0);
 		ck_assert_uint_eq(st.skipped, 100 - whole);
 	} else {
-		char want[32];
-		const char *e = wharf_loader_error(l);
-		snprintf(want, sizeof(want), "sample %llu (",
-			 (unsigned long long)whole);
-		ck_assert_msg(rc == -EIO, "%d: %s", rc, e);
+		ck_assert_msg(rc == -EIO, "%d: %s", rc,
+			      wharf_loader_error(l));
 		ck_assert_uint_eq(r.n, whole / 10 * 10); /* whole batches */
-		ck_assert_msg(strstr(e, want) && strstr(e, file) &&
-				  strstr(e, "short read"),
-			      "message: %s", e);
+		assert_short_read(l, &sh, whole);
 	}
 	run_free(&r);
 	wharf_loader_close(l);
-	wharf_index_close(idx);
-	fx_rmtree(d);
-	free(d);
+	shard_remove(&sh);
 }
 END_TEST
 
