@@ -451,8 +451,9 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 			continue;
 		}
 		if (rc == 0) {
-			/* Name the batch we wait for (in order), else the
-			 * oldest one in flight. */
+			/* The batch we wait for (in order), else the oldest
+			 * one in flight; then what its worker is reading now,
+			 * which may be a batch from before set_epoch. */
 			int bs = -1;
 			for (uint32_t k = 0; k < l->nslots; k++) {
 				const struct slot_info *si = &l->slots[k];
@@ -461,15 +462,28 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 				if (bs < 0 || si->index < l->slots[bs].index)
 					bs = (int)k;
 			}
+			uint32_t wi = bs >= 0 ? l->slots[bs].worker : 0;
+			uint32_t now = UINT32_MAX;
+			if (bs >= 0)
+				now = workers_current(&l->workers, wi);
+			/* Only earlier epochs' batches in flight: whichever
+			 * worker still has one. */
+			for (uint32_t i = 0; bs < 0 && i < l->workers.n &&
+					     now == UINT32_MAX;
+			     i++)
+				now = workers_current(&l->workers, wi = i);
+			if (now != UINT32_MAX)
+				bs = (int)now;
 			char *wh = bs >= 0 ? where(l, (uint32_t)bs)
 					   : loader_strdupf("a batch");
 			rc = loader_fail(
 			    l, -ETIMEDOUT,
 			    loader_strdupf("timed out after %u ms waiting "
-					   "for worker %u, reading %s",
-					   l->opt.timeout_ms,
-					   bs >= 0 ? l->slots[bs].worker : 0,
-					   wh));
+					   "for worker %u, reading %s%s",
+					   l->opt.timeout_ms, wi, wh,
+					   bs >= 0 && l->slots[bs].stale
+					       ? " (an earlier epoch's)"
+					       : ""));
 			free(wh);
 			break;
 		}

@@ -570,6 +570,8 @@ static int read_all(int fd, void *p, size_t len)
  */
 #define OWN_MAX 256
 static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Held while a worker's own channel ends are open in the caller. */
+static pthread_mutex_t spawn_mu = PTHREAD_MUTEX_INITIALIZER;
 static int own_fds[OWN_MAX];
 static unsigned own_n;
 
@@ -699,9 +701,14 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 			goto fail;
 		}
 		/* The task channel is a socket so that writing to a dead
-		 * worker gives EPIPE, not a SIGPIPE in the caller. */
+		 * worker gives EPIPE, not a SIGPIPE in the caller.  From here
+		 * to the close of the worker's ends, no other loader forks:
+		 * its worker would hold them open, and this worker's death
+		 * would never show as EOF. */
+		pthread_mutex_lock(&spawn_mu);
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tp)) {
 			rc = -errno;
+			pthread_mutex_unlock(&spawn_mu);
 			*err =
 			    loader_strdupf("workers: pipe: %s", strerror(-rc));
 			goto fail;
@@ -710,6 +717,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 			rc = -errno;
 			close(tp[0]);
 			close(tp[1]);
+			pthread_mutex_unlock(&spawn_mu);
 			*err =
 			    loader_strdupf("workers: pipe: %s", strerror(-rc));
 			goto fail;
@@ -720,20 +728,19 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		own_add(w->done_fd);
 		inh.n = own_snapshot(inh.fd);
 		pid_t pid = fork();
-		if (pid < 0) {
-			rc = -errno;
-			close(tp[0]);
-			close(dp[1]);
+		if (pid == 0)
+			worker_main(ws, i, tp[0], dp[1], parent, ctx, init,
+				    user, &inh);
+		rc = pid < 0 ? -errno : 0;
+		close(tp[0]);
+		close(dp[1]);
+		pthread_mutex_unlock(&spawn_mu);
+		if (rc) {
 			*err =
 			    loader_strdupf("workers: fork: %s", strerror(-rc));
 			goto fail;
 		}
-		if (pid == 0)
-			worker_main(ws, i, tp[0], dp[1], parent, ctx, init,
-				    user, &inh);
 		w->pid = pid;
-		close(tp[0]);
-		close(dp[1]);
 	}
 	/* Every worker reports its worker_init. */
 	for (uint32_t i = 0; i < n; i++) {
@@ -757,6 +764,13 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 fail:
 	workers_stop(ws);
 	return rc;
+}
+
+uint32_t workers_current(const struct workers *ws, uint32_t i)
+{
+	if (i >= ws->n || !ws->w[i].queued)
+		return UINT32_MAX;
+	return ws->w[i].fifo[ws->w[i].fifo_head];
 }
 
 static char *death(struct worker *w, uint32_t i)
@@ -839,7 +853,7 @@ int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
 			*slot = m.slot;
 			return 1;
 		}
-		*slot = w->queued ? w->fifo[w->fifo_head] : UINT32_MAX;
+		*slot = workers_current(ws, i);
 		*err = death(w, i);
 		return -ECHILD;
 	}

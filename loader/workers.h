@@ -86,6 +86,10 @@ int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
 		 uint32_t *slot, char **err)
     __attribute__((warn_unused_result));
 
+/* The slot worker i is filling now (the oldest it was sent and has not
+ * reported, stale or not), or UINT32_MAX when it has none. */
+uint32_t workers_current(const struct workers *ws, uint32_t i);
+
 /* Stops and reaps every worker (exit request, SIGTERM, SIGKILL). */
 void workers_stop(struct workers *ws);
 

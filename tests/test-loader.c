@@ -684,6 +684,32 @@ START_TEST(timeout_named)
 }
 END_TEST
 
+START_TEST(timeout_names_stale_sample)
+{
+	/* The worker hangs on a batch sent before set_epoch, and the new
+	 * epoch's first batch waits behind it: the timeout must name the
+	 * sample it hangs on, not the batch waited for. */
+	struct wharf_options o;
+	opts(&o, 10, 1);
+	o.timeout_ms = 300;
+	o.sample_fn = slow_fn;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b;
+	for (int i = 0; i < 3; i++) { /* samples 0..29; 30 is sent */
+		ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 1), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b), -ETIMEDOUT);
+	ck_assert_msg(strstr(wharf_loader_error(l), "sample 30 (") &&
+			  strstr(wharf_loader_error(l), "earlier epoch"),
+		      "message: %s", wharf_loader_error(l));
+	wharf_loader_close(l);
+	assert_no_children();
+}
+END_TEST
+
 /* Workers killed while idle (every slot filled): the next dispatch finds
  * them gone and the loader says so, rather than "no free slot". */
 START_TEST(idle_workers_killed)
@@ -957,6 +983,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, shard_cut_while_mapped, 0, 4);
 	tcase_add_test(tc, failed_transform_runs_once);
 	tcase_add_test(tc, timeout_named);
+	tcase_add_test(tc, timeout_names_stale_sample);
 	tcase_add_test(tc, idle_workers_killed);
 	tcase_add_test(tc, signal_interrupts_wait);
 	tcase_add_test(tc, loaders_keep_to_their_channels);
