@@ -666,14 +666,21 @@ static int slow_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 	return pass_through(in, len, out, out_len);
 }
 
-START_TEST(timeout_named)
+/* A loader whose workers hang on sample 30, with a 300 ms timeout. */
+static wharf_loader *open_hanging(uint32_t workers)
 {
 	struct wharf_options o;
-	opts(&o, 10, 2);
+	opts(&o, 10, workers);
 	o.timeout_ms = 300;
 	o.sample_fn = slow_fn;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
+	return l;
+}
+
+START_TEST(timeout_named)
+{
+	wharf_loader *l = open_hanging(2);
 	int rc = drain(l);
 	ck_assert_int_eq(rc, -ETIMEDOUT);
 	ck_assert_msg(strstr(wharf_loader_error(l), "sample 30 (") &&
@@ -689,12 +696,7 @@ START_TEST(timeout_names_stale_sample)
 	/* The worker hangs on a batch sent before set_epoch, and the new
 	 * epoch's first batch waits behind it: the timeout must name the
 	 * sample it hangs on, not the batch waited for. */
-	struct wharf_options o;
-	opts(&o, 10, 1);
-	o.timeout_ms = 300;
-	o.sample_fn = slow_fn;
-	wharf_loader *l;
-	open_loader(recs, &o, &l);
+	wharf_loader *l = open_hanging(1);
 	const struct wharf_batch *b;
 	for (int i = 0; i < 3; i++) { /* samples 0..29; 30 is sent */
 		ck_assert_int_eq(wharf_loader_next(l, &b), 0);
