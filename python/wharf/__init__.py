@@ -12,11 +12,12 @@
 
 Batches are NumPy views of the loader's shared-memory ring: nothing is
 copied.  The rule for views: a batch's arrays are valid until the batch is
-released, which happens when the loop takes the next batch, on
-Batch.release() or Loader.release(), and at Loader.close().  After that the
-memory holds another batch (or is unmapped: touching a view after close()
-may crash the interpreter).  Keep data longer with .copy(), or take batches
-with Loader.next_batch(), which holds them until you release them.
+released, which happens when a loop takes the next batch, on set_epoch(),
+Batch.release() or Loader.release(), and at Loader.close().  A loop left
+early (break, next(iter(loader))) keeps its last batch until then.  After
+that the memory holds another batch (or is unmapped: touching a view after
+close() may crash the interpreter).  Keep data longer with .copy(), or take
+batches with Loader.next_batch(), which holds them until you release them.
 
 Reading and decoding run in forked C workers (see wharf.decode); a Python
 callback in the workers is not offered on purpose.
@@ -423,19 +424,18 @@ class Loader:
         self._epoch_chosen = False
 
     def __iter__(self):
+        # No release when the loop is left early (GeneratorExit): the batch
+        # handed out stays valid until the next loop, set_epoch(),
+        # release() or close(), so one slot at most stays held.  A failure
+        # here leaves nothing held: release() ran before next_batch().
         self._start_pass()
-        try:
-            while True:
-                self.release()
-                b = self.next_batch()
-                if b is None:
-                    return
-                self._current = b
-                yield b
-        finally:
-            # An exception or an abandoned loop must not pin a slot.
-            if self._h:
-                self.release()
+        while True:
+            self.release()
+            b = self.next_batch()
+            if b is None:
+                return
+            self._current = b
+            yield b
 
     def __len__(self):
         return _c.wharf_loader_num_batches(self._handle())

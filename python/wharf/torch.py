@@ -7,9 +7,10 @@
         ...
 
 Tensors share memory with the shared-memory ring (torch.frombuffer: no
-copy), so the rule for views holds: a batch's tensors are valid until the
-loop takes the next batch (or release()); .clone() what you keep.  The
-tensors are writable in form only: do not write into them.
+copy), so the rule for views holds: a batch's tensors are valid until a
+loop takes the next batch (or set_epoch(), release(), close()); .clone()
+what you keep.  The tensors are writable in form only: do not write into
+them.
 
 device="cuda" gives device tensors on `stream` (default: the current
 stream).  When libwharf was built with CUDA (wharf/cuda.h), the ring is
@@ -155,25 +156,29 @@ class Loader(_NumpyLoader):
         super().close()
 
     def _iter_prefetch(self):
+        # As wharf.Loader.__iter__: a loop left early keeps its batch until
+        # the next release point.  A batch that cannot be shown as tensors
+        # is given back at once, not held by a loop that cannot go on.
         self._start_pass()
         _, sp = self._stream()
-        try:
-            while True:
+        while True:
+            self.release()
+            ptr = ctypes.POINTER(_lib.DeviceBatch)()
+            with _torch.cuda.device(self.device):
+                rc = _c.wharf_loader_next_device(self._handle(), sp,
+                                                 ctypes.byref(ptr))
+            if rc == _lib.WHARF_END:
+                self._ended = True
+                return
+            if rc:
+                self._fail(rc)
+            self._dev_held = ptr
+            try:
+                fields = self._device_fields(ptr.contents)
+            except BaseException:
                 self.release()
-                ptr = ctypes.POINTER(_lib.DeviceBatch)()
-                with _torch.cuda.device(self.device):
-                    rc = _c.wharf_loader_next_device(self._handle(), sp,
-                                                     ctypes.byref(ptr))
-                if rc == _lib.WHARF_END:
-                    self._ended = True
-                    return
-                if rc:
-                    self._fail(rc)
-                self._dev_held = ptr
-                yield self._device_fields(ptr.contents)
-        finally:
-            if self._h:
-                self.release()
+                raise
+            yield fields
 
     def _device_fields(self, b):
         dec = self.decoder

@@ -303,6 +303,28 @@ class TestViews(Tmp):
             l.next_batch()
         self.assertEqual(cm.exception.errno, errno.ENOBUFS)
 
+    def test_batch_of_an_abandoned_loop_stays_valid(self):
+        # One slot: had the dropped loop released b, the worker would have
+        # filled the slot with batch 1 by now.
+        l = self.loader(self.ix, batch_size=3, num_workers=1, prefetch=1)
+        b = next(iter(l))
+        time.sleep(0.2)
+        self.assertFalse(b.released)
+        self.assertEqual(list(map(int, b.samples)), [0, 1, 2])
+        for k in range(3):
+            self.assertEqual(b.data[k].tobytes(), self.bytes_of(k))
+        # A new loop gives it back first (the only slot), then goes on.
+        b1 = next(iter(l))
+        self.assertTrue(b.released)
+        self.assertEqual(list(map(int, b1.samples)), [3, 4, 5])
+        rest = []
+        for x in l:
+            self.assertTrue(b1.released)
+            for k, sid in enumerate(x.samples):
+                self.assertEqual(x.data[k].tobytes(), self.bytes_of(sid))
+            rest.extend(map(int, x.samples))
+        self.assertEqual(rest, list(range(6, 12)))
+
 
 class TestErrors(Tmp):
     def test_messages_from_c(self):
