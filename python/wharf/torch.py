@@ -47,7 +47,7 @@ def _tensor(buf, nbytes, np_dtype, shape, dtype_name):
     dt = _TORCH_DTYPES[name]
     if not nbytes:
         return _torch.empty(shape if shape is not None else (0,), dtype=dt)
-    # frombuffer keeps buf (and through it the loader) alive.
+    # frombuffer keeps buf (and through it the ring) alive.
     t = _torch.frombuffer(buf, dtype=dt)
     return t.view(shape) if shape is not None else t
 
@@ -143,9 +143,9 @@ class Loader(_NumpyLoader):
     # -- libwharf's CUDA prefetch -----------------------------------------
 
     def release(self):
-        if self._dev_held is not None and self._h:
+        if self._dev_held is not None and not self.closed:
             ptr, self._dev_held = self._dev_held, None
-            rc = _c.wharf_loader_release_device(self._h, ptr,
+            rc = _c.wharf_loader_release_device(self._handle(), ptr,
                                                 self._stream()[1])
             if rc:
                 self._fail(rc)
@@ -191,12 +191,14 @@ class Loader(_NumpyLoader):
         np_dt = dec.np_dtype
         shape = dec.shape or (b.sample_size // np_dt.itemsize,)
         data = _torch.as_tensor(
-            _DeviceArray(b.data, (n,) + tuple(shape), np_dt.str, self),
+            _DeviceArray(b.data, (n,) + tuple(shape), np_dt.str,
+                         self._holder),
             device=self.device)
         if name == "bfloat16":
             data = data.view(_torch.bfloat16)
         if dec.fields[0] == "input":
             return (data[:, 0], data[:, 1])
         labels = _torch.as_tensor(
-            _DeviceArray(b.labels, (n,), "<i4", self), device=self.device)
+            _DeviceArray(b.labels, (n,), "<i4", self._holder),
+            device=self.device)
         return (data, labels)
