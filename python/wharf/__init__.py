@@ -12,11 +12,14 @@
 
 Batches are NumPy views of the loader's shared-memory ring: nothing is
 copied.  The rule for views: a batch's arrays are valid until the batch is
-released, which happens when the loop takes the next batch, on
-Batch.release() or Loader.release(), and at Loader.close().  After that the
-memory holds another batch (or is unmapped: touching a view after close()
-may crash the interpreter).  Keep data longer with .copy(), or take batches
-with Loader.next_batch(), which holds them until you release them.
+released, which happens when a loop takes the next batch, on set_epoch(),
+Batch.release() or Loader.release(), and at Loader.close().  A loop left
+early (break, next(iter(loader))) keeps its last batch until then.  After
+that the memory holds another batch (or is unmapped: touching a view after
+close() may crash the interpreter).  Keep data longer with .copy(), or take
+batches with Loader.next_batch(), which holds them until you release them.
+A loader dropped without close() stops its workers and unmaps its ring once
+no view of it is left.
 
 Reading and decoding run in forked C workers (see wharf.decode); a Python
 callback in the workers is not offered on purpose.
@@ -76,7 +79,7 @@ class Index:
             _raise(rc)
         self._h = h
         self.path = os.fspath(path)
-        self._loaders = weakref.WeakSet()
+        self._loaders = weakref.WeakSet()  # _Holder of loaders on it
 
     @classmethod
     def build(cls, out, dir=None, list=None, files=None, record_bytes=None,
@@ -142,7 +145,7 @@ class Index:
                 None if s.label < 0 else s.label)
 
     def close(self):
-        if any(not l.closed for l in self._loaders):
+        if any(h.loader for h in self._loaders):
             raise WharfError(16, "index %s is used by an open loader"
                              % self.path)
         if self._h:
@@ -169,18 +172,19 @@ class Batch:
     labels, worker and skipped describe it.
     """
 
-    __slots__ = ("_loader", "_ptr", "epoch", "index", "count", "skipped",
-                 "worker", "slot", "data", "labels", "samples", "__weakref__")
+    __slots__ = ("_holder", "_dec", "_ptr", "epoch", "index", "count",
+                 "skipped", "worker", "slot", "data", "labels", "samples",
+                 "__weakref__")
 
     def __init__(self, loader, ptr, tensors):
         b = ptr.contents
-        self._loader = loader
+        # The holder, not the Loader: a batch kept alone keeps the ring.
+        self._holder = keep = loader._holder
+        self._dec = dec = loader.decoder
         self._ptr = ptr
         self.epoch, self.index, self.count = b.epoch, b.index, b.count
         self.skipped, self.worker, self.slot = b.skipped, b.worker, b.slot
-        dec = loader.decoder
         n = b.count
-        keep = loader  # views keep the loader (and its mapping) alive
         if b.sample_size:
             # A slot's arrays sit at fixed addresses, so the views of a
             # slot (for one batch length) are made once and handed out
@@ -216,7 +220,7 @@ class Batch:
         return self.data[:, 1]
 
     def _fields(self):
-        if self._loader.decoder.fields[0] == "input":
+        if self._dec.fields[0] == "input":
             return (self.input, self.target)
         return (self.data, self.labels)
 
@@ -236,7 +240,7 @@ class Batch:
     def release(self):
         """Gives the slot back; the views are invalid from now on."""
         if self._ptr is not None:
-            self._loader._release(self)
+            self._holder.release(self)
 
 
 def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):
@@ -254,15 +258,67 @@ def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):
     return arr.reshape(shape) if shape is not None else arr
 
 
-_open_loaders = weakref.WeakSet()
+_open_loaders = weakref.WeakSet()  # the _Holder of each open loader
 
 
 @atexit.register
 def _close_all():
     # Workers die with the interpreter anyway (PR_SET_PDEATHSIG); closing
     # here also reaps them and leaves /dev/shm clean on a normal exit.
-    for l in list(_open_loaders):
-        l.close()
+    for h in list(_open_loaders):
+        h.close()
+
+
+class _Holder:
+    """Owns a C loader and its decoder; closes them when the last of its
+    Loader, batches and views lets go, or on Loader.close().
+
+    Views keep this alive, not the Loader: Loader -> view cache -> view ->
+    Loader would be a cycle through ndarray.base, which the gc cannot see,
+    so a Loader never closed would leak its workers and ring.  Hence no
+    reference to the Loader here.
+    """
+
+    __slots__ = ("loader", "dec", "index", "batches", "__weakref__")
+
+    def __init__(self, index):
+        self.loader = None
+        self.dec = None
+        self.index = index  # the C loader borrows it
+        self.batches = weakref.WeakSet()  # handed out, not released
+        index._loaders.add(self)
+        _open_loaders.add(self)
+
+    def fail(self, rc):
+        msg = _c.wharf_loader_error(self.loader) or _c.wharf_last_error()
+        _raise(rc, msg)
+
+    def release(self, b):
+        ptr, b._ptr = b._ptr, None
+        self.batches.discard(b)
+        if self.loader:
+            rc = _c.wharf_loader_release(self.loader, ptr)
+            if rc:
+                self.fail(rc)
+
+    def close(self):
+        """Stops the workers and unmaps the ring: every view is invalid."""
+        for b in list(self.batches):
+            b._ptr = None
+        self.batches.clear()
+        if self.loader:
+            _c.wharf_loader_close(self.loader)
+            self.loader = None
+        if self.dec:
+            _c.wharf_decoder_free(self.dec)
+            self.dec = None
+        _open_loaders.discard(self)
+
+    def __del__(self):
+        # Nothing is left to close after _close_all() at exit, when the
+        # module's globals may already be gone.
+        if self.loader or self.dec:
+            self.close()
 
 
 class Loader:
@@ -287,14 +343,12 @@ class Loader:
                  rank=None, world_size=None, decode=None, even="pad",
                  skip_bad=False, timeout=None, sample_bytes=0, slot_bytes=0,
                  shm_dir=None):
-        self._h = None
-        self._dec = None
-        self._held = weakref.WeakSet()
         self._current = None
         self._views = {}  # (data address, count, sample size) -> views
         if not isinstance(index, Index):
             index = Index(index)
         self.index = index
+        self._holder = _Holder(index)
         self.decoder = globals()["decode"].coerce(decode)
         if even not in ("pad", "drop"):
             raise ValueError("even must be 'pad' or 'drop'")
@@ -322,7 +376,7 @@ class Loader:
                                   ctypes.byref(dec))
         if rc:
             _raise(rc)
-        self._dec = dec
+        self._holder.dec = dec
         rc = _c.wharf_decoder_apply(dec, ctypes.byref(opt))
         if rc:
             _raise(rc)
@@ -331,33 +385,23 @@ class Loader:
                                   ctypes.byref(h))
         if rc:
             _raise(rc)
-        self._h = h
+        self._holder.loader = h
         self._opt = opt
         self._epoch = 0
         self._ended = False
         self._epoch_chosen = False
-        index._loaders.add(self)
-        _open_loaders.add(self)
 
     # -- lifetime ---------------------------------------------------------
 
     @property
     def closed(self):
-        return self._h is None
+        return self._holder.loader is None
 
     def close(self):
         """Stops the workers and unmaps the ring: every view is invalid."""
-        if self._h:
-            for b in list(self._held):
-                b._ptr = None
-            self._current = None
-            self._views.clear()
-            _c.wharf_loader_close(self._h)
-            self._h = None
-        if self._dec:
-            _c.wharf_decoder_free(self._dec)
-            self._dec = None
-        _open_loaders.discard(self)
+        self._current = None
+        self._views.clear()
+        self._holder.close()
 
     def __enter__(self):
         return self
@@ -365,19 +409,13 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
-        # Views hold the loader, so this runs only once none is left.
-        if getattr(self, "_h", None) or getattr(self, "_dec", None):
-            self.close()
-
     def _handle(self):
-        if not self._h:
+        if self.closed:
             raise ValueError("the loader is closed")
-        return self._h
+        return self._holder.loader
 
     def _fail(self, rc):
-        msg = _c.wharf_loader_error(self._h) or _c.wharf_last_error()
-        _raise(rc, msg)
+        self._holder.fail(rc)
 
     # -- batches ----------------------------------------------------------
 
@@ -397,24 +435,15 @@ class Loader:
         if rc:
             self._fail(rc)
         b = Batch(self, ptr, self._tensors)
-        self._held.add(b)
+        self._holder.batches.add(b)
         return b
-
-    def _release(self, b):
-        ptr, b._ptr = b._ptr, None
-        self._held.discard(b)
-        if self._current is b:
-            self._current = None
-        if self._h:
-            rc = _c.wharf_loader_release(self._h, ptr)
-            if rc:
-                self._fail(rc)
 
     def release(self):
         """Releases the batch the loop handed out last (and invalidates its
-        views); the loop does this itself when it takes the next one."""
-        if self._current is not None:
-            self._current.release()
+        views); a loop does this itself when it takes the next one."""
+        b, self._current = self._current, None
+        if b is not None:
+            b.release()
 
     def _start_pass(self):
         self._handle()
@@ -423,19 +452,18 @@ class Loader:
         self._epoch_chosen = False
 
     def __iter__(self):
+        # No release when the loop is left early (GeneratorExit): the batch
+        # handed out stays valid until the next loop, set_epoch(),
+        # release() or close(), so one slot at most stays held.  A failure
+        # here leaves nothing held: release() ran before next_batch().
         self._start_pass()
-        try:
-            while True:
-                self.release()
-                b = self.next_batch()
-                if b is None:
-                    return
-                self._current = b
-                yield b
-        finally:
-            # An exception or an abandoned loop must not pin a slot.
-            if self._h:
-                self.release()
+        while True:
+            self.release()
+            b = self.next_batch()
+            if b is None:
+                return
+            self._current = b
+            yield b
 
     def __len__(self):
         return _c.wharf_loader_num_batches(self._handle())
@@ -505,6 +533,6 @@ class Loader:
         d["wait_s"] = st.wait_ns / 1e9
         d["stall_share"] = st.wait_ns / st.open_ns if st.open_ns else 0.0
         d["worker_busy_s"] = [
-            _c.wharf_loader_worker_busy_ns(self._h, w) / 1e9
+            _c.wharf_loader_worker_busy_ns(self._handle(), w) / 1e9
             for w in range(max(st.num_workers, 1))]
         return d

@@ -7,9 +7,10 @@
         ...
 
 Tensors share memory with the shared-memory ring (torch.frombuffer: no
-copy), so the rule for views holds: a batch's tensors are valid until the
-loop takes the next batch (or release()); .clone() what you keep.  The
-tensors are writable in form only: do not write into them.
+copy), so the rule for views holds: a batch's tensors are valid until a
+loop takes the next batch (or set_epoch(), release(), close()); .clone()
+what you keep.  The tensors are writable in form only: do not write into
+them.
 
 device="cuda" gives device tensors on `stream` (default: the current
 stream).  When libwharf was built with CUDA (wharf/cuda.h), the ring is
@@ -46,7 +47,7 @@ def _tensor(buf, nbytes, np_dtype, shape, dtype_name):
     dt = _TORCH_DTYPES[name]
     if not nbytes:
         return _torch.empty(shape if shape is not None else (0,), dtype=dt)
-    # frombuffer keeps buf (and through it the loader) alive.
+    # frombuffer keeps buf (and through it the ring) alive.
     t = _torch.frombuffer(buf, dtype=dt)
     return t.view(shape) if shape is not None else t
 
@@ -142,9 +143,9 @@ class Loader(_NumpyLoader):
     # -- libwharf's CUDA prefetch -----------------------------------------
 
     def release(self):
-        if self._dev_held is not None and self._h:
+        if self._dev_held is not None and not self.closed:
             ptr, self._dev_held = self._dev_held, None
-            rc = _c.wharf_loader_release_device(self._h, ptr,
+            rc = _c.wharf_loader_release_device(self._handle(), ptr,
                                                 self._stream()[1])
             if rc:
                 self._fail(rc)
@@ -155,25 +156,29 @@ class Loader(_NumpyLoader):
         super().close()
 
     def _iter_prefetch(self):
+        # As wharf.Loader.__iter__: a loop left early keeps its batch until
+        # the next release point.  A batch that cannot be shown as tensors
+        # is given back at once, not held by a loop that cannot go on.
         self._start_pass()
         _, sp = self._stream()
-        try:
-            while True:
+        while True:
+            self.release()
+            ptr = ctypes.POINTER(_lib.DeviceBatch)()
+            with _torch.cuda.device(self.device):
+                rc = _c.wharf_loader_next_device(self._handle(), sp,
+                                                 ctypes.byref(ptr))
+            if rc == _lib.WHARF_END:
+                self._ended = True
+                return
+            if rc:
+                self._fail(rc)
+            self._dev_held = ptr
+            try:
+                fields = self._device_fields(ptr.contents)
+            except BaseException:
                 self.release()
-                ptr = ctypes.POINTER(_lib.DeviceBatch)()
-                with _torch.cuda.device(self.device):
-                    rc = _c.wharf_loader_next_device(self._handle(), sp,
-                                                     ctypes.byref(ptr))
-                if rc == _lib.WHARF_END:
-                    self._ended = True
-                    return
-                if rc:
-                    self._fail(rc)
-                self._dev_held = ptr
-                yield self._device_fields(ptr.contents)
-        finally:
-            if self._h:
-                self.release()
+                raise
+            yield fields
 
     def _device_fields(self, b):
         dec = self.decoder
@@ -186,12 +191,14 @@ class Loader(_NumpyLoader):
         np_dt = dec.np_dtype
         shape = dec.shape or (b.sample_size // np_dt.itemsize,)
         data = _torch.as_tensor(
-            _DeviceArray(b.data, (n,) + tuple(shape), np_dt.str, self),
+            _DeviceArray(b.data, (n,) + tuple(shape), np_dt.str,
+                         self._holder),
             device=self.device)
         if name == "bfloat16":
             data = data.view(_torch.bfloat16)
         if dec.fields[0] == "input":
             return (data[:, 0], data[:, 1])
         labels = _torch.as_tensor(
-            _DeviceArray(b.labels, (n,), "<i4", self), device=self.device)
+            _DeviceArray(b.labels, (n,), "<i4", self._holder),
+            device=self.device)
         return (data, labels)

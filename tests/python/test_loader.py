@@ -6,6 +6,7 @@ leftover segment shows up as a file there.
 """
 
 import errno
+import gc
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import tempfile
 import textwrap
 import time
 import unittest
+import weakref
 
 import numpy as np
 
@@ -24,6 +26,39 @@ BUILDDIR = os.environ.get("WHARF_BUILDDIR", "")
 TESTPLUGIN = os.path.join(BUILDDIR, "tests", "python", ".libs",
                           "testplugin.so")
 SCALEPLUGIN = os.path.join(BUILDDIR, "examples", ".libs", "plugin_scale.so")
+
+
+def children():
+    """The pids of this process's children."""
+    kids = set()
+    for t in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/children" % t) as f:
+            kids.update(int(p) for p in f.read().split())
+    return kids
+
+
+def running(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def mapped_under(d):
+    """This process's mappings and descriptors of files under d: a ring is
+    an unnamed (or unlinked) file in its shm_dir, so listing d shows
+    nothing."""
+    d = os.path.realpath(d) + "/"
+    with open("/proc/self/maps") as f:
+        found = [line for line in f if d in line]
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + fd).startswith(d):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
 
 
 class Tmp(unittest.TestCase):
@@ -303,6 +338,28 @@ class TestViews(Tmp):
             l.next_batch()
         self.assertEqual(cm.exception.errno, errno.ENOBUFS)
 
+    def test_batch_of_an_abandoned_loop_stays_valid(self):
+        # One slot: had the dropped loop released b, the worker would have
+        # filled the slot with batch 1 by now.
+        l = self.loader(self.ix, batch_size=3, num_workers=1, prefetch=1)
+        b = next(iter(l))
+        time.sleep(0.2)
+        self.assertFalse(b.released)
+        self.assertEqual(list(map(int, b.samples)), [0, 1, 2])
+        for k in range(3):
+            self.assertEqual(b.data[k].tobytes(), self.bytes_of(k))
+        # A new loop gives it back first (the only slot), then goes on.
+        b1 = next(iter(l))
+        self.assertTrue(b.released)
+        self.assertEqual(list(map(int, b1.samples)), [3, 4, 5])
+        rest = []
+        for x in l:
+            self.assertTrue(b1.released)
+            for k, sid in enumerate(x.samples):
+                self.assertEqual(x.data[k].tobytes(), self.bytes_of(sid))
+            rest.extend(map(int, x.samples))
+        self.assertEqual(rest, list(range(6, 12)))
+
 
 class TestErrors(Tmp):
     def test_messages_from_c(self):
@@ -367,6 +424,57 @@ class TestErrors(Tmp):
         self.assertIn("nope.so", r.stderr)
 
 
+class TestDropped(Tmp):
+    """A loader dropped without close() is freed with its last view."""
+
+    def setUp(self):
+        super().setUp()
+        self.files = self.image_folder(classes=1, per_class=12, size=16)
+        self.ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+
+    def take_and_drop(self):
+        """Opens a loader with 3 workers, takes 2 batches and drops it, the
+        loop abandoned.  Returns a weak reference to it, its workers' pids,
+        and batch 1's data and sample ids."""
+        before = children()
+        l = wharf.Loader(self.ix, batch_size=2, num_workers=3,
+                         decode=wharf.decode.raw(16), shm_dir=self.shm)
+        ref = weakref.ref(l)
+        self.addCleanup(lambda: ref() and ref().close())
+        kids = children() - before
+        self.assertEqual(len(kids), 3)
+        it = iter(l)
+        next(it)
+        b = next(it)
+        return ref, kids, b.data, list(map(int, b.samples))
+
+    def assert_freed(self, ref, kids):
+        gc.collect()
+        self.assertIsNone(ref())
+        self.assertEqual([p for p in kids if running(p)], [])
+        self.assertEqual(mapped_under(self.shm), [])
+        self.assertEqual(os.listdir(self.shm), [])
+
+    def test_dropped_loader_is_freed(self):
+        ref, kids, _, _ = self.take_and_drop()
+        self.assert_freed(ref, kids)
+
+    def test_view_kept_outside_outlives_the_loader(self):
+        ref, kids, x, ids = self.take_and_drop()
+        gc.collect()
+        self.assertIsNone(ref())
+        # The view keeps the ring (and so the workers): its slot stays held.
+        self.assertEqual(ids, [2, 3])
+        time.sleep(0.2)
+        for k, sid in enumerate(ids):
+            self.assertEqual(x[k].tobytes(),
+                             self.files[self.ix.sample(sid)[0]])
+        self.assertTrue(all(running(p) for p in kids))
+        self.assertNotEqual(mapped_under(self.shm), [])
+        del x
+        self.assert_freed(ref, kids)
+
+
 # The child loads, takes some batches, prints its pid and its workers', then
 # ends as `how` says.
 CHILD = textwrap.dedent("""
@@ -403,19 +511,11 @@ class TestCleanup(Tmp):
         deadline = time.monotonic() + 20
         alive = kids
         while alive and time.monotonic() < deadline:
-            alive = [p for p in kids if self.running(p)]
+            alive = [p for p in kids if running(p)]
             time.sleep(0.05)
         self.assertEqual(alive, [], "workers left after %s" % how)
         self.assertEqual(os.listdir(self.shm), [])
         return r
-
-    @staticmethod
-    def running(pid):
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                return f.read().split(") ")[1][0] != "Z"
-        except FileNotFoundError:
-            return False
 
     def test_exit_with_loader_open(self):
         self.assertEqual(self.run_child("leak").returncode, 0)

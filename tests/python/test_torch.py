@@ -3,6 +3,7 @@
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -27,8 +28,8 @@ class TestTorch(unittest.TestCase):
         self.addCleanup(self.ix.close)
 
     def loader(self, **kw):
-        l = wharf.torch.Loader(self.ix, shm_dir=self.shm, num_workers=2,
-                               **kw)
+        kw.setdefault("num_workers", 2)
+        l = wharf.torch.Loader(self.ix, shm_dir=self.shm, **kw)
         self.addCleanup(l.close)
         return l
 
@@ -48,6 +49,20 @@ class TestTorch(unittest.TestCase):
             self.assertEqual(x.data_ptr(), b._ptr.contents.data)
             n += b.count
         self.assertEqual(n, 24)
+
+    def test_batch_of_an_abandoned_loop_stays_valid(self):
+        # One slot: had the dropped loop released b, the worker would have
+        # filled the slot with batch 1 by now.
+        l = self.loader(batch_size=5, num_workers=1, prefetch=1,
+                        decode=wharf.decode.array("float32", (3, 5)))
+        b = next(iter(l))
+        time.sleep(0.2)
+        self.assertFalse(b.released)
+        np.testing.assert_array_equal(b.data.numpy(), self.recs[:5])
+        # A new loop gives it back first (the only slot), then goes on.
+        got = [x.clone() for x, _ in l]
+        self.assertTrue(b.released)
+        np.testing.assert_array_equal(torch.cat(got).numpy(), self.recs[5:])
 
     def test_tokens_as_long_tensors(self):
         toks = np.arange(4 * 9, dtype=np.uint16)
