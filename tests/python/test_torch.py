@@ -106,10 +106,6 @@ class TestTorch(unittest.TestCase):
         self.assertEqual(l.state_dict()["epoch"], 1)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class TestExample(unittest.TestCase):
     def test_train_imagefolder_runs(self):
         import subprocess
@@ -135,3 +131,7 @@ class TestExample(unittest.TestCase):
         self.assertIn("index: 60 files, 3 classes", r.stdout)
         self.assertIn("epoch 1: 60 samples", r.stdout)
         self.assertIn("data stall", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
