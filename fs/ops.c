@@ -17,7 +17,9 @@
  * cached is read without a single request to this process.  The stats file
  * then cannot rely on open either: its snapshot is taken when its
  * attributes are asked for (the kernel asks before reading past the size
- * it knows), and a new size makes the kernel drop the old pages.
+ * it knows), and a new size makes the kernel drop the old pages.  Nor can
+ * the hints file: it is written through the page cache then, which cuts
+ * writes (see struct hint_tail).
  */
 #include "config.h"
 
@@ -70,6 +72,29 @@ struct walk {
 	uint64_t ino, run, ahead;
 };
 
+/*
+ * Hint lines cut across writes.  The kernel cuts one write(2) of the hints
+ * file into several WRITEs: past max_write, and, once the mount sees no
+ * opens (the file is then written through the page cache), at the end of a
+ * page the write covers only in part.  Buffered output cuts lines too.  So
+ * the unfinished last line of a WRITE waits here for the next WRITE of the
+ * same thread, which must start where it ended; one that does not drops it
+ * as bad, and so does a newer unfinished line that needs its slot.  Few
+ * writers leave a line unfinished at a time: a small table, one lock.
+ */
+#define HINT_LINE_MAX 4200 /* a path and two numbers */
+#define HINT_TAILS 16
+
+struct hint_tail {
+	bool used;
+	bool overlong; /* longer than a line can be: bad at its newline */
+	pid_t pid;     /* the writing thread */
+	uint64_t end;  /* where the WRITE that continues it starts */
+	uint64_t age;  /* the oldest is dropped first */
+	size_t len;
+	char text[HINT_LINE_MAX];
+};
+
 /* A stats snapshot: taken at open, or (without opens) at getattr. */
 struct stats_file {
 	char *json;
@@ -94,6 +119,9 @@ struct ops_state {
 	uint64_t last_id;
 	struct walk walks[WALK_RECENT];
 	unsigned walk_at; /* atomic */
+	pthread_mutex_t tails_mu;
+	struct hint_tail tails[HINT_TAILS]; /* under tails_mu */
+	uint64_t tails_added;		    /* under tails_mu */
 	struct pf_file **pages[FT_PAGES];
 };
 
@@ -809,7 +837,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
  * One hint line, "PATH OFFSET LENGTH" (LENGTH 0: to the end): resolves PATH
  * (relative to the mount root, or absolute under the mountpoint) one
  * component at a time and queues the range.  A directory not yet listed is
- * listed here, once.  @return 0 or -errno.
+ * listed here, once.  line[len] must be there to be written.  @return 0
+ * or -errno.
  */
 static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 {
@@ -866,29 +895,95 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	return prefetch_hint(ctx->prefetch, f, off, n);
 }
 
-/* Writes to .wharf/hints: whole lines; a partial last line is refused. */
-static void hints_write(fuse_req_t req, const char *buf, size_t size)
+/* Takes the unfinished line of thread pid into line (*len bytes,
+ * *overlong) when a write at off continues it.  @return the lines dropped
+ * as bad (0 or 1). */
+static unsigned tail_take(struct ops_state *st, pid_t pid, uint64_t off,
+			  char *line, size_t *len, bool *overlong)
+{
+	unsigned bad = 0;
+
+	pthread_mutex_lock(&st->tails_mu);
+	for (unsigned i = 0; i < HINT_TAILS; i++) {
+		struct hint_tail *t = &st->tails[i];
+
+		if (!t->used || t->pid != pid)
+			continue;
+		if (t->end == off) {
+			memcpy(line, t->text, t->len);
+			*len = t->len;
+			*overlong = t->overlong;
+		} else {
+			bad = 1;
+		}
+		t->used = false;
+		break;
+	}
+	pthread_mutex_unlock(&st->tails_mu);
+	return bad;
+}
+
+/* Keeps the unfinished line of thread pid for its write at end.  @return
+ * the lines dropped as bad to make room (0 or 1). */
+static unsigned tail_put(struct ops_state *st, pid_t pid, uint64_t end,
+			 const char *line, size_t len, bool overlong)
+{
+	struct hint_tail *t = &st->tails[0];
+	unsigned bad;
+
+	assert(len <= HINT_LINE_MAX);
+	pthread_mutex_lock(&st->tails_mu);
+	for (unsigned i = 1; i < HINT_TAILS && t->used; i++)
+		if (!st->tails[i].used || st->tails[i].age < t->age)
+			t = &st->tails[i];
+	bad = t->used;
+	t->used = true;
+	t->overlong = overlong;
+	t->pid = pid;
+	t->end = end;
+	t->age = ++st->tails_added;
+	t->len = len;
+	memcpy(t->text, line, len);
+	pthread_mutex_unlock(&st->tails_mu);
+	return bad;
+}
+
+/* A WRITE to .wharf/hints: its lines, the first joined to the unfinished
+ * line this thread's last WRITE left, its own unfinished one kept. */
+static void hints_write(fuse_req_t req, const char *buf, size_t size, off_t off)
 {
 	struct ops_ctx *ctx = ctx_of(req);
+	const pid_t pid = fuse_req_ctx(req)->pid;
 	uint64_t lines = 0, bad = 0;
-	char line[4200];
-	size_t i = 0;
+	char line[HINT_LINE_MAX + 1];
+	bool overlong = false;
+	size_t len = 0, i = 0;
 
+	bad += tail_take(ctx->state, pid, (uint64_t)off, line, &len, &overlong);
 	while (i < size) {
 		const char *nl = memchr(buf + i, '\n', size - i);
-		size_t len = (nl ? (size_t)(nl - buf) : size) - i;
+		const size_t n = (nl ? (size_t)(nl - buf) : size) - i;
 
-		if (len && nl && len < sizeof(line)) {
-			memcpy(line, buf + i, len);
-			if (hint_line(ctx, line, len))
-				bad++;
-			else
-				lines++;
-		} else if (len) {
-			bad++;
+		if (!overlong && n <= HINT_LINE_MAX - len) {
+			memcpy(line + len, buf + i, n);
+			len += n;
+		} else {
+			overlong = true;
 		}
-		i += len + 1;
+		i += n;
+		if (!nl)
+			break;
+		i++;
+		if (overlong || (len && hint_line(ctx, line, len)))
+			bad++;
+		else if (len)
+			lines++;
+		len = 0;
+		overlong = false;
 	}
+	if (len || overlong)
+		bad += tail_put(ctx->state, pid, (uint64_t)off + size, line,
+				len, overlong);
 	__atomic_fetch_add(&ctx->stats.hint_lines, lines, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ctx->stats.hint_bad, bad, __ATOMIC_RELAXED);
 	fuse_reply_write(req, size);
@@ -898,7 +993,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	if (ino == INO_HINTS) {
-		hints_write(req, buf, size);
+		hints_write(req, buf, size, off);
 		return;
 	}
 	erofs(req);
@@ -961,6 +1056,7 @@ struct fuse_session *ops_session_new(struct fuse_args *args,
 	if (!st)
 		return NULL;
 	pthread_mutex_init(&st->stats_mu, NULL);
+	pthread_mutex_init(&st->tails_mu, NULL);
 	ctx->state = st;
 	st->se = fuse_session_new(args, &wharf_ops, sizeof(wharf_ops), ctx);
 	if (!st->se) {
@@ -992,6 +1088,7 @@ void ops_cleanup(struct ops_ctx *ctx)
 	}
 	free(st->stats.json);
 	pthread_mutex_destroy(&st->stats_mu);
+	pthread_mutex_destroy(&st->tails_mu);
 	free(st);
 	ctx->state = NULL;
 }
