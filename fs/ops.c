@@ -608,7 +608,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		fi->fh = id;
 		fi->direct_io = 1;
-		fuse_reply_open(req, fi);
+		/* An open given up on gets no release: let go of it now. */
+		if (fuse_reply_open(req, fi))
+			stats_close(ctx, id);
 		return;
 	}
 	rc = file_of(ctx, ino, &f);
