@@ -9,17 +9,17 @@
  * Objects are immutable while mounted, so attributes, entries (negative
  * ones too) and file pages are cached by the kernel for a long time.
  *
- * Files need no open: their read state (prefetch's pf_file) is kept per
- * inode, created by the first open or read and kept until unmount (about
- * 100 bytes and the path per file read).  Where the kernel allows it, the
- * first open answers ENOSYS, and from then on the kernel sends no OPEN or
- * RELEASE at all (and keeps file pages cached): a file whose pages are
- * cached is read without a single request to this process.  The stats file
- * then cannot rely on open either: its snapshot is taken when its
- * attributes are asked for (the kernel asks before reading past the size
- * it knows), and a new size makes the kernel drop the old pages.  Nor can
- * the hints file: it is written through the page cache then, which cuts
- * writes (see struct hint_tail).
+ * Files need no open: their state (struct ops_file) is kept per inode,
+ * created by the first open, read or hint of the file (or by directory
+ * read-ahead) and kept until unmount (about 150 bytes and the path per
+ * file).  Where the kernel allows it, the first open answers ENOSYS, and
+ * from then on the kernel sends no OPEN or RELEASE at all (and keeps file
+ * pages cached): a file whose pages are cached is read without a single
+ * request to this process.  The stats file then cannot rely on open
+ * either: its snapshot is taken when its attributes are asked for (the
+ * kernel asks before reading past the size it knows), and a new size makes
+ * the kernel drop the old pages.  Nor can the hints file: it is written
+ * through the page cache then, which cuts writes (see struct hint_tail).
  */
 #include "config.h"
 
@@ -64,6 +64,15 @@
 #define WALK_FILES 32
 #define WALK_FILE_BYTES (8ull << 20)
 #define WALK_BYTES (64ull << 20)
+
+/* What the mount keeps of a file: prefetch's read state, and where the
+ * file sits among its siblings (fixed while mounted), so that reads look
+ * nothing up in the tree. */
+struct ops_file {
+	struct pf_file *pf;
+	uint64_t parent, size;
+	uint64_t walk_prev; /* see walk_prev() */
+};
 
 /* A file whose first byte was read, how many files in order led to it,
  * and the last sibling queued after it (fields read and written with
@@ -122,7 +131,7 @@ struct ops_state {
 	pthread_mutex_t tails_mu;
 	struct hint_tail tails[HINT_TAILS]; /* under tails_mu */
 	uint64_t tails_added;		    /* under tails_mu */
-	struct pf_file **pages[FT_PAGES];
+	struct ops_file **pages[FT_PAGES];
 };
 
 static struct ops_ctx *ctx_of(fuse_req_t req)
@@ -195,14 +204,64 @@ static int entry_of(struct ops_ctx *ctx, fuse_ino_t ino,
 	return 0;
 }
 
-/* The read state of file ino, created on first use. */
-static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
+/* The sibling a walk read before file self: the one just before it, or
+ * the one before the empty files in between (the kernel reads nothing of
+ * an empty file, so none of them is ever noted). */
+static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
 {
-	struct ops_state *st = ctx->state;
-	struct pf_file **page, *f, *expected = NULL;
-	struct pf_file ***slot;
+	uint64_t p = self->ino - 1;
+	struct tree_attr a;
+
+	for (unsigned i = 0; i < WALK_FILES && p > FUSE_ROOT_ID; i++, p--)
+		if (tree_getattr(ctx->tree, p, &a) || a.is_dir ||
+		    a.parent != self->parent || a.size)
+			break;
+	return p;
+}
+
+static void file_free(struct ops_ctx *ctx, struct ops_file *f)
+{
+	prefetch_close(ctx->prefetch, f->pf);
+	free(f);
+}
+
+/* A new ops_file for ino: the tree is asked here, once per file. */
+static int file_new(struct ops_ctx *ctx, fuse_ino_t ino, struct ops_file **out)
+{
+	struct ops_file *f;
 	struct tree_attr a;
 	char path[4096];
+	int rc;
+
+	rc = tree_getattr(ctx->tree, ino, &a);
+	if (!rc && a.is_dir)
+		rc = -EISDIR;
+	if (!rc)
+		rc = tree_path(ctx->tree, ino, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	rc = prefetch_open(ctx->prefetch, path, a.version, a.size, a.mtime,
+			   &f->pf);
+	if (rc < 0) {
+		free(f);
+		return rc;
+	}
+	f->parent = a.parent;
+	f->size = a.size;
+	f->walk_prev = walk_prev(ctx, &a);
+	*out = f;
+	return 0;
+}
+
+/* The state of file ino, created on first use. */
+static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct ops_file **out)
+{
+	struct ops_state *st = ctx->state;
+	struct ops_file **page, *f, *expected = NULL;
+	struct ops_file ***slot;
 	int rc;
 
 	if (ino >= (fuse_ino_t)FT_PAGE * FT_PAGES)
@@ -210,7 +269,7 @@ static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
 	slot = &st->pages[ino >> FT_BITS];
 	page = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (!page) {
-		struct pf_file **fresh = calloc(FT_PAGE, sizeof(*fresh));
+		struct ops_file **fresh = calloc(FT_PAGE, sizeof(*fresh));
 
 		if (!fresh)
 			return -ENOMEM;
@@ -226,20 +285,13 @@ static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
 		*out = f;
 		return 0;
 	}
-	rc = tree_getattr(ctx->tree, ino, &a);
-	if (!rc && a.is_dir)
-		rc = -EISDIR;
-	if (!rc)
-		rc = tree_path(ctx->tree, ino, path, sizeof(path));
-	if (rc >= 0)
-		rc = prefetch_open(ctx->prefetch, path, a.version, a.size,
-				   a.mtime, &f);
-	if (rc < 0)
+	rc = file_new(ctx, ino, &f);
+	if (rc)
 		return rc;
 	if (!__atomic_compare_exchange_n(&page[ino & (FT_PAGE - 1)], &expected,
 					 f, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		prefetch_close(ctx->prefetch, f); /* another thread won */
+		file_free(ctx, f); /* another thread won */
 		f = expected;
 	}
 	*out = f;
@@ -576,7 +628,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = ctx_of(req);
-	struct pf_file *f;
+	struct ops_file *f;
 	int rc;
 
 	if (ino == INO_HINTS) {
@@ -648,50 +700,31 @@ static struct walk walk_continued(struct ops_state *st, uint64_t prev)
 	return w;
 }
 
-/* The sibling a walk read before file self: the one just before it, or
- * the one before the empty files in between (the kernel reads nothing of
- * an empty file, so none of them is ever noted). */
-static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
-{
-	uint64_t p = self->ino - 1;
-	struct tree_attr a;
-
-	for (unsigned i = 0; i < WALK_FILES && p > FUSE_ROOT_ID; i++, p--)
-		if (tree_getattr(ctx->tree, p, &a) || a.is_dir ||
-		    a.parent != self->parent || a.size)
-			break;
-	return p;
-}
-
-/* The first byte of file ino is being read: when that continues a walk
- * over its directory, queue the files after it.  Three files in order
- * make a walk: a shuffled reader meets two in a row too often. */
-static void walk_note(struct ops_ctx *ctx, uint64_t ino)
+/* The first byte of file self (inode ino) is being read: when that
+ * continues a walk over its directory, queue the files after it.  Three
+ * files in order make a walk: a shuffled reader meets two in a row too
+ * often.  No tree lookup: a shuffled reader takes no lock here. */
+static void walk_note(struct ops_ctx *ctx, uint64_t ino,
+		      const struct ops_file *self)
 {
 	struct ops_state *st = ctx->state;
-	struct tree_attr self, a;
-	struct walk prev;
-	uint64_t run, ahead = ino, budget = WALK_BYTES, next, queued;
+	struct walk prev = walk_continued(st, self->walk_prev);
+	uint64_t run = prev.run + 1, ahead = ino, budget = WALK_BYTES, next;
+	uint64_t queued;
 	unsigned at;
 
-	if (tree_getattr(ctx->tree, ino, &self))
-		return;
-	prev = walk_continued(st, walk_prev(ctx, &self));
-	run = prev.run + 1;
 	if (run >= 3) {
 		ahead = prev.ahead > ino ? prev.ahead : ino;
 		for (next = ahead + 1; next <= ino + WALK_FILES && budget;
 		     next++) {
-			struct pf_file *f;
+			struct ops_file *f;
 
-			if (tree_getattr(ctx->tree, next, &a) || a.is_dir ||
-			    a.parent != self.parent)
+			/* A directory, or a file of another one, ends it. */
+			if (file_of(ctx, next, &f) || f->parent != self->parent)
 				break;
-			if (!a.size)
+			if (!f->size)
 				continue;
-			if (file_of(ctx, next, &f))
-				break;
-			queued = prefetch_ahead(ctx->prefetch, f,
+			queued = prefetch_ahead(ctx->prefetch, f->pf,
 						budget < WALK_FILE_BYTES
 						    ? budget
 						    : WALK_FILE_BYTES);
@@ -715,10 +748,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct ops_ctx *ctx = ctx_of(req);
 	struct iovec iov[PF_MAX_SPANS];
+	struct ops_file *f;
 	struct pf_read rd;
 	int rc;
-
-	struct pf_file *f;
 
 	if (ino == INO_STATS) {
 		stats_read(req, ctx, fi->fh, size, off);
@@ -734,9 +766,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	rc = file_of(ctx, ino, &f);
 	if (!rc && off == 0)
-		walk_note(ctx, ino);
+		walk_note(ctx, ino, f);
 	if (!rc)
-		rc = prefetch_read(ctx->prefetch, f, (uint64_t)off, size, &rd);
+		rc = prefetch_read(ctx->prefetch, f->pf, (uint64_t)off, size,
+				   &rd);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -848,7 +881,7 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	unsigned long long off, n;
 	fuse_ino_t ino = FUSE_ROOT_ID;
 	struct tree_attr a;
-	struct pf_file *f;
+	struct ops_file *f;
 	char *sp2, *sp1, *path, *end;
 	size_t mpl;
 	int rc;
@@ -894,7 +927,7 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	rc = file_of(ctx, ino, &f);
 	if (rc)
 		return rc;
-	return prefetch_hint(ctx->prefetch, f, off, n);
+	return prefetch_hint(ctx->prefetch, f->pf, off, n);
 }
 
 /* Takes the unfinished line of thread pid into line (*len bytes,
@@ -1079,7 +1112,7 @@ void ops_cleanup(struct ops_ctx *ctx)
 			continue;
 		for (size_t j = 0; j < FT_PAGE; j++)
 			if (st->pages[i][j])
-				prefetch_close(ctx->prefetch, st->pages[i][j]);
+				file_free(ctx, st->pages[i][j]);
 		free(st->pages[i]);
 	}
 	while (st->opened) {
