@@ -9,15 +9,17 @@
  * Objects are immutable while mounted, so attributes, entries (negative
  * ones too) and file pages are cached by the kernel for a long time.
  *
- * Files need no open: their read state (prefetch's pf_file) is kept per
- * inode, created by the first open or read and kept until unmount (about
- * 100 bytes and the path per file read).  Where the kernel allows it, the
- * first open answers ENOSYS, and from then on the kernel sends no OPEN or
- * RELEASE at all (and keeps file pages cached): a file whose pages are
- * cached is read without a single request to this process.  The stats file
- * then cannot rely on open either: its snapshot is taken when its
- * attributes are asked for (the kernel asks before reading past the size
- * it knows), and a new size makes the kernel drop the old pages.
+ * Files need no open: their state (struct ops_file) is kept per inode,
+ * created by the first open, read or hint of the file (or by directory
+ * read-ahead) and kept until unmount (about 150 bytes and the path per
+ * file).  Where the kernel allows it, the first open answers ENOSYS, and
+ * from then on the kernel sends no OPEN or RELEASE at all (and keeps file
+ * pages cached): a file whose pages are cached is read without a single
+ * request to this process.  The stats file then cannot rely on open
+ * either: its snapshot is taken when its attributes are asked for (the
+ * kernel asks before reading past the size it knows), and a new size makes
+ * the kernel drop the old pages.  Nor can the hints file: it is written
+ * through the page cache then, which cuts writes (see struct hint_tail).
  */
 #include "config.h"
 
@@ -63,11 +65,43 @@
 #define WALK_FILE_BYTES (8ull << 20)
 #define WALK_BYTES (64ull << 20)
 
+/* What the mount keeps of a file: prefetch's read state, and where the
+ * file sits among its siblings (fixed while mounted), so that reads look
+ * nothing up in the tree. */
+struct ops_file {
+	struct pf_file *pf;
+	uint64_t parent, size;
+	uint64_t walk_prev; /* see walk_prev() */
+};
+
 /* A file whose first byte was read, how many files in order led to it,
  * and the last sibling queued after it (fields read and written with
  * relaxed atomics; a torn read only makes one decision worse). */
 struct walk {
 	uint64_t ino, run, ahead;
+};
+
+/*
+ * Hint lines cut across writes.  The kernel cuts one write(2) of the hints
+ * file into several WRITEs: past max_write, and, once the mount sees no
+ * opens (the file is then written through the page cache), at the end of a
+ * page the write covers only in part.  Buffered output cuts lines too.  So
+ * the unfinished last line of a WRITE waits here for the next WRITE of the
+ * same thread, which must start where it ended; one that does not drops it
+ * as bad, and so does a newer unfinished line that needs its slot.  Few
+ * writers leave a line unfinished at a time: a small table, one lock.
+ */
+#define HINT_LINE_MAX 4200 /* a path and two numbers */
+#define HINT_TAILS 16
+
+struct hint_tail {
+	bool used;
+	bool overlong; /* longer than a line can be: bad at its newline */
+	pid_t pid;     /* the writing thread */
+	uint64_t end;  /* where the WRITE that continues it starts */
+	uint64_t age;  /* the oldest is dropped first */
+	size_t len;
+	char text[HINT_LINE_MAX];
 };
 
 /* A stats snapshot: taken at open, or (without opens) at getattr. */
@@ -94,7 +128,10 @@ struct ops_state {
 	uint64_t last_id;
 	struct walk walks[WALK_RECENT];
 	unsigned walk_at; /* atomic */
-	struct pf_file **pages[FT_PAGES];
+	pthread_mutex_t tails_mu;
+	struct hint_tail tails[HINT_TAILS]; /* under tails_mu */
+	uint64_t tails_added;		    /* under tails_mu */
+	struct ops_file **pages[FT_PAGES];
 };
 
 static struct ops_ctx *ctx_of(fuse_req_t req)
@@ -167,14 +204,64 @@ static int entry_of(struct ops_ctx *ctx, fuse_ino_t ino,
 	return 0;
 }
 
-/* The read state of file ino, created on first use. */
-static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
+/* The sibling a walk read before file self: the one just before it, or
+ * the one before the empty files in between (the kernel reads nothing of
+ * an empty file, so none of them is ever noted). */
+static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
 {
-	struct ops_state *st = ctx->state;
-	struct pf_file **page, *f, *expected = NULL;
-	struct pf_file ***slot;
+	uint64_t p = self->ino - 1;
+	struct tree_attr a;
+
+	for (unsigned i = 0; i < WALK_FILES && p > FUSE_ROOT_ID; i++, p--)
+		if (tree_getattr(ctx->tree, p, &a) || a.is_dir ||
+		    a.parent != self->parent || a.size)
+			break;
+	return p;
+}
+
+static void file_free(struct ops_ctx *ctx, struct ops_file *f)
+{
+	prefetch_close(ctx->prefetch, f->pf);
+	free(f);
+}
+
+/* A new ops_file for ino: the tree is asked here, once per file. */
+static int file_new(struct ops_ctx *ctx, fuse_ino_t ino, struct ops_file **out)
+{
+	struct ops_file *f;
 	struct tree_attr a;
 	char path[4096];
+	int rc;
+
+	rc = tree_getattr(ctx->tree, ino, &a);
+	if (!rc && a.is_dir)
+		rc = -EISDIR;
+	if (!rc)
+		rc = tree_path(ctx->tree, ino, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	rc = prefetch_open(ctx->prefetch, path, a.version, a.size, a.mtime,
+			   &f->pf);
+	if (rc < 0) {
+		free(f);
+		return rc;
+	}
+	f->parent = a.parent;
+	f->size = a.size;
+	f->walk_prev = walk_prev(ctx, &a);
+	*out = f;
+	return 0;
+}
+
+/* The state of file ino, created on first use. */
+static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct ops_file **out)
+{
+	struct ops_state *st = ctx->state;
+	struct ops_file **page, *f, *expected = NULL;
+	struct ops_file ***slot;
 	int rc;
 
 	if (ino >= (fuse_ino_t)FT_PAGE * FT_PAGES)
@@ -182,7 +269,7 @@ static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
 	slot = &st->pages[ino >> FT_BITS];
 	page = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (!page) {
-		struct pf_file **fresh = calloc(FT_PAGE, sizeof(*fresh));
+		struct ops_file **fresh = calloc(FT_PAGE, sizeof(*fresh));
 
 		if (!fresh)
 			return -ENOMEM;
@@ -198,20 +285,13 @@ static int file_of(struct ops_ctx *ctx, fuse_ino_t ino, struct pf_file **out)
 		*out = f;
 		return 0;
 	}
-	rc = tree_getattr(ctx->tree, ino, &a);
-	if (!rc && a.is_dir)
-		rc = -EISDIR;
-	if (!rc)
-		rc = tree_path(ctx->tree, ino, path, sizeof(path));
-	if (rc >= 0)
-		rc = prefetch_open(ctx->prefetch, path, a.version, a.size,
-				   a.mtime, &f);
-	if (rc < 0)
+	rc = file_new(ctx, ino, &f);
+	if (rc)
 		return rc;
 	if (!__atomic_compare_exchange_n(&page[ino & (FT_PAGE - 1)], &expected,
 					 f, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		prefetch_close(ctx->prefetch, f); /* another thread won */
+		file_free(ctx, f); /* another thread won */
 		f = expected;
 	}
 	*out = f;
@@ -548,7 +628,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = ctx_of(req);
-	struct pf_file *f;
+	struct ops_file *f;
 	int rc;
 
 	if (ino == INO_HINTS) {
@@ -580,7 +660,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		fi->fh = id;
 		fi->direct_io = 1;
-		fuse_reply_open(req, fi);
+		/* An open given up on gets no release: let go of it now. */
+		if (fuse_reply_open(req, fi))
+			stats_close(ctx, id);
 		return;
 	}
 	rc = file_of(ctx, ino, &f);
@@ -618,50 +700,31 @@ static struct walk walk_continued(struct ops_state *st, uint64_t prev)
 	return w;
 }
 
-/* The sibling a walk read before file self: the one just before it, or
- * the one before the empty files in between (the kernel reads nothing of
- * an empty file, so none of them is ever noted). */
-static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
-{
-	uint64_t p = self->ino - 1;
-	struct tree_attr a;
-
-	for (unsigned i = 0; i < WALK_FILES && p > FUSE_ROOT_ID; i++, p--)
-		if (tree_getattr(ctx->tree, p, &a) || a.is_dir ||
-		    a.parent != self->parent || a.size)
-			break;
-	return p;
-}
-
-/* The first byte of file ino is being read: when that continues a walk
- * over its directory, queue the files after it.  Three files in order
- * make a walk: a shuffled reader meets two in a row too often. */
-static void walk_note(struct ops_ctx *ctx, uint64_t ino)
+/* The first byte of file self (inode ino) is being read: when that
+ * continues a walk over its directory, queue the files after it.  Three
+ * files in order make a walk: a shuffled reader meets two in a row too
+ * often.  No tree lookup: a shuffled reader takes no lock here. */
+static void walk_note(struct ops_ctx *ctx, uint64_t ino,
+		      const struct ops_file *self)
 {
 	struct ops_state *st = ctx->state;
-	struct tree_attr self, a;
-	struct walk prev;
-	uint64_t run, ahead = ino, budget = WALK_BYTES, next, queued;
+	struct walk prev = walk_continued(st, self->walk_prev);
+	uint64_t run = prev.run + 1, ahead = ino, budget = WALK_BYTES, next;
+	uint64_t queued;
 	unsigned at;
 
-	if (tree_getattr(ctx->tree, ino, &self))
-		return;
-	prev = walk_continued(st, walk_prev(ctx, &self));
-	run = prev.run + 1;
 	if (run >= 3) {
 		ahead = prev.ahead > ino ? prev.ahead : ino;
 		for (next = ahead + 1; next <= ino + WALK_FILES && budget;
 		     next++) {
-			struct pf_file *f;
+			struct ops_file *f;
 
-			if (tree_getattr(ctx->tree, next, &a) || a.is_dir ||
-			    a.parent != self.parent)
+			/* A directory, or a file of another one, ends it. */
+			if (file_of(ctx, next, &f) || f->parent != self->parent)
 				break;
-			if (!a.size)
+			if (!f->size)
 				continue;
-			if (file_of(ctx, next, &f))
-				break;
-			queued = prefetch_ahead(ctx->prefetch, f,
+			queued = prefetch_ahead(ctx->prefetch, f->pf,
 						budget < WALK_FILE_BYTES
 						    ? budget
 						    : WALK_FILE_BYTES);
@@ -685,10 +748,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct ops_ctx *ctx = ctx_of(req);
 	struct iovec iov[PF_MAX_SPANS];
+	struct ops_file *f;
 	struct pf_read rd;
 	int rc;
-
-	struct pf_file *f;
 
 	if (ino == INO_STATS) {
 		stats_read(req, ctx, fi->fh, size, off);
@@ -704,9 +766,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	rc = file_of(ctx, ino, &f);
 	if (!rc && off == 0)
-		walk_note(ctx, ino);
+		walk_note(ctx, ino, f);
 	if (!rc)
-		rc = prefetch_read(ctx->prefetch, f, (uint64_t)off, size, &rd);
+		rc = prefetch_read(ctx->prefetch, f->pf, (uint64_t)off, size,
+				   &rd);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -809,7 +872,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
  * One hint line, "PATH OFFSET LENGTH" (LENGTH 0: to the end): resolves PATH
  * (relative to the mount root, or absolute under the mountpoint) one
  * component at a time and queues the range.  A directory not yet listed is
- * listed here, once.  @return 0 or -errno.
+ * listed here, once.  line[len] must be there to be written.  @return 0
+ * or -errno.
  */
 static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 {
@@ -817,7 +881,7 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	unsigned long long off, n;
 	fuse_ino_t ino = FUSE_ROOT_ID;
 	struct tree_attr a;
-	struct pf_file *f;
+	struct ops_file *f;
 	char *sp2, *sp1, *path, *end;
 	size_t mpl;
 	int rc;
@@ -863,32 +927,98 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	rc = file_of(ctx, ino, &f);
 	if (rc)
 		return rc;
-	return prefetch_hint(ctx->prefetch, f, off, n);
+	return prefetch_hint(ctx->prefetch, f->pf, off, n);
 }
 
-/* Writes to .wharf/hints: whole lines; a partial last line is refused. */
-static void hints_write(fuse_req_t req, const char *buf, size_t size)
+/* Takes the unfinished line of thread pid into line (*len bytes,
+ * *overlong) when a write at off continues it.  @return the lines dropped
+ * as bad (0 or 1). */
+static unsigned tail_take(struct ops_state *st, pid_t pid, uint64_t off,
+			  char *line, size_t *len, bool *overlong)
+{
+	unsigned bad = 0;
+
+	pthread_mutex_lock(&st->tails_mu);
+	for (unsigned i = 0; i < HINT_TAILS; i++) {
+		struct hint_tail *t = &st->tails[i];
+
+		if (!t->used || t->pid != pid)
+			continue;
+		if (t->end == off) {
+			memcpy(line, t->text, t->len);
+			*len = t->len;
+			*overlong = t->overlong;
+		} else {
+			bad = 1;
+		}
+		t->used = false;
+		break;
+	}
+	pthread_mutex_unlock(&st->tails_mu);
+	return bad;
+}
+
+/* Keeps the unfinished line of thread pid for its write at end.  @return
+ * the lines dropped as bad to make room (0 or 1). */
+static unsigned tail_put(struct ops_state *st, pid_t pid, uint64_t end,
+			 const char *line, size_t len, bool overlong)
+{
+	struct hint_tail *t = &st->tails[0];
+	unsigned bad;
+
+	assert(len <= HINT_LINE_MAX);
+	pthread_mutex_lock(&st->tails_mu);
+	for (unsigned i = 1; i < HINT_TAILS && t->used; i++)
+		if (!st->tails[i].used || st->tails[i].age < t->age)
+			t = &st->tails[i];
+	bad = t->used;
+	t->used = true;
+	t->overlong = overlong;
+	t->pid = pid;
+	t->end = end;
+	t->age = ++st->tails_added;
+	t->len = len;
+	memcpy(t->text, line, len);
+	pthread_mutex_unlock(&st->tails_mu);
+	return bad;
+}
+
+/* A WRITE to .wharf/hints: its lines, the first joined to the unfinished
+ * line this thread's last WRITE left, its own unfinished one kept. */
+static void hints_write(fuse_req_t req, const char *buf, size_t size, off_t off)
 {
 	struct ops_ctx *ctx = ctx_of(req);
+	const pid_t pid = fuse_req_ctx(req)->pid;
 	uint64_t lines = 0, bad = 0;
-	char line[4200];
-	size_t i = 0;
+	char line[HINT_LINE_MAX + 1];
+	bool overlong = false;
+	size_t len = 0, i = 0;
 
+	bad += tail_take(ctx->state, pid, (uint64_t)off, line, &len, &overlong);
 	while (i < size) {
 		const char *nl = memchr(buf + i, '\n', size - i);
-		size_t len = (nl ? (size_t)(nl - buf) : size) - i;
+		const size_t n = (nl ? (size_t)(nl - buf) : size) - i;
 
-		if (len && nl && len < sizeof(line)) {
-			memcpy(line, buf + i, len);
-			if (hint_line(ctx, line, len))
-				bad++;
-			else
-				lines++;
-		} else if (len) {
-			bad++;
+		if (!overlong && n <= HINT_LINE_MAX - len) {
+			memcpy(line + len, buf + i, n);
+			len += n;
+		} else {
+			overlong = true;
 		}
-		i += len + 1;
+		i += n;
+		if (!nl)
+			break;
+		i++;
+		if (overlong || (len && hint_line(ctx, line, len)))
+			bad++;
+		else if (len)
+			lines++;
+		len = 0;
+		overlong = false;
 	}
+	if (len || overlong)
+		bad += tail_put(ctx->state, pid, (uint64_t)off + size, line,
+				len, overlong);
 	__atomic_fetch_add(&ctx->stats.hint_lines, lines, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ctx->stats.hint_bad, bad, __ATOMIC_RELAXED);
 	fuse_reply_write(req, size);
@@ -898,7 +1028,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	if (ino == INO_HINTS) {
-		hints_write(req, buf, size);
+		hints_write(req, buf, size, off);
 		return;
 	}
 	erofs(req);
@@ -961,6 +1091,7 @@ struct fuse_session *ops_session_new(struct fuse_args *args,
 	if (!st)
 		return NULL;
 	pthread_mutex_init(&st->stats_mu, NULL);
+	pthread_mutex_init(&st->tails_mu, NULL);
 	ctx->state = st;
 	st->se = fuse_session_new(args, &wharf_ops, sizeof(wharf_ops), ctx);
 	if (!st->se) {
@@ -981,7 +1112,7 @@ void ops_cleanup(struct ops_ctx *ctx)
 			continue;
 		for (size_t j = 0; j < FT_PAGE; j++)
 			if (st->pages[i][j])
-				prefetch_close(ctx->prefetch, st->pages[i][j]);
+				file_free(ctx, st->pages[i][j]);
 		free(st->pages[i]);
 	}
 	while (st->opened) {
@@ -992,6 +1123,7 @@ void ops_cleanup(struct ops_ctx *ctx)
 	}
 	free(st->stats.json);
 	pthread_mutex_destroy(&st->stats_mu);
+	pthread_mutex_destroy(&st->tails_mu);
 	free(st);
 	ctx->state = NULL;
 }

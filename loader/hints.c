@@ -9,10 +9,16 @@
  *
  * Sending: the samples become "PATH OFFSET LENGTH\n" lines (PATH relative to
  * the mount root) in a buffer allocated once, written with whole lines per
- * write(2) of at most HINTS_BUF bytes.  The descriptor is O_NONBLOCK and a
- * write that fails for any reason is dropped: hints are advice, and a late
- * hint is worth nothing.  (A FUSE write waits for the daemon's answer; the
- * daemon only parses and queues, so that is a short wait, never a fetch.)
+ * write of at most HINTS_BUF bytes.  Each write goes to offset 0 (the mount
+ * uses offsets only to join a cut write): once the mount sees no opens,
+ * the hints file is written through the page cache, where the kernel cuts
+ * a write that starts inside a page into two requests (the mount joins
+ * them, but that is a request more).  A hints file opened unseekable is
+ * written with direct I/O, uncut, so it takes plain writes.  The
+ * descriptor is O_NONBLOCK and a write that fails for any reason is
+ * dropped: hints are advice, and a late hint is worth nothing.  (A FUSE
+ * write waits for the daemon's answer; the daemon only parses and queues,
+ * so that is a short wait, never a fetch.)
  * A mount that went away (ENOTCONN, EIO...) turns hints off.
  */
 #include "config.h"
@@ -38,6 +44,7 @@
 struct hints {
 	const struct index *idx;
 	int fd;
+	bool stream; /* not seekable: write(2), not pwrite(2) */
 	bool off;    /* the mount stopped answering */
 	char *mount; /* the mount root, no trailing slash */
 	size_t mount_len;
@@ -99,6 +106,7 @@ struct hints *hints_new(const struct index *idx)
 	h->fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	if (h->fd < 0)
 		goto fail;
+	h->stream = lseek(h->fd, 0, SEEK_CUR) < 0;
 	h->idx = idx;
 	h->mount = mount;
 	h->mount_len = strlen(mount);
@@ -118,7 +126,8 @@ static void flush(struct hints *h)
 
 	if (!h->used)
 		return;
-	n = write(h->fd, h->buf, h->used);
+	n = h->stream ? write(h->fd, h->buf, h->used)
+		      : pwrite(h->fd, h->buf, h->used, 0);
 	if (n < 0 && errno != EAGAIN && errno != EINTR)
 		h->off = true;
 	h->used = 0;

@@ -404,6 +404,77 @@ START_TEST(test_stale_hints_dropped)
 }
 END_TEST
 
+/* Hint lines of HINT_LEN bytes each, all valid (a range of a small file),
+ * as one block of n lines. */
+#define HINT_LEN 40
+static char *hint_block(int n)
+{
+	char *b = malloc((size_t)n * HINT_LEN + 1), name[64];
+
+	ck_assert_ptr_nonnull(b);
+	for (int i = 0; i < n; i++)
+		snprintf(b + (size_t)i * HINT_LEN, HINT_LEN + 1,
+			 "%s %021d %05d\n",
+			 small_name(i % N_SMALL, name, sizeof(name)), i % 1000,
+			 1000 + i % 9000);
+	return b;
+}
+
+/* Writes len bytes of b to fd in write(2)s of `piece` bytes. */
+static void write_pieces(int fd, const char *b, size_t len, size_t piece)
+{
+	for (size_t at = 0; at < len; at += piece) {
+		size_t n = len - at < piece ? len - at : piece;
+
+		ck_assert_int_eq(write(fd, b + at, n), (ssize_t)n);
+	}
+}
+
+/*
+ * Writes the kernel cuts, and writes that cut lines themselves, lose no
+ * hint.  Once a regular file has been read the mount sees no opens, so the
+ * hints file is written through the page cache, and a write that starts
+ * inside a page reaches the mount as two, cut at the page's end; a write
+ * over max_write is cut in any case.  Both mounts: hints opened before any
+ * read (direct I/O), and after one.
+ */
+START_TEST(test_hints_cut_writes)
+{
+	enum { N = 6000 }; /* 240,000 bytes: one write of them is cut */
+	char path[PATH_MAX], *b = hint_block(N);
+	const size_t len = (size_t)N * HINT_LEN;
+
+	for (int read_first = 0; read_first < 2; read_first++) {
+		struct mnt m = {0};
+		int fd;
+
+		ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+		if (read_first)
+			check_bytes(&m, "small/s0000", SMALL_SIZE);
+		snprintf(path, sizeof(path), "%s/.wharf/hints", m.dir);
+		fd = open(path, O_WRONLY);
+		ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+		/* 16 lines a write: whole lines, starting inside pages. */
+		write_pieces(fd, b, len, 16 * HINT_LEN);
+		/* All in one write, larger than max_write. */
+		write_pieces(fd, b, len, len);
+		/* Cut inside lines, as buffered output (stdio) cuts them. */
+		write_pieces(fd, b, len, 4096);
+		/* A last line without its newline, then a write that does not
+		 * continue it (another open, at offset 0): it is bad. */
+		ck_assert_int_eq(write(fd, "small/s0001 0 0", 15), 15);
+		close(fd);
+		ck_assert_int_eq(stat_of(&m, "hints", "lines"), 3 * N);
+		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 0);
+		send_hints(&m, (char *[]){"small/s0002 0 0\n"}, 1);
+		ck_assert_int_eq(stat_of(&m, "hints", "lines"), 3 * N + 1);
+		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 1);
+		mount_stop(&m);
+	}
+	free(b);
+}
+END_TEST
+
 /* Reads len bytes of MOUNT/name at off with the kernel's read-ahead off
  * (so the mount sees reads of these bytes only) and compares them. */
 static void check_range(const struct mnt *m, const char *name, uint64_t off,
@@ -628,6 +699,10 @@ START_TEST(test_loader_sends_hints)
 	ck_assert_msg(wharf_index_build_dir(dir, index_path) == 0, "%s",
 		      wharf_last_error());
 	ck_assert_int_eq(wharf_index_open(index_path, 0, &idx), 0);
+	/* A file read first: the mount sees no opens from then on, so the
+	 * loader's hints go through the page cache (see
+	 * test_hints_cut_writes). */
+	check_bytes(&m, "small/s0000", SMALL_SIZE);
 	wharf_options_init(&opt);
 	opt.batch_size = 16;
 	opt.num_workers = 2;
@@ -754,6 +829,7 @@ static Suite *hints_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_hints_honoured);
 	tcase_add_test(tc, test_hints_never_change_bytes);
+	tcase_add_test(tc, test_hints_cut_writes);
 	tcase_add_test(tc, test_stale_hints_dropped);
 	tcase_add_test(tc, test_shard_hinted_many_times);
 	tcase_add_test(tc, test_memory_cap_10000_objects);
