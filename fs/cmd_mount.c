@@ -558,6 +558,7 @@ static int mount_open(struct mount_state *m)
 	    .uid = getuid(),
 	    .gid = getgid(),
 	    .mounted_at = time(NULL),
+	    .walk_readahead = o->readahead > 0,
 	    .stats = {.fetch = m->fe,
 		      .store = m->st,
 		      .chunks = m->cc,

@@ -765,7 +765,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rc = file_of(ctx, ino, &f);
-	if (!rc && off == 0)
+	if (!rc && off == 0 && ctx->walk_readahead)
 		walk_note(ctx, ino, f);
 	if (!rc)
 		rc = prefetch_read(ctx->prefetch, f->pf, (uint64_t)off, size,

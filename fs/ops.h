@@ -6,6 +6,7 @@
  * gets EROFS.  The root holds a hidden directory `.wharf` with one virtual
  * file, `stats` (see stats.h), which shadows an origin entry of that name.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -25,6 +26,7 @@ struct ops_ctx {
 	uid_t uid;		    /* owner shown for every inode */
 	gid_t gid;
 	time_t mounted_at;	 /* mtime of the virtual inodes */
+	bool walk_readahead;	 /* queue files ahead of a directory walk */
 	struct ops_state *state; /* private to ops.c */
 };
 
