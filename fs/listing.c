@@ -53,6 +53,30 @@ static int64_t parse_http_date(const char *s)
 	return (int64_t)timegm(&tm);
 }
 
+/*
+ * The decimal size at s (before end): digits only, at most INT64_MAX, since
+ * st_size and Content-Length are signed.  @return the first byte after the
+ * digits, or NULL when there are none or the value is too large.
+ */
+static const char *parse_size_digits(const char *s, const char *end,
+				     uint64_t *out)
+{
+	const char *p = s;
+	uint64_t v = 0;
+
+	for (; p < end && isdigit((unsigned char)*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (v > ((uint64_t)INT64_MAX - d) / 10)
+			return NULL;
+		v = v * 10 + d;
+	}
+	if (p == s)
+		return NULL;
+	*out = v;
+	return p;
+}
+
 /* ---- JSON (nginx autoindex) ---- */
 
 int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
@@ -121,23 +145,13 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 					}
 				} else {
 					const char *t;
-					char *end;
 
 					if (json_scalar(&s, &t, &vl))
 						return -EINVAL;
 					if (!strcmp(key, "size")) {
-						char num[32];
-
-						if (vl >= sizeof(num))
-							return json_fail(
-							    &s, "bad size");
-						memcpy(num, t, vl);
-						num[vl] = '\0';
-						errno = 0;
-						e.size =
-						    strtoull(num, &end, 10);
-						if (errno || *end ||
-						    num[0] == '-')
+						if (parse_size_digits(
+							t, t + vl, &e.size) !=
+						    t + vl)
 							return json_fail(
 							    &s, "bad size");
 						e.has_size = true;
@@ -249,21 +263,24 @@ static size_t html_unescape(const char *in, size_t n, char *out, size_t cap)
 
 /*
  * nginx's HTML autoindex follows the link with "  01-Jan-2026 00:00   1234"
- * (or "-" for a directory): exact sizes, so no HEAD is needed.
+ * (or "-" for a directory): exact sizes, so no HEAD is needed.  A line not
+ * of that form leaves the size unknown.  @return 0, or -EINVAL for a size
+ * too large to be one.
  */
-static void nginx_tail(const char *p, const char *end, struct listing_entry *e)
+static int nginx_tail(const char *p, const char *end, struct listing_entry *e)
 {
 	char line[96], *q;
 	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	const char *ne;
 	size_t n = 0;
 	struct tm tm;
-	unsigned long long v;
+	uint64_t v;
 
 	if (!nl)
 		nl = end;
 	p = memmem(p, (size_t)(nl - p), "</a>", 4);
 	if (!p)
-		return;
+		return 0;
 	p += 4;
 	while (p < nl && n + 1 < sizeof(line))
 		line[n++] = *p++;
@@ -274,18 +291,32 @@ static void nginx_tail(const char *p, const char *end, struct listing_entry *e)
 	memset(&tm, 0, sizeof(tm));
 	q = strptime(q, "%d-%b-%Y %H:%M", &tm);
 	if (!q || *q != ' ')
-		return;
+		return 0;
 	while (*q == ' ')
 		q++;
 	e->mtime = (int64_t)timegm(&tm);
 	if (e->is_dir || !isdigit((unsigned char)*q))
-		return;
-	errno = 0;
-	v = strtoull(q, &q, 10);
-	if (errno || (*q && *q != '\r' && *q != ' '))
-		return;
+		return 0;
+	ne = parse_size_digits(q, line + n, &v);
+	if (!ne)
+		return -EINVAL;
+	if (*ne && *ne != '\r' && *ne != ' ')
+		return 0;
 	e->size = v;
 	e->has_size = true;
+	return 0;
+}
+
+/* Case-insensitive search for needle in the n bytes at hay (not a string:
+ * a fetched body has no NUL after it). */
+static const char *mem_casestr(const char *hay, size_t n, const char *needle)
+{
+	size_t k = strlen(needle), i;
+
+	for (i = 0; i + k <= n; i++)
+		if (!strncasecmp(hay + i, needle, k))
+			return hay + i;
+	return NULL;
 }
 
 static int html_fail(char **err, const char *body, const char *p,
@@ -308,6 +339,8 @@ int listing_parse_html(const char *body, size_t len, listing_cb cb, void *arg,
 		const char *close, *h, *v, *ve;
 		struct listing_entry e = {.name = name};
 		size_t rl;
+		const char *colon, *slash;
+		bool absolute;
 		int nl;
 
 		if (!tag)
@@ -367,13 +400,19 @@ int listing_parse_html(const char *body, size_t len, listing_cb cb, void *arg,
 		rl = html_unescape(v, (size_t)(ve - v), raw, sizeof(raw));
 		if (rl == (size_t)-1)
 			return html_fail(err, body, v, "link too long");
+		/* A ':' before any '/' is a scheme ("https://...") unless the
+		 * href starts with "./", which nginx and Apache write for a
+		 * name with a colon so that it is not read as one. */
+		colon = memchr(raw, ':', rl);
+		slash = memchr(raw, '/', rl);
+		absolute = colon && (!slash || colon < slash);
 		if (rl >= 2 && raw[0] == '.' && raw[1] == '/') {
 			memmove(raw, raw + 2, rl - 1);
 			rl -= 2;
 		}
 		/* parent, sort links (?C=N;O=D), anchors, absolute links */
 		if (!rl || raw[0] == '?' || raw[0] == '#' || raw[0] == '/' ||
-		    strchr(raw, ':') || strchr(raw, '?') || strchr(raw, '#'))
+		    absolute || strchr(raw, '?') || strchr(raw, '#'))
 			continue;
 		if (raw[rl - 1] == '/') {
 			e.is_dir = true;
@@ -391,12 +430,13 @@ int listing_parse_html(const char *body, size_t len, listing_cb cb, void *arg,
 			return html_fail(err, body, v, "name too long");
 		if (!name_ok(name, (size_t)nl))
 			continue; /* "..", "." */
-		nginx_tail(p, end, &e);
+		if (nginx_tail(p, end, &e))
+			return html_fail(err, body, v, "size too large");
 		rc = cb(arg, &e);
 		if (rc)
 			return rc;
 	}
-	if (saw_html && !strcasestr(body, "</html>"))
+	if (saw_html && !mem_casestr(body, len, "</html>"))
 		return html_fail(err, body, end,
 				 "the page ends before </html> (truncated?)");
 	return 0;
@@ -439,8 +479,7 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		const char *le = nl ? nl : end, *f[4];
 		size_t fl[4], nf = 0;
 		const char *q = p;
-		char num[32], *ne;
-		unsigned long long sz;
+		uint64_t sz;
 		const char *dp;
 		int dl;
 
@@ -497,18 +536,10 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 			}
 			i = j + 1;
 		}
-		if (fl[1] >= sizeof(num) || f[1][0] == '-' || f[1][0] == '+') {
-			err_set(err, "manifest line %zu: bad size", line);
-			rc = -EINVAL;
-			goto out;
-		}
-		memcpy(num, f[1], fl[1]);
-		num[fl[1]] = '\0';
-		errno = 0;
-		sz = strtoull(num, &ne, 10);
-		if (errno || *ne || ne == num) {
-			err_set(err, "manifest line %zu: bad size \"%s\"", line,
-				num);
+		if (parse_size_digits(f[1], f[1] + fl[1], &sz) !=
+		    f[1] + fl[1]) {
+			err_set(err, "manifest line %zu: bad size \"%.*s\"",
+				line, (int)(fl[1] > 32 ? 32 : fl[1]), f[1]);
 			rc = -EINVAL;
 			goto out;
 		}
@@ -551,23 +582,30 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 	}
 	if (m->n)
 		qsort(m->v, m->n, sizeof(*m->v), mcmp);
-	for (i = 1; i < m->n; i++) {
-		size_t pl = strlen(m->v[i - 1].path);
-
+	for (i = 1; i < m->n; i++)
 		if (!strcmp(m->v[i - 1].path, m->v[i].path)) {
 			err_set(err, "manifest: \"%s\" is listed twice",
 				m->v[i].path);
 			rc = -EINVAL;
 			goto out;
 		}
-		if (!strncmp(m->v[i - 1].path, m->v[i].path, pl) &&
-		    m->v[i].path[pl] == '/') {
-			err_set(err,
-				"manifest: \"%s\" is both a file and a "
-				"directory",
-				m->v[i - 1].path);
-			rc = -EINVAL;
-			goto out;
+	/* No directory of a path may be a file.  Neighbours in sorted order
+	 * do not show it: "a.txt" sorts between "a" and "a/b". */
+	for (i = 0; i < m->n; i++) {
+		char dir[LISTING_PATH_MAX + 1];
+		const char *path = m->v[i].path, *s;
+
+		for (s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
+			memcpy(dir, path, (size_t)(s - path));
+			dir[s - path] = '\0';
+			if (manifest_find(m, dir)) {
+				err_set(err,
+					"manifest: \"%s\" is both a file and "
+					"a directory (of \"%s\")",
+					dir, path);
+				rc = -EINVAL;
+				goto out;
+			}
 		}
 	}
 	*out = m;

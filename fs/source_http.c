@@ -41,6 +41,7 @@ struct http_src {
 struct hent {
 	size_t name; /* offset in the names blob */
 	bool is_dir, has_size;
+	bool gone; /* its HEAD said 404/410/401/403: left out */
 	uint64_t size;
 	int64_t mtime;
 	char etag[128];
@@ -166,6 +167,14 @@ static void *heads_main(void *arg)
 		if (!rc && res.content_length < 0) {
 			log_error("HEAD %s: no Content-Length", url);
 			rc = -EIO;
+		}
+		if (rc == -ENOENT || rc == -EACCES) {
+			/* One entry gone or forbidden since the page was made
+			 * (a dangling symlink): the others are still there. */
+			log_warn("\"%s\" left out of its directory listing: %s",
+				 path, res.err);
+			e->gone = true;
+			continue;
 		}
 		if (rc) {
 			int zero = 0;
@@ -325,6 +334,8 @@ listed:
 					  .mtime = e->mtime,
 					  .version = ""};
 
+		if (e->gone)
+			continue;
 		if (!e->is_dir) {
 			version_of(ver, sizeof(ver), e->etag, e->mtime,
 				   e->size);

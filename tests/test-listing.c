@@ -64,7 +64,7 @@ START_TEST(json_nginx)
 	    "\"mtime\":\"Thu, 01 Jan 2026 00:00:00 GMT\" },\n"
 	    "{ \"name\":\"smile\\ud83d\\ude00 & <tag>\", \"type\":\"file\", "
 	    "\"mtime\":\"Thu, 01 Jan 2026 00:00:01 GMT\", "
-	    "\"size\":18446744073709551615 }\n"
+	    "\"size\":9223372036854775807 }\n"
 	    "]\n";
 	struct out o;
 	char *err;
@@ -75,7 +75,7 @@ START_TEST(json_nginx)
 	ck_assert_str_eq(o.s, "a \"q\" b\\.txt|f|42|" T2026 ";"
 			      "d\xc3\xa9j\xc3\xa0|d|0|" T2026 ";"
 			      "smile\xf0\x9f\x98\x80 & <tag>|f|"
-			      "18446744073709551615|1767225601;");
+			      "9223372036854775807|1767225601;");
 	ck_assert_int_eq(json("  [ ]  ", &o, &err), 0);
 	ck_assert_int_eq(o.n, 0);
 	/* the callback's value stops the parse */
@@ -105,6 +105,11 @@ START_TEST(json_malformed)
 	    "[{\"name\":\"a\",\"type\":\"file\",\"size\":1e99}]",
 	    "[{\"name\":\"a\",\"type\":\"file\",\"size\":"
 	    "99999999999999999999999}]",
+	    /* over INT64_MAX: st_size would be negative */
+	    "[{\"name\":\"a\",\"type\":\"file\",\"size\":"
+	    "18446744073709551615}]",
+	    "[{\"name\":\"a\",\"type\":\"file\",\"size\":"
+	    "9223372036854775808}]",
 	    "[{\"name\":\"a\",\"type\":\"file\"}] junk",
 	    "[{\"name\":\"a\",\"type\":\"file\"},]",
 	    "[{\"name\":\"a\" \"type\":\"file\"}]",
@@ -215,6 +220,56 @@ START_TEST(html_python)
 }
 END_TEST
 
+/* nginx and Apache write "./a:b.txt" so that the colon is not a scheme. */
+START_TEST(html_colon_names)
+{
+	static const char body[] =
+	    "<html>\r\n<head><title>Index of /t/</title></head>\r\n"
+	    "<body>\r\n<h1>Index of /t/</h1><hr><pre>"
+	    "<a href=\"../\">../</a>\r\n"
+	    "<a href=\"./a:b.txt\">a:b.txt</a>                       "
+	    "01-Jan-2026 00:00                  12\r\n"
+	    "<a href=\"./2024-01-01T00:00:00.jpg\">2024-01-01T00:00:00.jpg"
+	    "</a> 01-Jan-2026 00:00                   7\r\n"
+	    "<a href=\"./x:y/\">x:y/</a>                          "
+	    "01-Jan-2026 00:00                   -\r\n"
+	    "<a href=\"c.txt\">c.txt</a>                           "
+	    "01-Jan-2026 00:00                   3\r\n"
+	    "<a href=\"https://elsewhere.example/a\">x</a>"
+	    "<a href=\"mailto:x@example.com\">m</a>\r\n"
+	    "</pre><hr></body>\r\n</html>\r\n";
+	struct out o;
+	char *err;
+
+	ck_assert_int_eq(html(body, &o, &err), 0);
+	ck_assert_str_eq(o.s, "a:b.txt|f|12|" T2026 ";"
+			      "2024-01-01T00:00:00.jpg|f|7|" T2026 ";"
+			      "x:y|d|0|" T2026 ";c.txt|f|3|" T2026 ";");
+}
+END_TEST
+
+/* A fetched body has no NUL after it: nothing past len may be read. */
+START_TEST(html_exact_length)
+{
+	static const char page[] = "<html><body><pre><a href=\"x.bin\">x</a>"
+				   "\n</pre></body></html>";
+	size_t len = strlen(page), cut = strstr(page, "</html>") - page;
+	struct out o;
+	char *copy = malloc(len), *err = NULL;
+
+	memcpy(copy, page, len);
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(listing_parse_html(copy, len, put, &o, &err), 0);
+	ck_assert_str_eq(o.s, "x.bin|f|-|0;");
+	/* the "</html>" just past the end does not count */
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(listing_parse_html(copy, cut, put, &o, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "ends before </html>"));
+	free(err);
+	free(copy);
+}
+END_TEST
+
 START_TEST(html_malformed)
 {
 	static const char *const bad[] = {
@@ -228,6 +283,9 @@ START_TEST(html_malformed)
 	    "<html><a href=\"a%zz\">a</a></html>",
 	    "<html><a href=\"a%00b\">a</a></html>",
 	    "<html><a href=\"a%4\">a</a></html>",
+	    /* a size over INT64_MAX */
+	    "<html><pre><a href=\"a\">a</a> 01-Jan-2026 00:00 "
+	    "18446744073709551615\r\n</pre></html>",
 	};
 	struct out o;
 	char *err, *huge;
@@ -345,6 +403,9 @@ START_TEST(manifest_malformed)
 	    {"a 1\n\n# c\nb x\n", "line 4: bad size"},
 	    {"a -1\n", "line 1: bad size"},
 	    {"a 99999999999999999999999\n", "line 1: bad size"},
+	    {"a 18446744073709551615\n", "line 1: bad size"},
+	    {"a 9223372036854775808\n", "line 1: bad size"},
+	    {"a +1\n", "line 1: bad size"},
 	    {"a 1 e extra\n", "line 1"},
 	    {"/abs 1\n", "line 1: bad path"},
 	    {"dir/ 1\n", "line 1: bad path"},
@@ -352,6 +413,10 @@ START_TEST(manifest_malformed)
 	    {"a/../b 1\n", "line 1: bad path component"},
 	    {"a 1\na 2\n", "listed twice"},
 	    {"a 1\na/b 2\n", "both a file and a directory"},
+	    /* "a.txt" sorts between "a" and "a/b" */
+	    {"a 10\na.txt 5\na/b 7\n", "\"a\" is both a file and a directory"},
+	    {"x/a 10\nx/a.txt 5\nx/a/b/c 7\n",
+	     "\"x/a\" is both a file and a directory"},
 	};
 	struct manifest *m;
 	char *err, *huge;
@@ -389,6 +454,8 @@ int main(void)
 	tcase_add_test(tc, html_nginx);
 	tcase_add_test(tc, html_apache);
 	tcase_add_test(tc, html_python);
+	tcase_add_test(tc, html_colon_names);
+	tcase_add_test(tc, html_exact_length);
 	tcase_add_test(tc, html_malformed);
 	tcase_add_test(tc, detect_and_urls);
 	tcase_add_test(tc, manifest_ok);
