@@ -29,6 +29,9 @@
 #define DEFAULT_ENDPOINT "https://storage.googleapis.com"
 #define PAGE_CAP (32u << 20) /* bytes of one listing page or metadata */
 #define PAGE_TOKEN_MAX 4096
+/* A listing that cycles through tokens without repeating the last one
+ * still ends: 100,000 pages is 100 million names at 1,000 a page. */
+#define LIST_PAGES_MAX 100000
 #define NAME_MAX_GCS 1024 /* GCS object names are at most 1024 bytes */
 #define URL_MAX 4096
 #define AUTH_MAX 4200 /* "Authorization: Bearer " + a token */
@@ -219,6 +222,7 @@ struct page {
 	size_t entries;	  /* children handed to cb */
 	bool placeholder; /* an object named exactly prefix: the dir exists */
 	char next[PAGE_TOKEN_MAX];
+	char sent[PAGE_TOKEN_MAX]; /* the token that asked for this page */
 };
 
 /* The part of a listed name below the listed prefix. */
@@ -389,6 +393,7 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		struct fetch_res res;
 		char *perr = NULL;
 
+		memcpy(pg->sent, pg->next, sizeof(pg->sent));
 		snprintf(url, sizeof(url), "%s", gs->objects);
 		snprintf(maxs, sizeof(maxs), "%u", max);
 		rc = add_param(url, sizeof(url), "prefix", prefix);
@@ -398,8 +403,8 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 			rc = add_param(url, sizeof(url), "fields", LIST_FIELDS);
 		if (!rc && max)
 			rc = add_param(url, sizeof(url), "maxResults", maxs);
-		if (!rc && pg->next[0])
-			rc = add_param(url, sizeof(url), "pageToken", pg->next);
+		if (!rc && pg->sent[0])
+			rc = add_param(url, sizeof(url), "pageToken", pg->sent);
 		if (rc) {
 			err_set(err, "%s%s: listing URL too long", gs->base.id,
 				dir);
@@ -426,6 +431,25 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		pages++;
 		if (stop_early && (pg->entries || pg->placeholder))
 			break;
+		/* A server that answers a token with the same token would
+		 * have us fetch one page forever, holding the tree's listing
+		 * lock; a longer cycle still ends at LIST_PAGES_MAX. */
+		if (pg->next[0] && !strcmp(pg->next, pg->sent)) {
+			err_set(
+			    err,
+			    "listing %s%s%s: the server answered page token "
+			    "\"%.64s\" with the same token: giving up",
+			    gs->base.id, dir, *dir ? "/" : "", pg->sent);
+			return -EIO;
+		}
+		if (pg->next[0] && pages == LIST_PAGES_MAX) {
+			err_set(err,
+				"listing %s%s%s: more than %u pages: "
+				"giving up",
+				gs->base.id, dir, *dir ? "/" : "",
+				LIST_PAGES_MAX);
+			return -EIO;
+		}
 	} while (pg->next[0]);
 	log_debug("listed %s%s: %zu entries in %u pages", gs->base.id, dir,
 		  pg->entries, pages);

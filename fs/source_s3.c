@@ -29,6 +29,11 @@
 #define XML_DEPTH 8
 #define XML_NAME 64
 #define XML_TEXT 4096
+#define BUCKET_MAX 255 /* us-east-1 took names this long before 2018 */
+#define KEY_MAX 1024   /* bytes of an S3 key */
+/* A listing that cycles through tokens without repeating the last one
+ * still ends: 100,000 pages is 100 million keys at S3's 1,000 a page. */
+#define LIST_PAGES_MAX 100000
 
 enum addressing { ADDR_AUTO, ADDR_PATH, ADDR_VHOST };
 
@@ -336,8 +341,14 @@ static int lp_emit(struct lp *l, const char *key, bool dir, uint64_t size)
 	n = strlen(name);
 	if (dir && n && name[n - 1] == '/')
 		name[--n] = '\0';
-	/* The prefix's own "folder" marker, or a name the tree cannot show
-	 * ("a//b" gives an empty component). */
+	/* The prefix's own "folder" marker (a console's "Create folder"
+	 * makes "dir/") shows nothing but says the directory exists:
+	 * counted, not emitted. */
+	if (!n && !dir) {
+		l->page->keys++;
+		return 0;
+	}
+	/* A name the tree cannot show ("a//b" gives an empty component). */
 	if (!n || strchr(name, '/'))
 		return 0;
 	o.name = name;
@@ -496,7 +507,8 @@ static int s3_request(struct s3_src *s, const char *method, const char *key,
 		      const char *query, const char *if_match, char *url,
 		      size_t cap, struct curl_slist **headers)
 {
-	char path[3072], date[17];
+	/* "/bucket/" and the key, every byte of it %XX at worst. */
+	char path[1 + BUCKET_MAX + 1 + 3 * KEY_MAX + 1], date[17];
 	size_t pl = 0, ul = 0;
 	struct sigv4_header h[6];
 	size_t nh = 0;
@@ -589,13 +601,18 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
 	struct s3_page *page;
-	char url[8192], query[6144], h[512];
+	char url[8192], query[6144], h[512], *sent;
+	unsigned pages = 0;
 	int rc;
 
 	*count = 0;
 	page = calloc(1, sizeof(*page));
-	if (!page)
+	sent = calloc(1, sizeof(page->token));
+	if (!page || !sent) {
+		free(page);
+		free(sent);
 		return -ENOMEM;
+	}
 	for (;;) {
 		struct fetch_req req = {0};
 		struct fetch_res res;
@@ -603,12 +620,13 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 		size_t ql = 0;
 
 		/* Parameters in canonical (sorted) order. */
-		if (page->token[0]) {
+		memcpy(sent, page->token, sizeof(page->token));
+		if (sent[0]) {
 			rc = add(query, &ql, sizeof(query),
 				 "continuation-token=");
 			if (!rc)
-				rc = enc(query, &ql, sizeof(query), page->token,
-					 false);
+				rc =
+				    enc(query, &ql, sizeof(query), sent, false);
 			if (!rc)
 				rc = add(query, &ql, sizeof(query), "&");
 		} else {
@@ -662,7 +680,28 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 		}
 		if (!page->truncated || max_keys)
 			break;
+		/* A server that answers a token with the same token would
+		 * have us fetch one page forever, holding the tree's listing
+		 * lock; a longer cycle still ends at LIST_PAGES_MAX. */
+		if (!strcmp(page->token, sent)) {
+			err_set(
+			    err,
+			    "listing %s%s: the server answered continuation "
+			    "token \"%.64s\" with the same token: giving up",
+			    s->base.id, pfx + strlen(s->prefix), sent);
+			rc = -EIO;
+			break;
+		}
+		if (++pages == LIST_PAGES_MAX) {
+			err_set(err,
+				"listing %s%s: more than %u pages: giving up",
+				s->base.id, pfx + strlen(s->prefix),
+				LIST_PAGES_MAX);
+			rc = -EIO;
+			break;
+		}
 	}
+	free(sent);
 	free(page);
 	return rc;
 }
@@ -683,8 +722,9 @@ static int s3_list_dir(struct source *src, const char *dir, source_list_cb cb,
 	int rc;
 
 	rc = list_prefix(s, pfx, 0, cb, arg, &count, &err);
-	/* S3 has no directories: an empty listing of a prefix means there
-	 * is nothing there (the root may be empty). */
+	/* S3 has no directories: a listing of a prefix with neither keys
+	 * nor a folder marker means there is nothing there (the root may be
+	 * empty). */
 	if (!rc && !count && *dir)
 		rc = -ENOENT;
 	if (rc && err)
@@ -694,10 +734,11 @@ static int s3_list_dir(struct source *src, const char *dir, source_list_cb cb,
 	return rc;
 }
 
-static int found_one(void *arg, const struct source_object *o)
+/* For listings that only count (list_prefix's count). */
+static int ignore_entry(void *arg, const struct source_object *o)
 {
+	(void)arg;
 	(void)o;
-	*(bool *)arg = true;
 	return 0;
 }
 
@@ -710,7 +751,6 @@ static int s3_stat(struct source *src, const char *path,
 	struct fetch_res res;
 	char url[8192], *key, *pfx, *err = NULL;
 	size_t count;
-	bool any = false;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -749,14 +789,15 @@ static int s3_stat(struct source *src, const char *path,
 		return rc;
 	/* No such object: a directory if anything lies under "path/". */
 	pfx = full_prefix(s, path);
-	rc = list_prefix(s, pfx, 1, found_one, &any, &count, &err);
+	rc = list_prefix(s, pfx, 1, ignore_entry, NULL, &count, &err);
 	free(pfx);
 	if (rc) {
 		log_error("%s", err);
 		free(err);
 		return rc;
 	}
-	if (!any)
+	/* A folder marker alone counts: an empty directory. */
+	if (!count)
 		return -ENOENT;
 	out->is_dir = true;
 	return 0;
@@ -851,7 +892,7 @@ static int parse_spec(struct s3_src *s, const char *spec, char **err)
 	size_t bl = slash ? (size_t)(slash - b) : strlen(b), i, pl = 0;
 	char *prefix;
 
-	if (bl < 1 || bl > 255) {
+	if (bl < 1 || bl > BUCKET_MAX) {
 		err_set(err,
 			"%s: no bucket name (expected s3://BUCKET[/PREFIX])",
 			spec);
@@ -988,7 +1029,6 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 	struct s3_src *s;
 	char *lerr = NULL, *cerr = NULL;
 	size_t count;
-	bool any = false;
 	int rc;
 
 	*out = NULL;
@@ -1028,7 +1068,7 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 	}
 	/* One key of the root: catches a wrong bucket, endpoint or key now,
 	 * at mount time, rather than at the first ls. */
-	rc = list_prefix(s, s->prefix, 1, found_one, &any, &count, &lerr);
+	rc = list_prefix(s, s->prefix, 1, ignore_entry, NULL, &count, &lerr);
 	if (rc) {
 		if (rc == -ENOENT)
 			err_set(err, "%s: %s (no such bucket?)", spec,

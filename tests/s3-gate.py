@@ -9,16 +9,26 @@ both, independently of wharf's C signer, and passes the rest through:
 
 A bad signature gets 403 SignatureDoesNotMatch, a stale If-Match 412
 PreconditionFailed, as S3 answers them.
+
+Control, unsigned: GET /_gate/stuck-token?count=N makes the next N
+ListObjectsV2 answers say IsTruncated true with NextContinuationToken
+"stuck" (a buggy server's endless listing); a request carrying that token
+goes to s3rver without it, as s3rver refuses tokens it did not make.
 """
 import hashlib
 import hmac
 import http.client
 import http.server
+import re
 import sys
+import threading
 import urllib.parse
 
 LISTEN, UPSTREAM, ACCESS, SECRET = (int(sys.argv[1]), int(sys.argv[2]),
                                     sys.argv[3], sys.argv[4])
+STUCK = "stuck"
+LOCK = threading.Lock()
+stuck_left = 0  # listing answers still to rewrite
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
        "proxy-connection", "trailer"}
 
@@ -81,12 +91,39 @@ class Gate(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def upstream(self, method, headers, body):
+    def upstream(self, method, headers, body, path=None):
         c = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
-        c.request(method, self.path, body=body, headers=headers)
+        c.request(method, path or self.path, body=body, headers=headers)
         return c, c.getresponse()
 
+    def control(self):
+        global stuck_left
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        with LOCK:
+            stuck_left = int(q["count"][0])
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def stuck_listing(self):
+        """Whether this answer is one to rewrite, and the path for s3rver."""
+        global stuck_left
+        u = urllib.parse.urlsplit(self.path)
+        q = urllib.parse.parse_qsl(u.query, keep_blank_values=True)
+        if self.command != "GET" or ("list-type", "2") not in q:
+            return False, self.path
+        with LOCK:
+            rewrite = stuck_left > 0
+            stuck_left -= rewrite
+        if ("continuation-token", STUCK) not in q:
+            return rewrite, self.path
+        q = [(k, v) for k, v in q if (k, v) != ("continuation-token", STUCK)]
+        return rewrite, u.path + "?" + urllib.parse.urlencode(
+            q, quote_via=urllib.parse.quote)
+
     def handle_any(self):
+        if self.path.startswith("/_gate/stuck-token?"):
+            return self.control()
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
         lower = {k.lower(): v for k, v in self.headers.items()}
@@ -113,8 +150,18 @@ class Gate(http.server.BaseHTTPRequestHandler):
                 return self.refuse(412, "PreconditionFailed",
                                    "At least one of the pre-conditions you "
                                    "specified did not hold")
-        c, r = self.upstream(self.command, fwd, body)
+        rewrite, path = self.stuck_listing()
+        c, r = self.upstream(self.command, fwd, body, path)
         data = r.read()
+        if rewrite and r.status == 200:
+            data = re.sub(rb"<IsTruncated>\w+</IsTruncated>",
+                          b"<IsTruncated>true</IsTruncated>", data)
+            data = re.sub(rb"<NextContinuationToken>[^<]*"
+                          rb"</NextContinuationToken>", b"", data)
+            data = data.replace(b"</ListBucketResult>",
+                                b"<NextContinuationToken>" + STUCK.encode()
+                                + b"</NextContinuationToken>"
+                                b"</ListBucketResult>")
         self.send_response(r.status, r.reason)
         for k, v in r.getheaders():
             if k.lower() not in HOP and k.lower() != "content-length":

@@ -308,6 +308,38 @@ static int list(const char *dir, struct names *l)
 	return src->ops->list_dir(src, dir, collect, l);
 }
 
+/* Sends stderr (the log) to path until log_end(), at debug level. */
+static int log_saved = -1;
+
+static void log_to(const char *path)
+{
+	int fd;
+
+	fflush(stderr);
+	log_saved = dup(2);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	dup2(fd, 2);
+	close(fd);
+	log_set_level(LOG_DEBUG);
+}
+
+/* Puts stderr back; @return what was logged since log_to(path). */
+static char *log_end(const char *path)
+{
+	char *log;
+	size_t n;
+
+	fflush(stderr);
+	dup2(log_saved, 2);
+	close(log_saved);
+	log_saved = -1;
+	log_set_level(LOG_INFO);
+	log = fx_read_file(path, &n);
+	ck_assert_ptr_nonnull(log);
+	return log;
+}
+
 /* ---- listing, reading, versions ---- */
 
 START_TEST(list_root)
@@ -640,6 +672,39 @@ START_TEST(malformed_answers)
 }
 END_TEST
 
+/* A server that answers a page token with the same token: -EIO and a
+ * clear message after two pages, not a loop holding the listing lock. */
+START_TEST(repeated_page_token)
+{
+	struct source_options o = {.anonymous = true};
+	static struct names l;
+	char logp[PATH_MAX], buf[64], *log;
+	long lists0;
+
+	snprintf(logp, sizeof(logp), "%s/repeat.log", work);
+	start_fake(NULL);
+	open_ok(&o);
+	lists0 = fake_stat("list");
+	/* The first answer names token "stuck"; so does the answer to it. */
+	fake_get("/_fake/inject?status=200&count=2&kind=list&body="
+		 "%7B%22nextPageToken%22%3A%22stuck%22%7D",
+		 buf, sizeof(buf));
+	log_to(logp);
+	ck_assert_int_eq(list("sub", &l), -EIO);
+	log = log_end(logp);
+	ck_assert_int_eq(fake_stat("list") - lists0, 2);
+	ck_assert_int_eq(fake_stat("bad_page_token"), 0);
+	ck_assert_msg(strstr(log, "listing gs://" BUCKET "/ds/sub/") &&
+			  strstr(log, "page token \"stuck\" with the same "
+				      "token"),
+		      "unclear: %s", log);
+	free(log);
+	/* The next listing is the server's own again. */
+	ck_assert_int_eq(list("sub", &l), 0);
+	ck_assert_int_eq(l.n, 1);
+}
+END_TEST
+
 START_TEST(token_env)
 {
 	struct source_options o = {0};
@@ -964,20 +1029,13 @@ START_TEST(token_never_logged)
 	static char stats[1 << 16];
 	char *log, *p;
 	size_t n;
-	int saved, fd;
 
 	snprintf(pub, sizeof(pub), "%s/sa.pub", work);
 	snprintf(logp, sizeof(logp), "%s/wharf.log", work);
 	snprintf(tok, sizeof(tok), "%s/token", work);
 	start_fake(args);
 	make_key("sa", keyfile, sizeof(keyfile));
-	fflush(stderr);
-	saved = dup(2);
-	fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ck_assert_int_ge(fd, 0);
-	dup2(fd, 2);
-	close(fd);
-	log_set_level(LOG_DEBUG);
+	log_to(logp);
 
 	write_text(tok, GOOD "\n", 0600);
 	o.token_file = tok;
@@ -995,12 +1053,7 @@ START_TEST(token_never_logged)
 	ck_assert_int_eq(open_gs(SPEC, &o), 0);
 	check_object("one", 1, seed_of("one"));
 
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	log_set_level(LOG_INFO);
-	log = fx_read_file(logp, &n);
-	ck_assert_ptr_nonnull(log);
+	log = log_end(logp);
 	/* The log did say things: which credentials, which refusal. */
 	ck_assert_ptr_nonnull(strstr(log, "GCS credentials"));
 	ck_assert_ptr_nonnull(strstr(log, "401"));
@@ -1259,6 +1312,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, token_file);
 	tcase_add_test(tc, token_refused_renewed);
 	tcase_add_test(tc, malformed_answers);
+	tcase_add_test(tc, repeated_page_token);
 	tcase_add_test(tc, token_env);
 	tcase_add_test(tc, token_command_refresh);
 	tcase_add_test(tc, retry_renews_token);

@@ -101,7 +101,7 @@ static long s3_call(const char *base, const char *method, const char *key,
 		    const char *query, const void *data, size_t len,
 		    const char *secret, struct body *out)
 {
-	char path[2048] = "/" BUCKET, url[4096], date[17], host[64];
+	char path[4096] = "/" BUCKET, url[8192], date[17], host[64];
 	char line[2048];
 	struct sigv4_header h[3];
 	struct sigv4_out *so = malloc(sizeof(*so));
@@ -187,6 +187,24 @@ static void put_object(const char *key, uint64_t size, uint32_t seed)
 	ck_assert_int_eq(
 	    s3_call(gate_url, "PUT", key, NULL, p, size, SECRET, NULL), 200);
 	free(p);
+}
+
+/* Makes the gate answer the next count listings with IsTruncated true
+ * and the same NextContinuationToken, "stuck". */
+static void gate_stuck(int count)
+{
+	char url[128];
+	CURL *c = curl_easy_init();
+	long status = 0;
+
+	ck_assert_ptr_nonnull(c);
+	snprintf(url, sizeof(url), "%s/_gate/stuck-token?count=%d", gate_url,
+		 count);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	ck_assert_int_eq(status, 200);
 }
 
 /* ---- The servers. */
@@ -398,6 +416,16 @@ static ssize_t find(const struct names *l, const char *name)
 		if (!strcmp(l->v[i], name))
 			return (ssize_t)i;
 	return -1;
+}
+
+/* Lists dir of src, which must succeed with n entries. */
+static void expect_entries(struct source *src, const char *dir, size_t n)
+{
+	struct names l = {0};
+
+	ck_assert_int_eq(src->ops->list_dir(src, dir, collect, &l), 0);
+	ck_assert_uint_eq(l.n, n);
+	names_free(&l);
 }
 
 /* Reads [off, off+len) of path at version through prepare_read. */
@@ -745,14 +773,11 @@ START_TEST(test_no_sign)
 	 * unsigned source lists and reads like a signed one. */
 	struct source_options opt = {.endpoint = gate_url, .no_sign = true};
 	struct source *src = NULL;
-	struct names l = {0};
 
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	src = open_with("s3://" BUCKET "/nest", &opt);
-	ck_assert_int_eq(src->ops->list_dir(src, "a", collect, &l), 0);
-	ck_assert_uint_eq(l.n, 2);
-	names_free(&l);
+	expect_entries(src, "a", 2);
 	source_close(src);
 }
 END_TEST
@@ -764,7 +789,6 @@ START_TEST(test_virtual_host)
 	struct source_options opt = {.addressing = 2};
 	struct source *src = NULL;
 	struct source_object o;
-	struct names l = {0};
 	char endpoint[64];
 	unsigned char buf[100];
 	size_t got = 0;
@@ -773,9 +797,7 @@ START_TEST(test_virtual_host)
 		 gate_port);
 	opt.endpoint = endpoint;
 	src = open_with("s3://" BUCKET "/nest", &opt);
-	ck_assert_int_eq(src->ops->list_dir(src, "a", collect, &l), 0);
-	ck_assert_uint_eq(l.n, 2);
-	names_free(&l);
+	expect_entries(src, "a", 2);
 	ck_assert_int_eq(src->ops->stat(src, "top.bin", &o), 0);
 	ck_assert_uint_eq(o.size, 100);
 	ck_assert_int_eq(
@@ -822,6 +844,102 @@ START_TEST(test_pinned_read)
 	for (size_t i = 0; i < len; i += 4093)
 		ck_assert_uint_eq(buf[i], fx_byte(12, i));
 	free(buf);
+	source_close(src);
+}
+END_TEST
+
+START_TEST(test_stuck_token)
+{
+	struct source *src = open_src("s3://" BUCKET "/nest");
+	struct names l = {0};
+	struct fetch_stats st0, st1;
+	time_t t0 = time(NULL);
+
+	/* Many more than the fix needs: without it the listing would run
+	 * through all of them, then succeed. */
+	gate_stuck(50);
+	fetch_get_stats(fe, &st0);
+	ck_assert_int_eq(src->ops->list_dir(src, "", collect, &l), -EIO);
+	fetch_get_stats(fe, &st1);
+	ck_assert_uint_eq(st1.requests - st0.requests, 2);
+	ck_assert_int_le(time(NULL) - t0, 10);
+	names_free(&l);
+	gate_stuck(0);
+	expect_entries(src, "", 3);
+	source_close(src);
+}
+END_TEST
+
+START_TEST(test_folder_marker)
+{
+	struct source *src = open_src("s3://" BUCKET "/marks");
+	struct names l = {0};
+	struct source_object o;
+	ssize_t k;
+
+	/* What a console's "Create folder" makes: "dir/", zero bytes. */
+	put_object("marks/empty/", 0, 0);
+	put_object("marks/full/", 0, 0);
+	put_object("marks/full/x.bin", 10, 31);
+	ck_assert_int_eq(src->ops->list_dir(src, "", collect, &l), 0);
+	ck_assert_uint_eq(l.n, 2);
+	k = find(&l, "empty");
+	ck_assert(k >= 0 && l.dir[k]);
+	names_free(&l);
+	/* Listed as a directory, so it lists: empty, not absent. */
+	expect_entries(src, "empty", 0);
+	ck_assert_int_eq(src->ops->stat(src, "empty", &o), 0);
+	ck_assert(o.is_dir);
+	/* The marker sorts first, so a one-key probe of full/ sees only it. */
+	ck_assert_int_eq(src->ops->stat(src, "full", &o), 0);
+	ck_assert(o.is_dir);
+	ck_assert_int_eq(src->ops->list_dir(src, "full", collect, &l), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.v[0], "x.bin");
+	names_free(&l);
+	ck_assert_int_eq(src->ops->list_dir(src, "nope", collect, &l), -ENOENT);
+	source_close(src);
+}
+END_TEST
+
+START_TEST(test_long_key)
+{
+	/* S3's longest key, 1,024 bytes, of which 1,020 are "é" (3,060
+	 * bytes once %XX-encoded) and 4 are slashes, which keep each name
+	 * under s3rver's file system's 255 bytes. */
+	static char key[1025], dir[1025];
+	struct source *src = open_src("s3://" BUCKET);
+	struct source_object o;
+	struct names l = {0};
+	unsigned char buf[64];
+	size_t n = 0, got = 0;
+
+	for (int seg = 0; seg < 5; seg++) {
+		int chars = seg < 4 ? 127 : 2;
+
+		if (seg == 4)
+			memcpy(dir, key, n);
+		for (int i = 0; i < chars; i++) {
+			key[n++] = '\xc3';
+			key[n++] = '\xa9';
+		}
+		if (seg < 4)
+			key[n++] = '/';
+	}
+	ck_assert_uint_eq(n, 1024);
+	dir[strlen(dir) - 1] = '\0';
+	put_object(key, sizeof(buf), 41);
+	ck_assert_int_eq(src->ops->stat(src, key, &o), 0);
+	ck_assert_uint_eq(o.size, sizeof(buf));
+	ck_assert_int_eq(
+	    read_range(src, key, o.version, 0, sizeof(buf), buf, &got), 0);
+	ck_assert_uint_eq(got, sizeof(buf));
+	for (size_t i = 0; i < got; i++)
+		ck_assert_uint_eq(buf[i], fx_byte(41, i));
+	ck_assert_int_eq(src->ops->list_dir(src, dir, collect, &l), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.v[0], key + strlen(dir) + 1);
+	names_free(&l);
 	source_close(src);
 }
 END_TEST
@@ -1034,6 +1152,43 @@ START_TEST(test_mount)
 }
 END_TEST
 
+/* Through a mount: the listing fails with EIO, promptly, and says why. */
+START_TEST(test_mount_stuck_token)
+{
+	struct mnt m;
+	char path[PATH_MAX + 64];
+	time_t t0;
+	bool failed;
+	DIR *d;
+
+	if (mount_start(&m, "stuck", "s3://" BUCKET "/nest")) {
+		fx_sh("cat '%s' >&2", m.log);
+		ck_abort_msg("the mount did not come up");
+	}
+	gate_stuck(50);
+	t0 = time(NULL);
+	snprintf(path, sizeof(path), "%s/a", m.dir);
+	/* The listing may come at opendir or at the first readdir. */
+	d = opendir(path);
+	if (d) {
+		errno = 0;
+		failed = !readdir(d) && errno == EIO;
+		closedir(d);
+	} else {
+		failed = errno == EIO;
+	}
+	ck_assert_msg(failed, "listing %s: errno %d, not EIO", path, errno);
+	ck_assert_int_le(time(NULL) - t0, 10);
+	gate_stuck(0);
+	mount_stop(&m);
+	if (!log_has(m.log, "listing s3.*/" BUCKET "/nest/: .*continuation "
+			    "token \"stuck\" with the same token")) {
+		fx_sh("cat '%s' >&2", m.log);
+		ck_abort_msg("no clear message in %s", m.log);
+	}
+}
+END_TEST
+
 START_TEST(test_mount_wrong_secret)
 {
 	struct mnt m;
@@ -1091,7 +1246,11 @@ int main(void)
 	tcase_add_test(tc, test_virtual_host);
 	tcase_add_test(tc, test_pinned_read);
 	tcase_add_test(tc, test_resigned_read);
+	tcase_add_test(tc, test_stuck_token);
+	tcase_add_test(tc, test_folder_marker);
+	tcase_add_test(tc, test_long_key);
 	tcase_add_test(tc, test_mount);
+	tcase_add_test(tc, test_mount_stuck_token);
 	tcase_add_test(tc, test_mount_wrong_secret);
 	if (!why)
 		suite_add_tcase(s, tc);
