@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,12 +137,14 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 static void print(const struct bench *b, const struct result *r)
 {
 	if (b->json) {
-		printf("{\"index\": \"%s\", \"workers\": %u, \"prefetch\": %u, "
+		printf("{\"index\": ");
+		json_put_str(stdout, b->path);
+		printf(", \"workers\": %u, \"prefetch\": %u, "
 		       "\"batch\": %u, \"shuffle\": %s, \"batches\": %llu, "
 		       "\"samples\": %llu, \"bytes\": %llu, \"seconds\": "
 		       "%.6f, \"samples_per_s\": %.1f, \"gb_per_s\": %.4f, "
 		       "\"stall_share\": %.4f}\n",
-		       b->path, b->o.num_workers, b->o.prefetch,
+		       b->o.num_workers, b->o.prefetch,
 		       b->o.batch_size, b->o.shuffle ? "true" : "false",
 		       (unsigned long long)r->batches,
 		       (unsigned long long)r->samples,
@@ -156,12 +159,27 @@ static void print(const struct bench *b, const struct result *r)
 	       r->samples_s, r->gb_s, r->stall * 100);
 }
 
-static int parse_u32(const char *opt, const char *s, uint32_t *out)
+/* A decimal number of at most max, or the usage error (2) naming s. */
+static int parse_num(const char *opt, const char *s, uint64_t max,
+		     uint64_t *out)
 {
 	char *end;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!*s || *end || v > UINT32_MAX)
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!*s || *end || errno || *s == '-' || v > max)
 		return cmd_usage_error("bench", "%s: bad number '%s'", opt, s);
+	*out = v;
+	return 0;
+}
+
+static int parse_u32(const char *opt, const char *s, uint32_t *out)
+{
+	uint64_t v;
+
+	if (parse_num(opt, s, UINT32_MAX, &v))
+		return 2;
 	*out = (uint32_t)v;
 	return 0;
 }
@@ -189,7 +207,8 @@ static int loader_bench(int argc, char **argv)
 	int c;
 	wharf_options_init(&b.o);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "b:w:p:h", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":b:w:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'b':
 			if (parse_u32("--batch", optarg, &b.o.batch_size))
@@ -207,7 +226,9 @@ static int loader_bench(int argc, char **argv)
 			b.o.shuffle = 1;
 			break;
 		case 'S':
-			b.o.seed = strtoull(optarg, NULL, 0);
+			if (parse_num("--seed", optarg, UINT64_MAX,
+				      &b.o.seed))
+				return 2;
 			break;
 		case 'e':
 			if (parse_u32("--epochs", optarg, &v))
@@ -243,7 +264,7 @@ static int loader_bench(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			return cmd_usage_error("bench", "bad option");
+			return cmd_bad_option("bench", c, argv, lo);
 		}
 	}
 	if (optind + 1 != argc)
@@ -268,11 +289,16 @@ static int loader_bench(int argc, char **argv)
 	}
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t maxw = (uint32_t)(cores > 0 ? cores * 2 : 2);
-	struct {
+	struct setting {
 		uint32_t w, p;
 		double gb;
-	} best[64];
+	} *best = calloc((size_t)maxw * 4, sizeof(*best));
 	size_t nbest = 0;
+	if (!best) {
+		wharf_index_close(idx);
+		fprintf(stderr, "wharf bench: out of memory\n");
+		return 1;
+	}
 	for (uint32_t w = 1; w <= maxw && !status; w++) {
 		for (uint32_t p = 1; p <= 4 && !status; p++) {
 			b.o.num_workers = w;
@@ -281,16 +307,16 @@ static int loader_bench(int argc, char **argv)
 			if (status)
 				break;
 			print(&b, &r);
-			if (nbest < 64) {
-				best[nbest].w = w;
-				best[nbest].p = p;
-				best[nbest++].gb = r.gb_s;
-			}
+			best[nbest].w = w;
+			best[nbest].p = p;
+			best[nbest++].gb = r.gb_s;
 		}
 	}
 	wharf_index_close(idx);
-	if (status || !nbest)
+	if (status || !nbest) {
+		free(best);
 		return 1;
+	}
 	double top = 0;
 	for (size_t i = 0; i < nbest; i++)
 		if (best[i].gb > top)
@@ -311,6 +337,7 @@ static int loader_bench(int argc, char **argv)
 		printf("recommended: --workers %u --prefetch %u (%.3f GB/s; "
 		       "fastest seen %.3f GB/s)\n",
 		       best[pick].w, best[pick].p, best[pick].gb, top);
+	free(best);
 	return 0;
 }
 

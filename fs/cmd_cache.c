@@ -257,12 +257,6 @@ static int do_prune(const struct opts *o)
 	char *err = NULL, buf[32];
 	int rc;
 
-	/* store_open would create a missing dir: a typo is an error. */
-	if (access(o->dir, F_OK)) {
-		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
-			strerror(errno));
-		return 1;
-	}
 	rc = store_open(&cfg, &st, &err);
 	if (rc) {
 		fprintf(stderr, "wharf cache %s: %s%s\n", o->sub, err,
@@ -279,6 +273,36 @@ static int do_prune(const struct opts *o)
 	}
 	printf("removed %llu chunks, %s\n", (unsigned long long)chunks,
 	       format_size(bytes, buf, sizeof(buf)));
+	return 0;
+}
+
+/*
+ * Every command refuses a directory that is not a cache, before it looks
+ * further: store_open would make one of it (DIR/lock, DIR/chunks/00..ff), so
+ * a typo like --cache-dir ~ would fill that directory.  A cache has its lock
+ * file from its first open on, and chunks/ from its first chunk.
+ */
+static int check_cache_dir(const struct opts *o)
+{
+	char *lock, *chunks;
+	bool is_cache;
+
+	if (access(o->dir, F_OK)) {
+		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
+			strerror(errno));
+		return 1;
+	}
+	lock = strdupf("%s/lock", o->dir);
+	chunks = strdupf("%s/chunks", o->dir);
+	is_cache = !access(lock, F_OK) || !access(chunks, F_OK);
+	free(lock);
+	free(chunks);
+	if (!is_cache) {
+		fprintf(stderr,
+			"wharf cache %s: %s is not a wharf cache directory\n",
+			o->sub, o->dir);
+		return 1;
+	}
 	return 0;
 }
 
@@ -312,8 +336,9 @@ int cmd_cache(int argc, char **argv)
 		return cmd_usage_error("cache", "unknown command '%s'",
 				       argv[1]);
 	optind = 1;
+	opterr = 0;
 	rc = -1;
-	while (rc < 0 && (c = getopt_long(argc - 1, argv + 1, "h", longopts,
+	while (rc < 0 && (c = getopt_long(argc - 1, argv + 1, ":h", longopts,
 					  NULL)) != -1) {
 		switch (c) {
 		case OPT_DIR:
@@ -341,7 +366,7 @@ int cmd_cache(int argc, char **argv)
 			rc = 0;
 			break;
 		default:
-			rc = cmd_usage_error("cache", "bad option");
+			rc = cmd_bad_option("cache", c, argv + 1, longopts);
 		}
 	}
 	if (rc < 0 && optind < argc - 1)
@@ -357,6 +382,9 @@ int cmd_cache(int argc, char **argv)
 		fprintf(stderr, "wharf cache: out of memory\n");
 		return 1;
 	}
+	rc = check_cache_dir(&o);
+	if (rc)
+		goto out;
 	if (!strcmp(o.sub, "stats"))
 		rc = do_stats(&o);
 	else if (!strcmp(o.sub, "ls") || !strcmp(o.sub, "verify"))

@@ -62,7 +62,8 @@ static int build(int argc, char **argv)
 	bool stat_files = false, records = false;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			dir = optarg;
@@ -87,7 +88,7 @@ static int build(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			return cmd_usage_error("index", "bad option");
+			return cmd_bad_option("index", c, argv, lo);
 		}
 	}
 	if ((dir != NULL) + (list != NULL) + records != 1)
@@ -136,7 +137,8 @@ static int info(int argc, char **argv)
 	bool verify = false, json = false;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'v':
 			verify = true;
@@ -148,7 +150,7 @@ static int info(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			return cmd_usage_error("index", "bad option");
+			return cmd_bad_option("index", c, argv, lo);
 		}
 	}
 	if (optind + 1 != argc)
@@ -165,13 +167,15 @@ static int info(int argc, char **argv)
 	if (in.num_files)
 		(void)wharf_index_path(idx, 0, root, sizeof(root));
 	if (json) {
+		printf("{\"index\": ");
+		json_put_str(stdout, path);
 		printf(
-		    "{\"index\": \"%s\", \"version\": %u, \"samples\": %llu, "
+		    ", \"version\": %u, \"samples\": %llu, "
 		    "\"files\": %llu, \"labels\": %u, \"min_length\": %llu, "
 		    "\"max_length\": %llu, \"total_bytes\": %llu, "
 		    "\"unknown_lengths\": %s, \"file_bytes\": %llu, "
 		    "\"verified\": %s}\n",
-		    path, in.version, (unsigned long long)in.count,
+		    in.version, (unsigned long long)in.count,
 		    (unsigned long long)in.num_files, in.num_labels,
 		    (unsigned long long)in.min_length,
 		    (unsigned long long)in.max_length,

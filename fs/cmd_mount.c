@@ -139,7 +139,8 @@ static void mount_usage(FILE *out)
 	    "  --cache-dir DIR       chunk cache (default /var/cache/wharf for "
 	    "root,\n"
 	    "                        else ~/.cache/wharf)\n"
-	    "  --cache-size SIZE     cap on the cache on disk (default 10G)\n"
+	    "  --cache-size SIZE     cap on the cache on disk (default 10G; "
+	    "0: no cap)\n"
 	    "  --memory-cache SIZE   cap on decompressed chunks in memory "
 	    "(512M)\n"
 	    "  --chunk-size SIZE     chunk size, 64K to 256M (default 4M)\n"
@@ -226,7 +227,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+fdho:", mount_longopts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "+:fdho:", mount_longopts, NULL)) !=
 	       -1) {
 		rc = 0;
 		switch (c) {
@@ -339,13 +340,8 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		case 'h':
 			mount_usage(stdout);
 			return -1;
-		case ':':
-			rc = cmd_usage_error("mount", "%s needs an argument",
-					     argv[optind - 1]);
-			break;
 		default:
-			rc = cmd_usage_error("mount", "unknown option '%s'",
-					     argv[optind - 1]);
+			rc = cmd_bad_option("mount", c, argv, mount_longopts);
 			break;
 		}
 		if (rc)
@@ -887,6 +883,38 @@ static int resolve_under_parent(const char *dir, char out[PATH_MAX])
 	return 0;
 }
 
+/*
+ * resolve_under_parent, following dir when it is a symlink (to the
+ * mountpoint, say): readlink does not look at a mount's root, as stat would.
+ */
+static int resolve_mount_dir(const char *dir, char out[PATH_MAX])
+{
+	char path[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s", dir);
+	for (int hops = 0;; hops++) {
+		rc = resolve_under_parent(path, out);
+		if (rc)
+			return rc;
+		n = readlink(out, target, sizeof(target) - 1);
+		if (n < 0)
+			return 0; /* not a symlink */
+		if (hops == 40)
+			return -ELOOP;
+		target[n] = '\0';
+		if (target[0] == '/')
+			rc = snprintf(path, sizeof(path), "%s", target);
+		else
+			rc = snprintf(path, sizeof(path), "%.*s/%s",
+				      (int)(strrchr(out, '/') - out), out,
+				      target);
+		if (rc >= (int)sizeof(path))
+			return -ENAMETOOLONG;
+	}
+}
+
 /* The pid of the process serving the mount on dir, from its stats file;
  * 0 when it cannot be read (a dead daemon's mount answers ENOTCONN). */
 static pid_t mount_pid(const char *dir)
@@ -961,7 +989,7 @@ int cmd_umount(int argc, char **argv)
 	if (argv[1][0] == '-')
 		return cmd_usage_error("umount", "unknown option '%s'",
 				       argv[1]);
-	rc = resolve_under_parent(argv[1], dir);
+	rc = resolve_mount_dir(argv[1], dir);
 	if (rc) {
 		fprintf(stderr, "wharf umount: %s: %s\n", argv[1],
 			strerror(-rc));

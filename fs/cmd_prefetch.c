@@ -45,6 +45,7 @@ static struct progress {
 	uint64_t done_objects, done_bytes, errors; /* atomic */
 } prog;
 
+/* add_item, add_path and add_list say what went wrong themselves. */
 static int add_item(const char *path, uint64_t size)
 {
 	if (plan.n == plan.cap) {
@@ -52,16 +53,19 @@ static int add_item(const char *path, uint64_t size)
 		struct item *v = realloc(plan.v, cap * sizeof(*v));
 
 		if (!v)
-			return -ENOMEM;
+			goto oom;
 		plan.v = v;
 		plan.cap = cap;
 	}
 	plan.v[plan.n].path = strdup(path);
 	if (!plan.v[plan.n].path)
-		return -ENOMEM;
+		goto oom;
 	plan.v[plan.n++].size = size;
 	plan.bytes += size;
 	return 0;
+oom:
+	fprintf(stderr, "wharf prefetch: out of memory\n");
+	return -ENOMEM;
 }
 
 static int walk_cb(const char *path, const struct stat *sb, int type,
@@ -245,7 +249,8 @@ int cmd_prefetch(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0}};
 	const char *list = NULL;
-	unsigned jobs = 16, started = 0;
+	unsigned long jobs = 16;
+	unsigned started = 0;
 	bool json = false, quiet = false, tty;
 	pthread_t *th;
 	uint64_t t0, last;
@@ -254,12 +259,14 @@ int cmd_prefetch(int argc, char **argv)
 	char *end;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "j:l:qh", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":j:l:qh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			errno = 0;
-			jobs = (unsigned)strtoul(optarg, &end, 10);
-			if (errno || *end || jobs < 1 || jobs > 1024)
+			jobs = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || jobs < 1 ||
+			    jobs > 1024)
 				return cmd_usage_error(
 				    "prefetch",
 				    "--jobs: expected 1 to 1024, "
@@ -279,7 +286,7 @@ int cmd_prefetch(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			return cmd_usage_error("prefetch", "unknown option");
+			return cmd_bad_option("prefetch", opt, argv, opts);
 		}
 	}
 	if (!list && optind == argc)
@@ -292,10 +299,8 @@ int cmd_prefetch(int argc, char **argv)
 		rc = add_list(list);
 	for (int i = optind; !rc && i < argc; i++)
 		rc = add_path(argv[i]);
-	if (rc) {
-		fprintf(stderr, "wharf prefetch: %s\n", strerror(-rc));
+	if (rc)
 		return 1;
-	}
 	th = calloc(jobs, sizeof(*th));
 	if (!th)
 		return 1;

@@ -168,7 +168,8 @@ int cmd_shm(int argc, char **argv)
 		return cmd_usage_error("shm", "unknown command '%s'", sub);
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc - 1, argv + 1, "h", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc - 1, argv + 1, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'a':
 			all = true;
@@ -183,7 +184,7 @@ int cmd_shm(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			return cmd_usage_error("shm", "bad option");
+			return cmd_bad_option("shm", c, argv + 1, lo);
 		}
 	}
 	if (optind < argc - 1)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -252,6 +253,48 @@ void json_put_str(FILE *f, const char *s)
 			fputc(ch, f);
 	}
 	fputc('"', f);
+}
+
+/* The long option that argv element arg ("--name" or "--name=value") names
+ * with value val (an abbreviation counts), or NULL. */
+static const struct option *long_option(const char *arg, int val,
+					const struct option *lo)
+{
+	const size_t n = strcspn(arg + 2, "=");
+
+	for (; lo && lo->name; lo++)
+		if (lo->val == val && !strncmp(lo->name, arg + 2, n))
+			return lo;
+	return NULL;
+}
+
+const char *getopt_problem(int c, char *const *argv,
+			   const struct option *longopts, char *buf,
+			   size_t len)
+{
+	/* The element of a bad long option, and of a short one missing its
+	 * value, is consumed: argv[optind - 1].  An unknown short option may
+	 * sit inside an element ('x' in "-xf"), so optopt names it.  A long
+	 * option is unknown (optopt 0), lacks a value, or has "=value" that it
+	 * does not take. */
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	const bool is_long =
+	    !strncmp(arg, "--", 2) && arg[2] &&
+	    (c == ':' || optopt == 0 ||
+	     (strchr(arg, '=') && long_option(arg, optopt, longopts)));
+	const int n = is_long ? (int)strcspn(arg, "=") : 0;
+
+	if (c == ':' && is_long)
+		snprintf(buf, len, "option %.*s needs a value", n, arg);
+	else if (c == ':')
+		snprintf(buf, len, "option -%c needs a value", optopt);
+	else if (is_long && optopt)
+		snprintf(buf, len, "option %.*s takes no value", n, arg);
+	else if (is_long)
+		snprintf(buf, len, "unknown option '%.*s'", n, arg);
+	else
+		snprintf(buf, len, "unknown option '-%c'", optopt);
+	return buf;
 }
 
 /* Waits for pid.  With `kill_it`, its group gets SIGTERM, a second to

@@ -66,4 +66,16 @@ int url_encode(const char *s, bool keep_slash, char *out, size_t cap);
 /* Writes s (NULL: empty) as a quoted JSON string. */
 void json_put_str(FILE *f, const char *s);
 
+struct option;
+/*
+ * Describes what getopt_long found wrong, for a parser run with opterr = 0
+ * and an optstring that starts with ':' (or "+:"): c is what it returned
+ * ('?' or ':'), argv and longopts what it was given.  Writes "unknown
+ * option '-x'", "option --name needs a value" or "option --name takes no
+ * value" into buf and returns buf.
+ */
+const char *getopt_problem(int c, char *const *argv,
+			   const struct option *longopts, char *buf,
+			   size_t len);
+
 #endif

@@ -1044,7 +1044,10 @@ START_TEST(test_daemonized_mount_and_umount)
 		   fx_wharf_bin(), cache, url, mnt);
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(check_file(mnt, "chunk-1", CHUNK - 1), 0);
-	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	/* A symlink to the mountpoint names the mount. */
+	ck_assert_int_eq(fx_sh("ln -s mnt '%s/link' && '%s' umount '%s/link'",
+			       cache, fx_wharf_bin(), cache),
+			 0);
 	ck_assert_int_eq(stat(stats, &st), -1);
 	ck_assert_int_ne(
 	    fx_sh("'%s' umount '%s' 2>/dev/null", fx_wharf_bin(), mnt), 0);
@@ -1066,6 +1069,22 @@ START_TEST(test_cli_usage)
 	ck_assert_int_eq(
 	    fx_sh("'%s' mount --bogus a b 2>/dev/null", fx_wharf_bin()), 2);
 	ck_assert_int_eq(fx_sh("'%s' umount 2>/dev/null", fx_wharf_bin()), 2);
+	/* The option is named, and a missing value is told apart. */
+	ck_assert_int_eq(fx_sh("'%s' mount --cache-size 2>/dev/null",
+			       fx_wharf_bin()),
+			 2);
+	ck_assert_int_eq(
+	    fx_sh("'%s' mount --cache-size 2>&1 | grep -q "
+		  "'^wharf mount: option --cache-size needs a value$'",
+		  fx_wharf_bin()),
+	    0);
+	ck_assert_int_eq(fx_sh("'%s' mount -fx a b 2>&1 | grep -q "
+			       "\"^wharf mount: unknown option '-x'$\"",
+			       fx_wharf_bin()),
+			 0);
+	ck_assert_int_eq(
+	    fx_sh("'%s' mount --help | grep -q -- '0: no cap'", fx_wharf_bin()),
+	    0);
 }
 END_TEST
 

@@ -1121,6 +1121,54 @@ START_TEST(cli_stats_ls)
 }
 END_TEST
 
+/* A directory that is not a cache is refused, and nothing is made in it. */
+START_TEST(cli_not_a_cache)
+{
+	static const char *const cmds[] = {"clear", "prune --max-size 1M",
+					   "stats", "ls", "verify"};
+	char *home = strdupf("%s/home", dir), *out = NULL, *args;
+
+	ck_assert_int_eq(fx_mkdirs(home), 0);
+	ck_assert_int_eq(fx_sh("echo keep > '%s/keep.txt'", home), 0);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		args = strdupf("%s --cache-dir '%s'", cmds[i], home);
+		ck_assert_int_eq(wharf(args, &out), 1);
+		ck_assert_msg(out && strstr(out, "is not a wharf cache "
+						 "directory"),
+			      "%s said: %s", cmds[i], out);
+		free(out);
+		free(args);
+	}
+	ck_assert_int_eq(fx_sh("test \"$(ls -A '%s')\" = keep.txt", home), 0);
+	free(home);
+}
+END_TEST
+
+/* A bad option is named once, by wharf, not by getopt. */
+START_TEST(cli_bad_options)
+{
+	static const struct {
+		const char *args, *says;
+	} cases[] = {
+	    {"stats --bogus", "unknown option '--bogus'"},
+	    {"stats -x", "unknown option '-x'"},
+	    {"stats --cache-dir", "option --cache-dir needs a value"},
+	    {"stats --json=yes", "option --json takes no value"},
+	};
+	char *out = NULL;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_int_eq(wharf(cases[i].args, &out), 2);
+		ck_assert_msg(out && strstr(out, cases[i].says) &&
+				  !strstr(out, "unrecognized") &&
+				  !strstr(out, "invalid option") &&
+				  !strstr(out, "requires an argument"),
+			      "%s said: %s", cases[i].args, out);
+		free(out);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1159,6 +1207,8 @@ static Suite *suite(void)
 	tcase_add_test(cli, cli_verify_mounted);
 	tcase_add_test(cli, cli_prune_clear);
 	tcase_add_test(cli, cli_stats_ls);
+	tcase_add_test(cli, cli_not_a_cache);
+	tcase_add_test(cli, cli_bad_options);
 	suite_add_tcase(s, cli);
 	return s;
 }
