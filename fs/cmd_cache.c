@@ -279,25 +279,16 @@ static int do_prune(const struct opts *o)
 /*
  * Every command refuses a directory that is not a cache, before it looks
  * further: store_open would make one of it (DIR/lock, DIR/chunks/00..ff), so
- * a typo like --cache-dir ~ would fill that directory.  A cache has its lock
- * file from its first open on, and chunks/ from its first chunk.
+ * a typo like --cache-dir ~ would fill that directory.
  */
 static int check_cache_dir(const struct opts *o)
 {
-	char *lock, *chunks;
-	bool is_cache;
-
 	if (access(o->dir, F_OK)) {
 		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
 			strerror(errno));
 		return 1;
 	}
-	lock = strdupf("%s/lock", o->dir);
-	chunks = strdupf("%s/chunks", o->dir);
-	is_cache = !access(lock, F_OK) || !access(chunks, F_OK);
-	free(lock);
-	free(chunks);
-	if (!is_cache) {
+	if (!store_is_cache(o->dir)) {
 		fprintf(stderr,
 			"wharf cache %s: %s is not a wharf cache directory\n",
 			o->sub, o->dir);

@@ -1357,6 +1357,18 @@ static int read_holder(int fd, pid_t *pid, char **mountpoint)
 	return 0;
 }
 
+bool store_is_cache(const char *dir)
+{
+	char *lock = strdupf("%s/lock", dir);
+	char *chunks = strdupf("%s/chunks", dir);
+	bool is = lock && chunks &&
+		  (!access(lock, F_OK) || !access(chunks, F_OK));
+
+	free(lock);
+	free(chunks);
+	return is;
+}
+
 int store_lock_holder(const char *dir, pid_t *pid, char **mountpoint)
 {
 	char *path = strdupf("%s/lock", dir);

@@ -110,6 +110,11 @@ int store_set_mountpoint(struct store *st, const char *mountpoint) WHARF_CHECK;
 int store_lock_holder(const char *dir, pid_t *pid,
 		      char **mountpoint) WHARF_CHECK;
 
+/* Whether dir holds a chunk cache (its lock file, made by the first
+ * open, or its chunk dir): commands that must not make one of any dir ask
+ * this first. */
+bool store_is_cache(const char *dir);
+
 /* The default cache dir: /var/cache/wharf for root, else
  * $XDG_CACHE_HOME/wharf, else ~/.cache/wharf.  Caller frees. */
 char *store_default_dir(void);
