@@ -30,6 +30,19 @@ struct source_read {
 /* Frees what prepare_read attached to rd. */
 void source_read_done(struct source_read *rd);
 
+/*
+ * Paged listings: each page is asked for with the token the last one gave.
+ * A server that answers a token with itself, or cycles through tokens,
+ * would keep the listing going forever, holding the tree's listing lock.
+ * @return NULL when the next page may be asked for (`pages` pages came so
+ * far; the last was asked with `sent` and gave `next`), else why not, in
+ * buf ("the server answered page token "x" with the same token").
+ */
+#define SOURCE_LIST_PAGES_MAX 100000 /* 100 million names at 1,000 a page */
+const char *source_page_stuck(const char *token_name, const char *sent,
+			      const char *next, unsigned pages, char *buf,
+			      size_t len);
+
 struct source_object {
 	const char *name;    /* last path component (list) or full path (stat) */
 	bool is_dir;

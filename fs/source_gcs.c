@@ -29,9 +29,6 @@
 #define DEFAULT_ENDPOINT "https://storage.googleapis.com"
 #define PAGE_CAP (32u << 20) /* bytes of one listing page or metadata */
 #define PAGE_TOKEN_MAX 4096
-/* A listing that cycles through tokens without repeating the last one
- * still ends: 100,000 pages is 100 million names at 1,000 a page. */
-#define LIST_PAGES_MAX 100000
 #define NAME_MAX_GCS 1024 /* GCS object names are at most 1024 bytes */
 #define URL_MAX 4096
 #define AUTH_MAX 4200 /* "Authorization: Bearer " + a token */
@@ -378,6 +375,8 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 {
 	char prefix[NAME_MAX_GCS * 2], url[URL_MAX], maxs[16];
 	unsigned pages = 0;
+	const char *stuck;
+	char why[160];
 	int rc, k;
 
 	k = snprintf(prefix, sizeof(prefix), "%s%s%s", gs->prefix, dir,
@@ -431,23 +430,12 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		pages++;
 		if (stop_early && (pg->entries || pg->placeholder))
 			break;
-		/* A server that answers a token with the same token would
-		 * have us fetch one page forever, holding the tree's listing
-		 * lock; a longer cycle still ends at LIST_PAGES_MAX. */
-		if (pg->next[0] && !strcmp(pg->next, pg->sent)) {
-			err_set(
-			    err,
-			    "listing %s%s%s: the server answered page token "
-			    "\"%.64s\" with the same token: giving up",
-			    gs->base.id, dir, *dir ? "/" : "", pg->sent);
-			return -EIO;
-		}
-		if (pg->next[0] && pages == LIST_PAGES_MAX) {
-			err_set(err,
-				"listing %s%s%s: more than %u pages: "
-				"giving up",
-				gs->base.id, dir, *dir ? "/" : "",
-				LIST_PAGES_MAX);
+		if (pg->next[0] &&
+		    (stuck = source_page_stuck("page token", pg->sent,
+					       pg->next, pages, why,
+					       sizeof(why)))) {
+			err_set(err, "listing %s%s%s: %s: giving up",
+				gs->base.id, dir, *dir ? "/" : "", stuck);
 			return -EIO;
 		}
 	} while (pg->next[0]);

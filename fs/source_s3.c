@@ -31,9 +31,6 @@
 #define XML_TEXT 4096
 #define BUCKET_MAX 255 /* us-east-1 took names this long before 2018 */
 #define KEY_MAX 1024   /* bytes of an S3 key */
-/* A listing that cycles through tokens without repeating the last one
- * still ends: 100,000 pages is 100 million keys at S3's 1,000 a page. */
-#define LIST_PAGES_MAX 100000
 
 enum addressing { ADDR_AUTO, ADDR_PATH, ADDR_VHOST };
 
@@ -603,6 +600,8 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 	struct s3_page *page;
 	char url[8192], query[6144], h[512], *sent;
 	unsigned pages = 0;
+	const char *stuck;
+	char why[160];
 	int rc;
 
 	*count = 0;
@@ -680,23 +679,12 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 		}
 		if (!page->truncated || max_keys)
 			break;
-		/* A server that answers a token with the same token would
-		 * have us fetch one page forever, holding the tree's listing
-		 * lock; a longer cycle still ends at LIST_PAGES_MAX. */
-		if (!strcmp(page->token, sent)) {
-			err_set(
-			    err,
-			    "listing %s%s: the server answered continuation "
-			    "token \"%.64s\" with the same token: giving up",
-			    s->base.id, pfx + strlen(s->prefix), sent);
-			rc = -EIO;
-			break;
-		}
-		if (++pages == LIST_PAGES_MAX) {
-			err_set(err,
-				"listing %s%s: more than %u pages: giving up",
-				s->base.id, pfx + strlen(s->prefix),
-				LIST_PAGES_MAX);
+		stuck = source_page_stuck("continuation token", sent,
+					  page->token, ++pages, why,
+					  sizeof(why));
+		if (stuck) {
+			err_set(err, "listing %s%s: %s: giving up", s->base.id,
+				pfx + strlen(s->prefix), stuck);
 			rc = -EIO;
 			break;
 		}
