@@ -728,8 +728,7 @@ static void walk_note(struct ops_ctx *ctx, uint64_t ino,
 						budget < WALK_FILE_BYTES
 						    ? budget
 						    : WALK_FILE_BYTES);
-			/* Queue full or read-ahead off: the next note tries
-			 * again from here. */
+			/* Queue full: the next note tries again from here. */
 			if (!queued)
 				break;
 			budget -= queued;

@@ -484,6 +484,24 @@ static void script_stop(struct script *sc, pthread_t th)
 		close(sc->held[i]);
 }
 
+/* A scripted origin and a request of its /obj into buf (cap bytes). */
+struct scripted {
+	struct script sc;
+	pthread_t th;
+	char url[64];
+};
+
+static void scripted_start(struct scripted *o, const char *const *answers,
+			   struct fetch_req *req, void *buf, size_t cap)
+{
+	int port = script_start(&o->sc, &o->th, answers);
+
+	snprintf(o->url, sizeof(o->url), "http://127.0.0.1:%d/obj", port);
+	req->url = o->url;
+	req->buf = buf;
+	req->cap = cap;
+}
+
 static int resigned;
 
 static int resign(void *arg, struct fetch_req *req)
@@ -508,19 +526,14 @@ START_TEST(short_body_retried)
 	    "Content-Range: bytes 2-9/100\r\nETag: \"v1\"\r\n"
 	    "Connection: close\r\n\r\ncdefghij",
 	    NULL};
-	struct script sc;
-	pthread_t th;
-	char url[64], buf[8];
+	struct scripted o;
+	char buf[8];
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	int port = script_start(&sc, &th, answers);
 
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
-	req.url = url;
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
 	req.range_off = 2;
 	req.range_len = 8;
-	req.buf = buf;
-	req.cap = sizeof(buf);
 	req.resign = resign;
 	resigned = 0;
 	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
@@ -530,7 +543,7 @@ START_TEST(short_body_retried)
 	ck_assert_int_eq(memcmp(buf, "cdefghij", 8), 0);
 	ck_assert_str_eq(res.etag, "\"v1\"");
 	ck_assert_uint_eq(res.total_size, 100);
-	script_stop(&sc, th);
+	script_stop(&o.sc, o.th);
 }
 END_TEST
 
@@ -546,28 +559,23 @@ START_TEST(stall_retried)
 	    NULL};
 	struct fetch_config cfg;
 	struct fetch_engine *own;
-	struct script sc;
-	pthread_t th;
-	char url[64], buf[8];
+	struct scripted o;
+	char buf[8];
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	int port = script_start(&sc, &th, answers);
 
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
 	fetch_config_default(&cfg);
 	cfg.stall_timeout_ms = 1000;
 	cfg.retry_budget_ms = 1000;
 	cfg.hedge = false;
 	ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
-	req.url = url;
-	req.buf = buf;
-	req.cap = sizeof(buf);
 	ck_assert_int_eq(fetch_run(own, &req, &res), 0);
 	ck_assert_uint_eq(res.attempts, 2);
 	ck_assert_uint_eq(res.len, 8);
 	ck_assert_int_eq(memcmp(buf, "abcdefgh", 8), 0);
 	fetch_engine_free(own);
-	script_stop(&sc, th);
+	script_stop(&o.sc, o.th);
 }
 END_TEST
 
@@ -582,17 +590,12 @@ START_TEST(range_ignored)
 	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\n"
 	    "Content-Range: bytes 5-7/10\r\nConnection: close\r\n\r\n567",
 	    NULL};
-	struct script sc;
-	pthread_t th;
-	char url[64], buf[16];
+	struct scripted o;
+	char buf[16];
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	int port = script_start(&sc, &th, answers);
 
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
-	req.url = url;
-	req.buf = buf;
-	req.cap = sizeof(buf);
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
 	req.range_off = 3;
 	req.range_len = 4;
 	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
@@ -610,7 +613,7 @@ START_TEST(range_ignored)
 	req.range_len = 3;
 	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
 	ck_assert_ptr_nonnull(strstr(res.err, "another range"));
-	script_stop(&sc, th);
+	script_stop(&o.sc, o.th);
 }
 END_TEST
 

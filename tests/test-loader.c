@@ -712,15 +712,22 @@ START_TEST(timeout_names_stale_sample)
 }
 END_TEST
 
-/* Workers killed while idle (every slot filled): the next dispatch finds
- * them gone and the loader says so, rather than "no free slot". */
-START_TEST(idle_workers_killed)
+/* Two workers with one slot each. */
+static wharf_loader *open_two_slots(void)
 {
 	struct wharf_options o;
 	opts(&o, 10, 2);
 	o.prefetch = 1;
 	wharf_loader *l;
 	open_loader(recs, &o, &l);
+	return l;
+}
+
+/* Workers killed while idle (every slot filled): the next dispatch finds
+ * them gone and the loader says so, rather than "no free slot". */
+START_TEST(idle_workers_killed)
+{
+	wharf_loader *l = open_two_slots();
 	const struct wharf_batch *b;
 	/* Both slots filled: the workers have nothing left to do. */
 	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
@@ -842,11 +849,7 @@ END_TEST
 
 START_TEST(slots_held)
 {
-	struct wharf_options o;
-	opts(&o, 10, 2);
-	o.prefetch = 1;
-	wharf_loader *l;
-	open_loader(recs, &o, &l);
+	wharf_loader *l = open_two_slots();
 	const struct wharf_batch *b[3];
 	ck_assert_int_eq(wharf_loader_next(l, &b[0]), 0);
 	ck_assert_int_eq(wharf_loader_next(l, &b[1]), 0);
