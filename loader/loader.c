@@ -329,6 +329,44 @@ static char *where(const struct wharf_loader *l, uint32_t s)
 			      (unsigned long long)l->slots[s].index);
 }
 
+/* Fails the loader for a timeout, naming what the worker of the batch
+ * waited for (in order), else of the oldest one in flight, reads now:
+ * maybe a batch from before set_epoch. */
+static int fail_timed_out(struct wharf_loader *l)
+{
+	int bs = -1;
+	for (uint32_t k = 0; k < l->nslots; k++) {
+		const struct slot_info *si = &l->slots[k];
+		if (si->state != SLOT_BUSY || si->stale)
+			continue;
+		if (bs < 0 || si->index < l->slots[bs].index)
+			bs = (int)k;
+	}
+	uint32_t wi = 0, now = UINT32_MAX;
+	if (bs >= 0) {
+		wi = l->slots[bs].worker;
+		now = workers_current(&l->workers, wi);
+	} else {
+		/* Only earlier epochs' batches in flight: any worker's. */
+		for (uint32_t i = 0; i < l->workers.n && now == UINT32_MAX;
+		     i++)
+			now = workers_current(&l->workers, wi = i);
+	}
+	if (now != UINT32_MAX)
+		bs = (int)now;
+	char *wh = bs >= 0 ? where(l, (uint32_t)bs) : loader_strdupf("a batch");
+	int rc = loader_fail(
+	    l, -ETIMEDOUT,
+	    loader_strdupf("timed out after %u ms waiting for worker %u, "
+			   "reading %s%s",
+			   l->opt.timeout_ms, wi, wh,
+			   bs >= 0 && l->slots[bs].stale
+			       ? " (an earlier epoch's)"
+			       : ""));
+	free(wh);
+	return rc;
+}
+
 static int deliverable(const struct wharf_loader *l)
 {
 	int best = -1;
@@ -451,40 +489,7 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 			continue;
 		}
 		if (rc == 0) {
-			/* The batch we wait for (in order), else the oldest
-			 * one in flight; then what its worker is reading now,
-			 * which may be a batch from before set_epoch. */
-			int bs = -1;
-			for (uint32_t k = 0; k < l->nslots; k++) {
-				const struct slot_info *si = &l->slots[k];
-				if (si->state != SLOT_BUSY || si->stale)
-					continue;
-				if (bs < 0 || si->index < l->slots[bs].index)
-					bs = (int)k;
-			}
-			uint32_t wi = bs >= 0 ? l->slots[bs].worker : 0;
-			uint32_t now = UINT32_MAX;
-			if (bs >= 0)
-				now = workers_current(&l->workers, wi);
-			/* Only earlier epochs' batches in flight: whichever
-			 * worker still has one. */
-			for (uint32_t i = 0; bs < 0 && i < l->workers.n &&
-					     now == UINT32_MAX;
-			     i++)
-				now = workers_current(&l->workers, wi = i);
-			if (now != UINT32_MAX)
-				bs = (int)now;
-			char *wh = bs >= 0 ? where(l, (uint32_t)bs)
-					   : loader_strdupf("a batch");
-			rc = loader_fail(
-			    l, -ETIMEDOUT,
-			    loader_strdupf("timed out after %u ms waiting "
-					   "for worker %u, reading %s%s",
-					   l->opt.timeout_ms, wi, wh,
-					   bs >= 0 && l->slots[bs].stale
-					       ? " (an earlier epoch's)"
-					       : ""));
-			free(wh);
+			rc = fail_timed_out(l);
 			break;
 		}
 		if (rc == -ECHILD && err) {
