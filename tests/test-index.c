@@ -337,15 +337,19 @@ START_TEST(cli)
 	const char *w = fx_wharf_bin();
 	if (access(w, X_OK))
 		return; /* built without the fs part: the library tests stand */
-	char *a = pathf("cli-a"), *out = pathf("cli.idx");
+	/* A '"' in the name: --json output must still parse. */
+	char *a = pathf("cli-a"), *out = pathf("cli\"q.idx");
 	ck_assert_int_eq(fx_write_file(a, 1024, 3), 0);
 	ck_assert_int_eq(fx_sh("'%s' index build --records 1K '%s' -o '%s' "
 			       ">/dev/null",
 			       w, a, out),
 			 0);
 	ck_assert_int_eq(fx_sh("'%s' index info --verify --json '%s' | "
-			       "grep -q '\"samples\": 1,'",
-			       w, out),
+			       "python3 -c 'import json, sys; "
+			       "d = json.load(sys.stdin); "
+			       "sys.exit(d[\"samples\"] != 1 or "
+			       "d[\"index\"] != sys.argv[1])' '%s'",
+			       w, out, out),
 			 0);
 	ck_assert_int_eq(
 	    fx_sh("'%s' index build --dir '%s' 2>/dev/null", w, root), 2);

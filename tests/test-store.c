@@ -936,10 +936,11 @@ END_TEST
 
 /* ---- `wharf cache` through the built command ---- */
 
-static int wharf(const char *args, char **out)
+/* Runs `wharf ARGS` (any command); *out gets what it printed. */
+static int wharf_cmd(const char *args, char **out)
 {
 	char *cmd =
-	    strdupf("'%s' cache %s > '%s/out' 2>&1", fx_wharf_bin(), args, dir);
+	    strdupf("'%s' %s > '%s/out' 2>&1", fx_wharf_bin(), args, dir);
 	char *path = strdupf("%s/out", dir);
 	size_t len;
 	int rc = fx_sh("%s", cmd);
@@ -948,6 +949,16 @@ static int wharf(const char *args, char **out)
 		*out = fx_read_file(path, &len);
 	free(cmd);
 	free(path);
+	return rc;
+}
+
+/* Runs `wharf cache ARGS`. */
+static int wharf(const char *args, char **out)
+{
+	char *full = strdupf("cache %s", args);
+	int rc = wharf_cmd(full, out);
+
+	free(full);
 	return rc;
 }
 
@@ -1166,6 +1177,16 @@ START_TEST(cli_bad_options)
 			      "%s said: %s", cases[i].args, out);
 		free(out);
 	}
+	/* Numbers out of range, or not numbers, are refused by name. */
+	ck_assert_int_eq(wharf_cmd("prefetch -j 4294967297 /tmp", &out), 2);
+	ck_assert_msg(out && strstr(out, "--jobs: expected 1 to 1024, got "
+					 "'4294967297'"),
+		      "prefetch said: %s", out);
+	free(out);
+	ck_assert_int_eq(wharf_cmd("bench loader --seed abc x.idx", &out), 2);
+	ck_assert_msg(out && strstr(out, "--seed: bad number 'abc'"),
+		      "bench said: %s", out);
+	free(out);
 }
 END_TEST
 
