@@ -1072,33 +1072,20 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 
 	/* Make room first, so the files on disk never exceed the cap. */
 	pthread_mutex_lock(&st->mu);
-	/* Also when writes in flight hold the rest of the room: evicting
-	 * everything would not make this one fit. */
-	if (st->cfg.max_bytes &&
-	    (disk > st->cfg.max_bytes ||
-	     st->reserved + disk > st->cfg.max_bytes)) {
+	/* Larger than the room that writes in flight leave under the cap:
+	 * evicting everything would not make it fit, so evict nothing. */
+	if (st->cfg.max_bytes && st->reserved + disk > st->cfg.max_bytes) {
 		pthread_mutex_unlock(&st->mu);
 		codec_give(t);
 		free(e);
 		return -ENOSPC;
 	}
+	/* Then eviction can always make room (an empty index uses none). */
 	victims = st->cfg.max_bytes ? evict_locked(st, st->cfg.max_bytes, disk)
 				    : NULL;
-	if (st->cfg.max_bytes &&
-	    st->used + st->reserved + disk > st->cfg.max_bytes) {
-		/* Other writes in flight hold the rest of the room. */
-		rc = -ENOSPC;
-	} else {
-		st->reserved += disk;
-		rc = 0;
-	}
+	st->reserved += disk;
 	pthread_mutex_unlock(&st->mu);
 	evict_files(st, victims, NULL, NULL);
-	if (rc) {
-		codec_give(t);
-		free(e);
-		return rc;
-	}
 
 	store_key_hex(key, hex);
 	snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s.%d.%lu", hex, (int)getpid(),

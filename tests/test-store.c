@@ -629,8 +629,9 @@ static void *close_later(void *st)
 	return NULL;
 }
 
-/* A mount that has just been unmounted may hold the lock a moment longer
- * while it exits: the next open waits for it (briefly) instead of failing. */
+/* A holder that lets go within half a second (`wharf cache stats`
+ * probing, a mount on its way out): the open waits for it instead of
+ * failing. */
 START_TEST(lock_waits_for_exiting_holder)
 {
 	struct store_config cfg = {.dir = dir};
