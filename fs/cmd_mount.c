@@ -144,7 +144,9 @@ static void mount_usage(FILE *out)
 	    "  --memory-cache SIZE   cap on decompressed chunks in memory "
 	    "(512M)\n"
 	    "  --chunk-size SIZE     chunk size, 64K to 256M (default 4M)\n"
-	    "  --zstd-level N        compression level, 1 to 22 (default 3)\n"
+	    "  --zstd-level N        compression level, 1 to 22 (default 3); 0\n"
+	    "                        stores chunks raw (faster warm reads, more\n"
+	    "                        disk)\n"
 	    "Reading:\n"
 	    "  --readahead SIZE      cap on a sequential reader's read-ahead "
 	    "(64M; 0: off)\n"
@@ -251,7 +253,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 				    optarg);
 			break;
 		case OPT_ZSTD_LEVEL:
-			rc = opt_uint("zstd-level", optarg, 1, 22, &v);
+			rc = opt_uint("zstd-level", optarg, 0, 22, &v);
 			o->zstd_level = (int)v;
 			break;
 		case OPT_READAHEAD:
@@ -508,6 +510,8 @@ static int mount_open(struct mount_state *m)
 	    .dir = o->cache_dir,
 	    .max_bytes = o->cache_size,
 	    .zstd_level = o->zstd_level,
+	    /* Level 0: every chunk raw, as if zstd never saved enough. */
+	    .min_saving_pct = o->zstd_level ? 0 : 100,
 	};
 	struct prefetch_config pc = {
 	    .chunk_size = (uint32_t)o->chunk_size,
@@ -687,6 +691,9 @@ static void *mount_ready(void *arg)
 	return NULL;
 }
 
+/* FUSE session threads, at most and kept idle. */
+#define FUSE_THREADS 64
+
 /*
  * The mount itself: in the foreground process, or in the child of a
  * daemonizing one, which writes one byte to ready_fd (0: mounted, 1:
@@ -728,10 +735,13 @@ static int serve(struct mount_opts *o, int ready_fd)
 		goto out;
 	}
 	/* A thread per channel keeps requests from queuing on one fd; the
-	 * cap bounds threads blocked on origin fetches. */
+	 * cap bounds threads blocked on origin fetches.  Idle threads are
+	 * kept: with 8 kept, 8 parallel readers made the loop start and end
+	 * 33 threads over 3,000 files, each with a fresh 1 MiB buffer to
+	 * fault in. */
 	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, 64);
-	fuse_loop_cfg_set_idle_threads(lc, 8);
+	fuse_loop_cfg_set_max_threads(lc, FUSE_THREADS);
+	fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS);
 
 	rc = pthread_create(&m.waiter, NULL, mount_ready, &m);
 	if (rc) {

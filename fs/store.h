@@ -36,7 +36,8 @@ struct store_config {
 	const char *dir;
 	uint64_t max_bytes;	 /* cap on chunk files' disk usage; 0: no cap */
 	int zstd_level;		 /* 0: the default, 3 */
-	unsigned min_saving_pct; /* store raw when zstd saves less; 0: 10 */
+	unsigned min_saving_pct; /* store raw when zstd saves less; 0: 10;
+				  * 100: always raw */
 	/* Called (from the evicting thread, no store lock held) for each
 	 * chunk file eviction removed, so that whoever maps it lets it go
 	 * and its blocks are freed; may be NULL. */
@@ -72,9 +73,10 @@ struct store_map {
 	void *data;
 };
 
-/* As store_get, but a raw (uncompressed) chunk is mapped (after its
- * bytes, read from the same open file, verify) instead of copied into a
- * buffer of the caller's.
+/* As store_get, but a raw (uncompressed) chunk is mapped, and verified by
+ * a hash of the mapping, instead of copied into a buffer of the caller's.
+ * Chunk files are 0600 in a 0700 dir and never truncated by the store: a
+ * file cut short under a mapping by hand would fault the reader.
  * @return store_get's, and -ENOTSUP when the chunk is compressed or its
  * file cannot be mapped: use store_get then. */
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,

@@ -1068,6 +1068,9 @@ START_TEST(test_cli_usage)
 	    2);
 	ck_assert_int_eq(
 	    fx_sh("'%s' mount --bogus a b 2>/dev/null", fx_wharf_bin()), 2);
+	ck_assert_int_eq(
+	    fx_sh("'%s' mount --zstd-level 23 a b 2>/dev/null", fx_wharf_bin()),
+	    2);
 	ck_assert_int_eq(fx_sh("'%s' umount 2>/dev/null", fx_wharf_bin()), 2);
 	/* The option is named, and a missing value is told apart. */
 	ck_assert_int_eq(fx_sh("'%s' mount --cache-size 2>/dev/null",

@@ -460,6 +460,34 @@ START_TEST(mapped)
 }
 END_TEST
 
+/* min_saving_pct 100 (`--zstd-level 0`): text that zstd would shrink is
+ * stored raw, so it is served from a mapping of its file. */
+START_TEST(always_raw)
+{
+	struct store_config cfg = {.dir = dir, .min_saving_pct = 100};
+	struct store *st = NULL;
+	const size_t n = 300000;
+	uint8_t *data = malloc(n);
+	struct store_map m;
+	struct chunk_key k;
+	char path[1024], *err = NULL;
+	size_t len = 0;
+
+	ck_assert_int_eq(store_open(&cfg, &st, &err), 0);
+	fill_text(data, n, 5);
+	key_n(&k, 1);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	chunk_path(dir, &k, path, sizeof(path));
+	ck_assert_int_eq(file_size(path), (off_t)(HDR + n));
+	ck_assert_int_eq(store_map(st, &k, n, &m, &len), 0);
+	ck_assert_uint_eq(len, n);
+	ck_assert_mem_eq(m.data, data, n);
+	ck_assert_int_eq(munmap(m.map, m.map_len), 0);
+	store_close(st);
+	free(data);
+}
+END_TEST
+
 /* Sum of the chunk files' sizes (rounded to 4 KiB) and their number. */
 struct tally {
 	uint64_t bytes, n, bad, removed;
@@ -1211,6 +1239,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, empty_chunk_checked);
 	tcase_add_test(tc, bad_header_fields);
 	tcase_add_test(tc, mapped);
+	tcase_add_test(tc, always_raw);
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
 	tcase_add_test(tc, lock_one_mount);
