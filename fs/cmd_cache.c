@@ -47,7 +47,7 @@ static void usage(FILE *out)
 		"suffixes)\n"
 		"  -h, --help       show this help\n\n"
 		"prune and clear refuse a cache that a mount is using.\n",
-		def ? def : "/var/cache/wharf");
+		def ? def : "(none: no home directory)");
 	free(def);
 }
 
@@ -370,7 +370,10 @@ int cmd_cache(int argc, char **argv)
 	if (!o.dir)
 		o.dir = store_default_dir();
 	if (!o.dir) {
-		fprintf(stderr, "wharf cache: out of memory\n");
+		fprintf(stderr, "wharf cache: %s\n",
+			errno == ENOENT ? "no home directory to keep a cache "
+					  "in: give --cache-dir DIR"
+					: "out of memory");
 		return 1;
 	}
 	rc = check_cache_dir(&o);

@@ -144,8 +144,10 @@ static void mount_usage(FILE *out)
 	    "  --memory-cache SIZE   cap on decompressed chunks in memory "
 	    "(512M)\n"
 	    "  --chunk-size SIZE     chunk size, 64K to 256M (default 4M)\n"
-	    "  --zstd-level N        compression level, 1 to 22 (default 3); 0\n"
-	    "                        stores chunks raw (faster warm reads, more\n"
+	    "  --zstd-level N        compression level, 1 to 22 (default 3); "
+	    "0\n"
+	    "                        stores chunks raw (faster warm reads, "
+	    "more\n"
 	    "                        disk)\n"
 	    "Reading:\n"
 	    "  --readahead SIZE      cap on a sequential reader's read-ahead "
@@ -358,11 +360,17 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	o->mountpoint = argv[optind + 1];
 	if (!o->cache_dir)
 		o->cache_dir = store_default_dir();
+	if (!o->cache_dir)
+		return cmd_usage_error(
+		    "mount", "%s",
+		    errno == ENOENT ? "no home directory to keep a cache "
+				      "in: give --cache-dir DIR"
+				    : "out of memory");
 	/* A quarter of the connections stay free for reads a program is
 	 * waiting for, so they never queue behind the pool's. */
 	if (!o->threads)
-		o->threads = o->fetch.max_connections -
-			     o->fetch.max_connections / 4;
+		o->threads =
+		    o->fetch.max_connections - o->fetch.max_connections / 4;
 	return 0;
 }
 

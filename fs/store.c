@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,12 @@
 #define TOUCH_EVERY_S 60
 
 static const uint8_t magic[4] = {'W', 'H', 'C', 'K'};
+
+/* Whatever sits in a cache dir is opened without following a link or
+ * blocking on a FIFO: the dir is checked to be the user's alone, but a
+ * file planted before, or by root, must not redirect or hang us. */
+#define CHUNK_OPEN (O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+#define DIR_OPEN (O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -548,6 +555,10 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 
 	if (fstat(fd, &sb))
 		return -EIO;
+	if (!S_ISREG(sb.st_mode)) {
+		*why = "not a regular file";
+		return -EBADMSG;
+	}
 	h->used_s = sb.st_atime > sb.st_mtime ? sb.st_atime : sb.st_mtime;
 	if (sb.st_size < HDR_SIZE) {
 		*why = "truncated header";
@@ -853,7 +864,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	int fd, rc;
 
 	store_key_hex(key, hex);
-	fd = openat(st->dirfd[fan], hex, O_RDONLY | O_CLOEXEC);
+	fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
 	if (fd < 0) {
 		rc = errno;
 		STAT_ADD(st->misses, 1);
@@ -1204,15 +1215,22 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		e.path = path;
 		/* O_NOATIME: looking is not using; a read would reset the
 		 * atime that ranks the chunk (only the owner may ask). */
-		fd = openat(dirfd(d), de->d_name,
-			    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
+		fd = openat(dirfd(d), de->d_name, CHUNK_OPEN | O_NOATIME);
 		if (fd < 0 && errno == EPERM)
-			fd = openat(dirfd(d), de->d_name,
-				    O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			fd = openat(dirfd(d), de->d_name, CHUNK_OPEN);
 		if (fd < 0)
 			continue; /* evicted meanwhile, or not ours */
-		if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+		if (fstat(fd, &sb)) {
 			close(fd);
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode)) {
+			/* Planted or made by hand: never read, never
+			 * counted, left where it is. */
+			close(fd);
+			e.error = -EINVAL;
+			e.why = "not a regular file";
+			rc = fn(&e, arg);
 			continue;
 		}
 		e.disk_bytes = disk_bytes((uint64_t)sb.st_size);
@@ -1249,7 +1267,7 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 	int top, rc = 0;
 
 	w.tp = &w.t;
-	top = open(chunkdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	top = open(chunkdir, DIR_OPEN);
 	if (top < 0) {
 		rc = -errno;
 		if (rc == -ENOENT) /* no chunk written yet */
@@ -1264,7 +1282,7 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 		int fd;
 
 		snprintf(fan, sizeof(fan), "%02x", i);
-		fd = openat(top, fan, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = openat(top, fan, DIR_OPEN);
 		if (fd < 0)
 			continue;
 		rc = walk_dir(chunkdir, fd, fan, flags, &w, fn, arg);
@@ -1337,8 +1355,8 @@ bool store_is_cache(const char *dir)
 {
 	char *lock = strdupf("%s/lock", dir);
 	char *chunks = strdupf("%s/chunks", dir);
-	bool is = lock && chunks &&
-		  (!access(lock, F_OK) || !access(chunks, F_OK));
+	bool is =
+	    lock && chunks && (!access(lock, F_OK) || !access(chunks, F_OK));
 
 	free(lock);
 	free(chunks);
@@ -1352,7 +1370,7 @@ int store_lock_holder(const char *dir, pid_t *pid, char **mountpoint)
 
 	*pid = 0;
 	*mountpoint = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	free(path);
 	if (fd < 0)
 		return -errno;
@@ -1389,12 +1407,24 @@ char *store_default_dir(void)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME");
 	const char *home = getenv("HOME");
+	const struct passwd *pw;
 
 	if (geteuid() == 0)
 		return strdup("/var/cache/wharf");
 	if (xdg && xdg[0] == '/')
 		return strdupf("%s/wharf", xdg);
-	return strdupf("%s/.cache/wharf", home && *home ? home : "/tmp");
+	if (!home || home[0] != '/') {
+		/* Never a shared dir such as /tmp: anyone could be there
+		 * first. */
+		pw = getpwuid(geteuid());
+		home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir
+								: NULL;
+	}
+	if (!home) {
+		errno = ENOENT;
+		return NULL;
+	}
+	return strdupf("%s/.cache/wharf", home);
 }
 
 struct scan_item {
@@ -1412,6 +1442,10 @@ static int scan_one(const struct store_entry *e, void *arg)
 	struct scan *s = arg;
 	struct sentry *se;
 
+	if (e->error == -EINVAL) {
+		log_warn("%s: skipped: %s", e->path, e->why);
+		return 0;
+	}
 	if (e->error == -EBADMSG) {
 		/* Ours to remove: we hold the lock. */
 		log_warn("%s: removing a bad cached chunk (%s)", e->path,
@@ -1499,6 +1533,74 @@ static int scan(struct store *st, char **err)
 	return rc;
 }
 
+/*
+ * A cache dir, and every dir and file the store makes in it, must be the
+ * user's alone, as ssh asks of ~/.ssh: another user who can write there
+ * could plant a link that makes us overwrite a file of ours (root's!) or
+ * forge chunks (a key and its checksum are computed from public data).
+ * @return 0, or -EPERM with *err saying what is wrong and what to do.
+ */
+static int private_check(int fd, const char *path, mode_t type,
+			 const char *what, char **err)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb))
+		return -errno;
+	if ((sb.st_mode & S_IFMT) != type) {
+		err_set(err, "%s: not a %s", path, what);
+		return -EPERM;
+	}
+	if (sb.st_uid != geteuid()) {
+		err_set(
+		    err,
+		    "%s belongs to uid %u, not to uid %u that runs wharf: a "
+		    "cache must belong to its user",
+		    path, (unsigned)sb.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+		err_set(err,
+			"%s is writable by others (mode %04o): a cache must be "
+			"writable by its user alone (chmod go-w %s)",
+			path, (unsigned)(sb.st_mode & 07777), path);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int private_dir(int fd, const char *path, char **err)
+{
+	return private_check(fd, path, S_IFDIR, "directory", err);
+}
+
+static int private_file(int fd, const char *path, char **err)
+{
+	return private_check(fd, path, S_IFREG, "regular file", err);
+}
+
+/* Makes (0700) and opens dir NAME under the dir fd parent (at path
+ * parent_path, for messages), and checks it.  @return 0 or -errno with
+ * *err. */
+static int open_private_subdir(int parent, const char *name,
+			       const char *parent_path, int *out, char **err)
+{
+	char *path = strdupf("%s/%s", parent_path, name);
+	int rc;
+
+	*out = -1;
+	if (mkdirat(parent, name, 0700) && errno != EEXIST)
+		rc = -errno;
+	else if ((*out = openat(parent, name, DIR_OPEN)) < 0)
+		rc = -errno;
+	else
+		rc = private_dir(*out, path, err);
+	if (rc && err && !*err)
+		err_set(err, "%s: %s", path, strerror(-rc));
+	free(path);
+	return rc;
+}
+
 /* flock(LOCK_EX | LOCK_NB), tried for up to half a second while the
  * holder could be `wharf cache stats` probing with a brief shared lock
  * (a mount holds it for good, and the last try says so). */
@@ -1518,7 +1620,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 	struct store *st;
 	char *path = NULL;
 	struct sentry *victims;
-	int rc;
+	int top = -1, chunks = -1, rc;
 
 	st = calloc(1, sizeof(*st));
 	if (!st)
@@ -1551,11 +1653,19 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 			st->dir, strerror(-rc));
 		goto fail;
 	}
+	top = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = top < 0 ? -errno : private_dir(top, st->dir, err);
+	if (rc) {
+		if (err && !*err)
+			err_set(err, "%s: %s", st->dir, strerror(-rc));
+		goto fail;
+	}
 	path = strdupf("%s/lock", st->dir);
-	st->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (st->lockfd < 0) {
-		rc = -errno;
-		err_set(err, "%s: %s", path, strerror(-rc));
+	st->lockfd = openat(top, "lock", O_RDWR | O_CREAT | CHUNK_OPEN, 0600);
+	rc = st->lockfd < 0 ? -errno : private_file(st->lockfd, path, err);
+	if (rc) {
+		if (err && !*err)
+			err_set(err, "%s: %s", path, strerror(-rc));
 		goto fail;
 	}
 	if (lock_exclusive(st->lockfd)) {
@@ -1584,30 +1694,16 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		err_set(err, "%s: %s", path, strerror(-rc));
 		goto fail;
 	}
-	rc = mkdirs(st->chunkdir, 0700);
+	rc = open_private_subdir(top, "chunks", st->dir, &chunks, err);
 	for (unsigned i = 0; !rc && i < FANOUT; i++) {
 		char fan[3];
-		int top =
-		    open(st->chunkdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 		snprintf(fan, sizeof(fan), "%02x", i);
-		if (top < 0 || (mkdirat(top, fan, 0700) && errno != EEXIST))
-			rc = -errno;
-		else if ((st->dirfd[i] =
-			      openat(top, fan,
-				     O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-			rc = -errno;
-		if (top >= 0)
-			close(top);
-		if (rc)
-			err_set(err, "%s/%s: %s", st->chunkdir, fan,
-				strerror(-rc));
+		rc = open_private_subdir(chunks, fan, st->chunkdir,
+					 &st->dirfd[i], err);
 	}
-	if (rc) {
-		if (err && !*err)
-			err_set(err, "%s: %s", st->chunkdir, strerror(-rc));
+	if (rc)
 		goto fail;
-	}
 	rc = scan(st, err);
 	if (rc)
 		goto fail;
@@ -1619,10 +1715,16 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		evict_files(st, victims, NULL, NULL);
 	}
 	free(path);
+	close(top);
+	close(chunks);
 	*out = st;
 	return 0;
 fail:
 	free(path);
+	if (top >= 0)
+		close(top);
+	if (chunks >= 0)
+		close(chunks);
 	store_close(st);
 	return rc;
 }

@@ -47,7 +47,10 @@ struct store_config {
 
 struct store;
 
-/* Opens (creating 0700) the cache dir and takes its lock.
+/* Opens (creating 0700) the cache dir and takes its lock.  The dir, its
+ * lock file and chunk dirs must belong to the user and be writable by
+ * nobody else (-EPERM with *err otherwise); links are never followed in
+ * it.
  * @return 0; -EBUSY with *err naming the holder when another mount has it;
  * other -errno with *err (caller frees). */
 int store_open(const struct store_config *cfg, struct store **out,
@@ -118,7 +121,9 @@ int store_lock_holder(const char *dir, pid_t *pid,
 bool store_is_cache(const char *dir);
 
 /* The default cache dir: /var/cache/wharf for root, else
- * $XDG_CACHE_HOME/wharf, else ~/.cache/wharf.  Caller frees. */
+ * $XDG_CACHE_HOME/wharf, else ~/.cache/wharf (HOME, else the password
+ * file's home).  Caller frees.  NULL with errno ENOENT when no home is
+ * known, else ENOMEM. */
 char *store_default_dir(void);
 
 /*

@@ -1073,9 +1073,8 @@ START_TEST(test_cli_usage)
 	    2);
 	ck_assert_int_eq(fx_sh("'%s' umount 2>/dev/null", fx_wharf_bin()), 2);
 	/* The option is named, and a missing value is told apart. */
-	ck_assert_int_eq(fx_sh("'%s' mount --cache-size 2>/dev/null",
-			       fx_wharf_bin()),
-			 2);
+	ck_assert_int_eq(
+	    fx_sh("'%s' mount --cache-size 2>/dev/null", fx_wharf_bin()), 2);
 	ck_assert_int_eq(
 	    fx_sh("'%s' mount --cache-size 2>&1 | grep -q "
 		  "'^wharf mount: option --cache-size needs a value$'",
