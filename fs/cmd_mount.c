@@ -505,6 +505,11 @@ struct mount_state {
 	bool handlers, mounted;
 	pthread_t waiter; /* see mount_ready() */
 	bool waiting;
+	/* The waiter may stop the session only while it exists: a stat the
+	 * waiter still has in flight fails only when the session is
+	 * destroyed (its fd closed), so the join must come after that. */
+	pthread_mutex_t se_mu;
+	bool se_gone; /* under se_mu */
 	bool failed;  /* the mount never answered */
 	int ready_fd; /* the daemonizing parent's pipe, or -1 */
 };
@@ -625,11 +630,15 @@ static void mount_close(struct mount_state *m)
 		fuse_remove_signal_handlers(m->se);
 	if (m->mounted)
 		fuse_session_unmount(m->se);
+	pthread_mutex_lock(&m->se_mu);
+	m->se_gone = true;
+	pthread_mutex_unlock(&m->se_mu);
 	if (m->se)
 		fuse_session_destroy(m->se);
 	/* After the destroy: a stat still waiting on the mount has failed. */
 	if (m->waiting)
 		pthread_join(m->waiter, NULL);
+	pthread_mutex_destroy(&m->se_mu);
 	ops_cleanup(&m->ctx);
 	prefetch_free(m->pf);
 	tree_free(m->tree);
@@ -686,7 +695,10 @@ static void *mount_ready(void *arg)
 			  strerror(errno));
 		m->failed = true;
 		tell_parent(m, 1);
-		fuse_session_exit(m->se);
+		pthread_mutex_lock(&m->se_mu);
+		if (!m->se_gone)
+			fuse_session_exit(m->se);
+		pthread_mutex_unlock(&m->se_mu);
 		return NULL;
 	}
 	set_kernel_readahead(m->mountpoint, m->o->readahead);
@@ -709,8 +721,10 @@ static void *mount_ready(void *arg)
  */
 static int serve(struct mount_opts *o, int ready_fd)
 {
-	struct mount_state m = {
-	    .o = o, .args = FUSE_ARGS_INIT(0, NULL), .ready_fd = ready_fd};
+	struct mount_state m = {.o = o,
+				.args = FUSE_ARGS_INIT(0, NULL),
+				.ready_fd = ready_fd,
+				.se_mu = PTHREAD_MUTEX_INITIALIZER};
 	struct fuse_loop_config *lc = NULL;
 	int rc, status = 1;
 

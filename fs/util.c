@@ -201,42 +201,61 @@ int url_encode(const char *s, bool keep_slash, char *out, size_t cap)
 int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
 		     char **err)
 {
+	/* Read to the end, never trusting st_size: a pipe (`<(cmd)`), a
+	 * FIFO or a /proc file says 0 and still has bytes. */
 	FILE *f = fopen(path, "re");
-	struct stat st;
-	char *buf;
-	size_t n;
+	size_t n = 0, size = 0;
+	char *buf = NULL;
+	int rc = 0;
 
 	*text = NULL;
 	*len = 0;
 	if (!f) {
-		int e = errno;
+		rc = -errno;
+		err_set(err, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	for (;;) {
+		if (n == size) {
+			const size_t want = size ? size * 2 : 64 * 1024;
+			char *p;
 
-		err_set(err, "%s: %s", path, strerror(e));
-		return -e;
+			if (size > cap) {
+				err_set(err, "%s: larger than %zu bytes", path,
+					cap);
+				rc = -EFBIG;
+				goto out;
+			}
+			p = realloc(buf, (want > cap ? cap : want) + 2);
+			if (!p) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			buf = p;
+			size = (want > cap ? cap : want) + 1;
+		}
+		n += fread(buf + n, 1, size - n, f);
+		if (ferror(f)) {
+			err_set(err, "%s: read error", path);
+			rc = -EIO;
+			goto out;
+		}
+		if (feof(f))
+			break;
 	}
-	if (fstat(fileno(f), &st) || (uint64_t)st.st_size > cap) {
-		err_set(err, "%s: larger than %zu bytes or unreadable", path,
-			cap);
-		fclose(f);
-		return -EFBIG;
+	if (n > cap) {
+		err_set(err, "%s: larger than %zu bytes", path, cap);
+		rc = -EFBIG;
+		goto out;
 	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	n = fread(buf, 1, (size_t)st.st_size, f);
-	if (ferror(f)) {
-		err_set(err, "%s: read error", path);
-		fclose(f);
-		free(buf);
-		return -EIO;
-	}
-	fclose(f);
 	buf[n] = '\0';
 	*text = buf;
 	*len = n;
-	return 0;
+	buf = NULL;
+out:
+	free(buf);
+	fclose(f);
+	return rc;
 }
 
 void json_put_str(FILE *f, const char *s)
@@ -269,8 +288,7 @@ static const struct option *long_option(const char *arg, int val,
 }
 
 const char *getopt_problem(int c, char *const *argv,
-			   const struct option *longopts, char *buf,
-			   size_t len)
+			   const struct option *longopts, char *buf, size_t len)
 {
 	/* The element of a bad long option, and of a short one missing its
 	 * value, is consumed: argv[optind - 1].  An unknown short option may
@@ -317,8 +335,8 @@ static void reap(pid_t pid, bool kill_it, int *status)
 		;
 }
 
-int run_capture(const char *command, unsigned timeout_ms, char *out,
-		size_t cap, size_t *len, int *status)
+int run_capture(const char *command, unsigned timeout_ms, char *out, size_t cap,
+		size_t *len, int *status)
 {
 	const uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	char drop[4096];

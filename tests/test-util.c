@@ -1,11 +1,60 @@
-/* fs/util: size parsing and formatting. */
+/* fs/util: size parsing and formatting, reading whole files. */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "util.h"
+
+/* A pipe, as `--manifest <(cmd)` gives, and a /proc file both report a
+ * size of 0 and still hold bytes: they are read to the end. */
+START_TEST(test_read_file_pipe)
+{
+	char path[64], *text = NULL, *err = NULL;
+	static char big[200000];
+	int fds[2];
+	size_t len = 0;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	ck_assert_int_eq(write(fds[1], "a 1\nb 2\n", 8), 8);
+	close(fds[1]);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[0]);
+	ck_assert_int_eq(read_file_capped(path, 1024, &text, &len, &err), 0);
+	ck_assert_uint_eq(len, 8);
+	ck_assert_str_eq(text, "a 1\nb 2\n");
+	free(text);
+	close(fds[0]);
+
+	ck_assert_int_eq(
+	    read_file_capped("/proc/self/status", 1 << 20, &text, &len, &err),
+	    0);
+	ck_assert_ptr_nonnull(strstr(text, "Pid:"));
+	free(text);
+
+	/* Over the cap, from a pipe too (more than one buffer's worth). */
+	memset(big, 'x', sizeof(big));
+	ck_assert_int_eq(pipe(fds), 0);
+	if (fork() == 0) {
+		close(fds[0]);
+		(void)!write(fds[1], big, sizeof(big));
+		_exit(0);
+	}
+	close(fds[1]);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[0]);
+	ck_assert_int_eq(read_file_capped(path, 100000, &text, &len, &err),
+			 -EFBIG);
+	ck_assert_ptr_null(text);
+	ck_assert_ptr_nonnull(strstr(err, "larger than 100000 bytes"));
+	free(err);
+	close(fds[0]);
+	wait(NULL);
+}
+END_TEST
 
 START_TEST(test_parse_size_units)
 {
@@ -58,6 +107,7 @@ int main(void)
 	tcase_add_test(tc, test_parse_size_units);
 	tcase_add_test(tc, test_parse_size_rejects);
 	tcase_add_test(tc, test_format_size);
+	tcase_add_test(tc, test_read_file_pipe);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
