@@ -31,6 +31,8 @@
 #define HEDGE_WINDOW 128
 #define HEDGE_MIN_SAMPLES 32
 #define HEDGE_EVERY 20
+#define LOW_SPEED 1024L /* bytes/s: slower is a stall */
+#define ATTEMPT_MAX_MS (30L * 60 * 1000) /* one attempt, at most */
 #define HEDGE_BURST 8
 /* Never hedge before 10 ms: an origin that answers faster is near, and a
  * second transfer would cost more than it saves. */
@@ -78,6 +80,7 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE];
 	char range[48];
 	char reason[64];   /* status line text after the code */
+	char encoding[24]; /* a Content-Encoding other than identity */
 	uint64_t skip;	   /* bytes to drop: a 200 answer to a range */
 	bool body_checked; /* first body byte seen, status examined */
 	bool discard;	   /* not a 2xx: drop the body */
@@ -96,6 +99,7 @@ struct fetch_engine {
 	pthread_mutex_t lock;
 	struct xfer *queue, *queue_tail; /* under lock */
 	bool stop;			 /* under lock */
+	bool no_redirect;		 /* set before any request */
 	unsigned running;		 /* legs in multi; engine thread only */
 	struct xfer *run_head;		 /* engine thread only */
 	/* Hedging, engine thread only: recent latencies per kind, and the
@@ -110,6 +114,11 @@ struct fetch_engine {
 		uint64_t hist[HIST_BUCKETS];
 	} st;
 };
+
+void fetch_no_redirect(struct fetch_engine *fe)
+{
+	fe->no_redirect = true;
+}
 
 void fetch_config_default(struct fetch_config *cfg)
 {
@@ -245,6 +254,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 		res->content_length = -1;
 		res->total_size = 0;
 		x->reason[0] = '\0';
+		x->encoding[0] = '\0';
 		x->bad_range = false;
 		if (sp)
 			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
@@ -277,6 +287,10 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 		cl = strtoll(tmp, &end, 10);
 		if (!errno && end != tmp && cl >= 0)
 			res->content_length = cl;
+	} else if (hdr_is(line, n, "content-encoding", &v, &vlen)) {
+		copy_field(tmp, sizeof(tmp), v, vlen);
+		if (strcasecmp(tmp, "identity"))
+			copy_field(x->encoding, sizeof(x->encoding), v, vlen);
 	} else if (hdr_is(line, n, "content-range", &v, &vlen)) {
 		/* "bytes A-B/N", or "bytes *" then "/N" for a 416 */
 		const char *slash;
@@ -408,14 +422,22 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	SET(CURLOPT_HEADERFUNCTION, on_header);
 	SET(CURLOPT_HEADERDATA, l);
 	SET(CURLOPT_HTTPHEADER, req->headers);
-	SET(CURLOPT_FOLLOWLOCATION, 1L);
+	/* Signed requests are never redirected: their tokens and headers
+	 * would go to whatever host the answer names. */
+	SET(CURLOPT_FOLLOWLOCATION, fe->no_redirect ? 0L : 1L);
 	SET(CURLOPT_MAXREDIRS, 5L);
+	/* The object's bytes as stored: an encoded body is refused. */
+	SET(CURLOPT_ACCEPT_ENCODING, "identity");
 	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	SET(CURLOPT_PIPEWAIT, 1L);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)fe->cfg.connect_timeout_ms);
-	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+	/* Slower than LOW_SPEED bytes/s over the stall timeout is a stall
+	 * (a trickle of a few bytes a second would hold a read for hours),
+	 * and no attempt lasts longer than ATTEMPT_MAX_MS whatever comes. */
+	SET(CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED);
 	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
+	SET(CURLOPT_TIMEOUT_MS, ATTEMPT_MAX_MS);
 	SET(CURLOPT_SSL_VERIFYPEER, fe->cfg.insecure ? 0L : 1L);
 	SET(CURLOPT_SSL_VERIFYHOST, fe->cfg.insecure ? 0L : 2L);
 	SET(CURLOPT_USERAGENT, fe->user_agent);
@@ -862,6 +884,14 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		*rc = -ENOMEM;
 		return V_FAIL;
 	}
+	if (x->encoding[0] && st >= 200 && st <= 299) {
+		snprintf(what, wcap,
+			 "the body came with Content-Encoding: %s, not the "
+			 "bytes as stored",
+			 x->encoding);
+		*rc = -EIO;
+		return V_FAIL;
+	}
 	if (x->bad_range && st == 206) {
 		snprintf(what, wcap, "HTTP 206 for another range than asked");
 		*rc = -EIO;
@@ -913,6 +943,11 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		res->len = 0;
 		return V_OK;
 	}
+	if (st >= 300 && st <= 399)
+		snprintf(what, wcap,
+			 "HTTP %ld%s%s: a redirect not followed (a signed "
+			 "request never is: give the bucket's own endpoint)",
+			 st, x->reason[0] ? " " : "", x->reason);
 	if (st == 404 || st == 410)
 		*rc = -ENOENT;
 	else if (st == 401 || st == 403)

@@ -7,6 +7,11 @@
  * reused, their number bounded by fetch_config.max_connections; HTTP/2 is
  * used where TLS offers it; TLS peers are verified unless told otherwise.
  *
+ * Bodies are asked for and taken as stored (Accept-Encoding: identity):
+ * one sent with another Content-Encoding is an error (-EIO).  A body
+ * slower than 1 KiB/s over the stall timeout is a stall; no attempt lasts
+ * longer than 30 minutes.
+ *
  * Retries: 5xx, 429, timeouts, resets and short bodies are retried with
  * exponential backoff and full jitter, bounded by `retries` and
  * `retry_budget_ms` (counted from the first failure, so the first retry
@@ -41,6 +46,11 @@ struct fetch_config {
 
 /* Fills cfg with the defaults above. */
 void fetch_config_default(struct fetch_config *cfg);
+
+/* The engine's requests carry credentials (signed S3 requests, GCS
+ * tokens): a redirect is never followed, so that they go to no other
+ * host; a 3xx answer is final (-EIO).  Call before the first request. */
+void fetch_no_redirect(struct fetch_engine *fe);
 
 struct fetch_req {
 	const char *url;            /* caller-owned until fetch_run returns */

@@ -649,6 +649,7 @@ int source_gcs_open(const char *spec, const struct source_options *opt,
 	int rc;
 
 	*out = NULL;
+	fetch_no_redirect(fe);
 	slash = strchr(b, '/');
 	bl = slash ? (size_t)(slash - b) : strlen(b);
 	if (!bucket_ok(b, bl)) {

@@ -3,6 +3,7 @@
 #include "source.h"
 
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "listing.h"
@@ -19,8 +21,12 @@
  * HTTP(S) prefix: directories are listed from the server's index pages
  * (nginx JSON autoindex, or HTML <a href> pages), or from a manifest read
  * once at open.  Versions: the ETag where one is known, else mtime+size.
- * Reads send no validator: pinning a version over plain HTTP is best
- * effort, and the cache key carries the version seen at listing time.
+ * Reads carry the version seen at listing time as a validator, so that an
+ * object replaced while a mount reads it fails (412: -ESTALE, EIO to the
+ * reader) instead of mixing bytes of two versions: a strong ETag as
+ * If-Match, else the modification time as If-Unmodified-Since (listings
+ * give it in GMT).  A server that honours neither (nginx honours both)
+ * cannot be pinned.
  */
 
 #define LISTING_CAP (256u << 20) /* bytes of one listing or manifest */
@@ -427,18 +433,63 @@ static int http_stat(struct source *src, const char *path,
 	return 0;
 }
 
+/* The header that pins version (version_of's or man_version's) on a
+ * read, into out; false when it cannot be pinned: a weak ETag (If-Match
+ * compares strongly), a size alone, no modification time. */
+static bool validator_of(const char *version, char *out, size_t cap)
+{
+	static const char *const wday[] = {"Sun", "Mon", "Tue", "Wed",
+					   "Thu", "Fri", "Sat"};
+	static const char *const month[] = {"Jan", "Feb", "Mar", "Apr",
+					    "May", "Jun", "Jul", "Aug",
+					    "Sep", "Oct", "Nov", "Dec"};
+	char *end;
+	long long t;
+	struct tm tm;
+	time_t tt;
+	int n;
+
+	if (version[0] == '"') {
+		n = snprintf(out, cap, "If-Match: %s", version);
+		return n > 0 && (size_t)n < cap;
+	}
+	if (version[0] != 't')
+		return false;
+	errno = 0;
+	t = strtoll(version + 1, &end, 10);
+	if (errno || *end != '-' || t <= 0)
+		return false;
+	/* A time on the minute may come from a listing that shows no
+	 * seconds (nginx's HTML index): allow the rest of that minute. */
+	tt = (time_t)(t % 60 ? t : t + 59);
+	if (!gmtime_r(&tt, &tm))
+		return false;
+	/* RFC 9110's date, in English whatever the locale. */
+	n = snprintf(out, cap,
+		     "If-Unmodified-Since: %s, %02d %s %d %02d:%02d:%02d GMT",
+		     wday[tm.tm_wday], tm.tm_mday, month[tm.tm_mon],
+		     tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	return n > 0 && (size_t)n < cap;
+}
+
 static int http_prepare_read(struct source *src, const char *path,
 			     const char *version, uint64_t off, uint64_t len,
 			     struct source_read *rd)
 {
+	char validator[192];
 	int rc;
 
-	(void)version; /* best effort over HTTP: see the comment at the top */
 	memset(&rd->req, 0, sizeof(rd->req));
 	rd->headers = NULL;
 	rc = url_of(hs_of(src), path, false, rd->url, sizeof(rd->url));
 	if (rc)
 		return rc;
+	if (validator_of(version, validator, sizeof(validator))) {
+		rd->headers = curl_slist_append(NULL, validator);
+		if (!rd->headers)
+			return -ENOMEM;
+	}
+	rd->req.headers = rd->headers;
 	rd->req.url = rd->url;
 	rd->req.range_off = off;
 	rd->req.range_len = len;

@@ -1025,6 +1025,7 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 		return -ENOMEM;
 	s->base.ops = &s3_ops;
 	s->base.fetch = fe;
+	fetch_no_redirect(fe);
 	rc = parse_spec(s, spec, err);
 	if (rc)
 		goto fail;

@@ -1355,8 +1355,8 @@ bool store_is_cache(const char *dir)
 {
 	char *lock = strdupf("%s/lock", dir);
 	char *chunks = strdupf("%s/chunks", dir);
-	bool is =
-	    lock && chunks && (!access(lock, F_OK) || !access(chunks, F_OK));
+	bool is = lock && chunks &&
+		  (!access(lock, F_OK) || !access(chunks, F_OK));
 
 	free(lock);
 	free(chunks);

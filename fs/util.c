@@ -288,7 +288,8 @@ static const struct option *long_option(const char *arg, int val,
 }
 
 const char *getopt_problem(int c, char *const *argv,
-			   const struct option *longopts, char *buf, size_t len)
+			   const struct option *longopts, char *buf,
+			   size_t len)
 {
 	/* The element of a bad long option, and of a short one missing its
 	 * value, is consumed: argv[optind - 1].  An unknown short option may
@@ -335,8 +336,8 @@ static void reap(pid_t pid, bool kill_it, int *status)
 		;
 }
 
-int run_capture(const char *command, unsigned timeout_ms, char *out, size_t cap,
-		size_t *len, int *status)
+int run_capture(const char *command, unsigned timeout_ms, char *out,
+		size_t cap, size_t *len, int *status)
 {
 	const uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	char drop[4096];

@@ -419,6 +419,7 @@ struct script {
 	const char *const *answers;
 	int served;
 	int held[8], nheld;
+	char last[4096]; /* the head of the last request */
 };
 
 static void *script_main(void *arg)
@@ -442,6 +443,7 @@ static void *script_main(void *arg)
 			if (strstr(req, "\r\n\r\n"))
 				break;
 		}
+		memcpy(sc->last, req, sizeof(sc->last));
 		const bool marked = !strncmp(*a, "HOLD ", 5);
 		const bool hold = marked && sc->nheld < 8;
 		const char *text = marked ? *a + 5 : *a;
@@ -576,6 +578,148 @@ START_TEST(stall_retried)
 	ck_assert_int_eq(memcmp(buf, "abcdefgh", 8), 0);
 	fetch_engine_free(own);
 	script_stop(&o.sc, o.th);
+}
+END_TEST
+
+/* Bodies are asked for as stored, and one that comes encoded anyway is
+ * refused: its bytes are not the object's. */
+START_TEST(encoded_body_refused)
+{
+	static const char *const answers[] = {
+	    "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 8\r\n"
+	    "Connection: close\r\n\r\nabcdefgh",
+	    NULL};
+	struct scripted o;
+	char buf[8];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_ptr_nonnull(strstr(res.err, "Content-Encoding: gzip"));
+	ck_assert_uint_eq(res.attempts, 1);
+	script_stop(&o.sc, o.th);
+	ck_assert_ptr_nonnull(
+	    strcasestr(o.sc.last, "Accept-Encoding: identity"));
+}
+END_TEST
+
+/* An engine that signs its requests follows no redirect: the token and
+ * headers would go to the host the answer names.  Others still do. */
+START_TEST(signed_not_redirected)
+{
+	static const char *const target[] = {
+	    "HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\n"
+	    "abcdefgh",
+	    NULL};
+	char redirect[256];
+	const char *const answers[] = {redirect, NULL};
+	struct fetch_config cfg;
+	struct fetch_engine *own;
+	struct scripted o, t;
+	char buf[8];
+	struct fetch_req req = {0}, dummy = {0};
+	struct curl_slist *h =
+	    curl_slist_append(NULL, "x-amz-security-token: S");
+	struct fetch_res res;
+
+	scripted_start(&t, target, &dummy, buf, sizeof(buf));
+	snprintf(redirect, sizeof(redirect),
+		 "HTTP/1.1 307 Temporary Redirect\r\nLocation: %s\r\n"
+		 "Content-Length: 0\r\nConnection: close\r\n\r\n",
+		 t.url);
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
+	req.headers = h;
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
+	fetch_no_redirect(own);
+	ck_assert_int_eq(fetch_run(own, &req, &res), -EIO);
+	ck_assert_int_eq(res.status, 307);
+	ck_assert_ptr_nonnull(strstr(res.err, "redirect not followed"));
+	fetch_engine_free(own);
+	script_stop(&o.sc, o.th);
+	ck_assert_int_eq(t.sc.served, 0);
+
+	/* Unsigned: followed. */
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
+	req.headers = NULL;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_int_eq(memcmp(buf, "abcdefgh", 8), 0);
+	script_stop(&o.sc, o.th);
+	script_stop(&t.sc, t.th);
+	ck_assert_int_eq(t.sc.served, 1);
+	curl_slist_free_all(h);
+}
+END_TEST
+
+/* An origin that sends a byte every 250 ms until told to stop. */
+struct trickler {
+	int fd;
+	volatile bool stop;
+	pthread_t th;
+};
+
+static void *trickle_main(void *arg)
+{
+	static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 65536\r\n"
+				   "Connection: close\r\n\r\n";
+	struct trickler *tr = arg;
+	int c, sent = 0;
+
+	/* 12 s at most: a client that never gives up must not hang the
+	 * test (it runs without a fork, so without Check's timeout). */
+	while (!tr->stop && (c = accept(tr->fd, NULL, NULL)) >= 0) {
+		char req[4096];
+
+		(void)!read(c, req, sizeof(req));
+		(void)!write(c, head, sizeof(head) - 1);
+		while (!tr->stop && sent++ < 48 &&
+		       send(c, "x", 1, MSG_NOSIGNAL) == 1)
+			usleep(250 * 1000);
+		close(c);
+		if (sent >= 48)
+			shutdown(tr->fd, SHUT_RDWR);
+	}
+	return NULL;
+}
+
+/* An origin that trickles a few bytes a second is a stall, not a read
+ * that lasts for hours: the request fails within its retry budget. */
+START_TEST(trickle_is_a_stall)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	struct trickler tr = {0};
+	struct fetch_config cfg;
+	struct fetch_engine *own;
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	static uint8_t buf[65536];
+	char url[64];
+
+	tr.fd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(tr.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(tr.fd, 8), 0);
+	ck_assert_int_eq(getsockname(tr.fd, (struct sockaddr *)&sa, &sl), 0);
+	ck_assert_int_eq(pthread_create(&tr.th, NULL, trickle_main, &tr), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", ntohs(sa.sin_port));
+	req.url = url;
+	req.buf = buf;
+	req.cap = sizeof(buf);
+	fetch_config_default(&cfg);
+	cfg.stall_timeout_ms = 2000;
+	cfg.retry_budget_ms = 500;
+	cfg.hedge = false;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
+	ck_assert_int_eq(fetch_run(own, &req, &res), -EIO);
+	ck_assert_msg(strstr(res.err, "too slow"), "%s", res.err);
+	fetch_engine_free(own);
+	tr.stop = true;
+	shutdown(tr.fd, SHUT_RDWR);
+	close(tr.fd);
+	pthread_join(tr.th, NULL);
 }
 END_TEST
 
@@ -959,6 +1103,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, source_manifest);
 	tcase_add_test(tc, source_python_server);
 	tcase_add_test(tc, source_bad);
+	tcase_add_test(tc, encoded_body_refused);
+	tcase_add_test(tc, signed_not_redirected);
+	tcase_add_test(tc, trickle_is_a_stall);
 	suite_add_tcase(s, tc);
 	return s;
 }

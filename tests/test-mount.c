@@ -899,6 +899,46 @@ START_TEST(test_corrupt_chunk_refetched)
 }
 END_TEST
 
+/* An object replaced at the origin while a mount reads it: the chunks
+ * not yet read fail with EIO, never bytes of the new version. */
+START_TEST(test_object_replaced_mid_read)
+{
+	char *data = fx_tmpdir("mount-replaced-data");
+	char *cache = fx_tmpdir("mount-replaced");
+	const char *extra[] = {"--readahead", "0", NULL};
+	struct fx_nginx ng2;
+	char path[PATH_MAX], url[256], buf[4096];
+	struct mnt m;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/obj", data);
+	ck_assert_int_eq(fx_write_file(path, 3 * CHUNK, 1), 0);
+	ck_assert_int_eq(fx_sh("touch -d '2020-01-02 03:04:05' '%s'", path), 0);
+	ck_assert_int_eq(fx_nginx_start(&ng2, data), 0);
+	snprintf(url, sizeof(url), "%s/json/", ng2.base);
+	mnt_init(&m, "replaced");
+	ck_assert_int_eq(mount_start(&m, url, cache, extra), 0);
+	snprintf(path, sizeof(path), "%s/obj", m.dir);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(buf[100], (char)fx_byte(1, 100));
+
+	snprintf(path, sizeof(path), "%s/obj", data);
+	ck_assert_int_eq(fx_write_file(path, 3 * CHUNK, 2), 0);
+	errno = 0;
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 2 * CHUNK), -1);
+	ck_assert_int_eq(errno, EIO);
+	close(fd);
+	ck_assert_int_eq(
+	    fx_sh("grep -q 'the object changed while open' '%s'", m.log), 0);
+	own_mount_end(&m, cache);
+	fx_nginx_stop(&ng2);
+	fx_rmtree(data);
+	free(data);
+}
+END_TEST
+
 static int read_errno(const char *root, const char *name)
 {
 	char path[PATH_MAX], b[64];
@@ -1220,6 +1260,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_directory_readahead_over_empty_files);
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
+	tcase_add_test(tc, test_object_replaced_mid_read);
 	tcase_add_test(tc, test_origin_errors_map);
 	tcase_add_test(tc, test_html_listing_without_entry);
 	tcase_add_test(tc, test_daemonized_mount_and_umount);
