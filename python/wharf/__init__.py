@@ -10,8 +10,9 @@
             for x, y in loader:
                 ...                      # x: (64, 3, 224, 224), y: labels
 
-Batches are NumPy views of the loader's shared-memory ring: nothing is
-copied.  The rule for views: a batch's arrays are valid until the batch is
+Batches are NumPy views of the loader's shared-memory ring: no sample is
+copied.  Labels are int64 (what cross_entropy takes), a copy of the
+batch's few int32 labels.  The rule for views: a batch's arrays are valid until the batch is
 released, which happens when a loop takes the next batch, on set_epoch(),
 Batch.release() or Loader.release(), and at Loader.close().  A loop left
 early (break, next(iter(loader))) keeps its last batch until then.  After
@@ -201,9 +202,10 @@ class Batch:
                     _view(b.labels, n * 4, np.int32, keep, tensors),
                     _view(b.samples, n * 8, np.uint64, keep, tensors))
                 loader._views[key] = views
-            self.data, self.labels, self.samples = views
+            self.data, labels, self.samples = views
+            self.labels = _int64(labels)
             return
-        self.labels = _view(b.labels, n * 4, np.int32, keep, tensors)
+        self.labels = _int64(_view(b.labels, n * 4, np.int32, keep, tensors))
         self.samples = _view(b.samples, n * 8, np.uint64, keep, tensors)
         # Variable-size: one uint8 array per sample.
         offs = np.ctypeslib.as_array(b.offsets, (n + 1,)).copy()
@@ -241,6 +243,14 @@ class Batch:
         """Gives the slot back; the views are invalid from now on."""
         if self._ptr is not None:
             self._holder.release(self)
+
+
+def _int64(labels):
+    """Labels as int64, which losses such as cross_entropy take: a copy of
+    a batch's few labels, so it stays valid after the batch is released."""
+    if isinstance(labels, np.ndarray):
+        return labels.astype(np.int64)
+    return labels.long()
 
 
 def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):

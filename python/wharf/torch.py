@@ -201,4 +201,5 @@ class Loader(_NumpyLoader):
         labels = _torch.as_tensor(
             _DeviceArray(b.labels, (n,), "<i4", self._holder),
             device=self.device)
-        return (data, labels)
+        # int64, as cross_entropy takes: a copy of n labels on the device.
+        return (data, labels.long())

@@ -113,6 +113,9 @@ class TestBytes(Tmp):
                 self.assertEqual(int(b.labels[k]), label)
                 self.assertEqual(label, int(path.split("/c")[-1][0]))
                 seen.add(int(sid))
+            # What cross_entropy takes, and a copy: it outlives the slot.
+            self.assertEqual(b.labels.dtype, np.int64)
+            self.assertTrue(b.labels.flags.owndata)
         self.assertEqual(seen, set(range(len(files))))
 
     def test_raw_cut_or_padded_to_a_size(self):

@@ -45,6 +45,7 @@ class TestTorch(unittest.TestCase):
             ids = b.samples.numpy().astype(np.int64)
             np.testing.assert_array_equal(x.numpy(), self.recs[ids])
             self.assertTrue(torch.all(y == -1))
+            self.assertEqual(y.dtype, torch.int64)
             # Zero copy: the tensor's memory is the batch in the ring.
             self.assertEqual(x.data_ptr(), b._ptr.contents.data)
             n += b.count
