@@ -117,7 +117,8 @@ struct fetch_engine {
 
 void fetch_no_redirect(struct fetch_engine *fe)
 {
-	fe->no_redirect = true;
+	if (fe) /* a source opened without one, to check its spec */
+		fe->no_redirect = true;
 }
 
 void fetch_config_default(struct fetch_config *cfg)
