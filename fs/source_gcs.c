@@ -160,7 +160,25 @@ struct item {
 	uint64_t size;
 	int64_t mtime;
 	bool has_name, has_size, has_gen;
+	const char *bad; /* why it cannot be shown, or NULL */
 };
+
+/* The "size" member, quoted or not.  A size that is not one (negative,
+ * past 2^63-1) marks the item bad instead of failing the page. */
+static int item_size(struct json *s, struct item *it)
+{
+	char num[64], *end;
+
+	if (json_num_text(s, num, sizeof(num)))
+		return -EINVAL;
+	errno = 0;
+	it->size = strtoull(num, &end, 10);
+	if (errno || *end || end == num || !isdigit((unsigned char)num[0]) ||
+	    it->size > (uint64_t)INT64_MAX)
+		it->bad = "a size that is not a number from 0 to 2^63-1";
+	it->has_size = true;
+	return 0;
+}
 
 /* An object resource: {"name": ..., "size": "N", "generation": "G",
  * "updated": "..."}; other members are skipped. */
@@ -184,9 +202,8 @@ static int parse_item(struct json *s, struct item *it)
 				return json_fail(s, "NUL in a name");
 			it->has_name = true;
 		} else if (!strcmp(key, "size")) {
-			if (json_u64(s, &it->size))
+			if (item_size(s, it))
 				return -EINVAL;
-			it->has_size = true;
 		} else if (!strcmp(key, "generation")) {
 			uint64_t g;
 
@@ -253,7 +270,8 @@ static int page_item(struct json *s, struct page *pg)
 		struct source_object o = {.name = rest,
 					  .size = it.size,
 					  .mtime = it.mtime,
-					  .version = it.generation};
+					  .version = it.generation,
+					  .bad = it.bad};
 
 		rc = pg->cb(pg->arg, &o);
 	}

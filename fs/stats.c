@@ -10,6 +10,7 @@
 
 #include "chunks.h"
 #include "fetch.h"
+#include "listing.h"
 #include "prefetch.h"
 #include "store.h"
 #include "tree.h"
@@ -128,8 +129,11 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 		(unsigned long long)ps.inflight,
 		(unsigned long long)ps.inflight_max,
 		(unsigned long long)ps.inflight_cap);
-	fprintf(f, "  \"tree\": {\"inodes\": %llu, \"bytes\": %llu}\n}\n",
-		(unsigned long long)inodes, (unsigned long long)tree_bytes);
+	fprintf(f,
+		"  \"tree\": {\"inodes\": %llu, \"bytes\": %llu, "
+		"\"skipped_entries\": %llu}\n}\n",
+		(unsigned long long)inodes, (unsigned long long)tree_bytes,
+		(unsigned long long)listing_skipped());
 	if (fclose(f)) {
 		free(buf);
 		return -ENOMEM;

@@ -18,7 +18,9 @@
  *              hits, misses, queue, queue_cap},
  *    "prefetch": {demand_fetches, inflight_bytes, inflight_max,
  *                 inflight_cap},
- *    "tree": {inodes, bytes}}
+ *    "tree": {inodes, bytes, skipped_entries}}
+ * skipped_entries: listing entries left out because no filesystem can show
+ * them (see listing_skip()).
  */
 #include <stddef.h>
 #include <stdint.h>

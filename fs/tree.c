@@ -6,8 +6,11 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "listing.h"
 
 #define ARENA_BLOCK (1u << 20)
 #define NAME_MAX_LEN 255
@@ -238,19 +241,41 @@ struct pending {
 	struct tree *t;
 	struct node *v;
 	size_t n, cap;
-	uint64_t skipped;
+	const char *dir; /* the listed directory's path, for warnings */
 };
+
+/* Why the kernel cannot show obj, or NULL: such an entry is left out
+ * rather than mangled, and the rest of its directory is shown. */
+static const char *unshowable(const struct source_object *obj)
+{
+	size_t len = strlen(obj->name);
+
+	if (obj->bad)
+		return obj->bad;
+	if (len == 0 || !strcmp(obj->name, ".") || !strcmp(obj->name, ".."))
+		return "not a file name";
+	if (strchr(obj->name, '/'))
+		return "a name with '/'";
+	if (len > NAME_MAX_LEN)
+		return "a name longer than 255 bytes";
+	/* st_size is signed. */
+	if (!obj->is_dir && obj->size > (uint64_t)INT64_MAX)
+		return "a size past 2^63-1";
+	return NULL;
+}
 
 static int collect(void *arg, const struct source_object *obj)
 {
 	struct pending *p = arg;
 	size_t len = strlen(obj->name);
+	const char *why = unshowable(obj);
 	struct node nd = {0};
 
-	/* A name the kernel cannot show is left out rather than mangled. */
-	if (len == 0 || len > NAME_MAX_LEN || strchr(obj->name, '/') ||
-	    !strcmp(obj->name, ".") || !strcmp(obj->name, "..")) {
-		p->skipped++;
+	if (why) {
+		char where[4096 + 256];
+
+		snprintf(where, sizeof(where), "%s%s", p->t->src->id, p->dir);
+		listing_skip(where, obj->name, why);
 		return 0;
 	}
 	if (p->n == p->cap) {
@@ -370,16 +395,13 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 	rc = tree_path(t, ino, path, sizeof(path));
 	if (rc < 0)
 		goto out;
+	p.dir = path;
 	rc = t->src->ops->list_dir(t->src, path, collect, &p);
 	if (rc) {
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,
 			strerror(-rc));
 		goto out;
 	}
-	if (p.skipped)
-		log_warn("%s%s: %llu entries with names that cannot be shown "
-			 "were left out",
-			 t->src->id, path, (unsigned long long)p.skipped);
 	/* Sorted whatever the origin's order: readdir is then in name order,
 	 * and so are the inode numbers, which directory read-ahead walks. */
 	qsort(p.v, p.n, sizeof(*p.v), node_cmp);
