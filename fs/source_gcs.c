@@ -705,6 +705,8 @@ int source_gcs_open(const char *spec, const struct source_options *opt,
 		rc = -ENAMETOOLONG;
 		goto fail;
 	}
+	if (opt->no_check)
+		goto done; /* id only: see source_options */
 	co.token_file = opt->token_file;
 	co.token_command = opt->token_command;
 	co.token_lifetime = opt->token_lifetime;
@@ -727,6 +729,7 @@ int source_gcs_open(const char *spec, const struct source_options *opt,
 	if (*gs->prefix && !pg->entries && !pg->placeholder)
 		log_warn("%s: nothing under this prefix (yet)", gs->base.id);
 	log_info("%s: GCS at %s", gs->base.id, endpoint);
+done:
 	free(pg);
 	free(endpoint);
 	*out = &gs->base;

@@ -604,7 +604,9 @@ int source_http_open(const char *spec, const struct source_options *opt,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (opt && opt->manifest) {
+	if (opt && opt->no_check) {
+		/* id only: see source_options */
+	} else if (opt && opt->manifest) {
 		rc = read_manifest(hs, opt->manifest, &text, &len, err);
 		if (rc)
 			goto fail;

@@ -1046,6 +1046,8 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 	if (rc)
 		goto fail;
 	s->sign = !opt->no_sign;
+	if (opt->no_check)
+		goto done; /* id only: see source_options */
 	if (s->sign) {
 		rc = aws_creds_load(opt->profile, &s->creds, &cerr);
 		if (rc) {
@@ -1072,6 +1074,7 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 	log_info("%s: %s, region %s, %s-style, %s", s->base.id, s->origin,
 		 s->region, *s->root ? "path" : "virtual-host",
 		 s->sign ? "signed" : "unsigned");
+done:
 	*out = &s->base;
 	return 0;
 fail:

@@ -11,6 +11,7 @@
 #include "chunks.h"
 #include "fetch.h"
 #include "listing.h"
+#include "offline.h"
 #include "prefetch.h"
 #include "store.h"
 #include "tree.h"
@@ -60,6 +61,8 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	fprintf(f, "  \"pid\": %d,\n", (int)getpid());
 	fprintf(f, "  \"uptime_s\": %.3f,\n",
 		(double)(now_ns() - s->started_ns) / 1e9);
+	fprintf(f, "  \"offline\": %s,\n",
+		offline_is_offline(s->source) ? "true" : "false");
 	fprintf(f,
 		"  \"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
 		"\"waits\": %llu, \"bytes\": %llu, \"cap\": %llu, "

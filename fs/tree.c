@@ -42,6 +42,7 @@ struct tree {
 	uint32_t *slots; /* open addressing: inode numbers, 0 = empty */
 	uint32_t n_slots;
 	uint32_t n_hashed;
+	uint64_t n_listed; /* directories listed, atomic */
 	struct arena_block *arena;
 	uint64_t arena_bytes;
 };
@@ -355,6 +356,7 @@ static int publish(struct tree *t, uint32_t dir, struct pending *p)
 	}
 	t->nodes[dir].nchild = t->n_nodes - t->nodes[dir].first_child;
 	t->nodes[dir].listed = 1;
+	__atomic_add_fetch(&t->n_listed, 1, __ATOMIC_RELEASE);
 out:
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
@@ -415,6 +417,68 @@ out:
 	return rc;
 }
 
+/* The listed directory at path ("" the root), or 0.  Under the read lock. */
+static uint32_t find_dir_locked(const struct tree *t, const char *path)
+{
+	uint32_t ino = TREE_ROOT;
+	const char *p = path;
+
+	while (*p && ino) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		ino = t->nodes[ino].listed ? hash_find(t, ino, p, len) : 0;
+		p += len + (slash != NULL);
+	}
+	return ino && t->nodes[ino].is_dir && t->nodes[ino].listed ? ino : 0;
+}
+
+/* Under the write lock: takes what p says of the files of dir that are
+ * known already.  @return how many changed. */
+static int take_versions(struct tree *t, uint32_t dir, const struct pending *p)
+{
+	int changed = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct node *nd = &p->v[i];
+		uint32_t ino = hash_find(t, dir, nd->name, strlen(nd->name));
+		struct node *old = ino ? &t->nodes[ino] : NULL;
+
+		if (!old || old->is_dir || nd->is_dir ||
+		    (!strcmp(old->version, nd->version) &&
+		     old->size == nd->size))
+			continue;
+		/* Both strings live in the arena until tree_free: a reader
+		 * holding the old pointer still reads a whole string. */
+		old->version = nd->version;
+		old->size = nd->size;
+		old->mtime = nd->mtime;
+		changed++;
+	}
+	return changed;
+}
+
+int tree_revalidate(struct tree *t, const char *path)
+{
+	struct pending p = {.t = t, .dir = path};
+	uint32_t dir;
+	int rc;
+
+	pthread_mutex_lock(&t->list_mutex);
+	pthread_rwlock_rdlock(&t->lock);
+	dir = find_dir_locked(t, path);
+	pthread_rwlock_unlock(&t->lock);
+	rc = dir ? t->src->ops->list_dir(t->src, path, collect, &p) : -ENOENT;
+	if (!rc) {
+		pthread_rwlock_wrlock(&t->lock);
+		rc = take_versions(t, dir, &p);
+		pthread_rwlock_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->list_mutex);
+	free(p.v);
+	return rc;
+}
+
 int tree_lookup(struct tree *t, uint64_t parent, const char *name,
 		struct tree_attr *out)
 {
@@ -466,6 +530,36 @@ int tree_readdir(struct tree *t, uint64_t dir, uint64_t index, tree_dir_cb cb,
 	}
 	pthread_rwlock_unlock(&t->lock);
 	return 0;
+}
+
+int tree_walk_listed(struct tree *t, tree_walk_fn fn, void *arg)
+{
+	char path[4096];
+	struct tree_attr a;
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	for (uint32_t ino = TREE_ROOT; ino < t->n_nodes && !rc; ino++) {
+		const struct node *d = &t->nodes[ino];
+
+		if (!d->is_dir || !d->listed)
+			continue;
+		/* A path too long for a listing was never listed either. */
+		if (path_locked(t, ino, path, sizeof(path)) < 0)
+			continue;
+		rc = fn(arg, path, NULL);
+		for (uint32_t i = 0; i < d->nchild && !rc; i++) {
+			fill_attr(t, d->first_child + i, &a);
+			rc = fn(arg, path, &a);
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+uint64_t tree_listings(struct tree *t)
+{
+	return __atomic_load_n(&t->n_listed, __ATOMIC_ACQUIRE);
 }
 
 void tree_usage(struct tree *t, uint64_t *nodes, uint64_t *bytes)
