@@ -76,24 +76,6 @@ static bool unreachable(int rc)
 	       rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -EACCES;
 }
 
-/* "3d4h", "2h10m", "5m12s", "40s": how old a snapshot is. */
-static void format_age(int64_t s, char *buf, size_t len)
-{
-	if (s < 0)
-		s = 0;
-	if (s >= 86400)
-		snprintf(buf, len, "%lldd%lldh", (long long)(s / 86400),
-			 (long long)(s % 86400 / 3600));
-	else if (s >= 3600)
-		snprintf(buf, len, "%lldh%lldm", (long long)(s / 3600),
-			 (long long)(s % 3600 / 60));
-	else if (s >= 60)
-		snprintf(buf, len, "%lldm%llds", (long long)(s / 60),
-			 (long long)(s % 60));
-	else
-		snprintf(buf, len, "%llds", (long long)s);
-}
-
 static void go_offline(struct offline_src *os, const char *why)
 {
 	struct snapshot_info si;
@@ -206,8 +188,8 @@ static void note_failed_read(struct offline_src *os, const char *path)
 }
 
 static int offline_prepare_read(struct source *src, const char *path,
-				const char *version, uint64_t off,
-				uint64_t len, struct source_read *rd)
+				const char *version, uint64_t off, uint64_t len,
+				struct source_read *rd)
 {
 	struct offline_src *os = os_of(src);
 	struct source *in = inner_of(os);
@@ -222,8 +204,7 @@ static bool offline_auth_refused(struct source *src, unsigned serial)
 {
 	struct source *in = inner_of(os_of(src));
 
-	return in && in->ops->auth_refused &&
-	       in->ops->auth_refused(in, serial);
+	return in && in->ops->auth_refused && in->ops->auth_refused(in, serial);
 }
 
 static void join_thread(struct offline_src *os)
@@ -276,8 +257,8 @@ static uint64_t save_if_changed(struct offline_src *os)
 
 	if (gen == os->saved_listings || is_offline(os))
 		return 0;
-	rc = snapshot_save(os->snap_path, os->base.id, os->tree, os->snap,
-			   &err);
+	rc =
+	    snapshot_save(os->snap_path, os->base.id, os->tree, os->snap, &err);
 	if (rc)
 		log_warn("%s (the mount goes on; a remount while the origin "
 			 "is down may lack the newest listings)",
@@ -436,15 +417,16 @@ static int load_snapshot(struct offline_src *os, bool needed, char **err)
 	/* Absolute: a daemon saves it after its chdir("/"). */
 	if (os->cfg.cache_dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
 		dir = strdupf("%s/%s", cwd, os->cfg.cache_dir);
-	os->snap_path = store_snapshot_path(dir ? dir : os->cfg.cache_dir,
-					    os->base.id);
+	os->snap_path =
+	    store_snapshot_path(dir ? dir : os->cfg.cache_dir, os->base.id);
 	free(dir);
 	if (!os->snap_path)
 		return -ENOMEM;
 	rc = snapshot_load(os->snap_path, os->base.id, &os->snap, &lerr);
 	if (rc == -ENOENT)
-		err_set(err, "the cache %s holds no listing snapshot of %s "
-			     "(a mount of it while it answers makes one)",
+		err_set(err,
+			"the cache %s holds no listing snapshot of %s "
+			"(a mount of it while it answers makes one)",
 			os->cfg.cache_dir, os->base.id);
 	else if (rc)
 		err_set(err, "%s", lerr ? lerr : strerror(-rc));
@@ -495,8 +477,10 @@ out:
 		if (oerr && serr)
 			err_set(err, "%s; %s", oerr, serr);
 		else
-			err_set(err, "%s", oerr ? oerr : serr ? serr
-							    : strerror(-rc));
+			err_set(err, "%s",
+				oerr   ? oerr
+				: serr ? serr
+				       : strerror(-rc));
 		offline_destroy(&os->base);
 	} else {
 		*out = &os->base;

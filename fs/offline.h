@@ -24,12 +24,12 @@
 #include "util.h"
 
 struct offline_config {
-	const char *spec;		   /* as given to source_open */
-	const struct source_options *opt;  /* outlives the source */
-	const struct fetch_config *fetch;  /* the mount's, for the probes */
-	const char *cache_dir;		   /* where the snapshot lives */
-	bool forced;			   /* --offline: never ask the origin */
-	unsigned probe_ms;		   /* between tries; 0: 5000 */
+	const char *spec;		  /* as given to source_open */
+	const struct source_options *opt; /* outlives the source */
+	const struct fetch_config *fetch; /* the mount's, for the probes */
+	const char *cache_dir;		  /* where the snapshot lives */
+	bool forced;			  /* --offline: never ask the origin */
+	unsigned probe_ms;		  /* between tries; 0: 5000 */
 };
 
 /*

@@ -71,7 +71,7 @@ static int put_ent(struct save *sv, const char *name, bool is_dir,
 	    url_encode(version, true, sv->b, sizeof(sv->b)) < 0)
 		return -ENAMETOOLONG;
 	if (is_dir)
-		fprintf(sv->f, "d %s\n", sv->a);
+		fprintf(sv->f, "d %" PRId64 " %s\n", mtime, sv->a);
 	else
 		fprintf(sv->f, "f %" PRIu64 " %" PRId64 " %s %s\n", size, mtime,
 			sv->a, sv->b);
@@ -288,32 +288,38 @@ static int grow(void **v, size_t n, size_t *cap, size_t size)
 /* One "d" or "f" line (after its tag) into e.  @return 0 or -EINVAL. */
 static int parse_ent(char *rest, bool is_dir, struct snap_ent *e)
 {
-	char *sz, *mt, *name, *end;
+	char *sz = NULL, *mt, *name, *end;
 	int nl, vl;
 
 	memset(e, 0, sizeof(*e));
 	e->is_dir = is_dir;
+	e->version = "";
+	if (!is_dir) {
+		sz = field(&rest);
+		if (!sz)
+			return -EINVAL;
+	}
+	mt = field(&rest);
+	if (!mt)
+		return -EINVAL;
 	if (is_dir) {
 		name = rest;
-		e->version = "";
 	} else {
-		sz = field(&rest);
-		mt = sz ? field(&rest) : NULL;
-		name = mt ? field(&rest) : NULL;
+		name = field(&rest);
 		if (!name)
-			return -EINVAL;
-		errno = 0;
-		e->size = strtoull(sz, &end, 10);
-		if (errno || *end || e->size > (uint64_t)INT64_MAX)
-			return -EINVAL;
-		e->mtime = strtoll(mt, &end, 10);
-		if (errno || *end)
 			return -EINVAL;
 		vl = dec(rest, strlen(rest));
 		if (vl < 0)
 			return -EINVAL;
 		e->version = rest;
 	}
+	errno = 0;
+	e->size = sz ? strtoull(sz, &end, 10) : 0;
+	if (errno || (sz && *end) || e->size > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	e->mtime = strtoll(mt, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
 	nl = dec(name, strlen(name));
 	if (nl <= 0 || strchr(name, '/'))
 		return -EINVAL;
@@ -395,8 +401,7 @@ static char *parse_frame(struct snapshot *s, char *text, size_t len,
 	}
 	text[len - 1] = '\0';
 	last = strrchr(text, '\n');
-	if (!last ||
-	    sscanf(last + 1, "end %llu %llx", &entries, &hash) != 2) {
+	if (!last || sscanf(last + 1, "end %llu %llx", &entries, &hash) != 2) {
 		*why = "it has no end line (cut short?)";
 		return NULL;
 	}
@@ -505,8 +510,8 @@ static void object_of(const struct snap_ent *e, struct source_object *o)
 				    .version = e->version};
 }
 
-int snapshot_list(const struct snapshot *s, const char *dir,
-		  source_list_cb cb, void *arg)
+int snapshot_list(const struct snapshot *s, const char *dir, source_list_cb cb,
+		  void *arg)
 {
 	const struct snap_dir *d = find_dir(s, dir);
 	struct source_object o;

@@ -12,7 +12,7 @@
  *   source SOURCE-ID          the source it belongs to, and no other
  *   saved EPOCH-SECONDS
  *   D DIR                     a listed directory ("" the root); its
- *   d NAME                    subdirectories and
+ *   d MTIME NAME              subdirectories and
  *   f SIZE MTIME NAME VERSION files follow (VERSION may be empty)
  *   end ENTRIES HASH          d and f lines, XXH64 of every byte above
  *
@@ -51,8 +51,8 @@ void snapshot_free(struct snapshot *s);
 
 /* Hands each entry of directory dir ("" the root) to cb, as a listing
  * would.  @return 0, cb's value, or -ENOENT when dir was never listed. */
-int snapshot_list(const struct snapshot *s, const char *dir,
-		  source_list_cb cb, void *arg);
+int snapshot_list(const struct snapshot *s, const char *dir, source_list_cb cb,
+		  void *arg);
 /* The object at path.  @return 0 (strings valid while s lives), -ENOENT. */
 int snapshot_stat(const struct snapshot *s, const char *path,
 		  struct source_object *out);

@@ -1193,6 +1193,11 @@ START_TEST(test_offline_remount)
 	struct mnt m;
 	double t0;
 
+	ck_assert_int_eq(fx_sh("'%s' mount --help | grep -q -- '--offline ' && "
+			       "'%s' mount --help | grep -q -- "
+			       "'--origin-wait SEC '",
+			       fx_wharf_bin(), fx_wharf_bin()),
+			 0);
 	origin_start(&o, "offline-data");
 	mnt_init(&m, "offline");
 	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
@@ -1266,7 +1271,26 @@ START_TEST(test_offline_remount)
 		ck_assert_msg(fx_json_num(json, "requests") == 0, "%s", json);
 		free(json);
 	}
-	own_mount_end(&m, cache);
+	ck_assert_int_eq(mount_stop(&m), 0);
+	/* `wharf cache stats` shows it; `wharf cache clear` removes it. */
+	snprintf(path, sizeof(path), "%s/cache-stats", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' cache stats --cache-dir '%s' >'%s'",
+			       fx_wharf_bin(), cache, path),
+			 0);
+	snprintf(args, sizeof(args), "listing snapshot of %s: 2 directories",
+		 o.url);
+	ck_assert_int_eq(count_in_file(path, args), 1);
+	ck_assert_int_eq(fx_sh("'%s' cache clear --cache-dir '%s' >'%s'",
+			       fx_wharf_bin(), cache, path),
+			 0);
+	ck_assert_int_eq(count_in_file(path, ", 1 listing snapshots"), 1);
+	snprintf(args, sizeof(args), "--offline --cache-dir '%s' '%s'", cache,
+		 o.url);
+	ck_assert(mount_refused("cleared", args, m.dir,
+				"no listing snapshot of"));
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
 	origin_stop(&o);
 }
 END_TEST
