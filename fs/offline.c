@@ -47,6 +47,7 @@ struct offline_src {
 };
 
 static const struct source_ops offline_ops;
+static int probe(struct offline_src *os);
 
 static struct offline_src *os_of(struct source *src)
 {
@@ -68,12 +69,13 @@ bool offline_is_offline(struct source *src)
 	return src && src->ops == &offline_ops && is_offline(os_of(src));
 }
 
-/* Errors that say the origin is out of reach (or refuses us), not that
- * the source is wrong: a snapshot may stand in for it. */
+/* Errors that say the origin is out of reach, not that the source or its
+ * credentials are wrong: a snapshot may stand in for it.  Refused or
+ * missing credentials fail as before (--offline mounts all the same). */
 static bool unreachable(int rc)
 {
 	return rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNREFUSED ||
-	       rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -EACCES;
+	       rc == -EHOSTUNREACH || rc == -ENETUNREACH;
 }
 
 static void go_offline(struct offline_src *os, const char *why)
@@ -85,10 +87,10 @@ static void go_offline(struct offline_src *os, const char *why)
 		return;
 	snapshot_info(os->snap, &si);
 	format_age((int64_t)time(NULL) - si.saved, age, sizeof(age));
-	log_warn("%s cannot be reached (%s): offline, serving the listing "
-		 "snapshot saved %s ago (%s) and cached chunks%s",
+	log_warn("%s: offline (%s): serving the listing snapshot saved %s "
+		 "ago (%s) and cached chunks%s",
 		 os->base.id, why, age, os->snap_path,
-		 os->cfg.forced ? "" : " until it answers");
+		 os->cfg.forced ? "" : " until the origin answers");
 	pthread_mutex_lock(&os->lock);
 	pthread_cond_signal(&os->wake);
 	pthread_mutex_unlock(&os->lock);
@@ -131,9 +133,14 @@ static int offline_list_dir(struct source *src, const char *dir,
 
 	if (in && !is_offline(os)) {
 		rc = in->ops->list_dir(in, dir, cb, arg);
-		if (!unreachable(rc) || !os->snap)
+		/* One directory may fail for reasons of its own (a 403, a
+		 * bad page): only an origin that fails a probe of its root
+		 * too takes the whole mount offline.  Entries the failed
+		 * listing handed on already win over the snapshot's. */
+		if (!unreachable(rc) || !os->snap || probe(os) == 0)
 			return rc;
-		go_offline(os, "a listing failed");
+		go_offline(os, "a listing failed and so did a probe of the "
+			       "origin");
 	}
 	if (!os->snap)
 		return -EIO;
@@ -471,7 +478,10 @@ int offline_open(const struct offline_config *cfg, struct fetch_engine *fe,
 	rc = load_snapshot(os, true, &serr);
 	if (rc)
 		goto out;
-	go_offline(os, cfg->forced ? "--offline" : oerr);
+	if (cfg->forced)
+		go_offline(os, "--offline");
+	else
+		go_offline(os, oerr);
 out:
 	if (rc) {
 		if (oerr && serr)

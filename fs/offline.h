@@ -15,6 +15,9 @@
  * few seconds and goes back online when it answers, without a remount; it
  * then lists again the directories the snapshot gave and takes the new
  * version of each file that changed meanwhile (tree_revalidate).
+ *
+ * The snapshot stays in memory while mounted (about as large as its file):
+ * online it is merged into each save, offline it is the listing.
  */
 #include <stdbool.h>
 
@@ -34,7 +37,7 @@ struct offline_config {
 
 /*
  * Opens the backend for cfg->spec on fe.  When the origin cannot be
- * reached (no answer, 5xx, refused credentials) or cfg->forced, comes up
+ * reached (no answer, 5xx until the retries ran out) or cfg->forced, comes up
  * offline from the snapshot in cfg->cache_dir, with a warning that names
  * its age.  @return 0, or -errno with *err (the backend's error, and why
  * no snapshot could stand in).

@@ -264,8 +264,8 @@ static int page_item(struct json *s, struct page *pg)
 		pg->placeholder = true; /* "dir/" made by a console */
 		return 0;
 	}
-	if (strchr(rest, '/'))
-		return json_fail(s, "a name below the delimiter");
+	/* A name below the delimiter goes on all the same: the tree names
+	 * it in its warning and leaves it out. */
 	{
 		struct source_object o = {.name = rest,
 					  .size = it.size,
@@ -294,14 +294,8 @@ static int page_prefix(struct json *s, struct page *pg)
 	n = strlen(rest);
 	if (n == 0 || rest[n - 1] != '/')
 		return json_fail(s, "a prefix not ending in '/'");
+	/* "a//b" gives an empty name, which the tree names and leaves out. */
 	name[pg->plen + n - 1] = '\0';
-	if (n == 1) {
-		/* "a//b": an empty component no filesystem can show */
-		log_warn("a GCS name with an empty component under \"%s\" "
-			 "is left out",
-			 pg->prefix);
-		return 0;
-	}
 	o.name = rest;
 	pg->entries++;
 	return pg->cb(pg->arg, &o);
