@@ -31,6 +31,9 @@ struct offline_src {
 	struct source *inner;
 	struct source *idsrc; /* unchecked, for the id only (offline start) */
 	bool offline;	      /* atomic */
+	/* Atomic: the origin answered again and the directories the
+	 * snapshot gave are being listed anew, before reads go online. */
+	bool relisting;
 
 	pthread_mutex_t lock; /* all below */
 	pthread_cond_t wake;
@@ -131,7 +134,8 @@ static int offline_list_dir(struct source *src, const char *dir,
 	struct source *in = inner_of(os);
 	int rc;
 
-	if (in && !is_offline(os)) {
+	if (in && (!is_offline(os) ||
+		   __atomic_load_n(&os->relisting, __ATOMIC_ACQUIRE))) {
 		rc = in->ops->list_dir(in, dir, cb, arg);
 		/* One directory may fail for reasons of its own (a 403, a
 		 * bad page): only an origin that fails a probe of its root
@@ -304,14 +308,47 @@ static int probe(struct offline_src *os)
 	return rc;
 }
 
+/*
+ * Lists again the directories the snapshot gave, as the origin came back
+ * (and those a listing took from it meanwhile, at the next turn), so that
+ * files changed while it was away are read in their new version.
+ */
+static void revalidate_stale(struct offline_src *os)
+{
+	uint64_t changed = 0;
+	char **dirs;
+	size_t n;
+	int rc;
+
+	pthread_mutex_lock(&os->lock);
+	dirs = os->stale_dirs;
+	n = os->n_stale;
+	os->stale_dirs = NULL;
+	os->n_stale = os->cap_stale = 0;
+	pthread_mutex_unlock(&os->lock);
+	for (size_t i = 0; i < n; i++) {
+		rc = tree_revalidate(os->tree, dirs[i]);
+		if (rc > 0)
+			changed += (uint64_t)rc;
+		else if (rc < 0)
+			log_warn("%s%s: cannot list it again (%s); its files "
+				 "keep their snapshot version until a remount",
+				 os->base.id, dirs[i], strerror(-rc));
+		free(dirs[i]);
+	}
+	free(dirs);
+	if (n)
+		log_info("%s: %llu files changed while the origin was away; "
+			 "they are read in their new version",
+			 os->base.id, (unsigned long long)changed);
+}
+
 /* The origin answered a probe: opens the backend on the mount's engine
  * (once), lists again what the snapshot gave, and goes online. */
 static void go_online(struct offline_src *os)
 {
 	struct source *in = inner_of(os);
-	char *err = NULL, **dirs;
-	uint64_t changed = 0;
-	size_t n;
+	char *err = NULL;
 	int rc;
 
 	if (!in) {
@@ -325,30 +362,16 @@ static void go_online(struct offline_src *os)
 		}
 		__atomic_store_n(&os->inner, in, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&os->offline, false, __ATOMIC_RELEASE);
-	/* From here listings go to the origin, so the directories the
-	 * snapshot gave can be compared with what it says now. */
+	/* Files changed meanwhile get their new version before the first
+	 * read goes to the origin, so none mixes the two. */
+	__atomic_store_n(&os->relisting, true, __ATOMIC_RELEASE);
+	revalidate_stale(os);
 	pthread_mutex_lock(&os->lock);
-	dirs = os->stale_dirs;
-	n = os->n_stale;
-	os->stale_dirs = NULL;
-	os->n_stale = os->cap_stale = 0;
 	os->n_failed = 0;
 	pthread_mutex_unlock(&os->lock);
-	for (size_t i = 0; i < n; i++) {
-		rc = tree_revalidate(os->tree, dirs[i]);
-		if (rc > 0)
-			changed += (uint64_t)rc;
-		else if (rc < 0)
-			log_warn("%s%s: cannot list it again (%s); its files "
-				 "keep their snapshot version until a remount",
-				 os->base.id, dirs[i], strerror(-rc));
-		free(dirs[i]);
-	}
-	free(dirs);
-	log_warn("%s answers again: online; %llu files changed while it was "
-		 "away, and are read in their new version",
-		 os->base.id, (unsigned long long)changed);
+	__atomic_store_n(&os->offline, false, __ATOMIC_RELEASE);
+	__atomic_store_n(&os->relisting, false, __ATOMIC_RELEASE);
+	log_warn("%s answers again: online", os->base.id);
 }
 
 static void *offline_main(void *arg)
@@ -374,6 +397,8 @@ static void *offline_main(void *arg)
 				go_online(os);
 			next_probe = now_ns() / 1000000 + probe_ms;
 		}
+		if (!is_offline(os) && os->tree)
+			revalidate_stale(os);
 		pthread_mutex_lock(&os->lock);
 		if (os->stop)
 			break;
