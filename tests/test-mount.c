@@ -1417,31 +1417,46 @@ END_TEST
 
 /*
  * kill -9 of the daemon during a cold read, three times: then `wharf cache
- * verify` finds no bad chunk, and every byte reads right.
+ * verify` finds no bad chunk, and every byte reads right.  The origin
+ * answers each request 200 ms late at 8 MB/s a connection, so the 50 MB
+ * file is still coming (for seconds) when the kill comes.
  */
 START_TEST(test_kill_during_cold_read)
 {
+	static const char *const slow[] = {"--ttfb-ms", "200", "--conn-rate",
+					   "8M", NULL};
 	char *cache = fx_tmpdir("mount-kill"), url[256], path[PATH_MAX + 8];
 	char vlog[PATH_MAX];
 	struct mnt m;
+	pid_t origin;
 
-	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	origin = fx_origin_start(data_dir, slow, work_dir, "kill-origin", url,
+				 sizeof(url));
+	ck_assert_int_gt(origin, 0);
 	mnt_init(&m, "kill");
 	for (int round = 0; round < 3; round++) {
 		pid_t reader;
+		int status = 0;
 
 		ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 		reader = fork();
 		ck_assert_int_ge(reader, 0);
 		if (reader == 0) {
+			size_t n = 0;
+
 			snprintf(path, sizeof(path), "%s/big", m.dir);
-			_exit(fx_read_file(path, &(size_t){0}) ? 0 : 1);
+			/* fx_read_file stops at an error: a short file. */
+			_exit(fx_read_file(path, &n) && n == BIG_SIZE ? 0 : 1);
 		}
-		usleep(20000 + 60000 * (useconds_t)round);
+		usleep(100000 + 300000 * (useconds_t)round);
 		kill(m.pid, SIGKILL);
 		waitpid(m.pid, NULL, 0);
 		m.pid = -1;
-		waitpid(reader, NULL, 0);
+		waitpid(reader, &status, 0);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+			      "round %d: the read was over before the kill "
+			      "(status %#x)",
+			      round, status);
 		/* A dead daemon's mount answers ENOTCONN until unmounted. */
 		ck_assert_int_eq(fx_sh("'%s' umount '%s' >>'%s' 2>&1",
 				       fx_wharf_bin(), m.dir, m.log),
@@ -1459,6 +1474,7 @@ START_TEST(test_kill_during_cold_read)
 		    check_file(m.dir, sized_files[i].name, sized_files[i].size),
 		    0);
 	own_mount_end(&m, cache);
+	fx_stop(origin, 5000);
 }
 END_TEST
 
