@@ -15,7 +15,8 @@
 #include "snapshot.h"
 #include "store.h"
 
-#define PROBE_MS 5000
+#define PROBE_MS 5000	   /* the first try after going offline... */
+#define PROBE_MAX_MS 60000 /* ...then twice as long each time, up to this */
 #define PROBE_CONNECT_MS 5000
 #define SAVE_GAP_MS 2000  /* at least this between two saves... */
 #define SAVE_COST_TIMES 4 /* ...and four times what the last one took */
@@ -377,9 +378,10 @@ static void go_online(struct offline_src *os)
 static void *offline_main(void *arg)
 {
 	struct offline_src *os = arg;
-	const unsigned probe_ms =
+	const unsigned first_ms =
 	    os->cfg.probe_ms ? os->cfg.probe_ms : PROBE_MS;
-	uint64_t next_save = 0, next_probe = 0;
+	/* A failed try logs a line: a long outage costs one a minute. */
+	uint64_t next_save = 0, next_probe = 0, probe_ms = 0;
 
 	pthread_mutex_lock(&os->lock);
 	while (!os->stop) {
@@ -392,9 +394,17 @@ static void *offline_main(void *arg)
 
 			next_save = now + SAVE_GAP_MS + SAVE_COST_TIMES * took;
 		}
-		if (is_offline(os) && !os->cfg.forced && now >= next_probe) {
+		if (!is_offline(os) || os->cfg.forced) {
+			probe_ms = 0;
+		} else if (!probe_ms) {
+			/* It just failed: the first try waits. */
+			probe_ms = first_ms;
+			next_probe = now + probe_ms;
+		} else if (now >= next_probe) {
 			if (probe(os) == 0)
 				go_online(os);
+			probe_ms = probe_ms * 2 < PROBE_MAX_MS ? probe_ms * 2
+							       : PROBE_MAX_MS;
 			next_probe = now_ns() / 1000000 + probe_ms;
 		}
 		if (!is_offline(os) && os->tree)

@@ -11,10 +11,11 @@
  * mount time, or a listing failed for want of it, or --offline), listings
  * come from the snapshot and a read that needs the origin fails at once
  * with -ENOLINK (one log line per file; readers see EIO); cached chunks
- * are served as always.  Unless forced, the thread tries the origin every
- * few seconds and goes back online when it answers, without a remount; it
- * then lists again the directories the snapshot gave and takes the new
- * version of each file that changed meanwhile (tree_revalidate).
+ * are served as always.  Unless forced, the thread tries the origin after
+ * 5 seconds, then twice as long each time up to a minute, and goes back
+ * online when it answers, without a remount; it first lists again the
+ * directories the snapshot gave and takes the new version of each file
+ * that changed meanwhile (tree_revalidate).
  *
  * The snapshot stays in memory while mounted (about as large as its file):
  * online it is merged into each save, offline it is the listing.
@@ -32,7 +33,7 @@ struct offline_config {
 	const struct fetch_config *fetch; /* the mount's, for the probes */
 	const char *cache_dir;		  /* where the snapshot lives */
 	bool forced;			  /* --offline: never ask the origin */
-	unsigned probe_ms;		  /* between tries; 0: 5000 */
+	unsigned probe_ms;		  /* first try offline; 0: 5000 */
 };
 
 /*
