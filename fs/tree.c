@@ -42,7 +42,7 @@ struct tree {
 	uint32_t *slots; /* open addressing: inode numbers, 0 = empty */
 	uint32_t n_slots;
 	uint32_t n_hashed;
-	uint64_t n_listed; /* directories listed, atomic */
+	uint64_t n_listed; /* tree_listings(), atomic */
 	struct arena_block *arena;
 	uint64_t arena_bytes;
 };
@@ -474,6 +474,9 @@ int tree_revalidate(struct tree *t, const char *path)
 		rc = take_versions(t, dir, &p);
 		pthread_rwlock_unlock(&t->lock);
 	}
+	/* New versions are news for the snapshot too. */
+	if (rc > 0)
+		__atomic_add_fetch(&t->n_listed, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&t->list_mutex);
 	free(p.v);
 	return rc;

@@ -90,8 +90,9 @@ int tree_walk_listed(struct tree *t, tree_walk_fn fn, void *arg) WHARF_CHECK;
  */
 int tree_revalidate(struct tree *t, const char *path) WHARF_CHECK;
 
-/* How many directories have been listed so far: a number that changes
- * whenever the tree gets new entries. */
+/* A number that changes whenever the tree gets new entries (a directory
+ * listed) or new versions (tree_revalidate): whoever saves the tree
+ * compares it with the one it saw last. */
 uint64_t tree_listings(struct tree *t);
 
 /* Inodes known so far and bytes held (nodes, hash table, strings). */

@@ -252,12 +252,16 @@ END_TEST
 START_TEST(revalidate_takes_new_versions)
 {
 	struct tree *t = tree_listed("d");
+	uint64_t listings = tree_listings(t);
 	struct tree_attr d, x;
 
 	gen = 0;
 	ck_assert_int_eq(tree_revalidate(t, "d"), 0);
+	ck_assert_uint_eq(tree_listings(t), listings);
 	gen = 1;
 	ck_assert_int_eq(tree_revalidate(t, "d"), 1);
+	/* The snapshot is saved again when versions change. */
+	ck_assert_uint_gt(tree_listings(t), listings);
 	ck_assert_int_eq(tree_lookup(t, TREE_ROOT, "d", &d), 0);
 	ck_assert_int_eq(tree_lookup(t, d.ino, "x", &x), 0);
 	ck_assert_str_eq(x.version, "x-1");
