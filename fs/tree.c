@@ -36,7 +36,16 @@ struct arena_block {
 struct tree {
 	struct source *src;
 	pthread_rwlock_t lock;	    /* nodes[], n_nodes, slots[] */
-	pthread_mutex_t list_mutex; /* one listing at a time; the arena */
+	/*
+	 * Directories are listed independently: a slow listing holds up only
+	 * the readers of its own directory.  list_mu guards the set of
+	 * directories being listed (on the listers' stacks); a second asker
+	 * of one waits on listed_cond for the first.
+	 */
+	pthread_mutex_t list_mu;
+	pthread_cond_t listed_cond;
+	struct lister *listers; /* under list_mu */
+	pthread_mutex_t arena_mu; /* the arena */
 	struct node *nodes;	    /* index == inode number; 0 unused */
 	uint32_t n_nodes, cap_nodes;
 	uint32_t *slots; /* open addressing: inode numbers, 0 = empty */
@@ -60,19 +69,27 @@ static uint64_t hash_name(uint32_t parent, const char *name, size_t len)
 	return h;
 }
 
-/* The arena only grows, and only under list_mutex; its strings never move,
+/* A directory being listed, on its lister's stack. */
+struct lister {
+	uint64_t ino;
+	struct lister *next;
+};
+
+/* The arena only grows, and only under arena_mu; its strings never move,
  * so readers use them without any lock. */
 static const char *arena_dup(struct tree *t, const char *s, size_t len)
 {
-	struct arena_block *b = t->arena;
-	char *p;
+	struct arena_block *b;
+	char *p = NULL;
 
+	pthread_mutex_lock(&t->arena_mu);
+	b = t->arena;
 	if (!b || b->cap - b->used < len + 1) {
 		size_t cap = len + 1 > ARENA_BLOCK ? len + 1 : ARENA_BLOCK;
 
 		b = malloc(sizeof(*b) + cap);
 		if (!b)
-			return NULL;
+			goto out;
 		b->next = t->arena;
 		b->used = 0;
 		b->cap = cap;
@@ -83,7 +100,51 @@ static const char *arena_dup(struct tree *t, const char *s, size_t len)
 	memcpy(p, s, len);
 	p[len] = '\0';
 	b->used += len + 1;
+out:
+	pthread_mutex_unlock(&t->arena_mu);
 	return p;
+}
+
+/* Makes the caller the lister of directory ino, after waiting for one
+ * already at it: false when that one listed it meanwhile (nothing to do),
+ * or when it is not a directory to list (*rc then -errno). */
+typedef int (*list_state_fn)(struct tree *t, uint64_t ino);
+
+static bool lister_begin(struct tree *t, struct lister *me,
+			 list_state_fn state, int *rc)
+{
+	bool mine = false;
+
+	pthread_mutex_lock(&t->list_mu);
+	for (;;) {
+		struct lister *l = t->listers;
+
+		while (l && l->ino != me->ino)
+			l = l->next;
+		if (!l)
+			break;
+		pthread_cond_wait(&t->listed_cond, &t->list_mu);
+	}
+	*rc = state(t, me->ino);
+	if (*rc == 0) {
+		me->next = t->listers;
+		t->listers = me;
+		mine = true;
+	}
+	pthread_mutex_unlock(&t->list_mu);
+	return mine;
+}
+
+static void lister_end(struct tree *t, struct lister *me)
+{
+	struct lister **pp;
+
+	pthread_mutex_lock(&t->list_mu);
+	for (pp = &t->listers; *pp != me; pp = &(*pp)->next)
+		;
+	*pp = me->next;
+	pthread_cond_broadcast(&t->listed_cond);
+	pthread_mutex_unlock(&t->list_mu);
 }
 
 /* Under the write lock (or before the tree is shared). */
@@ -159,7 +220,9 @@ int tree_new(struct source *src, struct tree **out)
 		return -ENOMEM;
 	}
 	pthread_rwlock_init(&t->lock, NULL);
-	pthread_mutex_init(&t->list_mutex, NULL);
+	pthread_mutex_init(&t->list_mu, NULL);
+	pthread_cond_init(&t->listed_cond, NULL);
+	pthread_mutex_init(&t->arena_mu, NULL);
 	/* 0 is no inode; 1 is the root. */
 	t->n_nodes = 2;
 	t->nodes[TREE_ROOT] = (struct node){
@@ -179,7 +242,9 @@ void tree_free(struct tree *t)
 		free(b);
 	}
 	pthread_rwlock_destroy(&t->lock);
-	pthread_mutex_destroy(&t->list_mutex);
+	pthread_mutex_destroy(&t->list_mu);
+	pthread_cond_destroy(&t->listed_cond);
+	pthread_mutex_destroy(&t->arena_mu);
 	free(t->slots);
 	free(t->nodes);
 	free(t);
@@ -381,19 +446,16 @@ static int list_state(struct tree *t, uint64_t ino)
 int tree_list(struct tree *t, uint64_t ino, char **err)
 {
 	struct pending p = {.t = t};
+	struct lister me = {.ino = ino};
 	char path[4096];
 	int rc;
 
 	rc = list_state(t, ino);
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	pthread_mutex_lock(&t->list_mutex);
-	/* Someone may have listed it while we waited. */
-	rc = list_state(t, ino);
-	if (rc != 0) {
-		rc = rc < 0 ? rc : 0;
-		goto out;
-	}
+	/* Someone may be listing it, or have listed it while we waited. */
+	if (!lister_begin(t, &me, list_state, &rc))
+		return rc < 0 ? rc : 0;
 	rc = tree_path(t, ino, path, sizeof(path));
 	if (rc < 0)
 		goto out;
@@ -412,7 +474,7 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,
 			strerror(-rc));
 out:
-	pthread_mutex_unlock(&t->list_mutex);
+	lister_end(t, &me);
 	free(p.v);
 	return rc;
 }
@@ -458,17 +520,30 @@ static int take_versions(struct tree *t, uint32_t dir, const struct pending *p)
 	return changed;
 }
 
+/* lister_begin's state for a listed directory: 0, it may be listed
+ * again. */
+static int relist_state(struct tree *t, uint64_t ino)
+{
+	(void)t;
+	(void)ino;
+	return 0;
+}
+
 int tree_revalidate(struct tree *t, const char *path)
 {
 	struct pending p = {.t = t, .dir = path};
+	struct lister me = {0};
 	uint32_t dir;
 	int rc;
 
-	pthread_mutex_lock(&t->list_mutex);
 	pthread_rwlock_rdlock(&t->lock);
 	dir = find_dir_locked(t, path);
 	pthread_rwlock_unlock(&t->lock);
-	rc = dir ? t->src->ops->list_dir(t->src, path, collect, &p) : -ENOENT;
+	if (!dir)
+		return -ENOENT;
+	me.ino = dir;
+	(void)lister_begin(t, &me, relist_state, &rc);
+	rc = t->src->ops->list_dir(t->src, path, collect, &p);
 	if (!rc) {
 		pthread_rwlock_wrlock(&t->lock);
 		rc = take_versions(t, dir, &p);
@@ -477,7 +552,7 @@ int tree_revalidate(struct tree *t, const char *path)
 	/* New versions are news for the snapshot too. */
 	if (rc > 0)
 		__atomic_add_fetch(&t->n_listed, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&t->list_mutex);
+	lister_end(t, &me);
 	free(p.v);
 	return rc;
 }
@@ -572,7 +647,7 @@ void tree_usage(struct tree *t, uint64_t *nodes, uint64_t *bytes)
 	*bytes = (uint64_t)t->cap_nodes * sizeof(struct node) +
 		 (uint64_t)t->n_slots * sizeof(uint32_t);
 	pthread_rwlock_unlock(&t->lock);
-	pthread_mutex_lock(&t->list_mutex);
+	pthread_mutex_lock(&t->arena_mu);
 	*bytes += t->arena_bytes;
-	pthread_mutex_unlock(&t->list_mutex);
+	pthread_mutex_unlock(&t->arena_mu);
 }

@@ -1657,6 +1657,114 @@ START_TEST(test_tree_large_directory)
 }
 END_TEST
 
+/* A source whose directory "slow" lists only when released, counting its
+ * listings. */
+static pthread_mutex_t slow_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slow_cond = PTHREAD_COND_INITIALIZER;
+static bool slow_released;
+static int slow_listings;
+
+static int slow_list(struct source *src, const char *dir, source_list_cb cb,
+		     void *arg)
+{
+	struct source_object o = {.version = "etag", .size = 1};
+
+	(void)src;
+	if (!*dir) {
+		static const char *const dirs[] = {"fast", "slow"};
+
+		for (int i = 0; i < 2; i++) {
+			int rc;
+
+			o.name = dirs[i];
+			o.is_dir = true;
+			rc = cb(arg, &o);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	if (!strcmp(dir, "slow")) {
+		pthread_mutex_lock(&slow_mu);
+		slow_listings++;
+		while (!slow_released)
+			pthread_cond_wait(&slow_cond, &slow_mu);
+		pthread_mutex_unlock(&slow_mu);
+	}
+	o.name = "f";
+	return cb(arg, &o);
+}
+
+struct lister_arg {
+	struct tree *t;
+	uint64_t ino;
+	int rc;
+	bool done; /* under slow_mu */
+};
+
+static void *list_one(void *arg)
+{
+	struct lister_arg *a = arg;
+	char *err = NULL;
+
+	a->rc = tree_list(a->t, a->ino, &err);
+	free(err);
+	pthread_mutex_lock(&slow_mu);
+	a->done = true;
+	pthread_cond_broadcast(&slow_cond);
+	pthread_mutex_unlock(&slow_mu);
+	return NULL;
+}
+
+/* Directories are listed independently: while one listing hangs on a slow
+ * origin, another directory lists; two askers of the slow one share one
+ * listing. */
+START_TEST(test_tree_slow_listing_blocks_no_other)
+{
+	static const struct source_ops ops = {.scheme = "fake",
+					      .list_dir = slow_list};
+	struct source src = {.ops = &ops, .id = "fake://"};
+	struct lister_arg slow1, slow2, fast;
+	struct tree_attr fa, sa, f;
+	struct timespec until;
+	pthread_t th[3];
+	struct tree *t;
+	int rc = 0;
+
+	ck_assert_int_eq(tree_new(&src, &t), 0);
+	ck_assert_int_eq(tree_lookup(t, TREE_ROOT, "fast", &fa), 0);
+	ck_assert_int_eq(tree_lookup(t, TREE_ROOT, "slow", &sa), 0);
+	slow1 = (struct lister_arg){.t = t, .ino = sa.ino};
+	slow2 = slow1;
+	fast = (struct lister_arg){.t = t, .ino = fa.ino};
+	ck_assert_int_eq(pthread_create(&th[0], NULL, list_one, &slow1), 0);
+	ck_assert_int_eq(pthread_create(&th[1], NULL, list_one, &slow2), 0);
+	ck_assert_int_eq(pthread_create(&th[2], NULL, list_one, &fast), 0);
+
+	/* The fast directory lists while the slow one hangs (5 s at most,
+	 * then the slow one is let go so that a failure cannot hang). */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&slow_mu);
+	while (!fast.done && rc == 0)
+		rc = pthread_cond_timedwait(&slow_cond, &slow_mu, &until);
+	const bool fast_first = fast.done && !slow1.done && !slow2.done;
+	slow_released = true;
+	pthread_cond_broadcast(&slow_cond);
+	pthread_mutex_unlock(&slow_mu);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_msg(fast_first, "a slow listing held up another directory");
+	ck_assert_int_eq(slow1.rc, 0);
+	ck_assert_int_eq(slow2.rc, 0);
+	ck_assert_int_eq(fast.rc, 0);
+	ck_assert_int_eq(slow_listings, 1);
+	ck_assert_int_eq(tree_lookup(t, sa.ino, "f", &f), 0);
+	ck_assert_int_eq(tree_lookup(t, fa.ino, "f", &f), 0);
+	tree_free(t);
+}
+END_TEST
+
 static Suite *mount_suite(void)
 {
 	Suite *s = suite_create("mount");
@@ -1664,6 +1772,7 @@ static Suite *mount_suite(void)
 	TCase *tt = tcase_create("tree");
 
 	tcase_add_test(tt, test_tree_large_directory);
+	tcase_add_test(tt, test_tree_slow_listing_blocks_no_other);
 	suite_add_tcase(s, tt);
 
 	tcase_add_unchecked_fixture(tc, setup, teardown);
