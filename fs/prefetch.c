@@ -488,6 +488,8 @@ static bool inflight_fits(const struct prefetch *pf, uint64_t want)
 	return !pf->inflight || pf->inflight + want <= pf->cfg.inflight_bytes;
 }
 
+static void pool_grow(struct prefetch *pf);
+
 static void *worker(void *arg)
 {
 	struct prefetch *pf = arg;
@@ -525,9 +527,14 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&pf->qmu);
 		__atomic_store_n(&pf->inflight, pf->inflight - want,
 				 __ATOMIC_RELAXED);
-		/* A thread held back by the memory bound may go now. */
-		if (pf->idle && queue_first(pf))
-			pthread_cond_signal(&pf->qcond);
+		if (queue_first(pf)) {
+			/* A thread held back by the memory bound may go now,
+			 * and the pool follows a limit that has grown since
+			 * these jobs were queued. */
+			if (pf->idle)
+				pthread_cond_signal(&pf->qcond);
+			pool_grow(pf);
+		}
 	}
 	pthread_mutex_unlock(&pf->qmu);
 	return NULL;
