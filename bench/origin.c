@@ -1441,8 +1441,8 @@ int main(int argc, char **argv)
 			counters.stalls, counters.slows);
 	if (!cfg.quiet && cfg.max_inflight)
 		fprintf(stderr,
-			"origin: %" PRIu64 " busy (503 past --max-inflight %u), "
-			"%" PRIu64 " asked for at once at most\n",
+			"origin: busy %" PRIu64 " (503 past --max-inflight "
+			"%u), at most %" PRIu64 " asked for at once\n",
 			counters.busy, cfg.max_inflight, counters.peak);
 	/* Connections still open are dropped with the process. */
 	for (unsigned i = 0; i < cfg.threads; i++) {

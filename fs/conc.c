@@ -85,6 +85,10 @@ bool conc_congested(struct conc *c, unsigned running, const char *what,
 		return false;
 	c->last_cut_ns = now_ns;
 	c->backoffs++;
+	/* Growth is judged against what comes after the cut. */
+	c->best = 0;
+	if (c->limit > c->recover_to)
+		c->recover_to = c->limit;
 	snprintf(why, sizeof(why), "%s from the origin: backing off", what);
 	if (!from)
 		from = 1;
@@ -132,6 +136,16 @@ static bool judge(struct conc *c, uint64_t now_ns)
 				 now_ns, why);
 	}
 	c->slow_start = false;
+	if (c->limit < c->recover_to) {
+		snprintf(why, sizeof(why),
+			 "no refusal since the back-off: recovering towards "
+			 "%u",
+			 c->recover_to);
+		return set_limit(c, c->limit + (c->limit / 16 ? c->limit / 16
+							       : 1),
+				 now_ns, why);
+	}
+	c->recover_to = 0;
 	if (bdp > c->limit) {
 		snprintf(why, sizeof(why),
 			 "%.1f MB/s x %.1f ms first byte needs %.0f requests "

@@ -18,9 +18,11 @@
  *    requests needed to carry the measured throughput across the measured
  *    first-byte latency;
  *  - back off: a refusal or a broken connection halves what is in flight,
- *    at most once per request duration (one burst of 503s is one signal),
- *    and a rise then grows it by a quarter, not double, until the origin
- *    has taken the load without a refusal for a few seconds.
+ *    at most once per request duration (one burst of 503s is one signal);
+ *    then each quiet saturated epoch adds a sixteenth (at least one) until
+ *    the limit is back where it was cut from, and a rise grows it by a
+ *    quarter, not double, until the origin has taken the load without a
+ *    refusal for a few seconds.
  *
  * Pure arithmetic: no lock and no clock of its own (the caller passes the
  * time), so one thread drives it and the tests drive it with figures.
@@ -38,6 +40,7 @@ struct conc {
 	bool saturated;    /* a request waited for the limit this epoch */
 	bool congested;    /* a refusal came this epoch */
 	unsigned probe_from; /* the limit before the probe */
+	unsigned recover_to; /* the limit before the last back-off */
 	unsigned flat;       /* saturated epochs since the last rise */
 	uint64_t epoch_ns, epoch_bytes;
 	double rate;	  /* bytes/s over the last epoch */
