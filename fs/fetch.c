@@ -793,17 +793,21 @@ static void engine_start_queued(struct fetch_engine *fe)
 }
 
 /* Each turn of the loop: lets each controller decide, then starts what
- * the limits now allow. */
+ * the limits now allow.  The figures are published when the controller
+ * changes its mind or an epoch ends, not at every turn (the stats'
+ * in-flight counts are those of the last epoch). */
 static void hosts_turn(struct fetch_engine *fe)
 {
 	const uint64_t now = now_ns();
 
 	for (unsigned i = 0; i < fe->nhosts; i++) {
 		struct host *h = &fe->hosts[i];
-		const unsigned running = h->running, waiting = h->waiting;
+		const uint64_t epoch = h->conc.epoch_ns;
 
-		if (conc_tick(&h->conc, running || waiting, now) ||
-		    running != h->pub.running || waiting != h->pub.waiting)
+		if (conc_tick(&h->conc, h->running || h->waiting, now) ||
+		    (h->conc.epoch_ns != epoch &&
+		     (h->running || h->waiting || h->pub.running ||
+		      h->pub.waiting)))
 			host_publish(fe, h);
 		host_admit(fe, h);
 	}
