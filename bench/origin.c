@@ -81,9 +81,9 @@ static volatile sig_atomic_t stopping;
 
 static struct counters {
 	uint64_t conns, requests, bytes, e5xx, resets, truncs, stalls, slows;
-	uint64_t busy;	    /* 503s for going past --max-inflight */
-	uint64_t inflight;  /* file requests being answered now */
-	uint64_t peak;	    /* the most asked for at once, refused included */
+	uint64_t busy;	   /* 503s for going past --max-inflight */
+	uint64_t inflight; /* file requests being answered now */
+	uint64_t peak;	   /* the most asked for at once, refused included */
 } counters;
 
 #define COUNT(field, n)                                                        \

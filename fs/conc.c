@@ -41,8 +41,7 @@ static void ewma(double *avg, double sample)
 	*avg = *avg > 0 ? *avg + (sample - *avg) * EWMA : sample;
 }
 
-void conc_done(struct conc *c, uint64_t lat_ns, uint64_t dur_ns,
-	       uint64_t bytes)
+void conc_done(struct conc *c, uint64_t lat_ns, uint64_t dur_ns, uint64_t bytes)
 {
 	if (lat_ns)
 		ewma(&c->lat_ns, (double)lat_ns);
@@ -56,7 +55,7 @@ void conc_done(struct conc *c, uint64_t lat_ns, uint64_t dur_ns,
 static bool set_limit(struct conc *c, double want, uint64_t now_ns,
 		      const char *why)
 {
-	unsigned n = want < 1 ? 1
+	unsigned n = want < 1		 ? 1
 		     : want > c->ceiling ? c->ceiling
 					 : (unsigned)want;
 
@@ -72,8 +71,8 @@ static bool set_limit(struct conc *c, double want, uint64_t now_ns,
 bool conc_congested(struct conc *c, unsigned running, const char *what,
 		    uint64_t now_ns)
 {
-	const uint64_t gap = c->dur_ns > 50.0 * MS ? (uint64_t)c->dur_ns
-						   : 50 * MS;
+	const uint64_t gap =
+	    c->dur_ns > 50.0 * MS ? (uint64_t)c->dur_ns : 50 * MS;
 	unsigned from = running < c->limit ? running : c->limit;
 	char why[128];
 
@@ -130,10 +129,9 @@ static bool judge(struct conc *c, uint64_t now_ns)
 		c->flat = 0;
 		snprintf(why, sizeof(why),
 			 "throughput rose to %.1f MB/s: more in flight", mb);
-		return set_limit(c,
-				 c->slow_start ? c->limit * 2.0
-					       : c->limit * 1.25 + 1,
-				 now_ns, why);
+		return set_limit(
+		    c, c->slow_start ? c->limit * 2.0 : c->limit * 1.25 + 1,
+		    now_ns, why);
 	}
 	c->slow_start = false;
 	if (c->limit < c->recover_to) {
@@ -141,8 +139,8 @@ static bool judge(struct conc *c, uint64_t now_ns)
 			 "no refusal since the back-off: recovering towards "
 			 "%u",
 			 c->recover_to);
-		return set_limit(c, c->limit + (c->limit / 16 ? c->limit / 16
-							       : 1),
+		return set_limit(c,
+				 c->limit + (c->limit / 16 ? c->limit / 16 : 1),
 				 now_ns, why);
 	}
 	c->recover_to = 0;
@@ -160,16 +158,15 @@ static bool judge(struct conc *c, uint64_t now_ns)
 		return false;
 	c->probing = true;
 	c->probe_from = c->limit;
-	snprintf(why, sizeof(why), "throughput flat at %.1f MB/s: probing",
-		 mb);
+	snprintf(why, sizeof(why), "throughput flat at %.1f MB/s: probing", mb);
 	return set_limit(c, c->limit + (c->limit / 8 ? c->limit / 8 : 1),
 			 now_ns, why);
 }
 
 bool conc_tick(struct conc *c, bool busy, uint64_t now_ns)
 {
-	uint64_t len = c->dur_ns > 0 ? (uint64_t)(2 * c->dur_ns)
-				     : EPOCH_FIRST_NS;
+	uint64_t len =
+	    c->dur_ns > 0 ? (uint64_t)(2 * c->dur_ns) : EPOCH_FIRST_NS;
 	bool changed = false;
 
 	if (len < EPOCH_MIN_NS)

@@ -35,13 +35,13 @@
 
 struct conc {
 	unsigned limit, ceiling;
-	bool slow_start;   /* doubling until a rise gains nothing */
-	bool probing;      /* the last change was a probe, judged next */
-	bool saturated;    /* a request waited for the limit this epoch */
-	bool congested;    /* a refusal came this epoch */
+	bool slow_start;     /* doubling until a rise gains nothing */
+	bool probing;	     /* the last change was a probe, judged next */
+	bool saturated;	     /* a request waited for the limit this epoch */
+	bool congested;	     /* a refusal came this epoch */
 	unsigned probe_from; /* the limit before the probe */
 	unsigned recover_to; /* the limit before the last back-off */
-	unsigned flat;       /* saturated epochs since the last rise */
+	unsigned flat;	     /* saturated epochs since the last rise */
 	uint64_t epoch_ns, epoch_bytes;
 	double rate;	  /* bytes/s over the last epoch */
 	double best;	  /* best recent rate, decaying */

@@ -87,8 +87,8 @@ struct host {
 struct xfer {
 	const struct fetch_req *req;
 	struct fetch_res *res;
-	struct xfer *next;		 /* in the engine's queue, then in its
-					  * host's waiting list */
+	struct xfer *next; /* in the engine's queue, then in its
+			    * host's waiting list */
 	struct host *host;
 	struct xfer *run_prev, *run_next; /* in the engine's running list */
 	pthread_cond_t cond;
@@ -231,7 +231,7 @@ unsigned fetch_concurrency(struct fetch_engine *fe)
 	if (n)
 		return n;
 	return CONC_START < fe->cfg.max_connections ? CONC_START
-						   : fe->cfg.max_connections;
+						    : fe->cfg.max_connections;
 }
 
 /* ---- curl callbacks (engine thread) ---- */

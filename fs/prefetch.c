@@ -108,8 +108,8 @@ struct prefetch {
 	uint64_t hint_seq; /* atomic: hints queued so far */
 	uint64_t read_seq; /* atomic: newest hint a reader has reached */
 	uint64_t spans_live; /* atomic: hint spans remembered, all files */
-	uint64_t inflight; /* under qmu, atomic for readers: bytes the pool
-			    * is loading now */
+	uint64_t inflight;   /* under qmu, atomic for readers: bytes the pool
+			      * is loading now */
 
 	struct prefetch_stats stats; /* atomic fields */
 };
@@ -501,9 +501,9 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&pf->qmu);
 	for (;;) {
 		q = queue_first(pf);
-		want = q ? chunk_len(pf, q->jobs[q->head].f,
-				     q->jobs[q->head].idx)
-			 : 0;
+		want =
+		    q ? chunk_len(pf, q->jobs[q->head].f, q->jobs[q->head].idx)
+		      : 0;
 		if (pf->stopping)
 			break;
 		if (!q || !inflight_fits(pf, want)) {
@@ -658,8 +658,8 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	const uint64_t cs = pf->cfg.chunk_size;
 	const uint64_t last = (end - 1) / cs;
 	const uint64_t conc = fetch_concurrency(pf->src->fetch) * RA_PER_CONC;
-	const uint32_t cap = conc < pf->window_cap ? (uint32_t)conc
-						   : pf->window_cap;
+	const uint32_t cap =
+	    conc < pf->window_cap ? (uint32_t)conc : pf->window_cap;
 	bool seq;
 
 	*from = 1;
