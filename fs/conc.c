@@ -94,6 +94,11 @@ bool conc_congested(struct conc *c, unsigned running, const char *what,
 	return set_limit(c, from / 2.0, now_ns, why);
 }
 
+bool conc_refused_lately(const struct conc *c, uint64_t now_ns)
+{
+	return c->last_cut_ns && now_ns - c->last_cut_ns < QUIET_NS;
+}
+
 /* The requests needed in flight to carry the measured rate across the
  * measured first-byte latency (0 until both are known). */
 static double bdp_requests(const struct conc *c)

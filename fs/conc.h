@@ -82,6 +82,10 @@ void conc_done(struct conc *c, uint64_t lat_ns, uint64_t dur_ns,
 bool conc_congested(struct conc *c, unsigned running, const char *what,
 		    uint64_t now_ns);
 
+/* Whether the origin refused requests in the last few seconds (the quiet
+ * time after which growth doubles again). */
+bool conc_refused_lately(const struct conc *c, uint64_t now_ns);
+
 /*
  * Called often (each turn of the engine's loop); ends an epoch when one
  * is due and decides.  `busy`: requests are in flight or waiting (an idle

@@ -839,9 +839,12 @@ static long hedge_scan(struct fetch_engine *fe)
 		/* A POST (a token exchange) is not sent twice. */
 		if (x->hedged || x->winner || !l->easy || !p99 || x->req->post)
 			continue;
-		/* A host at its limit gets no extra load: a hedge there would
-		 * only add to what made it slow. */
-		if (x->host->running >= x->host->conc.limit)
+		/* A host that refused requests lately gets no extra load: a
+		 * hedge there would add to what made it slow.  Otherwise a
+		 * hedge may go past the limit (not the ceiling): the limit is
+		 * full whenever prefetch keeps the host busy, and the hedge
+		 * budget keeps the extra small. */
+		if (conc_refused_lately(&x->host->conc, now))
 			continue;
 		/* Not yet sent (waiting for a connection): not late. */
 		if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T,

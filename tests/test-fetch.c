@@ -503,6 +503,9 @@ START_TEST(conc_backs_off)
 	ck_assert_uint_eq(c.limit, 20);
 	ck_assert_uint_eq(c.backoffs, 1);
 	ck_assert_ptr_nonnull(strstr(c.why, "HTTP 503 from the origin"));
+	/* No hedges to it for a while. */
+	ck_assert(conc_refused_lately(&c, t + 4000 * MS_NS));
+	ck_assert(!conc_refused_lately(&c, t + 6000 * MS_NS));
 	/* The rest of the same burst is the same signal. */
 	ck_assert(!conc_congested(&c, 20, "HTTP 503", t + MS_NS));
 	ck_assert_uint_eq(c.limit, 20);
