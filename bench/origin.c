@@ -167,15 +167,23 @@ static void bucket_refill(struct bucket *b, uint64_t t)
 	b->last = t;
 }
 
-/* Takes up to want tokens; returns how many (0: none now). */
+/*
+ * Takes up to want tokens; returns how many (0: none now).  Less than a
+ * 16th of the burst (what bucket_wait waits for) counts as none: when many
+ * connections share the total bucket, handing out crumbs of a few bytes
+ * would have each send a few bytes per wake-up and spend the origin's CPU
+ * on system calls instead of on its caps.
+ */
 static uint64_t bucket_take(struct bucket *b, uint64_t want, uint64_t t)
 {
+	const double least = (double)want < b->burst / 16 ? (double)want
+							   : b->burst / 16;
 	uint64_t got;
 
 	if (b->rate <= 0)
 		return want;
 	bucket_refill(b, t);
-	if (b->tokens < 1)
+	if (b->tokens < 1 || b->tokens < least)
 		return 0;
 	got = b->tokens < (double)want ? (uint64_t)b->tokens : want;
 	b->tokens -= (double)got;
