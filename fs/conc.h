@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CONC_START 16 /* limit of a host not yet measured */
+#define CONC_START 32 /* limit of a host not yet measured */
 
 struct conc {
 	unsigned limit, ceiling;

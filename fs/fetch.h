@@ -132,7 +132,7 @@ struct fetch_host_stats {
 	uint64_t throughput;	   /* bytes/s over the last epoch */
 	uint64_t backoffs, changes;
 	uint64_t changed_ns; /* now_ns() of the last change */
-	char why[160];	     /* "16 -> 32: throughput rose to ..." */
+	char why[160];	     /* "32 -> 64: throughput rose to ..." */
 };
 /* Copies up to max hosts' figures into out.  @return how many. */
 unsigned fetch_get_hosts(struct fetch_engine *fe, struct fetch_host_stats *out,

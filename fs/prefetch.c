@@ -65,7 +65,6 @@ struct pf_file {
 	bool closed;	    /* atomic: read-ahead for it is pointless */
 	pthread_mutex_t mu; /* the sequential-read state below */
 	uint64_t next_off;  /* where a sequential reader reads next */
-	uint64_t cur_chunk; /* last chunk a sequential read reached */
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
@@ -671,14 +670,17 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->next_off = end;
 		return;
 	}
-	if (end > f->next_off)
-		f->next_off = end;
-	if (f->window == 0 || last > f->cur_chunk) {
+	/* Each read that moves the reader on doubles the window: doubling
+	 * per chunk entered would cost a chunk's first-byte latency for each
+	 * step, so a large file's reader would wait half a second before the
+	 * window covered the origin's bandwidth-delay product. */
+	if (f->window == 0 || end > f->next_off) {
 		f->window = f->window ? f->window * 2 : 1;
 		if (f->window > cap)
 			f->window = cap;
-		f->cur_chunk = last;
 	}
+	if (end > f->next_off)
+		f->next_off = end;
 	*from = f->ra_next > last + 1 ? f->ra_next : last + 1;
 	*to = last + f->window;
 	if (*to >= f->nchunks)

@@ -10,9 +10,10 @@
  * caller replies from them and then calls prefetch_read_done().
  *
  * Read-ahead: each file watches whether it is read sequentially; if it
- * is, a window of 1, 2, 4, ... chunks beyond the read is queued for a pool
- * of threads, which load chunks nobody else is loading (chunks_get without
- * waiting), so nothing is fetched twice.  The window is capped by the
+ * is, a window of 1, 2, 4, ... chunks (doubling with each read that moves
+ * the reader on) beyond the read is queued for a pool of threads, which
+ * load chunks nobody else is loading (chunks_get without waiting), so
+ * nothing is fetched twice.  The window is capped by the
  * configured bytes and by twice the fetch engine's concurrency (what its
  * controller lets run at once), so that a sequential reader keeps the
  * origin as busy as the controller allows.  The queue has priority

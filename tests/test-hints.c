@@ -710,7 +710,7 @@ START_TEST(test_origin_sheds_load)
 		check_bytes(&m, big_name(i, name, sizeof(name)), BIG_SIZE);
 	ck_assert_int_eq(stat_of(&m, "reads", "chunk_errors"), 0);
 	ck_assert_int_ge(stat_of(&m, "concurrency", "backoffs"), 1);
-	/* It starts at 16; the store takes 4. */
+	/* It starts at 32; the store takes 4. */
 	ck_assert_int_le(stat_of(&m, "concurrency", "limit"), 8);
 	ck_assert_int_eq(stat_of(&m, "concurrency", "ceiling"), 256);
 	free_lines(lines, N_SMALL);
