@@ -45,6 +45,9 @@
 /* Hosts with a controller of their own; any further ones share the last
  * slot (a mount talks to one data host and a token endpoint or two). */
 #define HOSTS_MAX 8
+/* A body of BIG_BODY bytes or more is received BIG_BODY_BUF at a time. */
+#define BIG_BODY (1u << 20)
+#define BIG_BODY_BUF (256u << 10)
 
 #define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
 #define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
@@ -478,6 +481,13 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->post_len);
 		SET(CURLOPT_POSTFIELDS, req->post);
 	}
+	/* Large bodies in larger pieces: fewer receive calls and callbacks
+	 * per byte.  (curl allocates the buffer per transfer, so small
+	 * requests keep the default.) */
+	if (!req->head && req->range_len >= BIG_BODY)
+		SET(CURLOPT_BUFFERSIZE, (long)BIG_BODY_BUF);
+	else
+		SET(CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
 	if (req->range_len && !req->head) {
 		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
 			 req->range_off, req->range_off + req->range_len - 1);
