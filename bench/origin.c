@@ -65,6 +65,7 @@ static struct config {
 	double total_rate; /* bytes/s in total, 0: none */
 	double p_5xx, p_reset, p_truncate, p_stall, p_slow; /* per file response */
 	uint64_t stall_ns;
+	unsigned max_inflight; /* 503 to a file request beyond this; 0: none */
 	uint64_t seed;
 	bool quiet;
 	bool html; /* listings as nginx's HTML autoindex, not JSON */
@@ -80,6 +81,9 @@ static volatile sig_atomic_t stopping;
 
 static struct counters {
 	uint64_t conns, requests, bytes, e5xx, resets, truncs, stalls, slows;
+	uint64_t busy;	   /* 503s for going past --max-inflight */
+	uint64_t inflight; /* file requests being answered now */
+	uint64_t peak;	   /* the most asked for at once, refused included */
 } counters;
 
 #define COUNT(field, n)                                                        \
@@ -118,6 +122,7 @@ struct conn {
 	enum fault fault;
 	uint64_t fault_at; /* body bytes sent when the fault strikes */
 	struct bucket bw;  /* this connection's bucket (no lock needed) */
+	bool counted;	   /* in counters.inflight */
 };
 
 struct worker {
@@ -162,15 +167,23 @@ static void bucket_refill(struct bucket *b, uint64_t t)
 	b->last = t;
 }
 
-/* Takes up to want tokens; returns how many (0: none now). */
+/*
+ * Takes up to want tokens; returns how many (0: none now).  Less than a
+ * 16th of the burst (what bucket_wait waits for) counts as none: when many
+ * connections share the total bucket, handing out crumbs of a few bytes
+ * would have each send a few bytes per wake-up and spend the origin's CPU
+ * on system calls instead of on its caps.
+ */
 static uint64_t bucket_take(struct bucket *b, uint64_t want, uint64_t t)
 {
+	const double least = (double)want < b->burst / 16 ? (double)want
+							   : b->burst / 16;
 	uint64_t got;
 
 	if (b->rate <= 0)
 		return want;
 	bucket_refill(b, t);
-	if (b->tokens < 1)
+	if (b->tokens < 1 || b->tokens < least)
 		return 0;
 	got = b->tokens < (double)want ? (uint64_t)b->tokens : want;
 	b->tokens -= (double)got;
@@ -193,6 +206,39 @@ static uint64_t bucket_wait(const struct bucket *b)
 	return (uint64_t)(need / b->rate * 1e9) + 1;
 }
 
+/* The file request c was answering is over (done, failed, or dropped). */
+static void inflight_end(struct conn *c)
+{
+	if (c->counted)
+		__atomic_fetch_sub(&counters.inflight, 1, __ATOMIC_RELAXED);
+	c->counted = false;
+}
+
+/*
+ * --max-inflight: counts a file request in; @return false (and counts it
+ * out again) when that makes more than the cap, to be answered 503 like a
+ * store that sheds load.
+ */
+static bool inflight_begin(struct conn *c)
+{
+	uint64_t n, peak;
+
+	if (!cfg.max_inflight)
+		return true;
+	n = __atomic_add_fetch(&counters.inflight, 1, __ATOMIC_RELAXED);
+	peak = __atomic_load_n(&counters.peak, __ATOMIC_RELAXED);
+	while (n > peak &&
+	       !__atomic_compare_exchange_n(&counters.peak, &peak, n, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	if (n > cfg.max_inflight) {
+		__atomic_fetch_sub(&counters.inflight, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	c->counted = true;
+	return true;
+}
+
 static void conn_close(struct worker *w, struct conn *c, bool reset)
 {
 	if (reset) {
@@ -209,6 +255,7 @@ static void conn_close(struct worker *w, struct conn *c, bool reset)
 	if (c->file >= 0)
 		close(c->file);
 	c->file = -1;
+	inflight_end(c);
 	/* Later events of this batch may still name c: free it after them. */
 	c->closed = true;
 	c->next_dead = w->dead;
@@ -713,6 +760,12 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 		c->fault = F_NONE;
 		return;
 	}
+	if (!inflight_begin(c)) {
+		COUNT(busy, 1);
+		reply_simple(c, 503, "Retry-After: 0\r\n");
+		c->fault = F_NONE;
+		return;
+	}
 	size = (uint64_t)sb.st_size;
 	if (header(head, "Range", val, sizeof(val)))
 		r = parse_range(val, size, &start, &end);
@@ -761,6 +814,7 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 
 static void end_response(struct conn *c)
 {
+	inflight_end(c);
 	if (c->file >= 0)
 		close(c->file);
 	c->file = -1;
@@ -1111,6 +1165,11 @@ static void usage(FILE *f)
 	    "bytes/s\n"
 	    "      --fail-5xx P          answer a file request 503 with "
 	    "probability P\n"
+	    "      --max-inflight N      answer a file request 503 when more "
+	    "than N\n"
+	    "                            file requests would be in flight "
+	    "(a store\n"
+	    "                            shedding load)\n"
 	    "      --reset P             reset the connection (RST) halfway "
 	    "through a\n"
 	    "                            file body with probability P\n"
@@ -1198,6 +1257,7 @@ int main(int argc, char **argv)
 		OPT_CRATE,
 		OPT_TRATE,
 		OPT_5XX,
+		OPT_INFLIGHT,
 		OPT_RESET,
 		OPT_TRUNC,
 		OPT_STALL,
@@ -1215,6 +1275,7 @@ int main(int argc, char **argv)
 	    {"conn-rate", required_argument, NULL, OPT_CRATE},
 	    {"total-rate", required_argument, NULL, OPT_TRATE},
 	    {"fail-5xx", required_argument, NULL, OPT_5XX},
+	    {"max-inflight", required_argument, NULL, OPT_INFLIGHT},
 	    {"reset", required_argument, NULL, OPT_RESET},
 	    {"truncate", required_argument, NULL, OPT_TRUNC},
 	    {"stall", required_argument, NULL, OPT_STALL},
@@ -1269,6 +1330,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_5XX:
 			bad |= parse_prob(optarg, &cfg.p_5xx);
+			break;
+		case OPT_INFLIGHT:
+			cfg.max_inflight = (unsigned)strtoul(optarg, &e, 10);
+			bad |= *e || !cfg.max_inflight;
 			break;
 		case OPT_RESET:
 			bad |= parse_prob(optarg, &cfg.p_reset);
@@ -1382,6 +1447,11 @@ int main(int argc, char **argv)
 			counters.conns, counters.requests, counters.bytes,
 			counters.e5xx, counters.resets, counters.truncs,
 			counters.stalls, counters.slows);
+	if (!cfg.quiet && cfg.max_inflight)
+		fprintf(stderr,
+			"origin: busy %" PRIu64 " (503 past --max-inflight "
+			"%u), at most %" PRIu64 " asked for at once\n",
+			counters.busy, cfg.max_inflight, counters.peak);
 	/* Connections still open are dropped with the process. */
 	for (unsigned i = 0; i < cfg.threads; i++) {
 		close(w[i].lfd);

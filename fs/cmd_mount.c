@@ -57,7 +57,7 @@ struct mount_opts {
 	uint64_t chunk_size;
 	int zstd_level;
 	uint64_t readahead;
-	unsigned threads; /* 0: as many as max_connections */
+	unsigned threads; /* 0: max_connections */
 	struct fetch_config fetch;
 	struct source_options src;
 	const char *fuse_opts[16];
@@ -157,12 +157,16 @@ static void mount_usage(FILE *out)
 	    "                        disk)\n"
 	    "Reading:\n"
 	    "  --readahead SIZE      cap on a sequential reader's read-ahead "
-	    "(64M; 0: off)\n"
-	    "  --threads N           read-ahead and hint threads (default: "
-	    "3/4 of\n"
+	    "(256M; 0: off)\n"
+	    "  --threads N           ceiling on read-ahead and hint threads "
+	    "(default:\n"
 	    "                        --max-connections)\n"
 	    "Origin:\n"
-	    "  --max-connections N   requests in parallel (default 16)\n"
+	    "  --max-connections N   ceiling on requests in parallel (default "
+	    "256); the\n"
+	    "                        number in use adapts to each host's "
+	    "measured\n"
+	    "                        throughput, latency and refusals\n"
 	    "  --retries N           retries of a failed request (default 5)\n"
 	    "  --timeout SECONDS     stall and connect timeout (default 30 and "
 	    "10)\n"
@@ -243,7 +247,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	o->memory_cache = 512ull << 20;
 	o->chunk_size = 4u << 20;
 	o->zstd_level = 3;
-	o->readahead = 64ull << 20;
+	o->readahead = 256ull << 20;
 	fetch_config_default(&o->fetch);
 
 	optind = 1;
@@ -396,11 +400,11 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		    errno == ENOENT ? "no home directory to keep a cache "
 				      "in: give --cache-dir DIR"
 				    : "out of memory");
-	/* A quarter of the connections stay free for reads a program is
-	 * waiting for, so they never queue behind the pool's. */
+	/* The pool may grow as far as the fetch engine may go; reads a
+	 * program waits for never queue behind it (only background requests
+	 * wait for a host's limit). */
 	if (!o->threads)
-		o->threads =
-		    o->fetch.max_connections - o->fetch.max_connections / 4;
+		o->threads = o->fetch.max_connections;
 	return 0;
 }
 
@@ -560,6 +564,9 @@ static int mount_open(struct mount_state *m)
 	    .chunk_size = (uint32_t)o->chunk_size,
 	    .readahead_bytes = o->readahead,
 	    .threads = o->threads, /* read-ahead and hints */
+	    /* Loaded chunks land in the memory cache: half of it may be in
+	     * flight, so that read-ahead does not evict itself. */
+	    .inflight_bytes = o->memory_cache / 2,
 	};
 	struct offline_config oc = {
 	    .spec = o->spec,

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "fetch.h"
+#include "conc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -18,6 +19,12 @@
  * condvar; the engine attaches an easy handle, runs it, fills the result and
  * signals.  Retries and their backoff happen on the caller's thread, so the
  * engine never sleeps and a waiting retry costs no engine time.
+ *
+ * Each origin host (scheme://authority) has a controller (conc.h) that
+ * sets how many of its transfers run at once.  A background request
+ * (prefetch) waits in its host's list while the host is at its limit; a
+ * request a reader waits for starts at once, bounded only by the ceiling
+ * (max_connections, which curl enforces).
  */
 
 #define POOL_MAX 64 /* idle easy handles kept for reuse */
@@ -37,6 +44,12 @@
 /* Never hedge before 10 ms: an origin that answers faster is near, and a
  * second transfer would cost more than it saves. */
 #define HEDGE_FLOOR_NS 10000000ull
+/* Hosts with a controller of their own; any further ones share the last
+ * slot (a mount talks to one data host and a token endpoint or two). */
+#define HOSTS_MAX 8
+/* A body of BIG_BODY bytes or more is received BIG_BODY_BUF at a time. */
+#define BIG_BODY (1u << 20)
+#define BIG_BODY_BUF (256u << 10)
 
 #define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
 #define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
@@ -65,10 +78,23 @@ struct lat_window {
 	uint64_t p99;
 };
 
+/* One origin host: its controller and the background requests waiting
+ * for room under its limit.  Engine thread only, but for pub. */
+struct host {
+	char name[FETCH_HOST_MAX];
+	struct conc conc;
+	unsigned running; /* legs in flight */
+	unsigned waiting;
+	struct xfer *wait_head, *wait_tail;
+	struct fetch_host_stats pub; /* under the engine's lock */
+};
+
 struct xfer {
 	const struct fetch_req *req;
 	struct fetch_res *res;
-	struct xfer *next;		 /* in the engine's queue */
+	struct xfer *next; /* in the engine's queue, then in its
+			    * host's waiting list */
+	struct host *host;
 	struct xfer *run_prev, *run_next; /* in the engine's running list */
 	pthread_cond_t cond;
 	bool done;
@@ -106,6 +132,10 @@ struct fetch_engine {
 	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
 	struct lat_window lat[K_NKINDS];
 	unsigned hedge_tokens;
+	struct host hosts[HOSTS_MAX];	 /* engine thread only, but pub */
+	unsigned nhosts;		 /* written under lock */
+	unsigned waiting;		 /* in hosts' lists; engine only */
+	unsigned conc_max;		 /* atomic: the largest host limit */
 	CURL *pool[POOL_MAX];		 /* engine thread only */
 	unsigned npool;
 	struct {
@@ -124,7 +154,7 @@ void fetch_no_redirect(struct fetch_engine *fe)
 void fetch_config_default(struct fetch_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->max_connections = 16;
+	cfg->max_connections = 256;
 	cfg->retries = 5;
 	cfg->retry_budget_ms = 30000;
 	cfg->connect_timeout_ms = 10000;
@@ -192,6 +222,29 @@ void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
 			break;
 		}
 	}
+}
+
+unsigned fetch_get_hosts(struct fetch_engine *fe, struct fetch_host_stats *out,
+			 unsigned max)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&fe->lock);
+	n = fe->nhosts < max ? fe->nhosts : max;
+	for (unsigned i = 0; i < n; i++)
+		out[i] = fe->hosts[i].pub;
+	pthread_mutex_unlock(&fe->lock);
+	return n;
+}
+
+unsigned fetch_concurrency(struct fetch_engine *fe)
+{
+	unsigned n = __atomic_load_n(&fe->conc_max, __ATOMIC_RELAXED);
+
+	if (n)
+		return n;
+	return CONC_START < fe->cfg.max_connections ? CONC_START
+						    : fe->cfg.max_connections;
 }
 
 /* ---- curl callbacks (engine thread) ---- */
@@ -371,6 +424,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 	if (n) {
 		memcpy((char *)res->body + res->len, data, n);
 		res->len += n;
+		conc_bytes(&x->host->conc, n);
 	}
 	if (x->enough)
 		return 0;
@@ -450,6 +504,13 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->post_len);
 		SET(CURLOPT_POSTFIELDS, req->post);
 	}
+	/* Large bodies in larger pieces: fewer receive calls and callbacks
+	 * per byte.  (curl allocates the buffer per transfer, so small
+	 * requests keep the default.) */
+	if (!req->head && req->range_len >= BIG_BODY)
+		SET(CURLOPT_BUFFERSIZE, (long)BIG_BODY_BUF);
+	else
+		SET(CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
 	if (req->range_len && !req->head) {
 		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
 			 req->range_off, req->range_off + req->range_len - 1);
@@ -492,6 +553,7 @@ static bool leg_start(struct fetch_engine *fe, struct leg *l)
 	}
 	l->added_ns = now_ns();
 	fe->running++;
+	l->x->host->running++;
 	return true;
 }
 
@@ -508,6 +570,7 @@ static void leg_stop(struct fetch_engine *fe, struct leg *l)
 	easy_put(fe, l->easy);
 	l->easy = NULL;
 	fe->running--;
+	l->x->host->running--;
 }
 
 /* Server latency of a leg: first response byte after the request went
@@ -563,6 +626,68 @@ static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
 	pthread_mutex_unlock(&fe->lock);
 }
 
+/* Publishes a host's figures for fetch_get_hosts (under the lock: the
+ * controller changes its mind a few times a second at most). */
+static void host_publish(struct fetch_engine *fe, struct host *h)
+{
+	const struct conc *c = &h->conc;
+	struct fetch_host_stats *p = &h->pub;
+	unsigned i, most = 0;
+
+	pthread_mutex_lock(&fe->lock);
+	p->limit = c->limit;
+	p->ceiling = c->ceiling;
+	p->running = h->running;
+	p->waiting = h->waiting;
+	p->latency_ns = (uint64_t)c->lat_ns;
+	p->throughput = (uint64_t)c->rate;
+	p->backoffs = c->backoffs;
+	p->changes = c->changes;
+	p->changed_ns = c->changed_ns;
+	memcpy(p->why, c->why, sizeof(p->why));
+	pthread_mutex_unlock(&fe->lock);
+	for (i = 0; i < fe->nhosts; i++)
+		if (fe->hosts[i].conc.limit > most)
+			most = fe->hosts[i].conc.limit;
+	__atomic_store_n(&fe->conc_max, most, __ATOMIC_RELAXED);
+}
+
+/* Connection failures that say the origin (or the path to it) is
+ * overloaded, as opposed to our own aborts or a bad request. */
+static bool cc_congestion(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_PARTIAL_FILE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A request failed: a refusal (429, 503) or a broken connection tells the
+ * host's controller to back off. */
+static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
+			       CURLcode cc)
+{
+	struct host *h = x->host;
+	char what[64];
+
+	if (cc == CURLE_OK && (x->res->status == 429 || x->res->status == 503))
+		snprintf(what, sizeof(what), "HTTP %ld", x->res->status);
+	else if (cc != CURLE_OK && cc_congestion(cc))
+		snprintf(what, sizeof(what), "%s", curl_easy_strerror(cc));
+	else
+		return;
+	/* h->running still counts this leg: it was in flight when refused */
+	if (conc_congested(&h->conc, h->running, what, now_ns()))
+		host_publish(fe, h);
+}
+
 /* A leg ended with cc.  The request ends with its winner, or with the last
  * leg when none got an answer; a loser just goes. */
 static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
@@ -587,9 +712,16 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 			      &ttfb_us) == CURLE_OK &&
 	    ttfb_us > 0)
 		x->res->ttfb_ns = (uint64_t)ttfb_us * 1000;
-	if (cc == CURLE_OK && x->res->status >= 200 && x->res->status < 300 &&
-	    leg_latency(l, &lat))
-		latency_add(fe, x->kind, lat);
+	if (cc == CURLE_OK && x->res->status >= 200 && x->res->status < 300) {
+		if (!leg_latency(l, &lat))
+			lat = 0;
+		else
+			latency_add(fe, x->kind, lat);
+		conc_done(&x->host->conc, lat, now_ns() - l->added_ns,
+			  x->res->len);
+	} else {
+		host_judge_failure(fe, x, cc);
+	}
 	if (x->hedged && l == &x->leg[1] && cc == CURLE_OK)
 		STAT_ADD(fe->st.hedge_wins, 1);
 	memcpy(x->errbuf, l->errbuf, sizeof(x->errbuf));
@@ -600,9 +732,67 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 	xfer_finish(fe, x, cc);
 }
 
+/* The host of a URL, "scheme://authority", found or added. */
+static struct host *host_of(struct fetch_engine *fe, const char *url)
+{
+	const char *sep = strstr(url, "://");
+	size_t n = sep ? (size_t)(sep + 3 - url) : 0;
+	struct host *h;
+	unsigned i;
+
+	n += strcspn(url + n, "/?#");
+	if (n >= FETCH_HOST_MAX)
+		n = FETCH_HOST_MAX - 1;
+	for (i = 0; i < fe->nhosts; i++) {
+		h = &fe->hosts[i];
+		if (!strncmp(h->name, url, n) && !h->name[n])
+			return h;
+	}
+	if (fe->nhosts == HOSTS_MAX)
+		return &fe->hosts[HOSTS_MAX - 1];
+	h = &fe->hosts[fe->nhosts];
+	memcpy(h->name, url, n);
+	h->name[n] = '\0';
+	conc_init(&h->conc, fe->cfg.max_connections, now_ns());
+	memcpy(h->pub.host, h->name, sizeof(h->pub.host));
+	pthread_mutex_lock(&fe->lock);
+	fe->nhosts++;
+	pthread_mutex_unlock(&fe->lock);
+	host_publish(fe, h);
+	return h;
+}
+
+static void xfer_start(struct fetch_engine *fe, struct xfer *x)
+{
+	if (!leg_start(fe, &x->leg[0])) {
+		xfer_finish(fe, x, CURLE_FAILED_INIT);
+		return;
+	}
+	run_link(fe, x);
+	if (fe->hedge_tokens < HEDGE_BURST * HEDGE_EVERY)
+		fe->hedge_tokens++;
+}
+
+/* Starts the waiting requests of h that its limit has room for. */
+static void host_admit(struct fetch_engine *fe, struct host *h)
+{
+	struct xfer *x;
+
+	while (h->wait_head && h->running < h->conc.limit) {
+		x = h->wait_head;
+		h->wait_head = x->next;
+		if (!h->wait_head)
+			h->wait_tail = NULL;
+		h->waiting--;
+		fe->waiting--;
+		xfer_start(fe, x);
+	}
+}
+
 static void engine_start_queued(struct fetch_engine *fe)
 {
 	struct xfer *q, *x;
+	struct host *h;
 
 	pthread_mutex_lock(&fe->lock);
 	q = fe->queue;
@@ -611,17 +801,48 @@ static void engine_start_queued(struct fetch_engine *fe)
 
 	while ((x = q)) {
 		q = x->next;
+		x->next = NULL;
 		x->leg[0].x = x->leg[1].x = x;
 		x->kind = x->req->head || x->req->post || x->req->grow
 			      ? K_META
 			      : K_DATA;
-		if (!leg_start(fe, &x->leg[0])) {
-			xfer_finish(fe, x, CURLE_FAILED_INIT);
+		h = x->host = host_of(fe, x->req->url);
+		if (!x->req->background ||
+		    (!h->wait_head && h->running < h->conc.limit)) {
+			xfer_start(fe, x);
 			continue;
 		}
-		run_link(fe, x);
-		if (fe->hedge_tokens < HEDGE_BURST * HEDGE_EVERY)
-			fe->hedge_tokens++;
+		/* Background work beyond the limit waits its turn, and tells
+		 * the controller that the limit is what holds it back. */
+		conc_waited(&h->conc);
+		if (h->wait_tail)
+			h->wait_tail->next = x;
+		else
+			h->wait_head = x;
+		h->wait_tail = x;
+		h->waiting++;
+		fe->waiting++;
+	}
+}
+
+/* Each turn of the loop: lets each controller decide, then starts what
+ * the limits now allow.  The figures are published when the controller
+ * changes its mind or an epoch ends, not at every turn (the stats'
+ * in-flight counts are those of the last epoch). */
+static void hosts_turn(struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+
+	for (unsigned i = 0; i < fe->nhosts; i++) {
+		struct host *h = &fe->hosts[i];
+		const uint64_t epoch = h->conc.epoch_ns;
+
+		if (conc_tick(&h->conc, h->running || h->waiting, now) ||
+		    (h->conc.epoch_ns != epoch &&
+		     (h->running || h->waiting || h->pub.running ||
+		      h->pub.waiting)))
+			host_publish(fe, h);
+		host_admit(fe, h);
 	}
 }
 
@@ -650,6 +871,13 @@ static long hedge_scan(struct fetch_engine *fe)
 
 		/* A POST (a token exchange) is not sent twice. */
 		if (x->hedged || x->winner || !l->easy || !p99 || x->req->post)
+			continue;
+		/* A host that refused requests lately gets no extra load: a
+		 * hedge there would add to what made it slow.  Otherwise a
+		 * hedge may go past the limit (not the ceiling): the limit is
+		 * full whenever prefetch keeps the host busy, and the hedge
+		 * budget keeps the extra small. */
+		if (conc_refused_lately(&x->host->conc, now))
 			continue;
 		/* Not yet sent (waiting for a connection): not late. */
 		if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T,
@@ -698,8 +926,9 @@ static void *engine_main(void *arg)
 					  (char **)&l);
 			leg_done(fe, l, m->data.result);
 		}
+		hosts_turn(fe);
 		pthread_mutex_lock(&fe->lock);
-		stop = fe->stop && !fe->queue && !fe->running;
+		stop = fe->stop && !fe->queue && !fe->running && !fe->waiting;
 		pthread_mutex_unlock(&fe->lock);
 		if (stop)
 			break;
@@ -739,7 +968,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	else
 		fetch_config_default(&fe->cfg);
 	if (!fe->cfg.max_connections)
-		fe->cfg.max_connections = 16;
+		fe->cfg.max_connections = 256;
 	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;

@@ -12,6 +12,12 @@
  * slower than 1 KiB/s over the stall timeout is a stall; no attempt lasts
  * longer than 30 minutes.
  *
+ * Concurrency: each origin host has a controller (conc.h) that measures
+ * throughput and first-byte latency and sets how many transfers the host
+ * gets, growing while throughput grows and halving on 429, 503 or broken
+ * connections.  Background requests (fetch_req.background: prefetch) wait
+ * for room under that limit; the others start at once.
+ *
  * Retries: 5xx, 429, timeouts, resets and short bodies are retried with
  * exponential backoff and full jitter, bounded by `retries` and
  * `retry_budget_ms` (counted from the first failure, so the first retry
@@ -28,7 +34,8 @@ struct curl_slist;
 struct fetch_engine;
 
 struct fetch_config {
-	unsigned max_connections;    /* parallel transfers, default 16 */
+	unsigned max_connections;    /* ceiling on parallel transfers and on
+				      * each host's limit, default 256 */
 	unsigned retries;            /* extra attempts, default 5 */
 	unsigned retry_budget_ms;    /* no retry starts later than this after
 				      * the first failure, 30000 */
@@ -75,6 +82,9 @@ struct fetch_req {
 	 * tokens).  Returns 0 or -errno. */
 	int (*resign)(void *arg, struct fetch_req *req);
 	void *resign_arg;
+	/* Nobody waits for it yet (read-ahead, hints): it waits for room
+	 * under its host's limit.  false: it starts at once. */
+	bool background;
 };
 
 struct fetch_res {
@@ -120,5 +130,25 @@ struct fetch_stats {
 };
 /* A consistent snapshot; cheap (no lock on the request path). */
 void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out);
+
+#define FETCH_HOST_MAX 128
+/* One origin host's controller, as it last published itself. */
+struct fetch_host_stats {
+	char host[FETCH_HOST_MAX]; /* "https://bucket.s3.amazonaws.com" */
+	unsigned limit;		   /* requests it may have in flight */
+	unsigned ceiling;	   /* max_connections */
+	unsigned running, waiting; /* transfers now, background waiting */
+	uint64_t latency_ns;	   /* first byte after sending, average */
+	uint64_t throughput;	   /* bytes/s over the last epoch */
+	uint64_t backoffs, changes;
+	uint64_t changed_ns; /* now_ns() of the last change */
+	char why[160];	     /* "32 -> 64: throughput rose to ..." */
+};
+/* Copies up to max hosts' figures into out.  @return how many. */
+unsigned fetch_get_hosts(struct fetch_engine *fe, struct fetch_host_stats *out,
+			 unsigned max);
+/* The largest limit any host has now (an atomic load): what the prefetch
+ * pool sizes itself by. */
+unsigned fetch_concurrency(struct fetch_engine *fe);
 
 #endif

@@ -39,6 +39,14 @@
  * keeps the rest in check. */
 #define SPANS_MAX (1u << 18)
 
+/* Threads the pool may have beyond the fetch engine's concurrency: loads
+ * also spend time in the store and in the memory cache, off the wire. */
+#define POOL_SLACK 8
+/* A sequential reader's window is at most this many times the fetch
+ * engine's concurrency: enough that its loads wait for the limit (which
+ * tells the controller that more would help), no more. */
+#define RA_PER_CONC 2
+
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
@@ -57,7 +65,6 @@ struct pf_file {
 	bool closed;	    /* atomic: read-ahead for it is pointless */
 	pthread_mutex_t mu; /* the sequential-read state below */
 	uint64_t next_off;  /* where a sequential reader reads next */
-	uint64_t cur_chunk; /* last chunk a sequential read reached */
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
@@ -93,13 +100,15 @@ struct prefetch {
 	pthread_cond_t qcond;
 	struct queue q[PF_NCLASS];
 	bool stopping;
-	pthread_t *threads;
-	unsigned nthreads;
+	pthread_t *threads; /* cfg.threads places, nthreads started */
+	unsigned nthreads;  /* under qmu; atomic for readers */
+	unsigned idle;	    /* under qmu: threads waiting for a job */
 
 	uint64_t hint_seq; /* atomic: hints queued so far */
 	uint64_t read_seq; /* atomic: newest hint a reader has reached */
 	uint64_t spans_live; /* atomic: hint spans remembered, all files */
-	uint64_t inflight; /* atomic: bytes the pool is loading now */
+	uint64_t inflight;   /* under qmu, atomic for readers: bytes the pool
+			      * is loading now */
 
 	struct prefetch_stats stats; /* atomic fields */
 };
@@ -268,6 +277,11 @@ static int reader_errno(int rc)
 	}
 }
 
+/* True on the pool's threads: their fetches are background work, which
+ * waits for room under the host's concurrency limit, while a reader's own
+ * fetch starts at once. */
+static __thread bool in_pool;
+
 /*
  * GETs [off, off + want) of f from the origin into buf.  A 401 is answered
  * once with fresh credentials when the source can renew them (an expired
@@ -298,6 +312,7 @@ static int fetch_chunk(struct prefetch *pf, struct pf_file *f, uint64_t off,
 			return rc;
 		}
 		*sent = true;
+		rd.req.background = in_pool;
 		rd.req.buf = buf;
 		rd.req.cap = want;
 		rd.req.grow = false;
@@ -402,20 +417,23 @@ fail:
 	return rc;
 }
 
-/* Under qmu. */
-static bool queue_pop(struct prefetch *pf, struct job *out)
+/* Under qmu: the highest class with a job, or NULL. */
+static struct queue *queue_first(struct prefetch *pf)
 {
-	for (int k = 0; k < PF_NCLASS; k++) {
-		struct queue *q = &pf->q[k];
+	for (int k = 0; k < PF_NCLASS; k++)
+		if (pf->q[k].len)
+			return &pf->q[k];
+	return NULL;
+}
 
-		if (!q->len)
-			continue;
-		*out = q->jobs[q->head];
-		q->head = (q->head + 1) % q->cap;
-		q->len--;
-		return true;
-	}
-	return false;
+/* Under qmu: takes the first job of q (not empty). */
+static struct job queue_take(struct queue *q)
+{
+	const struct job j = q->jobs[q->head];
+
+	q->head = (q->head + 1) % q->cap;
+	q->len--;
+	return j;
 }
 
 /* A pool job: loads the chunk unless it is cached, in flight or stale. */
@@ -425,7 +443,6 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 	struct chunk_key key;
 	struct chunk *c;
 	bool owner, fetched = false;
-	uint64_t want, cur, max;
 	int rc;
 
 	if (__atomic_load_n(&j->f->closed, __ATOMIC_RELAXED))
@@ -455,41 +472,110 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 		chunks_put(pf->cc, c);
 		return;
 	}
-	want = chunk_len(pf, j->f, j->idx);
-	cur = __atomic_add_fetch(&pf->inflight, want, __ATOMIC_RELAXED);
-	max = __atomic_load_n(&pf->stats.inflight_max, __ATOMIC_RELAXED);
-	while (cur > max && !__atomic_compare_exchange_n(
-				&pf->stats.inflight_max, &max, cur, true,
-				__ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
 	if (!load_chunk(pf, j->f, j->idx, &key, c, &fetched)) {
 		STAT_ADD(
 		    *(hint ? &pf->stats.hint_loaded : &pf->stats.ra_loaded), 1);
 		chunks_put(pf->cc, c);
 	}
-	__atomic_sub_fetch(&pf->inflight, want, __ATOMIC_RELAXED);
 }
+
+/*
+ * Under qmu: whether a load of `want` bytes fits the memory bound.  It
+ * counts what a load can bring (the chunk's length, so a small object
+ * counts its own size); one load always fits, however large.
+ */
+static bool inflight_fits(const struct prefetch *pf, uint64_t want)
+{
+	return !pf->inflight || pf->inflight + want <= pf->cfg.inflight_bytes;
+}
+
+static void pool_grow(struct prefetch *pf);
 
 static void *worker(void *arg)
 {
 	struct prefetch *pf = arg;
+	struct queue *q;
 	struct job j;
-	bool hint;
+	uint64_t want;
 
+	in_pool = true;
+	pthread_mutex_lock(&pf->qmu);
 	for (;;) {
-		pthread_mutex_lock(&pf->qmu);
-		while (!pf->stopping && !queue_pop(pf, &j))
+		q = queue_first(pf);
+		want =
+		    q ? chunk_len(pf, q->jobs[q->head].f, q->jobs[q->head].idx)
+		      : 0;
+		if (pf->stopping)
+			break;
+		if (!q || !inflight_fits(pf, want)) {
+			pf->idle++;
 			pthread_cond_wait(&pf->qcond, &pf->qmu);
-		if (pf->stopping) {
-			pthread_mutex_unlock(&pf->qmu);
-			return NULL;
+			pf->idle--;
+			continue;
 		}
-		/* Hints carry a sequence number from 1; read-ahead none. */
-		hint = j.seq != 0;
+		j = queue_take(q);
+		__atomic_store_n(&pf->inflight, pf->inflight + want,
+				 __ATOMIC_RELAXED);
+		if (pf->inflight > pf->stats.inflight_max)
+			__atomic_store_n(&pf->stats.inflight_max, pf->inflight,
+					 __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&pf->qmu);
 
-		run_job(pf, &j, hint);
+		/* Hints carry a sequence number from 1; read-ahead none. */
+		run_job(pf, &j, j.seq != 0);
 		file_unref(j.f);
+
+		pthread_mutex_lock(&pf->qmu);
+		__atomic_store_n(&pf->inflight, pf->inflight - want,
+				 __ATOMIC_RELAXED);
+		if (queue_first(pf)) {
+			/* A thread held back by the memory bound may go now,
+			 * and the pool follows a limit that has grown since
+			 * these jobs were queued. */
+			if (pf->idle)
+				pthread_cond_signal(&pf->qcond);
+			pool_grow(pf);
+		}
+	}
+	pthread_mutex_unlock(&pf->qmu);
+	return NULL;
+}
+
+/* The threads the pool should have: what the fetch engine lets run at
+ * once, plus slack, within the configured ceiling. */
+static unsigned pool_target(const struct prefetch *pf)
+{
+	const unsigned n = fetch_concurrency(pf->src->fetch) + POOL_SLACK;
+
+	return n < pf->cfg.threads ? n : pf->cfg.threads;
+}
+
+/*
+ * Under qmu: starts threads while jobs wait that no idle thread can take
+ * and the pool is below its target.  The pool only grows: a thread costs
+ * an idle stack, and a limit that went down may come back.  A thread that
+ * cannot start is logged; the pool goes on with the ones it has.
+ */
+static void pool_grow(struct prefetch *pf)
+{
+	const unsigned target = pool_target(pf);
+	uint64_t jobs = 0;
+	int rc;
+
+	for (int k = 0; k < PF_NCLASS; k++)
+		jobs += pf->q[k].len;
+	while (pf->nthreads < target && jobs > pf->idle) {
+		rc = pthread_create(&pf->threads[pf->nthreads], NULL, worker,
+				    pf);
+		if (rc) {
+			log_warn("prefetch: cannot start thread %u of the "
+				 "pool: %s",
+				 pf->nthreads + 1, strerror(rc));
+			return;
+		}
+		__atomic_store_n(&pf->nthreads, pf->nthreads + 1,
+				 __ATOMIC_RELAXED);
+		jobs--;
 	}
 }
 
@@ -513,6 +599,8 @@ static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 		q->len++;
 		queued++;
 	}
+	if (queued)
+		pool_grow(pf);
 	pthread_mutex_unlock(&pf->qmu);
 	if (queued == 1)
 		pthread_cond_signal(&pf->qcond);
@@ -534,7 +622,7 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	const uint64_t cs = pf->cfg.chunk_size;
 	uint64_t seq, end;
 
-	if (!pf->nthreads)
+	if (!pf->cfg.threads)
 		return -EOPNOTSUPP;
 	if (off >= f->size)
 		return -ERANGE;
@@ -552,7 +640,7 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 	uint64_t len = f->size < max_bytes ? f->size : max_bytes, queued;
 
 	/* Directory read-ahead is read-ahead: --readahead 0 turns it off. */
-	if (!pf->nthreads || !pf->cfg.readahead_bytes || !len)
+	if (!pf->cfg.threads || !pf->cfg.readahead_bytes || !len)
 		return 0;
 	queued = enqueue(pf, f, 0, (len - 1) / cs, PF_READAHEAD, 0);
 	return queued * cs < len ? queued * cs : len;
@@ -570,6 +658,9 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 {
 	const uint64_t cs = pf->cfg.chunk_size;
 	const uint64_t last = (end - 1) / cs;
+	const uint64_t conc = fetch_concurrency(pf->src->fetch) * RA_PER_CONC;
+	const uint32_t cap =
+	    conc < pf->window_cap ? (uint32_t)conc : pf->window_cap;
 	bool seq;
 
 	*from = 1;
@@ -581,14 +672,17 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->next_off = end;
 		return;
 	}
+	/* Each read that moves the reader on doubles the window: doubling
+	 * per chunk entered would cost a chunk's first-byte latency for each
+	 * step, so a large file's reader would wait half a second before the
+	 * window covered the origin's bandwidth-delay product. */
+	if (f->window == 0 || end > f->next_off) {
+		f->window = f->window ? f->window * 2 : 1;
+		if (f->window > cap)
+			f->window = cap;
+	}
 	if (end > f->next_off)
 		f->next_off = end;
-	if (f->window == 0 || last > f->cur_chunk) {
-		f->window = f->window ? f->window * 2 : 1;
-		if (f->window > pf->window_cap)
-			f->window = pf->window_cap;
-		f->cur_chunk = last;
-	}
 	*from = f->ra_next > last + 1 ? f->ra_next : last + 1;
 	*to = last + f->window;
 	if (*to >= f->nchunks)
@@ -741,7 +835,7 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 	uint64_t cap;
 	int rc;
 
-	if (cfg->chunk_size < PF_MIN_CHUNK)
+	if (cfg->chunk_size < PF_MIN_CHUNK || !src || !src->fetch)
 		return -EINVAL;
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
@@ -764,18 +858,15 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 			goto fail;
 		}
 	}
+	if (!pf->cfg.inflight_bytes)
+		pf->cfg.inflight_bytes = PF_INFLIGHT_DEFAULT;
+	/* Threads start as work comes (pool_grow), up to cfg->threads; the
+	 * pool serves hints too, so it exists without read-ahead. */
 	pf->threads =
 	    calloc(cfg->threads ? cfg->threads : 1, sizeof(pthread_t));
 	if (!pf->threads) {
 		rc = -ENOMEM;
 		goto fail;
-	}
-	/* The pool serves hints too, so it runs without read-ahead. */
-	for (unsigned i = 0; i < cfg->threads; i++) {
-		rc = -pthread_create(&pf->threads[i], NULL, worker, pf);
-		if (rc)
-			goto fail;
-		pf->nthreads++;
 	}
 	*out = pf;
 	return 0;
@@ -786,7 +877,7 @@ fail:
 
 void prefetch_free(struct prefetch *pf)
 {
-	struct job j;
+	struct queue *q;
 
 	if (!pf)
 		return;
@@ -796,8 +887,8 @@ void prefetch_free(struct prefetch *pf)
 	pthread_mutex_unlock(&pf->qmu);
 	for (unsigned i = 0; i < pf->nthreads; i++)
 		pthread_join(pf->threads[i], NULL);
-	while (queue_pop(pf, &j))
-		file_unref(j.f);
+	while ((q = queue_first(pf)))
+		file_unref(queue_take(q).f);
 	for (int k = 0; k < PF_NCLASS; k++)
 		free(pf->q[k].jobs);
 	free(pf->threads);
@@ -828,7 +919,9 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->hint_misses = STAT_GET(pf->stats.hint_misses);
 	out->inflight = STAT_GET(pf->inflight);
 	out->inflight_max = STAT_GET(pf->stats.inflight_max);
-	out->inflight_cap = (uint64_t)pf->nthreads * pf->cfg.chunk_size;
+	out->inflight_cap = pf->cfg.inflight_bytes;
+	out->threads = __atomic_load_n(&pf->nthreads, __ATOMIC_RELAXED);
+	out->threads_cap = pf->cfg.threads;
 	pthread_mutex_lock(&pf->qmu);
 	out->hint_queue = pf->q[PF_HINT].len;
 	pthread_mutex_unlock(&pf->qmu);

@@ -10,13 +10,25 @@
  * caller replies from them and then calls prefetch_read_done().
  *
  * Read-ahead: each file watches whether it is read sequentially; if it
- * is, a window of 1, 2, 4, ... chunks (up to the configured cap) beyond the
- * read is queued for a fixed pool of threads, which load chunks nobody else
- * is loading (chunks_get without waiting), so nothing is fetched twice.
- * The queue has priority classes; demand reads never queue (they load on
- * the reader's own thread), hinted chunks come before read-ahead ones.
- * Memory in flight is bounded by the pool: each thread loads one chunk at a
- * time, queued jobs hold no buffers, and a full queue drops read-ahead.
+ * is, a window of 1, 2, 4, ... chunks (doubling with each read that moves
+ * the reader on) beyond the read is queued for a pool of threads, which
+ * load chunks nobody else is loading (chunks_get without waiting), so
+ * nothing is fetched twice.  The window is capped by the
+ * configured bytes and by twice the fetch engine's concurrency (what its
+ * controller lets run at once), so that a sequential reader keeps the
+ * origin as busy as the controller allows.  The queue has priority
+ * classes; demand reads never queue (they load on the reader's own
+ * thread), hinted chunks come before read-ahead ones.
+ *
+ * The pool: threads start as jobs wait, up to the fetch engine's
+ * concurrency plus a few, within the configured ceiling; the engine holds
+ * their requests until the host's controller has room (fetch_req.
+ * background), so it is the controller, not the thread count, that sets
+ * how much goes to the origin at once.  Memory in flight is bounded in
+ * bytes: a thread takes a job only while the loads in flight, each counted
+ * at its chunk's length (a small object's own size), stay within
+ * inflight_bytes; queued jobs hold no buffers, and a full queue drops
+ * read-ahead.
  *
  * Call order: prefetch_new -> (prefetch_open -> (prefetch_read ->
  * prefetch_read_done)* -> prefetch_close)* -> prefetch_free.  A pf_file
@@ -45,17 +57,24 @@ enum pf_class {
 	PF_NCLASS
 };
 
+/* Bytes the pool may be loading at once unless told. */
+#define PF_INFLIGHT_DEFAULT (256ull << 20)
+
 struct prefetch_config {
 	uint32_t chunk_size;	  /* >= PF_MIN_CHUNK */
 	uint64_t readahead_bytes; /* window cap; 0 turns read-ahead off */
-	unsigned threads;	  /* read-ahead pool; 0: no read-ahead */
+	unsigned threads;	  /* ceiling on the pool; 0: no pool (no
+				   * read-ahead, no hints) */
+	uint64_t inflight_bytes;  /* bound on bytes being loaded by the
+				   * pool; 0: PF_INFLIGHT_DEFAULT */
 };
 
 struct prefetch;
 struct pf_file;
 
-/* Starts the pool.  The source, store and chunk cache must outlive it.
- * @return 0, -EINVAL (bad config), -ENOMEM or a pthread error. */
+/* Sets up the pool (its threads start with the first jobs).  The source
+ * (with its fetch engine), store and chunk cache must outlive it.
+ * @return 0, -EINVAL (bad config, no source), -ENOMEM. */
 int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 		 struct store *st, struct chunk_cache *cc,
 		 struct prefetch **out) WHARF_CHECK;
@@ -133,9 +152,9 @@ struct prefetch_stats {
 	/* The newest hint a read has reached (hints count from 1 in the
 	 * order they came): the pool drops hints far behind it. */
 	uint64_t hint_reached;
-	/* Bytes the pool is loading now, the most seen, and the bound
-	 * (threads x chunk size). */
+	/* Bytes the pool is loading now, the most seen, and the bound. */
 	uint64_t inflight, inflight_max, inflight_cap;
+	uint64_t threads, threads_cap; /* pool threads started, ceiling */
 };
 void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out);
 

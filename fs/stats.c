@@ -28,6 +28,37 @@ static double ms(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
+#define HOSTS_SHOWN 8
+
+/* "concurrency": one object per origin host, as its controller last
+ * published itself (see fetch.h). */
+static void put_hosts(FILE *f, struct fetch_engine *fe)
+{
+	struct fetch_host_stats h[HOSTS_SHOWN];
+	const unsigned n = fe ? fetch_get_hosts(fe, h, HOSTS_SHOWN) : 0;
+	const uint64_t now = now_ns();
+
+	fputs("  \"concurrency\": [", f);
+	for (unsigned i = 0; i < n; i++) {
+		fprintf(f, "%s\n    {\"host\": ", i ? "," : "");
+		json_put_str(f, h[i].host);
+		fprintf(f,
+			", \"limit\": %u, \"ceiling\": %u, "
+			"\"in_flight\": %u, \"waiting\": %u,\n     "
+			"\"latency_ms\": %.3f, \"throughput_mbs\": %.3f, "
+			"\"backoffs\": %llu, \"changes\": %llu,\n     "
+			"\"last_change_s_ago\": %.3f, \"why\": ",
+			h[i].limit, h[i].ceiling, h[i].running, h[i].waiting,
+			ms(h[i].latency_ns), (double)h[i].throughput / 1e6,
+			(unsigned long long)h[i].backoffs,
+			(unsigned long long)h[i].changes,
+			(double)(now - h[i].changed_ns) / 1e9);
+		json_put_str(f, h[i].why);
+		fputs("}", f);
+	}
+	fputs(n ? "\n  ],\n" : "],\n", f);
+}
+
 int stats_json(const struct stats_sources *s, char **out, size_t *len)
 {
 	struct fetch_stats fs = {0};
@@ -90,6 +121,7 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 		(unsigned long long)fs.errors, (unsigned long long)fs.bytes,
 		(unsigned long long)fs.hedges, (unsigned long long)fs.hedge_wins,
 		ms(fs.ttfb_p50_ns), ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
+	put_hosts(f, s->fetch);
 	fprintf(
 	    f,
 	    "  \"reads\": {\"count\": %llu, \"bytes_served\": %llu, "
@@ -127,11 +159,14 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	fprintf(f,
 		"  \"prefetch\": {\"demand_fetches\": %llu, "
 		"\"inflight_bytes\": %llu, \"inflight_max\": %llu, "
-		"\"inflight_cap\": %llu},\n",
+		"\"inflight_cap\": %llu, \"threads\": %llu, "
+		"\"threads_cap\": %llu},\n",
 		(unsigned long long)ps.demand_fetches,
 		(unsigned long long)ps.inflight,
 		(unsigned long long)ps.inflight_max,
-		(unsigned long long)ps.inflight_cap);
+		(unsigned long long)ps.inflight_cap,
+		(unsigned long long)ps.threads,
+		(unsigned long long)ps.threads_cap);
 	fprintf(f,
 		"  \"tree\": {\"inodes\": %llu, \"bytes\": %llu, "
 		"\"skipped_entries\": %llu}\n}\n",

@@ -11,13 +11,16 @@
  *                   max_bytes, evictions, corrupt},
  *    "origin": {requests, retries, errors, bytes_fetched,
  *               "ttfb_ms": {p50, p90, p99}},
+ *    "concurrency": [{host, limit, ceiling, in_flight, waiting, latency_ms,
+ *                     throughput_mbs, backoffs, changes,
+ *                     last_change_s_ago, why}, ...],
  *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
  *              chunk_errors, files},
  *    "readahead": {queued, loaded, dropped},
  *    "hints": {lines, bad_lines, queued, loaded, cached, dropped, stale,
  *              hits, misses, queue, queue_cap},
  *    "prefetch": {demand_fetches, inflight_bytes, inflight_max,
- *                 inflight_cap},
+ *                 inflight_cap, threads, threads_cap},
  *    "tree": {inodes, bytes, skipped_entries}}
  * offline: true while listings come from the snapshot and reads that need
  * the origin fail (see offline.h).

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "conc.h"
 #include "fetch.h"
 #include "fixture.h"
 #include "source.h"
@@ -260,6 +261,7 @@ struct par {
 	int count;		   /* ranges to read; 0: 20 */
 	struct fetch_engine *e;	   /* NULL: the shared engine */
 	const char *url;	   /* NULL: big.bin on nginx */
+	bool background;	   /* requests wait for the host's limit */
 };
 
 static void *par_main(void *arg)
@@ -278,6 +280,7 @@ static void *par_main(void *arg)
 	req.buf = buf;
 	req.cap = sizeof(buf);
 	req.range_len = sizeof(buf);
+	req.background = p->background;
 	for (i = 0; i < (p->count ? p->count : 20); i++) {
 		uint64_t off = ((uint64_t)p->id * 7919 + (uint64_t)i * 104729) %
 			       (BIG_SIZE - sizeof(buf));
@@ -298,24 +301,35 @@ static void *par_main(void *arg)
 	return NULL;
 }
 
-START_TEST(concurrency)
+/* Runs n readers like p[0] (ids 0..n-1) at once; each must read every
+ * range right. */
+static void par_all(struct par *p, int n)
 {
-	pthread_t th[8];
-	struct par p[8];
-	struct fetch_stats st0, st;
-	int i;
+	pthread_t *th = calloc((size_t)n, sizeof(*th));
 
-	fetch_get_stats(fe, &st0);
-
-	for (i = 0; i < 8; i++) {
-		p[i] = (struct par){.id = i};
+	ck_assert_ptr_nonnull(th);
+	for (int i = 0; i < n; i++) {
+		p[i] = p[0];
+		p[i].id = i;
 		ck_assert_int_eq(pthread_create(&th[i], NULL, par_main, &p[i]),
 				 0);
 	}
-	for (i = 0; i < 8; i++) {
+	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(p[i].fails, 0);
 	}
+	free(th);
+}
+
+START_TEST(concurrency)
+{
+	struct par p[8];
+	struct fetch_stats st0, st;
+
+	fetch_get_stats(fe, &st0);
+
+	p[0] = (struct par){0};
+	par_all(p, 8);
 	fetch_get_stats(fe, &st);
 	ck_assert_uint_ge(st.requests, 160);
 	ck_assert_uint_ge(st.bytes, 160 * 65536);
@@ -335,29 +349,22 @@ static struct fetch_stats hedge_run(const char *url, bool hedge, int each)
 	struct fetch_config cfg;
 	struct fetch_engine *e;
 	struct fetch_stats st;
-	pthread_t th[8];
 	struct par p[8];
 
 	fetch_config_default(&cfg);
 	cfg.max_connections = 16;
 	cfg.hedge = hedge;
 	ck_assert_int_eq(fetch_engine_new(&cfg, &e), 0);
-	for (int i = 0; i < 8; i++) {
-		p[i] = (struct par){.id = i, .count = each, .e = e, .url = url};
-		ck_assert_int_eq(pthread_create(&th[i], NULL, par_main, &p[i]),
-				 0);
-	}
-	for (int i = 0; i < 8; i++) {
-		pthread_join(th[i], NULL);
-		ck_assert_int_eq(p[i].fails, 0);
-	}
+	p[0] = (struct par){.count = each, .e = e, .url = url};
+	par_all(p, 8);
 	fetch_get_stats(e, &st);
 	fetch_engine_free(e);
 	return st;
 }
 
-/* Faults the origin logged at exit: "..., N slow". */
-static long origin_slow_count(const char *log)
+/* A number the origin logged at exit, right after `marker` ("..., N
+ * slow" after " stalls, "); -1 when absent. */
+static long origin_logged(const char *log, const char *marker)
 {
 	size_t len;
 	char *text = fx_read_file(log, &len), *at;
@@ -365,11 +372,16 @@ static long origin_slow_count(const char *log)
 
 	if (!text)
 		return -1;
-	at = strstr(text, " stalls, ");
+	at = strstr(text, marker);
 	if (at)
-		n = strtol(at + 9, NULL, 10);
+		n = strtol(at + strlen(marker), NULL, 10);
 	free(text);
 	return n;
+}
+
+static long origin_slow_count(const char *log)
+{
+	return origin_logged(log, " stalls, ");
 }
 
 START_TEST(hedging)
@@ -405,6 +417,188 @@ START_TEST(hedging)
 	ck_assert_uint_le(on.hedges, on.requests / 20 + 8);
 	ck_assert_uint_eq(off.hedges, 0);
 	ck_assert_uint_eq(off.hedge_wins, 0);
+	fx_rmtree(work);
+	free(work);
+}
+END_TEST
+
+/* ---- the concurrency controller, driven with made-up figures ---- */
+
+#define MS_NS 1000000ull
+
+/* One epoch of `ms` in which each request in flight brought `per_req`
+ * bytes (so throughput follows the limit until `cap` bytes), requests
+ * waited for the limit, and no refusal came.  @return conc_tick's answer. */
+static bool epoch_of(struct conc *c, uint64_t *t, uint64_t ms, uint64_t per_req,
+		     uint64_t cap)
+{
+	uint64_t bytes = per_req * c->limit;
+
+	for (unsigned i = 0; i < c->limit; i++)
+		conc_done(c, 30 * MS_NS, 45 * MS_NS, per_req);
+	conc_waited(c);
+	conc_bytes(c, bytes < cap ? bytes : cap);
+	*t += ms * MS_NS;
+	return conc_tick(c, true, *t);
+}
+
+START_TEST(conc_grows_with_throughput)
+{
+	struct conc c;
+	uint64_t t = 1;
+
+	conc_init(&c, 256, t);
+	ck_assert_uint_eq(c.limit, CONC_START);
+	/* Throughput follows the limit: doubling each epoch, to the
+	 * ceiling and no further. */
+	for (unsigned want = CONC_START * 2; want <= 256; want *= 2) {
+		ck_assert(epoch_of(&c, &t, 100, 100000, UINT64_MAX));
+		ck_assert_uint_eq(c.limit, want);
+		ck_assert_ptr_nonnull(strstr(c.why, "throughput rose"));
+	}
+	/* At the ceiling a rise changes nothing. */
+	ck_assert(!epoch_of(&c, &t, 100, 100000, UINT64_MAX));
+	ck_assert_uint_eq(c.limit, 256);
+	ck_assert_uint_eq(c.backoffs, 0);
+}
+END_TEST
+
+START_TEST(conc_holds_when_flat)
+{
+	struct conc c;
+	uint64_t t = 1;
+	unsigned held;
+
+	/* The origin gives 2 MB an epoch whatever the limit: after one rise
+	 * the limit stops growing, and a probe that gains nothing goes
+	 * back. */
+	conc_init(&c, 256, t);
+	epoch_of(&c, &t, 100, 1000000, 2000000);
+	held = c.limit;
+	ck_assert_uint_le(held, CONC_START * 2);
+	for (int i = 0; i < 30; i++)
+		epoch_of(&c, &t, 100, 1000000, 2000000);
+	ck_assert_uint_le(c.limit, held + held / 8 + 1);
+	/* An epoch without waiting requests says nothing of the limit. */
+	held = c.limit;
+	conc_bytes(&c, 50000000);
+	t += 100 * MS_NS;
+	ck_assert(!conc_tick(&c, true, t));
+	ck_assert_uint_eq(c.limit, held);
+}
+END_TEST
+
+START_TEST(conc_backs_off)
+{
+	struct conc c;
+	uint64_t t = 1;
+
+	conc_init(&c, 256, t);
+	for (int i = 0; i < 2; i++)
+		epoch_of(&c, &t, 100, 100000, UINT64_MAX);
+	ck_assert_uint_eq(c.limit, 128);
+	/* 40 in flight when the 503 came: half of them. */
+	t += MS_NS;
+	ck_assert(conc_congested(&c, 40, "HTTP 503", t));
+	ck_assert_uint_eq(c.limit, 20);
+	ck_assert_uint_eq(c.backoffs, 1);
+	ck_assert_ptr_nonnull(strstr(c.why, "HTTP 503 from the origin"));
+	/* No hedges to it for a while. */
+	ck_assert(conc_refused_lately(&c, t + 4000 * MS_NS));
+	ck_assert(!conc_refused_lately(&c, t + 6000 * MS_NS));
+	/* The rest of the same burst is the same signal. */
+	ck_assert(!conc_congested(&c, 20, "HTTP 503", t + MS_NS));
+	ck_assert_uint_eq(c.limit, 20);
+	/* A later one halves again, down to one request and no lower. */
+	for (int i = 0; i < 10; i++) {
+		t += 100 * MS_NS;
+		conc_congested(&c, c.limit, "connection reset", t);
+	}
+	ck_assert_uint_eq(c.limit, 1);
+	ck_assert_uint_ge(c.backoffs, 5);
+	/* The epoch of the refusals does not grow; the next adds one (it
+	 * recovers towards 128), the next sees throughput rise and grows by
+	 * a quarter, not double. */
+	t += 1;
+	ck_assert(!epoch_of(&c, &t, 100, 100000, UINT64_MAX));
+	ck_assert(epoch_of(&c, &t, 100, 100000, UINT64_MAX));
+	ck_assert_uint_eq(c.limit, 2);
+	ck_assert(epoch_of(&c, &t, 100, 100000, UINT64_MAX));
+	ck_assert_uint_eq(c.limit, 3);
+}
+END_TEST
+
+START_TEST(conc_covers_bdp)
+{
+	struct conc c;
+	uint64_t t = 1;
+
+	/* 100 KB requests, 150 ms to the first byte, 200 MB/s coming in:
+	 * 300 requests' worth in flight, capped by the ceiling (128). */
+	conc_init(&c, 128, t);
+	c.slow_start = false;
+	c.best = 1e12; /* no rise to be seen */
+	for (int i = 0; i < 8; i++)
+		conc_done(&c, 150 * MS_NS, 160 * MS_NS, 100000);
+	conc_waited(&c);
+	conc_bytes(&c, 80000000);
+	t += 400 * MS_NS; /* an epoch: twice the 160 ms requests */
+	ck_assert(conc_tick(&c, true, t));
+	ck_assert_uint_eq(c.limit, 128);
+	ck_assert_ptr_nonnull(strstr(c.why, "first byte needs"));
+}
+END_TEST
+
+/* An origin that answers 503 past 4 requests in flight, read by 24
+ * threads of background requests: the host's controller comes down to
+ * what the origin takes, the load drops, and every byte is right. */
+START_TEST(backs_off_from_busy_origin)
+{
+	static const char *const opts[] = {"--max-inflight", "4", "--ttfb-ms",
+					   "20", NULL};
+	char url[256], log[PATH_MAX], *work = fx_tmpdir("busy");
+	struct fetch_config cfg;
+	struct fetch_host_stats hs;
+	struct fetch_stats st;
+	struct fetch_engine *e;
+	struct par p[24];
+	long busy, requests;
+	pid_t pid;
+
+	pid = fx_origin_start(root, opts, work, "busy", url, sizeof(url));
+	ck_assert_int_gt(pid, 0);
+	strncat(url, "big.bin", sizeof(url) - strlen(url) - 1);
+	fetch_config_default(&cfg);
+	cfg.retries = 20;
+	cfg.retry_budget_ms = 60000;
+	cfg.hedge = false;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &e), 0);
+	p[0] =
+	    (struct par){.count = 12, .e = e, .url = url, .background = true};
+	par_all(p, 24);
+	fetch_get_stats(e, &st);
+	ck_assert_uint_eq(fetch_get_hosts(e, &hs, 1), 1);
+	fetch_engine_free(e);
+	fx_stop(pid, 5000);
+	snprintf(log, sizeof(log), "%s/busy.log", work);
+	busy = origin_logged(log, "busy ");
+	requests = origin_logged(log, "connections, ");
+	fprintf(stderr,
+		"busy origin: %ld requests, %ld refused; limit %u after %llu "
+		"backoffs (%s); %llu retries\n",
+		requests, busy, hs.limit, (unsigned long long)hs.backoffs,
+		hs.why, (unsigned long long)st.retries);
+	/* The origin did refuse, and the controller heard it. */
+	ck_assert_int_gt(busy, 0);
+	ck_assert_uint_ge(hs.backoffs, 1);
+	ck_assert_uint_eq(hs.ceiling, 256);
+	/* It ended near what the origin takes, far below where it starts
+	 * (32) and the 24 the threads asked for at once. */
+	ck_assert_uint_le(hs.limit, 8);
+	/* Most requests were answered the first time: the load dropped
+	 * instead of being retried against a full origin. */
+	ck_assert_int_eq(requests, 24 * 12 + busy);
+	ck_assert_int_lt(busy, 24 * 12);
 	fx_rmtree(work);
 	free(work);
 }
@@ -1097,6 +1291,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, range_ignored);
 	tcase_add_test(tc, throttled);
 	tcase_add_test(tc, hedging);
+	tcase_add_test(tc, conc_grows_with_throughput);
+	tcase_add_test(tc, conc_holds_when_flat);
+	tcase_add_test(tc, conc_backs_off);
+	tcase_add_test(tc, conc_covers_bdp);
+	tcase_add_test(tc, backs_off_from_busy_origin);
 	tcase_add_test(tc, tls_http2);
 	tcase_add_test(tc, source_json);
 	tcase_add_test(tc, source_html);
