@@ -1,0 +1,736 @@
+/*
+ * The jpeg decoder: libjpeg-turbo decodes only what the crop needs, and a
+ * separable resampler makes the output.
+ *
+ * Work saved per sample, cheapest first:
+ *  - rows below the crop are never decoded (the decode stops there), rows
+ *    above are skipped (jpeg_skip_scanlines: entropy decoding only), and
+ *    columns left and right of it are not transformed (jpeg_crop_scanline,
+ *    to the nearest iMCU boundary);
+ *  - when the crop is larger than the output, the DCT itself scales it
+ *    down (scale_num/8, the smallest that keeps the crop at least as large
+ *    as the output), so IDCT, upsampling and color conversion run on fewer
+ *    pixels and the resampler only finishes the job.
+ *
+ * The resampler is PIL's (which torchvision uses on PIL images): a
+ * triangle filter widened by the downscaling factor (antialias), the same
+ * tap positions, 22-bit fixed-point weights rounded the same way, a
+ * horizontal then a vertical pass with 8-bit rounding in between.  At a DCT
+ * scale of 8/8 the output therefore differs from torchvision's only where
+ * the two decoders differ.
+ *
+ * Copies: the decoder writes the crop's rows into a private buffer, the
+ * horizontal pass into a second one (output width), and the vertical pass
+ * straight into the ring slot.  Every buffer grows to the largest need
+ * seen and then stays: no allocation per sample.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include <wharf/loader.h>
+
+#include "jpeg.h"
+
+#define JPEG_MAX_SIZE 4096
+/* Larger images are refused: a header can claim 65500 x 65500, and the
+ * rows of the crop are kept whole. */
+#define JPEG_MAX_PIXELS (1ull << 26)
+#define PRECISION_BITS 22 /* PIL's, for 8-bit images */
+/* Python's rounding of a crop offset: half to even. */
+#define ROUND_EVEN(x) ((int)nearbyint(x))
+
+struct jpeg_err {
+	struct jpeg_error_mgr pub;
+	jmp_buf jump;
+	char msg[JMSG_LENGTH_MAX];
+};
+
+/* Taps of one output pixel: n weights from input position first. */
+struct tap {
+	int first, n;
+};
+
+/* Per process: made by the first sample, grown, never shrunk. */
+struct jpeg_state {
+	struct jpeg_decompress_struct cinfo;
+	struct jpeg_err err;
+	unsigned char *pix; /* decoded rows of the crop */
+	size_t pix_cap;
+	unsigned char *mid; /* after the horizontal pass: rows x size x 3 */
+	size_t mid_cap;
+	int32_t *kx, *ky; /* weights, ksize per output */
+	size_t kx_cap, ky_cap;
+	struct tap *tx, *ty; /* size each */
+	int32_t *acc;	     /* one output row, size x 3 */
+	unsigned char *row;  /* the same row, rounded */
+};
+
+struct jpegdec {
+	uint32_t size;
+	bool center, flip, f32, chw;
+	double scale[2];
+	double log_ratio[2];
+	float mul[3], add[3]; /* f32: value * mul + add */
+	struct jpeg_state *st;
+};
+
+/* The crop in source pixels: the box to resample, and the frame the
+ * filter may read (the crop itself for RandomResizedCrop, which crops
+ * first; the whole image for the eval transform, which resizes first). */
+struct crop {
+	double x0, y0, x1, y1;
+	double lo_x, lo_y, hi_x, hi_y;
+};
+
+/* ---------------------------------------------------------------- spec */
+
+static int parse_pair(const char *s, double *v, int n)
+{
+	char *end;
+
+	for (int i = 0; i < n; i++) {
+		errno = 0;
+		v[i] = strtod(s, &end);
+		if (errno || end == s || !isfinite(v[i]))
+			return -EINVAL;
+		if (i + 1 < n && *end != ',')
+			return -EINVAL;
+		s = end + (i + 1 < n);
+	}
+	return *end ? -EINVAL : 0;
+}
+
+static int parse_crop(struct jpegdec *j, const struct jpegdec_words *w,
+		      const char **why)
+{
+	double r[2] = {3.0 / 4.0, 4.0 / 3.0};
+
+	j->scale[0] = 0.08;
+	j->scale[1] = 1.0;
+	if (!w->crop || !strcmp(w->crop, "random-resized"))
+		j->center = false;
+	else if (!strcmp(w->crop, "center"))
+		j->center = true;
+	else
+		return *why = "crop= must be random-resized or center", -EINVAL;
+	if (w->scale && (parse_pair(w->scale, j->scale, 2) ||
+			 j->scale[0] <= 0 || j->scale[0] > j->scale[1]))
+		return *why = "scale= must be MIN,MAX with 0 < MIN <= MAX",
+		       -EINVAL;
+	if (w->ratio &&
+	    (parse_pair(w->ratio, r, 2) || r[0] <= 0 || r[0] > r[1]))
+		return *why = "ratio= must be MIN,MAX with 0 < MIN <= MAX",
+		       -EINVAL;
+	j->log_ratio[0] = log(r[0]);
+	j->log_ratio[1] = log(r[1]);
+	/* Flips are for training: off by default with the eval crop. */
+	j->flip = !j->center;
+	if (w->flip && strcmp(w->flip, "0") && strcmp(w->flip, "1"))
+		return *why = "flip= must be 0 or 1", -EINVAL;
+	if (w->flip)
+		j->flip = w->flip[0] == '1';
+	return 0;
+}
+
+static int parse_format(struct jpegdec *j, const struct jpegdec_words *w,
+			const char **why)
+{
+	double mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
+
+	if (!w->dtype || !strcmp(w->dtype, "u8"))
+		j->f32 = false;
+	else if (!strcmp(w->dtype, "f32"))
+		j->f32 = true;
+	else
+		return *why = "dtype= must be u8 or f32", -EINVAL;
+	if (!w->layout || !strcmp(w->layout, "chw"))
+		j->chw = true;
+	else if (!strcmp(w->layout, "hwc"))
+		j->chw = false;
+	else
+		return *why = "layout= must be chw or hwc", -EINVAL;
+	if ((w->mean || w->std) && !j->f32)
+		return *why = "mean= and std= need dtype=f32", -EINVAL;
+	if (w->mean && parse_pair(w->mean, mean, 3))
+		return *why = "mean= must be three numbers R,G,B", -EINVAL;
+	if (w->std && (parse_pair(w->std, std, 3) || std[0] <= 0 ||
+		       std[1] <= 0 || std[2] <= 0))
+		return *why = "std= must be three positive numbers R,G,B",
+		       -EINVAL;
+	/* ToTensor then Normalize: (v / 255 - mean) / std. */
+	for (int c = 0; c < 3; c++) {
+		j->mul[c] = (float)(1.0 / (255.0 * std[c]));
+		j->add[c] = (float)(-mean[c] / std[c]);
+	}
+	return 0;
+}
+
+int jpegdec_new(const struct jpegdec_words *w, struct jpegdec **out,
+		const char **why)
+{
+	struct jpegdec *j = calloc(1, sizeof(*j));
+	char *end;
+	unsigned long size;
+	int rc;
+
+	*out = NULL;
+	if (!j)
+		return *why = "out of memory", -ENOMEM;
+	rc = -EINVAL;
+	*why = "size= must be an output side of 1 to 4096 pixels";
+	if (!w->size)
+		goto out;
+	errno = 0;
+	size = strtoul(w->size, &end, 10);
+	if (errno || *end || end == w->size || !size || size > JPEG_MAX_SIZE)
+		goto out;
+	j->size = (uint32_t)size;
+	rc = parse_crop(j, w, why);
+	if (rc)
+		goto out;
+	rc = parse_format(j, w, why);
+out:
+	if (rc) {
+		free(j);
+		return rc;
+	}
+	*out = j;
+	return 0;
+}
+
+uint64_t jpegdec_out_bytes(const struct jpegdec *j)
+{
+	return (uint64_t)j->size * j->size * 3 * (j->f32 ? 4 : 1);
+}
+
+/* ---------------------------------------------------------- randomness */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [a, b). */
+static double rng_uniform(uint64_t *s, double a, double b)
+{
+	return a + (b - a) * (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* Uniform integer in [0, n]. */
+static int rng_upto(uint64_t *s, int n)
+{
+	return (int)((double)(n + 1) * (double)(rng_next(s) >> 11) * 0x1.0p-53);
+}
+
+/* torchvision's RandomResizedCrop.get_params, with our generator: ten
+ * tries at an area and an aspect ratio, else the whole image clamped to
+ * the ratio range. */
+static void random_crop(const struct jpegdec *j, int W, int H, uint64_t *rng,
+			struct crop *c)
+{
+	const double area = (double)W * H;
+	int w = 0, h = 0, x, y;
+
+	for (int t = 0; t < 10; t++) {
+		const double target =
+		    area * rng_uniform(rng, j->scale[0], j->scale[1]);
+		const double aspect =
+		    exp(rng_uniform(rng, j->log_ratio[0], j->log_ratio[1]));
+
+		w = ROUND_EVEN(sqrt(target * aspect));
+		h = ROUND_EVEN(sqrt(target / aspect));
+		if (w > 0 && w <= W && h > 0 && h <= H) {
+			y = rng_upto(rng, H - h);
+			x = rng_upto(rng, W - w);
+			goto found;
+		}
+	}
+	{
+		const double in = (double)W / H;
+		const double lo = exp(j->log_ratio[0]);
+		const double hi = exp(j->log_ratio[1]);
+
+		w = W;
+		h = H;
+		if (in < lo)
+			h = ROUND_EVEN(W / lo);
+		else if (in > hi)
+			w = ROUND_EVEN(H * hi);
+		y = (H - h) / 2;
+		x = (W - w) / 2;
+	}
+found:
+	c->x0 = c->lo_x = x;
+	c->y0 = c->lo_y = y;
+	c->x1 = c->hi_x = x + w;
+	c->y1 = c->hi_y = y + h;
+}
+
+/* torchvision's eval transform: Resize(size / 0.875) of the short side,
+ * then CenterCrop(size), as one box on the source image. */
+static void center_crop(const struct jpegdec *j, int W, int H, struct crop *c)
+{
+	const int s = (int)(j->size / 0.875 + 1e-9);
+	int rw, rh, left, top;
+	double fx, fy;
+
+	/* Resize's output size: the long side truncated, as torchvision. */
+	if (W <= H) {
+		rw = s;
+		rh = (int)((double)s * H / W);
+	} else {
+		rh = s;
+		rw = (int)((double)s * W / H);
+	}
+	left = ROUND_EVEN((rw - (int)j->size) / 2.0);
+	top = ROUND_EVEN((rh - (int)j->size) / 2.0);
+	fx = (double)W / rw;
+	fy = (double)H / rh;
+	c->x0 = left * fx;
+	c->x1 = (left + j->size) * fx;
+	c->y0 = top * fy;
+	c->y1 = (top + j->size) * fy;
+	c->lo_x = c->lo_y = 0;
+	c->hi_x = W;
+	c->hi_y = H;
+}
+
+/* ----------------------------------------------------------- resampler */
+
+static int ksize_for(double b0, double b1, uint32_t out)
+{
+	const double scale = (b1 - b0) / out;
+
+	return (int)ceil(scale > 1 ? scale : 1) * 2 + 1;
+}
+
+/*
+ * PIL's precompute_coeffs for the bilinear filter: out taps resampling
+ * the box [b0, b1) of a line whose frame is [0, len), as positions in the
+ * frame and fixed-point weights (ksize per tap).
+ */
+static void make_taps(double b0, double b1, int len, uint32_t out, int ksize,
+		      struct tap *tap, int32_t *k)
+{
+	const double scale = (b1 - b0) / out;
+	const double fs = scale > 1 ? scale : 1;
+	const double support = fs;
+	double w[ksize];
+
+	for (uint32_t o = 0; o < out; o++) {
+		const double center = b0 + (o + 0.5) * scale;
+		int lo = (int)(center - support + 0.5);
+		int hi = (int)(center + support + 0.5);
+		double sum = 0;
+
+		if (lo < 0)
+			lo = 0;
+		if (hi > len)
+			hi = len;
+		if (hi - lo > ksize)
+			hi = lo + ksize;
+		for (int x = lo; x < hi; x++) {
+			double t = fabs((x - center + 0.5) / fs);
+
+			w[x - lo] = t < 1 ? 1 - t : 0;
+			sum += w[x - lo];
+		}
+		for (int x = 0; x < hi - lo; x++) {
+			const double v = sum ? w[x] / sum : 0;
+
+			k[(size_t)o * ksize + x] =
+			    (int32_t)trunc(v * (1 << PRECISION_BITS) + 0.5);
+		}
+		tap[o].first = lo;
+		tap[o].n = hi - lo;
+	}
+}
+
+static unsigned char clip8(int32_t v)
+{
+	v >>= PRECISION_BITS;
+	return v < 0 ? 0 : v > 255 ? 255 : (unsigned char)v;
+}
+
+/* Horizontal pass over rows [0, rows) of src (3 bytes a pixel, stride
+ * bytes a row) into mid (size x 3 a row), mirrored when flip. */
+static void pass_x(const struct jpegdec *j, const struct jpeg_state *st,
+		   int ksize, const unsigned char *src, size_t stride, int rows,
+		   bool flip)
+{
+	const uint32_t S = j->size;
+
+	for (int y = 0; y < rows; y++) {
+		const unsigned char *row = src + (size_t)y * stride;
+		unsigned char *dst = st->mid + (size_t)y * S * 3;
+
+		for (uint32_t o = 0; o < S; o++) {
+			const int32_t *k = st->kx + (size_t)o * ksize;
+			const unsigned char *p = row + 3 * st->tx[o].first;
+			int32_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
+			unsigned char *q = dst + 3 * (flip ? S - 1 - o : o);
+
+			for (int t = 0; t < st->tx[o].n; t++) {
+				r += p[3 * t] * k[t];
+				g += p[3 * t + 1] * k[t];
+				b += p[3 * t + 2] * k[t];
+			}
+			q[0] = clip8(r);
+			q[1] = clip8(g);
+			q[2] = clip8(b);
+		}
+	}
+}
+
+/* Output row i (its values in v, size x 3 interleaved) into the slot. */
+static void store_row(const struct jpegdec *j, const unsigned char *v,
+		      uint32_t i, void *out)
+{
+	const uint32_t S = j->size;
+	const size_t plane = (size_t)S * S;
+
+	if (!j->f32 && !j->chw) {
+		memcpy((unsigned char *)out + (size_t)i * S * 3, v,
+		       (size_t)S * 3);
+	} else if (!j->f32) {
+		unsigned char *o = (unsigned char *)out + (size_t)i * S;
+
+		for (int c = 0; c < 3; c++)
+			for (uint32_t x = 0; x < S; x++)
+				o[c * plane + x] = v[3 * x + c];
+	} else if (!j->chw) {
+		float *o = (float *)out + (size_t)i * S * 3;
+
+		for (uint32_t x = 0; x < S; x++)
+			for (int c = 0; c < 3; c++)
+				o[3 * x + c] =
+				    v[3 * x + c] * j->mul[c] + j->add[c];
+	} else {
+		float *o = (float *)out + (size_t)i * S;
+
+		for (int c = 0; c < 3; c++)
+			for (uint32_t x = 0; x < S; x++)
+				o[c * plane + x] =
+				    v[3 * x + c] * j->mul[c] + j->add[c];
+	}
+}
+
+/* Vertical pass: mid's rows (row 0 is source row first_row) into out. */
+static void pass_y(const struct jpegdec *j, const struct jpeg_state *st,
+		   int ksize, int first_row, void *out)
+{
+	const size_t n = (size_t)j->size * 3;
+	unsigned char *v = st->row;
+
+	for (uint32_t i = 0; i < j->size; i++) {
+		const int32_t *k = st->ky + (size_t)i * ksize;
+		const unsigned char *m =
+		    st->mid + (size_t)(st->ty[i].first - first_row) * n;
+
+		for (size_t x = 0; x < n; x++)
+			st->acc[x] = 1 << (PRECISION_BITS - 1);
+		for (int t = 0; t < st->ty[i].n; t++, m += n)
+			for (size_t x = 0; x < n; x++)
+				st->acc[x] += m[x] * k[t];
+		for (size_t x = 0; x < n; x++)
+			v[x] = clip8(st->acc[x]);
+		store_row(j, v, i, out);
+	}
+}
+
+/* ------------------------------------------------------------- decoder */
+
+static void on_error(j_common_ptr cinfo)
+{
+	struct jpeg_err *e = (struct jpeg_err *)(void *)cinfo->err;
+
+	cinfo->err->format_message(cinfo, e->msg);
+	longjmp(e->jump, 1);
+}
+
+/* Warnings mean damaged data (libjpeg fills what it cannot decode with
+ * gray): such a sample fails, as PIL refuses a truncated file.  Bytes
+ * after the image are harmless and allowed. */
+static void on_message(j_common_ptr cinfo, int level)
+{
+	if (level < 0 && cinfo->err->msg_code != JWRN_EXTRANEOUS_DATA)
+		on_error(cinfo);
+}
+
+static int grow(void **p, size_t *cap, size_t need)
+{
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	q = realloc(*p, need);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = need;
+	return 0;
+}
+
+/* Frees what state_make() made; the decompressor only when it was made. */
+static void state_free(struct jpeg_state *st)
+{
+	if (!st)
+		return;
+	if (st->cinfo.mem)
+		jpeg_destroy_decompress(&st->cinfo);
+	free(st->pix);
+	free(st->mid);
+	free(st->kx);
+	free(st->ky);
+	free(st->tx);
+	free(st->ty);
+	free(st->acc);
+	free(st->row);
+	free(st);
+}
+
+static int state_make(struct jpegdec *j)
+{
+	struct jpeg_state *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	st->tx = calloc(j->size, sizeof(*st->tx));
+	st->ty = calloc(j->size, sizeof(*st->ty));
+	st->acc = calloc((size_t)j->size * 3, sizeof(*st->acc));
+	st->row = malloc((size_t)j->size * 3);
+	if (!st->tx || !st->ty || !st->acc || !st->row)
+		goto fail;
+	st->cinfo.err = jpeg_std_error(&st->err.pub);
+	st->err.pub.error_exit = on_error;
+	st->err.pub.emit_message = on_message;
+	/* Only an allocation in jpeg_create_decompress can fail. */
+	if (setjmp(st->err.jump))
+		goto fail;
+	jpeg_create_decompress(&st->cinfo);
+	j->st = st;
+	return 0;
+fail:
+	state_free(st);
+	return -ENOMEM;
+}
+
+/*
+ * The smallest DCT scale n/8 that keeps the box at least min pixels wide
+ * and high.  Random crops take min = the output size (PIL's draft() rule):
+ * the DCT's own downscale is a sound filter, and most of the saving.  The
+ * eval crop takes twice that, so that it stays within a fraction of a level
+ * of torchvision's output (at min = size, photographs of fine texture differ
+ * by a few levels, since the two filters are not the same).
+ */
+static unsigned dct_scale(const struct crop *c, uint32_t min)
+{
+	for (unsigned n = 1; n < 8; n++)
+		if ((c->x1 - c->x0) * n / 8 >= min &&
+		    (c->y1 - c->y0) * n / 8 >= min)
+			return n;
+	return 8;
+}
+
+/* CMYK rows (Adobe's inverted form, as PIL reads them) to RGB in place. */
+static void cmyk_to_rgb(unsigned char *p, size_t stride, int rows, int width)
+{
+	for (int y = 0; y < rows; y++) {
+		unsigned char *row = p + (size_t)y * stride;
+
+		for (int x = 0; x < width; x++) {
+			const unsigned k = row[4 * x + 3];
+			unsigned char rgb[3];
+
+			for (int c = 0; c < 3; c++) {
+				const unsigned t = row[4 * x + c] * k + 128;
+
+				rgb[c] = (unsigned char)(((t >> 8) + t) >> 8);
+			}
+			memcpy(row + 3 * x, rgb, 3);
+		}
+	}
+}
+
+static void span(const struct tap *t, int *lo, int *hi)
+{
+	if (t->first < *lo)
+		*lo = t->first;
+	if (t->first + t->n > *hi)
+		*hi = t->first + t->n;
+}
+
+/* Scales the crop to the decoded size and makes the taps; [*x0, *x1) and
+ * [*y0, *y1) are the columns and rows they read. */
+static int plan(const struct jpegdec *j, struct jpeg_state *st,
+		const struct crop *c, double fx, double fy, int kx, int ky,
+		int out_w, int out_h, int *x0, int *x1, int *y0, int *y1)
+{
+	const int lx = (int)floor(c->lo_x * fx), ly = (int)floor(c->lo_y * fy);
+	int hx = (int)ceil(c->hi_x * fx), hy = (int)ceil(c->hi_y * fy);
+	const uint32_t S = j->size;
+
+	if (hx > out_w)
+		hx = out_w;
+	if (hy > out_h)
+		hy = out_h;
+	if (grow((void **)&st->kx, &st->kx_cap,
+		 (size_t)S * kx * sizeof(int32_t)) ||
+	    grow((void **)&st->ky, &st->ky_cap,
+		 (size_t)S * ky * sizeof(int32_t)))
+		return -ENOMEM;
+	make_taps(c->x0 * fx - lx, c->x1 * fx - lx, hx - lx, S, kx, st->tx,
+		  st->kx);
+	make_taps(c->y0 * fy - ly, c->y1 * fy - ly, hy - ly, S, ky, st->ty,
+		  st->ky);
+	for (uint32_t o = 0; o < S; o++) {
+		st->tx[o].first += lx;
+		st->ty[o].first += ly;
+	}
+	*x0 = *y0 = INT32_MAX;
+	*x1 = *y1 = 0;
+	for (uint32_t o = 0; o < S; o++) {
+		span(&st->tx[o], x0, x1);
+		span(&st->ty[o], y0, y1);
+	}
+	if (*x1 <= *x0)
+		*x1 = *x0 + 1;
+	if (*y1 <= *y0)
+		*y1 = *y0 + 1;
+	return 0;
+}
+
+/* Reads rows [y0, y1) of the crop's columns into st->pix. */
+static void read_rows(struct jpeg_state *st, int y0, int y1, size_t stride)
+{
+	struct jpeg_decompress_struct *ci = &st->cinfo;
+	JSAMPROW rows[16];
+
+	if (y0 > 0)
+		jpeg_skip_scanlines(ci, (JDIMENSION)y0);
+	while (ci->output_scanline < (JDIMENSION)y1) {
+		const int at = (int)ci->output_scanline - y0;
+		int n = y1 - (int)ci->output_scanline;
+
+		if (n > 16)
+			n = 16;
+		for (int r = 0; r < n; r++)
+			rows[r] = st->pix + (size_t)(at + r) * stride;
+		jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+	}
+}
+
+/* Everything libjpeg does for one sample; errors longjmp to the caller. */
+static int decode(struct jpegdec *j, uint64_t sample, const void *in,
+		  uint64_t in_len, void *out)
+{
+	struct jpeg_state *st = j->st;
+	struct jpeg_decompress_struct *ci = &st->cinfo;
+	uint64_t rng = wharf_sample_seed();
+	struct crop c;
+	int W, H, x0, x1, y0, y1, kx, ky, channels;
+	JDIMENSION xoff, xw;
+	bool cmyk, flip;
+	double fx, fy;
+
+	jpeg_mem_src(ci, in, (unsigned long)in_len);
+	jpeg_read_header(ci, TRUE);
+	W = (int)ci->image_width;
+	H = (int)ci->image_height;
+	if ((uint64_t)W * (uint64_t)H > JPEG_MAX_PIXELS) {
+		wharf_set_error("jpeg: %dx%d is larger than %llu pixels", W, H,
+				(unsigned long long)JPEG_MAX_PIXELS);
+		return -EFBIG;
+	}
+	if (j->center)
+		center_crop(j, W, H, &c);
+	else
+		random_crop(j, W, H, &rng, &c);
+	/* The flip is drawn after the crop, as torchvision's pipeline. */
+	flip = j->flip && rng_uniform(&rng, 0, 1) < 0.5;
+	cmyk = ci->jpeg_color_space == JCS_CMYK ||
+	       ci->jpeg_color_space == JCS_YCCK;
+	ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+	ci->dct_method = JDCT_ISLOW;
+	ci->scale_num = dct_scale(&c, j->center ? 2 * j->size : j->size);
+	ci->scale_denom = 8;
+	jpeg_start_decompress(ci);
+	fx = (double)ci->output_width / W;
+	fy = (double)ci->output_height / H;
+	kx = ksize_for(c.x0 * fx, c.x1 * fx, j->size);
+	ky = ksize_for(c.y0 * fy, c.y1 * fy, j->size);
+	if (plan(j, st, &c, fx, fy, kx, ky, (int)ci->output_width,
+		 (int)ci->output_height, &x0, &x1, &y0, &y1))
+		return -ENOMEM;
+	xoff = (JDIMENSION)x0;
+	xw = (JDIMENSION)(x1 - x0);
+	if (xw < ci->output_width)
+		jpeg_crop_scanline(ci, &xoff, &xw);
+	channels = cmyk ? 4 : 3;
+	if (grow((void **)&st->pix, &st->pix_cap,
+		 (size_t)(y1 - y0) * xw * channels) ||
+	    grow((void **)&st->mid, &st->mid_cap,
+		 (size_t)(y1 - y0) * j->size * 3))
+		return -ENOMEM;
+	read_rows(st, y0, y1, (size_t)xw * channels);
+	/* Rows below the crop are not needed: stop here. */
+	jpeg_abort_decompress(ci);
+	if (cmyk)
+		cmyk_to_rgb(st->pix, (size_t)xw * channels, y1 - y0, (int)xw);
+	for (uint32_t o = 0; o < j->size; o++)
+		st->tx[o].first -= (int)xoff;
+	pass_x(j, st, kx, st->pix, (size_t)xw * channels, y1 - y0, flip);
+	pass_y(j, st, ky, y0, out);
+	(void)sample;
+	return 0;
+}
+
+int jpegdec_sample(void *user, uint64_t sample, const void *in, uint64_t in_len,
+		   void *out, uint64_t out_cap, uint64_t *out_len)
+{
+	struct jpegdec *j = user;
+	int rc;
+
+	if (out_cap < jpegdec_out_bytes(j))
+		return -ENOBUFS;
+	if (!j->st && state_make(j))
+		return -ENOMEM;
+	if (setjmp(j->st->err.jump)) {
+		jpeg_abort_decompress(&j->st->cinfo);
+		wharf_set_error("not a JPEG, or a damaged one (%llu bytes): %s",
+				(unsigned long long)in_len, j->st->err.msg);
+		return -EINVAL;
+	}
+	rc = decode(j, sample, in, in_len, out);
+	if (rc) {
+		jpeg_abort_decompress(&j->st->cinfo);
+		if (rc == -ENOMEM)
+			wharf_set_error("jpeg: out of memory");
+		return rc;
+	}
+	*out_len = jpegdec_out_bytes(j);
+	return 0;
+}
+
+void jpegdec_free(struct jpegdec *j)
+{
+	if (!j)
+		return;
+	state_free(j->st);
+	free(j);
+}
