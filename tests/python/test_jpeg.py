@@ -11,6 +11,8 @@ torchvision, PIL, or libwharf's jpeg decoder are missing.
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -138,6 +140,24 @@ class TestJpeg(unittest.TestCase):
         c = self.decode(dec, seed=3, epoch=2, num_workers=2)
         self.assertTrue(torch.equal(a, b))
         self.assertFalse(torch.equal(a, c))
+
+    def test_example_trains(self):
+        # examples/train_jpeg.py on two classes of the pictures (links).
+        tree = os.path.join(self.dir, "tree")
+        for i, p in enumerate(self.paths):
+            d = os.path.join(tree, "c%d" % (i % 2))
+            os.makedirs(d, exist_ok=True)
+            os.symlink(p, os.path.join(d, os.path.basename(p)))
+        ex = os.path.join(os.environ.get("WHARF_SRCDIR", os.path.join(
+            os.path.dirname(__file__), "..", "..")), "examples",
+            "train_jpeg.py")
+        r = subprocess.run([sys.executable, ex, tree, "--epochs", "2",
+                            "--size", "32", "--batch-size", "4",
+                            "--device", "cpu"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("epoch 1: %d samples" % len(self.paths), r.stdout)
+        self.assertIn("eval (center crop", r.stdout)
 
     def test_spec_errors_are_value_errors(self):
         with self.assertRaises(ValueError):
