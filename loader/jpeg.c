@@ -53,9 +53,8 @@
  * rows of the crop are kept whole. */
 #define JPEG_MAX_PIXELS (1ull << 26)
 /* Fixed-point weights.  PIL uses 22 bits; 14 fit the 16-bit lanes that
- * SSE2 multiplies eight at a time, and move an output by a level only
- * where its exact value lies within about 1/50 of a level of a rounding
- * boundary. */
+ * SSE2 multiplies, and move an output by a level only where its exact
+ * value lies within a few hundredths of a level of a rounding boundary. */
 #define WEIGHT_BITS 14
 /* Lanes of the row loops: GCC's -O2 cost model vectorizes a loop of a
  * fixed trip count, not one of a trip count known only at run time. */
