@@ -738,8 +738,7 @@ static void read_rows(struct jpeg_state *st, int y0, int y1, size_t stride)
 }
 
 /* Everything libjpeg does for one sample; errors longjmp to the caller. */
-static int decode(struct jpegdec *j, uint64_t sample, const void *in,
-		  uint64_t in_len, void *out)
+static int decode(struct jpegdec *j, const void *in, uint64_t in_len, void *out)
 {
 	struct jpeg_state *st = j->st;
 	struct jpeg_decompress_struct *ci = &st->cinfo;
@@ -798,7 +797,6 @@ static int decode(struct jpegdec *j, uint64_t sample, const void *in,
 		st->tx[o].first -= (int)xoff;
 	pass_x(j, st, kx, st->pix, (size_t)xw * 4, y1 - y0, flip);
 	pass_y(j, st, ky, y0, out);
-	(void)sample;
 	return 0;
 }
 
@@ -818,7 +816,7 @@ int jpegdec_sample(void *user, uint64_t sample, const void *in, uint64_t in_len,
 				(unsigned long long)in_len, j->st->err.msg);
 		return -EINVAL;
 	}
-	rc = decode(j, sample, in, in_len, out);
+	rc = decode(j, in, in_len, out);
 	if (rc) {
 		jpeg_abort_decompress(&j->st->cinfo);
 		if (rc == -ENOMEM)

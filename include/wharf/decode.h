@@ -54,6 +54,8 @@
  *       damaged in the part decoded (only the crop's rows are read: damage
  *       below it goes unseen) or is larger than 2^26 pixels fails naming
  *       the sample (skip_bad leaves it out); it never takes a worker down.
+ *       The decoder keeps its decoding buffers per process: loaders that
+ *       share one with num_workers 0 must not run on two threads at once.
  *
  * Call order: wharf_decoder_new(), wharf_decoder_apply() on the options,
  * wharf_loader_open(); the decoder must outlive the loader; then
