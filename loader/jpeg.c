@@ -380,34 +380,40 @@ static unsigned char clip8(int32_t v, int bits)
 }
 
 #ifdef __SSE2__
+/* The weights of each output as pairs (two 16-bit weights in one int32,
+ * zero after an odd last one), in place: what pixel_x() multiplies by. */
+static void pair_weights(int32_t *k, const struct tap *tap, uint32_t out,
+			 int ksize)
+{
+	for (uint32_t o = 0; o < out; o++) {
+		int32_t *w = k + (size_t)o * ksize;
+
+		for (int t = 0; t < tap[o].n; t += 2) {
+			const uint32_t hi =
+			    t + 1 < tap[o].n ? (uint32_t)w[t + 1] : 0;
+
+			w[t / 2] = (int32_t)((uint32_t)w[t] | hi << 16);
+		}
+	}
+}
+
 /* One output pixel of the horizontal pass: n 4-byte pixels at p weighted
- * by k, as 0x00BBGGRR.  Two pixels a step: their bytes widened to 16 bits
- * and paired by channel, so that one multiply-add (pmaddwd) gives the
- * four channels' sums of both. */
-static uint32_t pixel_x(const unsigned char *p, const int32_t *k, int n)
+ * by the pairs kp, as 0x00BBGGRR.  Two pixels a step: their bytes widened
+ * to 16 bits and paired by channel, so that one multiply-add (pmaddwd)
+ * gives the four channels' sums of both.  An odd last step reads a pixel
+ * past the taps (weight 0): the rows are padded for it. */
+static uint32_t pixel_x(const unsigned char *p, const int32_t *kp, int n)
 {
 	const __m128i zero = _mm_setzero_si128();
 	__m128i acc = _mm_set1_epi32(1 << (WEIGHT_BITS - 1));
-	int t = 0;
 
-	for (; t + 2 <= n; t += 2) {
+	for (int t = 0; t < n; t += 2) {
 		__m128i px = _mm_loadl_epi64((const __m128i *)(p + 4 * t));
-		__m128i kk = _mm_set1_epi32(
-		    (int32_t)((uint32_t)k[t] | (uint32_t)k[t + 1] << 16));
 
 		px = _mm_unpacklo_epi8(px, zero);
 		px = _mm_unpacklo_epi16(px, _mm_srli_si128(px, 8));
-		acc = _mm_add_epi32(acc, _mm_madd_epi16(px, kk));
-	}
-	if (t < n) {
-		int32_t one;
-		__m128i px;
-
-		memcpy(&one, p + 4 * t, sizeof(one));
-		px = _mm_unpacklo_epi8(_mm_cvtsi32_si128(one), zero);
-		px = _mm_unpacklo_epi16(px, zero);
-		acc = _mm_add_epi32(acc,
-				    _mm_madd_epi16(px, _mm_set1_epi32(k[t])));
+		acc = _mm_add_epi32(
+		    acc, _mm_madd_epi16(px, _mm_set1_epi32(kp[t / 2])));
 	}
 	acc = _mm_srai_epi32(acc, WEIGHT_BITS);
 	acc = _mm_packs_epi32(acc, acc);
@@ -765,6 +771,9 @@ static int plan(const struct jpegdec *j, struct jpeg_state *st,
 		  st->tx, st->kx);
 	make_taps(c->y0 * fy - ly, c->y1 * fy - ly, hy - ly, S, ky, WEIGHT_BITS,
 		  st->ty, st->ky);
+#ifdef __SSE2__
+	pair_weights(st->kx, st->tx, S, kx);
+#endif
 	for (uint32_t o = 0; o < S; o++) {
 		st->tx[o].first += lx;
 		st->ty[o].first += ly;
@@ -849,7 +858,9 @@ static int decode(struct jpegdec *j, const void *in, uint64_t in_len, void *out)
 	xw = (JDIMENSION)(x1 - x0);
 	if (xw < ci->output_width)
 		jpeg_crop_scanline(ci, &xoff, &xw);
-	if (grow((void **)&st->pix, &st->pix_cap, (size_t)(y1 - y0) * xw * 4) ||
+	/* 4 bytes of padding: pixel_x() may read one pixel past a row. */
+	if (grow((void **)&st->pix, &st->pix_cap,
+		 (size_t)(y1 - y0) * xw * 4 + 4) ||
 	    grow((void **)&st->mid, &st->mid_cap,
 		 (size_t)(y1 - y0) * j->size * 3))
 		return -ENOMEM;
