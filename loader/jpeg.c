@@ -81,7 +81,7 @@ struct jpeg_state {
 	size_t pix_cap;
 	unsigned char *mid; /* after the horizontal pass: rows x size x 3 */
 	size_t mid_cap;
-	int32_t *kx, *ky; /* weights, ksize per output */
+	int32_t *kx, *ky; /* weights, ksize per output (kx paired for SSE2) */
 	size_t kx_cap, ky_cap;
 	struct tap *tx, *ty; /* size each */
 	int32_t *acc;	     /* one output row, size x 3 */
@@ -107,7 +107,8 @@ struct crop {
 
 /* ---------------------------------------------------------------- spec */
 
-static int parse_pair(const char *s, double *v, int n)
+/* n numbers separated by commas. */
+static int parse_numbers(const char *s, double *v, int n)
 {
 	char *end;
 
@@ -136,12 +137,12 @@ static int parse_crop(struct jpegdec *j, const struct jpegdec_words *w,
 		j->center = true;
 	else
 		return *why = "crop= must be random-resized or center", -EINVAL;
-	if (w->scale && (parse_pair(w->scale, j->scale, 2) ||
+	if (w->scale && (parse_numbers(w->scale, j->scale, 2) ||
 			 j->scale[0] <= 0 || j->scale[0] > j->scale[1]))
 		return *why = "scale= must be MIN,MAX with 0 < MIN <= MAX",
 		       -EINVAL;
 	if (w->ratio &&
-	    (parse_pair(w->ratio, r, 2) || r[0] <= 0 || r[0] > r[1]))
+	    (parse_numbers(w->ratio, r, 2) || r[0] <= 0 || r[0] > r[1]))
 		return *why = "ratio= must be MIN,MAX with 0 < MIN <= MAX",
 		       -EINVAL;
 	j->log_ratio[0] = log(r[0]);
@@ -174,9 +175,9 @@ static int parse_format(struct jpegdec *j, const struct jpegdec_words *w,
 		return *why = "layout= must be chw or hwc", -EINVAL;
 	if ((w->mean || w->std) && !j->f32)
 		return *why = "mean= and std= need dtype=f32", -EINVAL;
-	if (w->mean && parse_pair(w->mean, mean, 3))
+	if (w->mean && parse_numbers(w->mean, mean, 3))
 		return *why = "mean= must be three numbers R,G,B", -EINVAL;
-	if (w->std && (parse_pair(w->std, std, 3) || std[0] <= 0 ||
+	if (w->std && (parse_numbers(w->std, std, 3) || std[0] <= 0 ||
 		       std[1] <= 0 || std[2] <= 0))
 		return *why = "std= must be three positive numbers R,G,B",
 		       -EINVAL;
