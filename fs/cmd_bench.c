@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <wharf/decode.h>
 #include <wharf/loader.h>
 
 #include "cmd.h"
@@ -43,6 +44,9 @@ static void usage(FILE *out)
 	    "  --sample-bytes SIZE   bytes per sample when the index does "
 	    "not say\n"
 	    "  --slot-bytes SIZE     data bytes per ring slot\n"
+	    "  --decode SPEC         decoder run in the workers "
+	    "(wharf/decode.h), e.g.\n"
+	    "                        'jpeg size=224'\n"
 	    "  --sweep               try workers 1..2 x cores and prefetch "
 	    "1..4,\n"
 	    "                        recommend the fastest (within 5%%, the "
@@ -55,6 +59,7 @@ static void usage(FILE *out)
 
 struct bench {
 	const char *path;
+	const char *decode; /* decoder spec, or NULL: raw */
 	struct wharf_options o;
 	uint64_t epochs, max_batches;
 	bool json, tty;
@@ -68,10 +73,15 @@ struct result {
 static int run_once(const struct bench *b, const wharf_index *idx,
 		    struct result *r)
 {
+	struct wharf_options o = b->o;
+	wharf_decoder *dec = NULL;
 	wharf_loader *l;
 	memset(r, 0, sizeof(*r));
-	if (wharf_loader_open(idx, &b->o, &l)) {
+	if ((b->decode && (wharf_decoder_new(b->decode, &dec) ||
+			   wharf_decoder_apply(dec, &o))) ||
+	    wharf_loader_open(idx, &o, &l)) {
 		fprintf(stderr, "wharf bench: %s\n", wharf_last_error());
+		wharf_decoder_free(dec);
 		return 1;
 	}
 	uint64_t t0 = now_ns(), last = t0, nb = 0;
@@ -118,11 +128,13 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 			wharf_loader_error(l)[0] ? wharf_loader_error(l)
 						 : wharf_last_error());
 		wharf_loader_close(l);
+		wharf_decoder_free(dec);
 		return 1;
 	}
 	struct wharf_stats st = {.size = sizeof(st)};
 	(void)wharf_loader_stats(l, &st);
 	wharf_loader_close(l);
+	wharf_decoder_free(dec);
 	r->samples = st.samples - warm.samples;
 	r->bytes = st.bytes - warm.bytes;
 	r->batches = st.batches - warm.batches;
@@ -196,6 +208,7 @@ static int loader_bench(int argc, char **argv)
 	    {"max-batches", required_argument, NULL, 'm'},
 	    {"sample-bytes", required_argument, NULL, 'B'},
 	    {"slot-bytes", required_argument, NULL, 'L'},
+	    {"decode", required_argument, NULL, 'D'},
 	    {"sweep", no_argument, NULL, 'W'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
@@ -253,6 +266,9 @@ static int loader_bench(int argc, char **argv)
 						       "--slot-bytes: bad "
 						       "size '%s'",
 						       optarg);
+			break;
+		case 'D':
+			b.decode = optarg;
 			break;
 		case 'W':
 			sweep = true;

@@ -17,10 +17,19 @@
 #include <wharf/decode.h>
 
 #include "loader_i.h"
+#ifdef HAVE_JPEG
+#include "jpeg.h"
+#endif
 
 #define DECODE_MAX_DIMS 8
 
-enum decode_kind { DECODE_RAW, DECODE_ARRAY, DECODE_TOKENS, DECODE_PLUGIN };
+enum decode_kind {
+	DECODE_RAW,
+	DECODE_ARRAY,
+	DECODE_TOKENS,
+	DECODE_PLUGIN,
+	DECODE_JPEG
+};
 
 typedef int (*plugin_init_fn)(const char *arg, uint32_t worker, void **state);
 
@@ -37,6 +46,7 @@ struct wharf_decoder {
 	plugin_init_fn plugin_init;
 	char *arg;
 	void *state; /* plugin state; each worker sets its own copy */
+	struct jpegdec *jpeg;
 };
 
 static int decode_fail(int rc, const char *spec, const char *what)
@@ -229,6 +239,20 @@ static int decode_plugin(void *user, uint64_t sample, const void *in,
 			    in_len, out, out_cap, out_len);
 }
 
+static int decode_jpeg(void *user, uint64_t sample, const void *in,
+		       uint64_t in_len, void *out, uint64_t out_cap,
+		       uint64_t *out_len)
+{
+#ifdef HAVE_JPEG
+	const struct wharf_decoder *d = user;
+
+	return jpegdec_sample(d->jpeg, sample, in, in_len, out, out_cap,
+			      out_len);
+#else
+	return -ENOTSUP; /* wharf_decoder_new() refuses the spec */
+#endif
+}
+
 /* Runs in each worker (its own copy of *d after the fork). */
 static int plugin_worker_init(void *user, uint32_t worker)
 {
@@ -263,7 +287,7 @@ static int load_plugin(struct wharf_decoder *d, const char *spec,
 
 struct spec_words {
 	const char *dtype, *shape, *offset, *window, *out, *path, *symbol, *arg,
-	    *bytes;
+	    *bytes, *size, *crop, *scale, *ratio, *flip, *layout, *mean, *std;
 };
 
 /* Splits "key=value" words (in place) into w; unknown keys are errors. */
@@ -282,6 +306,14 @@ static int split_words(char *s, struct spec_words *w, const char **bad)
 	    {"symbol", offsetof(struct spec_words, symbol)},
 	    {"arg", offsetof(struct spec_words, arg)},
 	    {"bytes", offsetof(struct spec_words, bytes)},
+	    {"size", offsetof(struct spec_words, size)},
+	    {"crop", offsetof(struct spec_words, crop)},
+	    {"scale", offsetof(struct spec_words, scale)},
+	    {"ratio", offsetof(struct spec_words, ratio)},
+	    {"flip", offsetof(struct spec_words, flip)},
+	    {"layout", offsetof(struct spec_words, layout)},
+	    {"mean", offsetof(struct spec_words, mean)},
+	    {"std", offsetof(struct spec_words, std)},
 	};
 	char *save = NULL;
 
@@ -371,6 +403,41 @@ static int parse_plugin(struct wharf_decoder *d, const char *spec,
 			   w->symbol ? w->symbol : "wharf_transform");
 }
 
+#ifdef HAVE_JPEG
+static int parse_jpeg(struct wharf_decoder *d, const char *spec,
+		      const struct spec_words *w)
+{
+	const struct jpegdec_words jw = {
+	    .size = w->size,
+	    .crop = w->crop,
+	    .scale = w->scale,
+	    .ratio = w->ratio,
+	    .flip = w->flip,
+	    .dtype = w->dtype,
+	    .layout = w->layout,
+	    .mean = w->mean,
+	    .std = w->std,
+	};
+	const char *why = NULL;
+	const int rc = jpegdec_new(&jw, &d->jpeg, &why);
+
+	if (rc)
+		return decode_fail(rc, spec, why);
+	d->kind = DECODE_JPEG;
+	d->out_bytes = jpegdec_out_bytes(d->jpeg);
+	return 0;
+}
+#else
+static int parse_jpeg(struct wharf_decoder *d, const char *spec,
+		      const struct spec_words *w)
+{
+	return decode_fail(-ENOTSUP, spec,
+			   "this libwharf was built without libjpeg-turbo "
+			   "(Debian: apt-get install libjpeg62-turbo-dev, "
+			   "then configure again)");
+}
+#endif
+
 int wharf_decoder_new(const char *spec, wharf_decoder **out)
 {
 	struct spec_words w = {0};
@@ -413,10 +480,12 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 		rc = parse_tokens(d, spec, &w);
 	} else if (!strcmp(copy, "plugin")) {
 		rc = parse_plugin(d, spec, &w);
+	} else if (!strcmp(copy, "jpeg")) {
+		rc = parse_jpeg(d, spec, &w);
 	} else {
-		rc =
-		    decode_fail(-EINVAL, spec,
-				"unknown decoder (raw, array, tokens, plugin)");
+		rc = decode_fail(-EINVAL, spec,
+				 "unknown decoder (raw, array, tokens, plugin, "
+				 "jpeg)");
 	}
 out:
 	free(copy);
@@ -455,6 +524,9 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 		if (d->plugin_init)
 			opt->worker_init = plugin_worker_init;
 		break;
+	case DECODE_JPEG:
+		opt->sample_fn = decode_jpeg;
+		break;
 	}
 	if (d->out_bytes)
 		opt->sample_bytes = d->out_bytes;
@@ -477,6 +549,9 @@ void wharf_decoder_free(wharf_decoder *d)
 		return;
 	if (d->dl)
 		dlclose(d->dl);
+#ifdef HAVE_JPEG
+	jpegdec_free(d->jpeg);
+#endif
 	free(d->arg);
 	free(d);
 }

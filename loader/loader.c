@@ -26,6 +26,7 @@
 
 static __thread char tl_last[1024];
 static __thread char tl_user[256];
+static __thread uint64_t tl_sample_seed;
 
 unsigned wharf_version_number(void)
 {
@@ -73,6 +74,16 @@ const char *loader_user_error(void)
 void loader_user_error_clear(void)
 {
 	tl_user[0] = '\0';
+}
+
+uint64_t wharf_sample_seed(void)
+{
+	return tl_sample_seed;
+}
+
+void loader_sample_seed_set(uint64_t seed)
+{
+	tl_sample_seed = seed;
 }
 
 static uint64_t mono_ns(void)
@@ -796,6 +807,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.idx = l->idx;
 	l->fill.ring = &l->ring;
 	l->fill.skip_bad = l->opt.skip_bad != 0;
+	l->fill.seed = l->opt.seed;
 	l->fill.sample_fn = l->opt.sample_fn;
 	l->fill.batch_fn = l->opt.batch_fn;
 	l->fill.user = l->opt.user;

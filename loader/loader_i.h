@@ -101,6 +101,10 @@ int loader_error_set(int rc, char *msg);
 const char *loader_user_error(void);
 void loader_user_error_clear(void);
 
+/* What wharf_sample_seed() returns on this thread: set by the fill before
+ * each call of a sample transform. */
+void loader_sample_seed_set(uint64_t seed);
+
 /* malloc'd printf (aborts on OOM). */
 char *loader_strdupf(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));

@@ -99,6 +99,14 @@ int sampler_init(struct sampler *s, uint64_t n, uint64_t seed, uint32_t batch,
 	return 0;
 }
 
+uint64_t sampler_sample_seed(uint64_t seed, uint64_t epoch, uint64_t id)
+{
+	/* Not the shuffle's keys: a transform's choices should not be
+	 * correlated with where the sample lands in the order. */
+	const uint64_t k = splitmix64(seed ^ splitmix64(epoch ^ 0x6a09e667ull));
+	return splitmix64(k ^ splitmix64(id));
+}
+
 void sampler_epoch_keys(const struct sampler *s, uint64_t epoch,
 			struct sampler_epoch *e)
 {

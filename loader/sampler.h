@@ -54,6 +54,11 @@ uint64_t sampler_permute(const struct sampler_epoch *e, uint64_t n, uint64_t g);
 uint64_t sampler_at(const struct sampler *s, const struct sampler_epoch *e,
 		    uint64_t pos);
 
+/* The seed of sample id's transform in epoch epoch: a pure function of the
+ * three, so a resumed or re-run epoch makes the same random choices
+ * whichever worker (or process) decodes the sample. */
+uint64_t sampler_sample_seed(uint64_t seed, uint64_t epoch, uint64_t id);
+
 /* Writes batch b's sample ids into out (room for s->batch).
  * @return the count, 0 when b >= nbatches. */
 uint32_t sampler_batch(const struct sampler *s, const struct sampler_epoch *e,

@@ -33,6 +33,7 @@
 #include "index.h"
 #include "loader_i.h"
 #include "ring.h"
+#include "sampler.h"
 #include "workers.h"
 
 #define FD_CACHE 64
@@ -367,6 +368,8 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 				    "slot_bytes");
 		uint64_t out_len = 0;
 		loader_user_error_clear();
+		loader_sample_seed_set(
+		    sampler_sample_seed(c->seed, h->epoch, id));
 		rc = c->sample_fn(c->user, id, c->scratch, len, data + pos,
 				  out_cap, &out_len);
 		if (rc)

@@ -26,6 +26,7 @@ struct fill_ctx {
 	const struct ring *ring;
 	uint64_t sample_size; /* 0: variable-size */
 	bool skip_bad;
+	uint64_t seed; /* the options' seed: sample transforms' randomness */
 	wharf_sample_fn sample_fn;
 	wharf_batch_fn batch_fn;
 	void *user;

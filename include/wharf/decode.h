@@ -36,6 +36,27 @@
  *       user pointer (else arg itself).  bytes: the output size of every
  *       sample (0 or absent: variable-size output, or the index's size).
  *
+ *   jpeg size=S [crop=random-resized|center] [scale=MIN,MAX]
+ *        [ratio=MIN,MAX] [flip=0|1] [dtype=u8|f32] [layout=chw|hwc]
+ *        [mean=R,G,B std=R,G,B]
+ *       a JPEG file as an S x S RGB image (libjpeg-turbo; a libwharf built
+ *       without it refuses the spec with -ENOTSUP).  crop=random-resized
+ *       (default) is torchvision's RandomResizedCrop(S, scale, ratio),
+ *       default scale 0.08,1 and ratio 0.75,1.3333; crop=center its eval
+ *       transform, Resize(S / 0.875) then CenterCrop(S).  flip=1 mirrors
+ *       half of the samples (default 1 with random-resized, 0 with
+ *       center).  Choices come from wharf_sample_seed(): fixed by (seed,
+ *       epoch, sample).  dtype=u8 (default) keeps 0..255; f32 gives v / 255,
+ *       or (v / 255 - mean) / std with mean and std (f32 only).  layout chw
+ *       (default): three planes; hwc: interleaved pixels.  Output: S*S*3
+ *       bytes (u8) or S*S*3*4 (f32), written straight into the slot.
+ *       Grayscale and CMYK become RGB.  A file that is not a JPEG, is
+ *       damaged in the part decoded (only the crop's rows are read: damage
+ *       below it goes unseen) or is larger than 2^26 pixels fails naming
+ *       the sample (skip_bad leaves it out); it never takes a worker down.
+ *       The decoder keeps its decoding buffers per process: loaders that
+ *       share one with num_workers 0 must not run on two threads at once.
+ *
  * Call order: wharf_decoder_new(), wharf_decoder_apply() on the options,
  * wharf_loader_open(); the decoder must outlive the loader; then
  * wharf_decoder_free().
@@ -52,7 +73,8 @@ typedef struct wharf_decoder wharf_decoder;
 /*
  * Parses spec (see above) and, for a plugin, loads it.
  * @return 0 and *out set, or -EINVAL for a bad spec, -ENOENT for a plugin
- *         that cannot be loaded or lacks the symbol; wharf_last_error() says
+ *         that cannot be loaded or lacks the symbol, -ENOTSUP for jpeg in
+ *         a libwharf built without libjpeg-turbo; wharf_last_error() says
  *         which word or what dlopen said.
  */
 int wharf_decoder_new(const char *spec, wharf_decoder **out);

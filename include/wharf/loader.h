@@ -70,6 +70,15 @@ const char *wharf_last_error(void);
 void wharf_set_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
+/*
+ * For sample transforms (wharf_sample_fn), during the call: 64 bits that
+ * are a pure function of (the options' seed, the batch's epoch, the sample
+ * id), the same in every worker, run and resumed epoch.  Seed a transform's
+ * random choices (crops, flips) with it, so that they are reproducible.
+ * Outside a transform the value is meaningless.
+ */
+uint64_t wharf_sample_seed(void);
+
 /* ------------------------------------------------------------------------
  * Index
  * ------------------------------------------------------------------------ */

@@ -112,6 +112,43 @@ class Plugin(Decoder):
             self.spec += " bytes=%d" % int(sample_bytes)
 
 
+class Jpeg(Decoder):
+    def __init__(self, size=224, crop="random-resized", scale=(0.08, 1.0),
+                 ratio=(3 / 4, 4 / 3), flip=None, dtype="uint8",
+                 layout="chw", mean=None, std=None):
+        self.size = int(size)
+        if crop not in ("random-resized", "center"):
+            raise ValueError("crop must be 'random-resized' or 'center'")
+        if layout not in ("chw", "hwc"):
+            raise ValueError("layout must be 'chw' or 'hwc'")
+        self.dtype, code = _spec_dtype(dtype)
+        if code not in ("u8", "f32"):
+            raise ValueError("dtype must be uint8 or float32")
+        if (mean is not None or std is not None) and code != "f32":
+            raise ValueError("mean and std need dtype float32")
+
+        def nums(v, n):
+            v = [float(x) for x in v]
+            if len(v) != n:
+                raise ValueError("expected %d numbers, got %r" % (n, v))
+            return ",".join(repr(x) for x in v)
+
+        words = ["jpeg", "size=%d" % self.size, "crop=%s" % crop,
+                 "dtype=%s" % code, "layout=%s" % layout]
+        if crop == "random-resized":
+            words += ["scale=%s" % nums(scale, 2),
+                      "ratio=%s" % nums(ratio, 2)]
+        if flip is not None:
+            words.append("flip=%d" % bool(flip))
+        if mean is not None:
+            words.append("mean=%s" % nums(mean, 3))
+        if std is not None:
+            words.append("std=%s" % nums(std, 3))
+        self.spec = " ".join(words)
+        s = self.size
+        self.shape = (3, s, s) if layout == "chw" else (s, s, 3)
+
+
 def raw(size=None):
     """The stored bytes: uint8 arrays (count, size), or one per sample when
     sizes differ.  With size, each sample is cut or zero-padded to size
@@ -136,6 +173,25 @@ def plugin(path, symbol="wharf_transform", arg="", sample_bytes=0,
            dtype="uint8", shape=None):
     """A transform exported by a shared object (see wharf/decode.h)."""
     return Plugin(path, symbol, arg, sample_bytes, dtype, shape)
+
+
+def jpeg(size=224, crop="random-resized", scale=(0.08, 1.0),
+         ratio=(3 / 4, 4 / 3), flip=None, dtype="uint8", layout="chw",
+         mean=None, std=None):
+    """JPEG files decoded and augmented in the workers (libjpeg-turbo):
+    batches (count, 3, size, size) with layout "chw", (count, size, size,
+    3) with "hwc".
+
+    crop="random-resized" is torchvision's RandomResizedCrop(size, scale,
+    ratio); crop="center" its eval transform, Resize(size / 0.875) then
+    CenterCrop(size).  flip: a horizontal flip with probability 1/2
+    (default: on with random-resized, off with center).  Random choices
+    are a function of (the loader's seed, epoch, sample index).  dtype
+    uint8 keeps 0..255; float32 gives v / 255, then (x - mean) / std per
+    channel when mean and std are given (ToTensor, Normalize).  Grayscale
+    and CMYK files come out RGB; a file that is not a JPEG, or is damaged,
+    fails naming the sample (skip_bad leaves it out)."""
+    return Jpeg(size, crop, scale, ratio, flip, dtype, layout, mean, std)
 
 
 def coerce(decode):

@@ -6,6 +6,10 @@
     for x, y in loader:          # torch.int64 tensors (64, 1024)
         ...
 
+With wharf.decode.jpeg(224) the tensors are images, uint8 or float32 as
+the decoder's dtype says, (batch, 3, 224, 224) or (batch, 224, 224, 3) as
+its layout says, decoded and augmented in the C workers.
+
 Tensors share memory with the shared-memory ring (torch.frombuffer: no
 copy), so the rule for views holds: a batch's tensors are valid until a
 loop takes the next batch (or set_epoch(), release(), close()); .clone()
