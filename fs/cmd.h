@@ -10,6 +10,8 @@
 
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
+/* mount.fuse.wharf SOURCE DIR [-o OPTS]: the form mount(8) runs. */
+int cmd_mount_helper(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_prefetch(int argc, char **argv);
 int cmd_index(int argc, char **argv);

@@ -48,6 +48,11 @@ int cmd_usage_error(const char *sub, const char *fmt, ...)
 
 int main(int argc, char **argv)
 {
+	const char *slash = strrchr(argv[0], '/');
+
+	/* Installed as a link named for mount(8)'s helper of fuse.wharf. */
+	if (!strcmp(slash ? slash + 1 : argv[0], "mount.fuse.wharf"))
+		return cmd_mount_helper(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
