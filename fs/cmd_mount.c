@@ -758,9 +758,9 @@ static int mount_open(struct mount_state *m)
 	for (char *p = fsname; *p; p++)
 		if (*p == ',')
 			*p = '_';
-	/* Not "ro": .wharf/hints takes writes; every other write is
-	 * refused with EROFS by ops.c. */
-	mopts = strdupf("default_permissions,subtype=wharf,fsname=%s,"
+	/* "ro": the mount table says what the mount is, and the kernel
+	 * refuses writes before they reach ops.c.  Hints come by ioctl. */
+	mopts = strdupf("ro,default_permissions,subtype=wharf,fsname=%s,"
 			"max_read=%u",
 			fsname, PF_MAX_READ);
 	if (fuse_opt_add_arg(&m->args, "wharf") ||

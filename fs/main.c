@@ -16,6 +16,7 @@ static const struct {
 	{"umount", cmd_umount, "unmount a wharf mount"},
 	{"cache", cmd_cache, "inspect, verify, prune or clear a chunk cache"},
 	{"prefetch", cmd_prefetch, "fill the cache for files on a mount"},
+	{"hints", cmd_hints, "tell a mount what will be read next"},
 	{"index", cmd_index, "build or describe a loader index"},
 	{"shm", cmd_shm, "list or remove leftover /dev/shm segments"},
 	{"bench", cmd_bench, "measure the loader on an index"},
