@@ -258,18 +258,20 @@ static char *own(struct mount_opts *o, char *p)
  * Mount options that go to the kernel through libfuse, and options that
  * only mount(8), systemd or an fstab reader act on: mount(8) hands the
  * helper every option of an fstab line, so those are taken and dropped.
+ * The access-time options libfuse does not know are dropped too: nothing
+ * on a read-only mount updates an access time.
  */
 static const char *const kernel_opts[] = {
-    "ro",	 "allow_other", "allow_root",	 "auto_unmount",
-    "default_permissions",	"nosuid",	 "suid",
-    "nodev",	 "dev",		"noexec",	 "exec",
-    "atime",	 "noatime",	"diratime",	 "nodiratime",
-    "relatime",	 "norelatime",	"strictatime",	 "nostrictatime",
-    "lazytime",	 "nolazytime",	"sync",		 "async",
-    "dirsync",	 NULL};
+    "ro",     "allow_other", "allow_root", "auto_unmount",
+    "default_permissions",   "nosuid",	   "suid",
+    "nodev",  "dev",	     "noexec",	   "exec",
+    "atime",  "noatime",     "sync",	   "async",
+    "dirsync", NULL};
 static const char *const fstab_opts[] = {
-    "defaults", "auto", "noauto",  "user",  "nouser", "users",
-    "owner",	"group", "_netdev", "nofail", "loud",	 NULL};
+    "defaults",	   "auto",	 "noauto",	"user",	      "nouser",
+    "users",	   "owner",	 "group",	"_netdev",    "nofail",
+    "loud",	   "relatime",	 "norelatime",	"strictatime", "nostrictatime",
+    "diratime",	   "nodiratime", "lazytime",	"nolazytime", NULL};
 
 static bool in_list(const char *const *list, const char *name)
 {
