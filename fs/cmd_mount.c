@@ -340,7 +340,7 @@ static int mount_o(struct mount_opts *o, const char *arg)
 					       "-o rw: wharf is a read-only "
 					       "filesystem");
 		} else if (!in_list(fstab_opts, item) &&
-			   strncmp(item, "x-", 2) &&
+			   strncmp(item, "x-", 2) && strncmp(item, "X-", 2) &&
 			   strncmp(item, "comment=", 8)) {
 			return cmd_usage_error("mount", "unknown option -o %s",
 					       item);

@@ -198,7 +198,7 @@ static void check_released(pid_t pid, const char *mnt, const char *cache)
 #define FSTAB_OPTS                                                             \
 	"chunk_size=64K,memory_cache=8M,readahead=256K,max_connections=4,"    \
 	"ro,nosuid,nodev,noatime,allow_other,default_permissions,_netdev,"   \
-	"nofail,noauto,x-systemd.automount,x-systemd.idle-timeout=60,"       \
+	"nofail,noauto,x-systemd.automount,X-mount.mkdir,"       \
 	"user,comment=x"
 
 START_TEST(test_helper_as_mount_runs_it)
