@@ -1,6 +1,7 @@
 /*
  * `wharf cache stats|ls|verify|prune|clear`: parses, calls store.c (the one
- * place that knows the cache layout), prints.
+ * place that knows the cache layout) and snapshot.c (what a listing
+ * snapshot holds), prints.
  *
  * stats, ls and verify work on a cache that a mount is using: they only
  * read, and verify removes nothing but corrupt files (the mount forgets a
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "snapshot.h"
 #include "store.h"
 
 static void usage(FILE *out)
@@ -28,9 +30,10 @@ static void usage(FILE *out)
 		"Usage: wharf cache COMMAND [--cache-dir DIR] [OPTIONS]\n\n"
 		"Inspects and maintains a wharf chunk cache.\n\n"
 		"Commands:\n"
-		"  stats [--json]         chunks and bytes on disk; the live "
-		"counters of the\n"
-		"                         mount using the cache, if any\n"
+		"  stats [--json]         chunks and bytes on disk; the listing "
+		"snapshots;\n"
+		"                         the live counters of the mount "
+		"using the cache\n"
 		"  ls                     one line per chunk: key, bytes on "
 		"disk, raw bytes,\n"
 		"                         codec, last use\n"
@@ -39,7 +42,8 @@ static void usage(FILE *out)
 		"                         (exit status 1 when any was bad)\n"
 		"  prune --max-size SIZE  evict the least recently used "
 		"chunks down to SIZE\n"
-		"  clear                  remove every chunk\n\n"
+		"  clear                  remove every chunk and listing "
+		"snapshot\n\n"
 		"Options:\n"
 		"  --cache-dir DIR  the cache (default: %s)\n"
 		"  --json           stats: print JSON\n"
@@ -117,6 +121,78 @@ static char *read_mount_stats(const char *mountpoint)
 	return buf;
 }
 
+/* One snapshot of the cache, as a line or a JSON object. */
+struct snap_print {
+	bool json;
+	unsigned n;
+};
+
+static int print_snapshot(void *arg, const char *path)
+{
+	struct snap_print *p = arg;
+	struct snapshot *s = NULL;
+	struct snapshot_info si;
+	char *err = NULL, age[32];
+	int rc = snapshot_load(path, NULL, &s, &err);
+
+	if (p->json) {
+		printf("%s{\"path\": ", p->n ? ", " : "");
+		json_put_str(stdout, path);
+	}
+	p->n++;
+	if (rc) {
+		if (p->json) {
+			printf(", \"error\": ");
+			json_put_str(stdout, err ? err : strerror(-rc));
+			printf("}");
+		} else {
+			printf("%s\n", err ? err : strerror(-rc));
+		}
+		free(err);
+		return 0;
+	}
+	snapshot_info(s, &si);
+	if (p->json) {
+		printf(", \"source\": ");
+		json_put_str(stdout, si.source);
+		printf(", \"saved\": %lld, \"directories\": %llu, "
+		       "\"entries\": %llu}",
+		       (long long)si.saved, (unsigned long long)si.dirs,
+		       (unsigned long long)si.entries);
+	} else {
+		printf("listing snapshot of %s: %llu directories, %llu "
+		       "entries, saved %s ago (%s)\n",
+		       si.source, (unsigned long long)si.dirs,
+		       (unsigned long long)si.entries,
+		       format_age((int64_t)time(NULL) - si.saved, age,
+				  sizeof(age)),
+		       path);
+	}
+	snapshot_free(s);
+	return 0;
+}
+
+/* The listing snapshots: a line each, or a JSON member "snapshots". */
+static void print_snapshots(const struct opts *o)
+{
+	struct snap_print p = {.json = o->json};
+	char *err = NULL;
+	int rc;
+
+	if (o->json)
+		printf(", \"snapshots\": [");
+	rc = snapshot_each(o->dir, print_snapshot, &p, &err);
+	if (o->json)
+		printf("]");
+	else if (!p.n && !rc)
+		printf("no listing snapshots\n");
+	if (rc) {
+		fprintf(stderr, "wharf cache stats: %s\n",
+			err ? err : strerror(-rc));
+		free(err);
+	}
+}
+
 static int do_stats(const struct opts *o)
 {
 	struct totals t = {0};
@@ -145,6 +221,7 @@ static int do_stats(const struct opts *o)
 		       (unsigned long long)t.raw, (unsigned long long)t.zstd,
 		       (unsigned long long)t.unreadable,
 		       mounted ? "true" : "false");
+		print_snapshots(o);
 		if (mounted) {
 			printf(", \"pid\": %d, \"mountpoint\": ", (int)pid);
 			if (mp)
@@ -165,6 +242,7 @@ static int do_stats(const struct opts *o)
 			printf(", %llu unreadable",
 			       (unsigned long long)t.unreadable);
 		printf("\n");
+		print_snapshots(o);
 		if (!mounted)
 			printf("not mounted\n");
 		else
@@ -253,7 +331,7 @@ static int do_prune(const struct opts *o)
 {
 	struct store_config cfg = {.dir = o->dir};
 	struct store *st = NULL;
-	uint64_t chunks = 0, bytes = 0;
+	uint64_t chunks = 0, bytes = 0, snaps = 0;
 	char *err = NULL, buf[32];
 	int rc;
 
@@ -265,14 +343,27 @@ static int do_prune(const struct opts *o)
 		return 1;
 	}
 	rc = store_prune(st, o->has_max ? o->max_size : 0, &chunks, &bytes);
-	store_close(st);
 	if (rc) {
 		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
 			strerror(-rc));
+		store_close(st);
 		return 1;
 	}
-	printf("removed %llu chunks, %s\n", (unsigned long long)chunks,
+	/* Under the lock still: no mount is saving one meanwhile. */
+	if (!o->has_max)
+		rc = snapshot_clear(o->dir, &snaps, &err);
+	store_close(st);
+	printf("removed %llu chunks, %s", (unsigned long long)chunks,
 	       format_size(bytes, buf, sizeof(buf)));
+	if (!o->has_max)
+		printf(", %llu listing snapshots", (unsigned long long)snaps);
+	printf("\n");
+	if (rc) {
+		fprintf(stderr, "wharf cache %s: %s\n", o->sub,
+			err ? err : strerror(-rc));
+		free(err);
+		return 1;
+	}
 	return 0;
 }
 

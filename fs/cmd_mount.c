@@ -37,6 +37,7 @@
 #include "chunks.h"
 #include "cmd.h"
 #include "fetch.h"
+#include "offline.h"
 #include "ops.h"
 #include "prefetch.h"
 #include "source.h"
@@ -63,6 +64,8 @@ struct mount_opts {
 	unsigned n_fuse_opts;
 	bool foreground;
 	bool debug;
+	bool offline; /* --offline */
+	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
 	/* Long options given as -o name=value, parsed after the rest. */
 	char **o_args; /* "--name=value", malloc'd */
@@ -97,6 +100,8 @@ enum {
 	OPT_TOKEN_LIFETIME,
 	OPT_TOKEN_TIMEOUT,
 	OPT_ANONYMOUS,
+	OPT_OFFLINE,
+	OPT_ORIGIN_WAIT,
 	OPT_UID,
 	OPT_GID,
 };
@@ -127,6 +132,8 @@ static const struct option mount_longopts[] = {
     {"token-lifetime", required_argument, NULL, OPT_TOKEN_LIFETIME},
     {"token-timeout", required_argument, NULL, OPT_TOKEN_TIMEOUT},
     {"anonymous", no_argument, NULL, OPT_ANONYMOUS},
+    {"offline", no_argument, NULL, OPT_OFFLINE},
+    {"origin-wait", required_argument, NULL, OPT_ORIGIN_WAIT},
     {"uid", required_argument, NULL, OPT_UID},
     {"gid", required_argument, NULL, OPT_GID},
     {"foreground", no_argument, NULL, 'f'},
@@ -187,6 +194,16 @@ static void mount_usage(FILE *out)
 	    "(300)\n"
 	    "  --token-timeout SEC   GCS: kill CMD after SEC seconds (30)\n"
 	    "  --anonymous           GCS: anonymous requests\n"
+	    "Offline:\n"
+	    "  --origin-wait SEC     give up on an unreachable origin after "
+	    "about SEC\n"
+	    "                        seconds (30): the mount then comes up "
+	    "from the\n"
+	    "                        listing snapshot in the cache, a read "
+	    "fails (EIO)\n"
+	    "  --offline             mount from the listing snapshot; never "
+	    "ask the\n"
+	    "                        origin\n"
 	    "Process:\n"
 	    "  --uid N, --gid N      owner shown for every file (default: "
 	    "yours)\n"
@@ -460,6 +477,13 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		case OPT_ANONYMOUS:
 			o->src.anonymous = true;
 			break;
+		case OPT_OFFLINE:
+			o->offline = true;
+			break;
+		case OPT_ORIGIN_WAIT:
+			rc = opt_uint("origin-wait", optarg, 1, 3600, &v);
+			o->origin_wait_ms = (unsigned)v * 1000;
+			break;
 		case OPT_UID:
 			rc = opt_uint("uid", optarg, 0, INT32_MAX, &o->uid);
 			break;
@@ -500,6 +524,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	o->chunk_size = 4u << 20;
 	o->zstd_level = 3;
 	o->readahead = 64ull << 20;
+	o->origin_wait_ms = 30000;
 	o->uid = o->gid = -1;
 	fetch_config_default(&o->fetch);
 
@@ -526,6 +551,12 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		if (rc)
 			return rc;
 	}
+	/* Retries stop within the wait, and so does a connect: an origin
+	 * that does not answer costs about that long, once per request. */
+	if (o->fetch.retry_budget_ms > o->origin_wait_ms)
+		o->fetch.retry_budget_ms = o->origin_wait_ms;
+	if (o->fetch.connect_timeout_ms > o->origin_wait_ms)
+		o->fetch.connect_timeout_ms = o->origin_wait_ms;
 	if (nargs != 2)
 		return cmd_usage_error("mount",
 				       "expected SOURCE and DIR, got "
@@ -704,6 +735,13 @@ static int mount_open(struct mount_state *m)
 	    .readahead_bytes = o->readahead,
 	    .threads = o->threads, /* read-ahead and hints */
 	};
+	struct offline_config oc = {
+	    .spec = o->spec,
+	    .opt = &o->src,
+	    .fetch = &o->fetch,
+	    .cache_dir = o->cache_dir,
+	    .forced = o->offline,
+	};
 	char *err = NULL, *fsname = NULL, *mopts = NULL;
 	int rc;
 
@@ -715,7 +753,10 @@ static int mount_open(struct mount_state *m)
 			strerror(-rc));
 		return -1;
 	}
-	rc = source_open(o->spec, &o->src, m->fe, &m->src, &err);
+	/* Comes up from the listing snapshot when the origin cannot be
+	 * reached; the cache lock is not held yet, but only a mount writes
+	 * a snapshot, and it does so once it holds the lock. */
+	rc = offline_open(&oc, m->fe, &m->src, &err);
 	if (rc)
 		goto fail;
 	/* The memory cache first: it maps chunk files, and lets them go
@@ -733,6 +774,8 @@ static int mount_open(struct mount_state *m)
 	rc = prefetch_new(&pc, m->src, m->st, m->cc, &m->pf);
 	if (!rc)
 		rc = tree_new(m->src, &m->tree);
+	if (!rc)
+		rc = offline_start(m->src, m->tree);
 	if (rc) {
 		err_set(&err, "cannot set up the mount: %s", strerror(-rc));
 		goto fail;
@@ -751,6 +794,7 @@ static int mount_open(struct mount_state *m)
 		      .prefetch = m->pf,
 		      .tree = m->tree,
 		      .source_id = m->src->id,
+		      .source = m->src,
 		      .mountpoint = m->mountpoint,
 		      .cache_dir = o->cache_dir,
 		      .started_ns = now_ns()},
@@ -814,6 +858,8 @@ static void mount_close(struct mount_state *m)
 	pthread_mutex_destroy(&m->se_mu);
 	ops_cleanup(&m->ctx);
 	prefetch_free(m->pf);
+	if (m->src)
+		offline_stop(m->src);
 	tree_free(m->tree);
 	store_close(m->st); /* first: it may call into the memory cache */
 	chunks_free(m->cc);

@@ -269,25 +269,30 @@ int json_skip(struct json *s)
 	return skip_value(s, 0);
 }
 
+int json_num_text(struct json *s, char *num, size_t cap)
+{
+	const char *t;
+	size_t n;
+
+	json_ws(s);
+	if (s->p < s->end && *s->p == '"')
+		return json_string(s, num, cap, &n);
+	if (json_scalar(s, &t, &n))
+		return -EINVAL;
+	if (n >= cap)
+		return json_fail(s, "number too long");
+	memcpy(num, t, n);
+	num[n] = '\0';
+	return 0;
+}
+
 int json_u64(struct json *s, uint64_t *out)
 {
 	char num[32];
-	const char *t;
-	size_t n;
 	char *end;
 
-	json_ws(s);
-	if (s->p < s->end && *s->p == '"') {
-		if (json_string(s, num, sizeof(num), &n))
-			return -EINVAL;
-	} else {
-		if (json_scalar(s, &t, &n))
-			return -EINVAL;
-		if (n >= sizeof(num))
-			return json_fail(s, "number too long");
-		memcpy(num, t, n);
-		num[n] = '\0';
-	}
+	if (json_num_text(s, num, sizeof(num)))
+		return -EINVAL;
 	errno = 0;
 	*out = strtoull(num, &end, 10);
 	if (errno || *end || end == num || !isdigit((unsigned char)num[0]))

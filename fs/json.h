@@ -44,6 +44,8 @@ int json_next(struct json *s, char close, bool *first) WHARF_CHECK;
 int json_key(struct json *s, char *key, size_t cap) WHARF_CHECK;
 /* Skips any one value, nested ones included. */
 int json_skip(struct json *s) WHARF_CHECK;
+/* The text of a number, bare or quoted, into num (cap bytes), unchecked. */
+int json_num_text(struct json *s, char *num, size_t cap) WHARF_CHECK;
 /* An unsigned integer, bare or quoted ("123": GCS sends int64 as strings). */
 int json_u64(struct json *s, uint64_t *out) WHARF_CHECK;
 /* Only white space is left. */

@@ -77,13 +77,21 @@ static const char *parse_size_digits(const char *s, const char *end,
 	return p;
 }
 
+/* Why a size token cannot be an object's size, in buf. */
+static const char *size_why(char *buf, size_t cap, const char *tok, size_t n)
+{
+	snprintf(buf, cap, "size %.*s%s is not a number from 0 to 2^63-1",
+		 (int)(n > 32 ? 32 : n), tok, n > 32 ? "..." : "");
+	return buf;
+}
+
 /* ---- JSON (nginx autoindex) ---- */
 
 int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 		       char **err)
 {
 	struct json s;
-	char key[32], name[LISTING_NAME_MAX + 1], val[128];
+	char key[32], name[LISTING_NAME_MAX + 1], val[128], why[96];
 	int rc;
 
 	json_init(&s, body, len, "JSON listing", err);
@@ -124,8 +132,9 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 								&vl))
 							return -EINVAL;
 						if (!name_ok(name, vl))
-							return json_fail(
-							    &s, "bad name");
+							e.bad = "a name no "
+								"filesystem "
+								"can show";
 						have_name = true;
 					} else {
 						if (json_string(&s, val,
@@ -152,8 +161,9 @@ int listing_parse_json(const char *body, size_t len, listing_cb cb, void *arg,
 						if (parse_size_digits(
 							t, t + vl, &e.size) !=
 						    t + vl)
-							return json_fail(
-							    &s, "bad size");
+							e.bad = size_why(
+							    why, sizeof(why),
+							    t, vl);
 						e.has_size = true;
 					}
 				}
@@ -428,10 +438,13 @@ int listing_parse_html(const char *body, size_t len, listing_cb cb, void *arg,
 			    "bad or too long percent-encoded name");
 		if (nl > LISTING_NAME_MAX)
 			return html_fail(err, body, v, "name too long");
+		/* "..", "." are the parent and self links every page has. */
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
 		if (!name_ok(name, (size_t)nl))
-			continue; /* "..", "." */
+			e.bad = "a name no filesystem can show";
 		if (nginx_tail(p, end, &e))
-			return html_fail(err, body, v, "size too large");
+			e.bad = "a size past 2^63-1";
 		rc = cb(arg, &e);
 		if (rc)
 			return rc;
@@ -459,6 +472,41 @@ void manifest_free(struct manifest *m)
 	free(m);
 }
 
+/* Why a decoded manifest path (dl bytes, or < 0: a bad escape) cannot be
+ * shown, or NULL when every component is a name a filesystem can show. */
+static const char *manifest_path_why(const char *dp, int dl)
+{
+	if (dl <= 0)
+		return "a bad or empty percent-encoded path";
+	if (dl > LISTING_PATH_MAX)
+		return "a path longer than 4096 bytes";
+	for (size_t i = 0; i <= (size_t)dl;) {
+		size_t j = i;
+
+		while (j < (size_t)dl && dp[j] != '/')
+			j++;
+		if (!name_ok(dp + i, j - i))
+			return "an empty, \".\" or \"..\" path component";
+		if (j - i > LISTING_NAME_MAX)
+			return "a path component longer than 1024 bytes";
+		i = j + 1;
+	}
+	return NULL;
+}
+
+static uint64_t skipped; /* listing_skipped(), atomic */
+
+void listing_skip(const char *where, const char *name, const char *why)
+{
+	__atomic_add_fetch(&skipped, 1, __ATOMIC_RELAXED);
+	log_warn("%s: \"%s\" left out: %s", where, name, why);
+}
+
+uint64_t listing_skipped(void)
+{
+	return __atomic_load_n(&skipped, __ATOMIC_RELAXED);
+}
+
 int manifest_parse(const char *text, size_t len, struct manifest **out,
 		   char **err)
 {
@@ -480,7 +528,8 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		size_t fl[4], nf = 0;
 		const char *q = p;
 		uint64_t sz;
-		const char *dp;
+		const char *dp, *why;
+		char where[48], raw[260], whybuf[96];
 		int dl;
 
 		line++;
@@ -510,38 +559,22 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 			rc = -EINVAL;
 			goto out;
 		}
-		/* percent-decoded in place: "a%20b" is "a b"; never longer */
+		/* percent-decoded in place: "a%20b" is "a b"; never longer.
+		 * A path or size no filesystem can show leaves the line out,
+		 * not the manifest: the bytes at bk are then written over. */
 		dl = listing_url_decode(f[0], fl[0], m->blob + bk, fl[0] + 1);
 		dp = m->blob + bk;
-		if (dl <= 0 || dl > LISTING_PATH_MAX || dp[0] == '/' ||
-		    dp[dl - 1] == '/') {
-			err_set(err, "manifest line %zu: bad path", line);
-			rc = -EINVAL;
-			goto out;
-		}
-		for (i = 0; i < (size_t)dl;) {
-			/* every component a valid name */
-			size_t j = i;
-
-			while (j < (size_t)dl && dp[j] != '/')
-				j++;
-			if (!name_ok(dp + i, j - i) ||
-			    j - i > LISTING_NAME_MAX) {
-				err_set(err,
-					"manifest line %zu: bad path "
-					"component",
-					line);
-				rc = -EINVAL;
-				goto out;
-			}
-			i = j + 1;
-		}
-		if (parse_size_digits(f[1], f[1] + fl[1], &sz) !=
-		    f[1] + fl[1]) {
-			err_set(err, "manifest line %zu: bad size \"%.*s\"",
-				line, (int)(fl[1] > 32 ? 32 : fl[1]), f[1]);
-			rc = -EINVAL;
-			goto out;
+		why = manifest_path_why(dp, dl);
+		if (!why &&
+		    parse_size_digits(f[1], f[1] + fl[1], &sz) != f[1] + fl[1])
+			why = size_why(whybuf, sizeof(whybuf), f[1], fl[1]);
+		if (why) {
+			snprintf(where, sizeof(where), "manifest line %zu",
+				 line);
+			snprintf(raw, sizeof(raw), "%.*s",
+				 (int)(fl[0] > 256 ? 256 : fl[0]), f[0]);
+			listing_skip(where, raw, why);
+			continue;
 		}
 		if (nf == 3 && fl[2] > 127) {
 			err_set(err, "manifest line %zu: etag too long", line);

@@ -22,6 +22,11 @@ struct listing_entry {
 	uint64_t size;
 	int64_t mtime;	  /* epoch seconds, 0 when unknown */
 	const char *etag; /* manifest only: the line's etag or ""; else NULL */
+	/* Why the entry cannot be shown (a name with '/', a size that is
+	 * negative or past 2^63-1), or NULL.  Such an entry is handed on
+	 * rather than failing the listing, so that its reader can name it
+	 * and skip it: one odd key must not keep a whole bucket out. */
+	const char *bad;
 };
 
 /* Called per entry; name valid during the call only.  Non-zero stops the
@@ -49,7 +54,18 @@ int listing_url_decode(const char *in, size_t n, char *out, size_t cap);
  * @return the length, or -ENAMETOOLONG when out is too small. */
 int listing_url_encode_path(const char *path, char *out, size_t cap);
 
-/* A manifest: a sorted table of objects, built once. */
+/*
+ * Notes an entry left out of a listing because the mount cannot show it:
+ * one warning naming it, where it was listed (a URL, a manifest line) and
+ * why, and one more in the count of listing_skipped(), which .wharf/stats
+ * shows.  Thread-safe.
+ */
+void listing_skip(const char *where, const char *name, const char *why);
+/* Entries left out so far by this process. */
+uint64_t listing_skipped(void);
+
+/* A manifest: a sorted table of objects, built once.  Lines that name
+ * something no filesystem can show are left out (listing_skip). */
 struct manifest_entry {
 	const char *path; /* "dir/sub/file" */
 	uint64_t size;
@@ -62,6 +78,7 @@ struct manifest {
 };
 /* Parses "path size [etag]" lines, '#' comments and blank lines allowed.
  * Paths are percent-decoded ("a%20b" for a name with a space, %25 for '%').
+ * A line whose path or size cannot be shown is skipped with a warning.
  * @return 0, or -EINVAL (with the line number in *err), -ENOMEM. */
 int manifest_parse(const char *text, size_t len, struct manifest **out,
 		   char **err) WHARF_CHECK;

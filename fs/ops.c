@@ -573,13 +573,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		goto reply;
 	if (off < 2 && dir_add(&d, "..", self.parent, &parent, 2))
 		goto reply;
+	/* .wharf is reachable by name only: a walk of the tree (find, du,
+	 * rsync, a loader taking subdirectories for classes) must see the
+	 * dataset and nothing else. */
 	d.base = 2;
-	if (ino == FUSE_ROOT_ID) {
-		if (off < 3 &&
-		    dir_add(&d, WHARF_DIR_NAME, INO_WHARF_DIR, NULL, 3))
-			goto reply;
-		d.base = 3;
-	}
 	rc = tree_readdir(ctx->tree, ino,
 			  off > d.base ? (uint64_t)(off - d.base) : 0,
 			  dir_add_child, &d);

@@ -286,12 +286,14 @@ static int fetch_chunk(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		memset(&rd, 0, sizeof(rd));
 		rc = ops->prepare_read(pf->src, f->path, f->version, off, want,
 				       &rd);
-		if (rc) {
+		/* -ENOLINK: offline, and the source said so once. */
+		if (rc && rc != -ENOLINK)
 			log_error("%s%s: bytes %llu-%llu: cannot prepare the "
 				  "request: %s",
 				  pf->src->id, f->path, (unsigned long long)off,
 				  (unsigned long long)(off + want - 1),
 				  strerror(-rc));
+		if (rc) {
 			source_read_done(&rd);
 			return rc;
 		}

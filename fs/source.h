@@ -49,6 +49,10 @@ struct source_object {
 	uint64_t size;       /* bytes; 0 for directories */
 	int64_t mtime;       /* epoch seconds, 0 when unknown */
 	const char *version; /* ETag / generation / "" : pins the content */
+	/* Why the entry cannot be shown (a size the origin gave as negative
+	 * or past 2^63-1), or NULL: the tree leaves it out with a warning
+	 * naming it, and lists the rest. */
+	const char *bad;
 };
 
 /* Called once per entry of a directory; strings are valid only during the
@@ -70,6 +74,8 @@ struct source_ops {
 	 * generation=, or ignored, as the backend allows).  The caller then sets
 	 * rd->req.buf/cap, calls fetch_run, and source_read_done(rd).  This runs
 	 * once per chunk fetched from the origin, never per read served.
+	 * -ENOLINK: the origin cannot be reached (an offline mount) and the
+	 * source has logged it already; the reader gets EIO.
 	 */
 	int (*prepare_read)(struct source *src, const char *path,
 			    const char *version, uint64_t off, uint64_t len,
@@ -102,6 +108,11 @@ struct source_options {
 	unsigned token_lifetime;  /* gs: seconds a bare command token lasts */
 	unsigned token_timeout;   /* gs: seconds the command may take; 0: 30 */
 	bool anonymous;           /* gs */
+	/* Build the source without contacting anything (no listing, no
+	 * manifest, no credentials): only its id may be used, to find the
+	 * listing snapshot of an origin that cannot be reached.  Such a
+	 * source must not list, stat or read. */
+	bool no_check;
 };
 
 /*

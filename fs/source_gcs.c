@@ -160,7 +160,25 @@ struct item {
 	uint64_t size;
 	int64_t mtime;
 	bool has_name, has_size, has_gen;
+	const char *bad; /* why it cannot be shown, or NULL */
 };
+
+/* The "size" member, quoted or not.  A size that is not one (negative,
+ * past 2^63-1) marks the item bad instead of failing the page. */
+static int item_size(struct json *s, struct item *it)
+{
+	char num[64], *end;
+
+	if (json_num_text(s, num, sizeof(num)))
+		return -EINVAL;
+	errno = 0;
+	it->size = strtoull(num, &end, 10);
+	if (errno || *end || end == num || !isdigit((unsigned char)num[0]) ||
+	    it->size > (uint64_t)INT64_MAX)
+		it->bad = "a size that is not a number from 0 to 2^63-1";
+	it->has_size = true;
+	return 0;
+}
 
 /* An object resource: {"name": ..., "size": "N", "generation": "G",
  * "updated": "..."}; other members are skipped. */
@@ -184,9 +202,8 @@ static int parse_item(struct json *s, struct item *it)
 				return json_fail(s, "NUL in a name");
 			it->has_name = true;
 		} else if (!strcmp(key, "size")) {
-			if (json_u64(s, &it->size))
+			if (item_size(s, it))
 				return -EINVAL;
-			it->has_size = true;
 		} else if (!strcmp(key, "generation")) {
 			uint64_t g;
 
@@ -247,13 +264,14 @@ static int page_item(struct json *s, struct page *pg)
 		pg->placeholder = true; /* "dir/" made by a console */
 		return 0;
 	}
-	if (strchr(rest, '/'))
-		return json_fail(s, "a name below the delimiter");
+	/* A name below the delimiter goes on all the same: the tree names
+	 * it in its warning and leaves it out. */
 	{
 		struct source_object o = {.name = rest,
 					  .size = it.size,
 					  .mtime = it.mtime,
-					  .version = it.generation};
+					  .version = it.generation,
+					  .bad = it.bad};
 
 		rc = pg->cb(pg->arg, &o);
 	}
@@ -276,14 +294,8 @@ static int page_prefix(struct json *s, struct page *pg)
 	n = strlen(rest);
 	if (n == 0 || rest[n - 1] != '/')
 		return json_fail(s, "a prefix not ending in '/'");
+	/* "a//b" gives an empty name, which the tree names and leaves out. */
 	name[pg->plen + n - 1] = '\0';
-	if (n == 1) {
-		/* "a//b": an empty component no filesystem can show */
-		log_warn("a GCS name with an empty component under \"%s\" "
-			 "is left out",
-			 pg->prefix);
-		return 0;
-	}
 	o.name = rest;
 	pg->entries++;
 	return pg->cb(pg->arg, &o);
@@ -688,6 +700,8 @@ int source_gcs_open(const char *spec, const struct source_options *opt,
 		rc = -ENAMETOOLONG;
 		goto fail;
 	}
+	if (opt->no_check)
+		goto done; /* id only: see source_options */
 	co.token_file = opt->token_file;
 	co.token_command = opt->token_command;
 	co.token_lifetime = opt->token_lifetime;
@@ -710,6 +724,7 @@ int source_gcs_open(const char *spec, const struct source_options *opt,
 	if (*gs->prefix && !pg->entries && !pg->placeholder)
 		log_warn("%s: nothing under this prefix (yet)", gs->base.id);
 	log_info("%s: GCS at %s", gs->base.id, endpoint);
+done:
 	free(pg);
 	free(endpoint);
 	*out = &gs->base;

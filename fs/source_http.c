@@ -58,6 +58,7 @@ struct hlist {
 	size_t n, cap;
 	char *names;
 	size_t nlen, ncap;
+	const char *url; /* the page being parsed, for listing_skip */
 };
 
 static struct http_src *hs_of(struct source *src)
@@ -101,6 +102,10 @@ static int collect(void *arg, const struct listing_entry *e)
 	size_t nl = strlen(e->name) + 1;
 	struct hent *h;
 
+	if (e->bad) {
+		listing_skip(l->url, e->name, e->bad);
+		return 0;
+	}
 	if (l->n == l->cap) {
 		size_t nc = l->cap ? l->cap * 2 : 256;
 		struct hent *nv = realloc(l->v, nc * sizeof(*nv));
@@ -244,6 +249,7 @@ static int fetch_listing(struct http_src *hs, const char *dir, struct hlist *l,
 		err_set(err, "listing %s", res.err);
 		return rc;
 	}
+	l->url = url;
 	switch (listing_detect(res.content_type, res.body, res.len)) {
 	case LISTING_JSON:
 		rc = listing_parse_json(res.body, res.len, collect, l, &perr);
@@ -257,6 +263,7 @@ static int fetch_listing(struct http_src *hs, const char *dir, struct hlist *l,
 			       res.content_type);
 		rc = -EINVAL;
 	}
+	l->url = NULL;
 	free(res.body);
 	if (rc == -ENOMEM && !perr)
 		perr = strdupf("out of memory");
@@ -648,7 +655,9 @@ int source_http_open(const char *spec, const struct source_options *opt,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (opt && opt->manifest) {
+	if (opt && opt->no_check) {
+		/* id only: see source_options */
+	} else if (opt && opt->manifest) {
 		rc = read_manifest(hs, opt->manifest, &text, &len, err);
 		if (rc)
 			goto fail;

@@ -305,6 +305,7 @@ struct lp {
 	char key[1100];
 	bool has_key, has_size;
 	uint64_t size;
+	const char *bad; /* why the entry cannot be shown, or NULL */
 	int64_t mtime;
 	char etag[128];
 };
@@ -326,7 +327,8 @@ static int lp_emit(struct lp *l, const char *key, bool dir, uint64_t size)
 	struct source_object o = {.is_dir = dir,
 				  .size = dir ? 0 : size,
 				  .mtime = dir ? 0 : l->mtime,
-				  .version = dir ? "" : l->etag};
+				  .version = dir ? "" : l->etag,
+				  .bad = dir ? NULL : l->bad};
 
 	if (strncmp(key, l->prefix, l->plen)) {
 		log_warn("S3 listing of \"%s\": key \"%s\" is outside it; "
@@ -345,9 +347,8 @@ static int lp_emit(struct lp *l, const char *key, bool dir, uint64_t size)
 		l->page->keys++;
 		return 0;
 	}
-	/* A name the tree cannot show ("a//b" gives an empty component). */
-	if (!n || strchr(name, '/'))
-		return 0;
+	/* A name the tree cannot show ("a//b" gives an empty component)
+	 * goes on all the same: the tree names it in its warning. */
 	o.name = name;
 	l->page->keys++;
 	return l->cb(l->arg, &o);
@@ -379,8 +380,9 @@ static int lp_end(void *arg, struct xml *x)
 			errno = 0;
 			l->size = strtoull(x->text, &end, 10);
 			if (errno || end == x->text || *end ||
-			    x->text[0] == '-')
-				return xml_fail(x, "bad <Size>");
+			    x->text[0] == '-' || l->size > (uint64_t)INT64_MAX)
+				l->bad = "a <Size> that is not a number from "
+					 "0 to 2^63-1";
 			l->has_size = true;
 		} else if (!strcmp(el, "ETag")) {
 			if (x->tlen >= sizeof(l->etag))
@@ -404,6 +406,7 @@ static int lp_end(void *arg, struct xml *x)
 					   "<Size>");
 		rc = lp_emit(l, l->key, false, l->size);
 		l->has_key = l->has_size = false;
+		l->bad = NULL;
 		l->mtime = 0;
 		l->etag[0] = '\0';
 		return rc;
@@ -1044,6 +1047,8 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 	if (rc)
 		goto fail;
 	s->sign = !opt->no_sign;
+	if (opt->no_check)
+		goto done; /* id only: see source_options */
 	if (s->sign) {
 		rc = aws_creds_load(opt->profile, &s->creds, &cerr);
 		if (rc) {
@@ -1070,6 +1075,7 @@ int source_s3_open(const char *spec, const struct source_options *opt,
 	log_info("%s: %s, region %s, %s-style, %s", s->base.id, s->origin,
 		 s->region, *s->root ? "path" : "virtual-host",
 		 s->sign ? "signed" : "unsigned");
+done:
 	*out = &s->base;
 	return 0;
 fail:

@@ -10,6 +10,8 @@
 
 #include "chunks.h"
 #include "fetch.h"
+#include "listing.h"
+#include "offline.h"
 #include "prefetch.h"
 #include "store.h"
 #include "tree.h"
@@ -59,6 +61,8 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	fprintf(f, "  \"pid\": %d,\n", (int)getpid());
 	fprintf(f, "  \"uptime_s\": %.3f,\n",
 		(double)(now_ns() - s->started_ns) / 1e9);
+	fprintf(f, "  \"offline\": %s,\n",
+		offline_is_offline(s->source) ? "true" : "false");
 	fprintf(f,
 		"  \"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
 		"\"waits\": %llu, \"bytes\": %llu, \"cap\": %llu, "
@@ -128,8 +132,11 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 		(unsigned long long)ps.inflight,
 		(unsigned long long)ps.inflight_max,
 		(unsigned long long)ps.inflight_cap);
-	fprintf(f, "  \"tree\": {\"inodes\": %llu, \"bytes\": %llu}\n}\n",
-		(unsigned long long)inodes, (unsigned long long)tree_bytes);
+	fprintf(f,
+		"  \"tree\": {\"inodes\": %llu, \"bytes\": %llu, "
+		"\"skipped_entries\": %llu}\n}\n",
+		(unsigned long long)inodes, (unsigned long long)tree_bytes,
+		(unsigned long long)listing_skipped());
 	if (fclose(f)) {
 		free(buf);
 		return -ENOMEM;

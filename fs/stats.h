@@ -5,7 +5,7 @@
  * file is opened, so every read of that open file sees the same numbers.
  *
  * Layout (all counters since the mount started; sizes in bytes):
- *   {"source", "mountpoint", "cache_dir", "pid", "uptime_s",
+ *   {"source", "mountpoint", "cache_dir", "pid", "uptime_s", "offline",
  *    "memory_cache": {hits, misses, waits, bytes, cap, evictions},
  *    "disk_cache": {hits, misses, chunks, bytes_on_disk, bytes_raw,
  *                   max_bytes, evictions, corrupt},
@@ -18,7 +18,11 @@
  *              hits, misses, queue, queue_cap},
  *    "prefetch": {demand_fetches, inflight_bytes, inflight_max,
  *                 inflight_cap},
- *    "tree": {inodes, bytes}}
+ *    "tree": {inodes, bytes, skipped_entries}}
+ * offline: true while listings come from the snapshot and reads that need
+ * the origin fail (see offline.h).
+ * skipped_entries: listing entries left out because no filesystem can show
+ * them (see listing_skip()).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +34,7 @@ struct store;
 struct chunk_cache;
 struct prefetch;
 struct tree;
+struct source;
 
 struct stats_sources {
 	struct fetch_engine *fetch;
@@ -38,6 +43,7 @@ struct stats_sources {
 	struct prefetch *prefetch;
 	struct tree *tree;
 	const char *source_id;
+	struct source *source; /* offline_open's, for "offline" */
 	const char *mountpoint;
 	const char *cache_dir;
 	uint64_t started_ns; /* now_ns() at mount */

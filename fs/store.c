@@ -1427,6 +1427,18 @@ char *store_default_dir(void)
 	return strdupf("%s/.cache/wharf", home);
 }
 
+char *store_snapshot_dir(const char *dir)
+{
+	return strdupf("%s/snapshots", dir);
+}
+
+char *store_snapshot_path(const char *dir, const char *source_id)
+{
+	return strdupf("%s/snapshots/%016llx.list", dir,
+		       (unsigned long long)store_hash64(
+			   source_id, strlen(source_id), 0x5eed));
+}
+
 struct scan_item {
 	int64_t time;
 	struct sentry *e;

@@ -127,6 +127,15 @@ bool store_is_cache(const char *dir);
 char *store_default_dir(void);
 
 /*
+ * Listing snapshots live beside the chunks, one file per source:
+ * DIR/snapshots/HASH.list, HASH from the source id (snapshot.h says what
+ * a snapshot holds; the file names its source, so a hash collision is
+ * caught on load).  Each returns a malloc'd path, NULL without memory.
+ */
+char *store_snapshot_dir(const char *dir);
+char *store_snapshot_path(const char *dir, const char *source_id);
+
+/*
  * Maintenance: one place that knows the layout DIR/chunks/XX/KEY.
  *
  * store_walk visits every chunk file under dir without taking the lock

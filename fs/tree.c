@@ -6,8 +6,11 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "listing.h"
 
 #define ARENA_BLOCK (1u << 20)
 #define NAME_MAX_LEN 255
@@ -39,6 +42,7 @@ struct tree {
 	uint32_t *slots; /* open addressing: inode numbers, 0 = empty */
 	uint32_t n_slots;
 	uint32_t n_hashed;
+	uint64_t n_listed; /* tree_listings(), atomic */
 	struct arena_block *arena;
 	uint64_t arena_bytes;
 };
@@ -238,19 +242,41 @@ struct pending {
 	struct tree *t;
 	struct node *v;
 	size_t n, cap;
-	uint64_t skipped;
+	const char *dir; /* the listed directory's path, for warnings */
 };
+
+/* Why the kernel cannot show obj, or NULL: such an entry is left out
+ * rather than mangled, and the rest of its directory is shown. */
+static const char *unshowable(const struct source_object *obj)
+{
+	size_t len = strlen(obj->name);
+
+	if (obj->bad)
+		return obj->bad;
+	if (len == 0 || !strcmp(obj->name, ".") || !strcmp(obj->name, ".."))
+		return "not a file name";
+	if (strchr(obj->name, '/'))
+		return "a name with '/'";
+	if (len > NAME_MAX_LEN)
+		return "a name longer than 255 bytes";
+	/* st_size is signed. */
+	if (!obj->is_dir && obj->size > (uint64_t)INT64_MAX)
+		return "a size past 2^63-1";
+	return NULL;
+}
 
 static int collect(void *arg, const struct source_object *obj)
 {
 	struct pending *p = arg;
 	size_t len = strlen(obj->name);
+	const char *why = unshowable(obj);
 	struct node nd = {0};
 
-	/* A name the kernel cannot show is left out rather than mangled. */
-	if (len == 0 || len > NAME_MAX_LEN || strchr(obj->name, '/') ||
-	    !strcmp(obj->name, ".") || !strcmp(obj->name, "..")) {
-		p->skipped++;
+	if (why) {
+		char where[4096 + 256];
+
+		snprintf(where, sizeof(where), "%s%s", p->t->src->id, p->dir);
+		listing_skip(where, obj->name, why);
 		return 0;
 	}
 	if (p->n == p->cap) {
@@ -330,6 +356,7 @@ static int publish(struct tree *t, uint32_t dir, struct pending *p)
 	}
 	t->nodes[dir].nchild = t->n_nodes - t->nodes[dir].first_child;
 	t->nodes[dir].listed = 1;
+	__atomic_add_fetch(&t->n_listed, 1, __ATOMIC_RELEASE);
 out:
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
@@ -370,16 +397,13 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 	rc = tree_path(t, ino, path, sizeof(path));
 	if (rc < 0)
 		goto out;
+	p.dir = path;
 	rc = t->src->ops->list_dir(t->src, path, collect, &p);
 	if (rc) {
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,
 			strerror(-rc));
 		goto out;
 	}
-	if (p.skipped)
-		log_warn("%s%s: %llu entries with names that cannot be shown "
-			 "were left out",
-			 t->src->id, path, (unsigned long long)p.skipped);
 	/* Sorted whatever the origin's order: readdir is then in name order,
 	 * and so are the inode numbers, which directory read-ahead walks. */
 	qsort(p.v, p.n, sizeof(*p.v), node_cmp);
@@ -388,6 +412,71 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,
 			strerror(-rc));
 out:
+	pthread_mutex_unlock(&t->list_mutex);
+	free(p.v);
+	return rc;
+}
+
+/* The listed directory at path ("" the root), or 0.  Under the read lock. */
+static uint32_t find_dir_locked(const struct tree *t, const char *path)
+{
+	uint32_t ino = TREE_ROOT;
+	const char *p = path;
+
+	while (*p && ino) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		ino = t->nodes[ino].listed ? hash_find(t, ino, p, len) : 0;
+		p += len + (slash != NULL);
+	}
+	return ino && t->nodes[ino].is_dir && t->nodes[ino].listed ? ino : 0;
+}
+
+/* Under the write lock: takes what p says of the files of dir that are
+ * known already.  @return how many changed. */
+static int take_versions(struct tree *t, uint32_t dir, const struct pending *p)
+{
+	int changed = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct node *nd = &p->v[i];
+		uint32_t ino = hash_find(t, dir, nd->name, strlen(nd->name));
+		struct node *old = ino ? &t->nodes[ino] : NULL;
+
+		if (!old || old->is_dir || nd->is_dir ||
+		    (!strcmp(old->version, nd->version) &&
+		     old->size == nd->size))
+			continue;
+		/* Both strings live in the arena until tree_free: a reader
+		 * holding the old pointer still reads a whole string. */
+		old->version = nd->version;
+		old->size = nd->size;
+		old->mtime = nd->mtime;
+		changed++;
+	}
+	return changed;
+}
+
+int tree_revalidate(struct tree *t, const char *path)
+{
+	struct pending p = {.t = t, .dir = path};
+	uint32_t dir;
+	int rc;
+
+	pthread_mutex_lock(&t->list_mutex);
+	pthread_rwlock_rdlock(&t->lock);
+	dir = find_dir_locked(t, path);
+	pthread_rwlock_unlock(&t->lock);
+	rc = dir ? t->src->ops->list_dir(t->src, path, collect, &p) : -ENOENT;
+	if (!rc) {
+		pthread_rwlock_wrlock(&t->lock);
+		rc = take_versions(t, dir, &p);
+		pthread_rwlock_unlock(&t->lock);
+	}
+	/* New versions are news for the snapshot too. */
+	if (rc > 0)
+		__atomic_add_fetch(&t->n_listed, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&t->list_mutex);
 	free(p.v);
 	return rc;
@@ -444,6 +533,36 @@ int tree_readdir(struct tree *t, uint64_t dir, uint64_t index, tree_dir_cb cb,
 	}
 	pthread_rwlock_unlock(&t->lock);
 	return 0;
+}
+
+int tree_walk_listed(struct tree *t, tree_walk_fn fn, void *arg)
+{
+	char path[4096];
+	struct tree_attr a;
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	for (uint32_t ino = TREE_ROOT; ino < t->n_nodes && !rc; ino++) {
+		const struct node *d = &t->nodes[ino];
+
+		if (!d->is_dir || !d->listed)
+			continue;
+		/* A path too long for a listing was never listed either. */
+		if (path_locked(t, ino, path, sizeof(path)) < 0)
+			continue;
+		rc = fn(arg, path, NULL);
+		for (uint32_t i = 0; i < d->nchild && !rc; i++) {
+			fill_attr(t, d->first_child + i, &a);
+			rc = fn(arg, path, &a);
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+uint64_t tree_listings(struct tree *t)
+{
+	return __atomic_load_n(&t->n_listed, __ATOMIC_ACQUIRE);
 }
 
 void tree_usage(struct tree *t, uint64_t *nodes, uint64_t *bytes)

@@ -67,6 +67,34 @@ int tree_readdir(struct tree *t, uint64_t dir, uint64_t index, tree_dir_cb cb,
  * '/') into buf.  @return its length, -ENOENT or -ENAMETOOLONG. */
 int tree_path(struct tree *t, uint64_t ino, char *buf, size_t len) WHARF_CHECK;
 
+/*
+ * Calls fn once for each listed directory with child NULL (dir is its path
+ * as tree_path gives it), then once for each of its children, in inode
+ * order.  Runs under the read lock, so a listing waits for the walk to
+ * publish: fn must not call into the tree.  @return 0 or fn's nonzero
+ * value.
+ */
+typedef int (*tree_walk_fn)(void *arg, const char *dir,
+			    const struct tree_attr *child);
+int tree_walk_listed(struct tree *t, tree_walk_fn fn, void *arg) WHARF_CHECK;
+
+/*
+ * Lists the listed directory at path again and takes the size, mtime and
+ * version the origin gives now for each file whose version or size
+ * changed: a mount that came up from a snapshot meets its origin again,
+ * and reads from then on fetch the new version (chunk keys include it)
+ * instead of serving chunks of the old.  Files already open keep the
+ * version they were opened with; names added or removed meanwhile show
+ * after a remount (a directory's inode range is fixed).
+ * @return how many files changed, -ENOENT, or the listing's -errno.
+ */
+int tree_revalidate(struct tree *t, const char *path) WHARF_CHECK;
+
+/* A number that changes whenever the tree gets new entries (a directory
+ * listed) or new versions (tree_revalidate): whoever saves the tree
+ * compares it with the one it saw last. */
+uint64_t tree_listings(struct tree *t);
+
 /* Inodes known so far and bytes held (nodes, hash table, strings). */
 void tree_usage(struct tree *t, uint64_t *nodes, uint64_t *bytes);
 

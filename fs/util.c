@@ -117,6 +117,24 @@ const char *format_size(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+const char *format_age(int64_t s, char *buf, size_t len)
+{
+	if (s < 0)
+		s = 0;
+	if (s >= 86400)
+		snprintf(buf, len, "%lldd%lldh", (long long)(s / 86400),
+			 (long long)(s % 86400 / 3600));
+	else if (s >= 3600)
+		snprintf(buf, len, "%lldh%lldm", (long long)(s / 3600),
+			 (long long)(s % 3600 / 60));
+	else if (s >= 60)
+		snprintf(buf, len, "%lldm%llds", (long long)(s / 60),
+			 (long long)(s % 60));
+	else
+		snprintf(buf, len, "%llds", (long long)s);
+	return buf;
+}
+
 uint64_t now_ns(void)
 {
 	struct timespec ts;

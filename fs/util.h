@@ -31,6 +31,9 @@ int parse_size(const char *s, uint64_t *out) WHARF_CHECK;
 
 /* Formats bytes as "1.5 GiB" into buf; returns buf. */
 const char *format_size(uint64_t bytes, char *buf, size_t len);
+/* Formats an age in seconds as "3d4h", "2h10m", "5m12s" or "40s" (a
+ * negative one, from a clock set back, as "0s"); returns buf. */
+const char *format_age(int64_t seconds, char *buf, size_t len);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);

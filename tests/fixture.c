@@ -216,12 +216,11 @@ int fx_stop(pid_t pid, int timeout_ms)
 	return status;
 }
 
-int fx_nginx_start(struct fx_nginx *ng, const char *root)
+/* The nginx binary; skips the test (exit 77) when there is none. */
+static const char *nginx_bin(void)
 {
 	static const char *const bins[] = {"/usr/sbin/nginx", "/usr/bin/nginx"};
 	const char *bin = NULL;
-	char conf[4096], *path;
-	FILE *f;
 
 	for (size_t i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
 		if (access(bins[i], X_OK) == 0)
@@ -231,6 +230,31 @@ int fx_nginx_start(struct fx_nginx *ng, const char *root)
 				"(apt-get install nginx-light)\n");
 		exit(77);
 	}
+	return bin;
+}
+
+/* Starts nginx on ng's conf and waits (bounded) for its port. */
+static int nginx_spawn(struct fx_nginx *ng)
+{
+	char log[4200], path[4200];
+	char *argv[] = {(char *)nginx_bin(), "-c", path, "-p", ng->dir, NULL};
+
+	snprintf(path, sizeof(path), "%s/nginx.conf", ng->dir);
+	snprintf(log, sizeof(log), "%s/stderr.log", ng->dir);
+	ng->pid = fx_spawn(argv, log);
+	if (ng->pid < 0 || fx_wait_port(ng->port, 10000)) {
+		fprintf(stderr, "nginx did not start; see %s\n", ng->dir);
+		return -1;
+	}
+	return 0;
+}
+
+int fx_nginx_start(struct fx_nginx *ng, const char *root)
+{
+	char conf[4096], *path;
+	FILE *f;
+
+	nginx_bin();
 	memset(ng, 0, sizeof(*ng));
 	ng->dir = fx_tmpdir("nginx");
 	ng->port = fx_free_port();
@@ -244,7 +268,8 @@ int fx_nginx_start(struct fx_nginx *ng, const char *root)
 		 " proxy_temp_path %1$s/proxy;\n"
 		 " fastcgi_temp_path %1$s/fastcgi;\n"
 		 " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
-		 " types { text/html html; application/octet-stream bin; }\n"
+		 " types { text/html html; application/octet-stream bin; "
+		 "application/json json; }\n"
 		 " default_type application/octet-stream;\n"
 		 " keepalive_requests 100000;\n"
 		 " server {\n  listen 127.0.0.1:%2$d;\n"
@@ -252,6 +277,7 @@ int fx_nginx_start(struct fx_nginx *ng, const char *root)
 		 "autoindex_format json; }\n"
 		 "  location /html/ { alias %3$s/; autoindex on; }\n"
 		 "  location /plain/ { alias %3$s/; }\n"
+		 "  location /jsonfile/ { alias %3$s/; index listing.json; }\n"
 		 /* `return` takes a literal code, not a capture. */
 		 "  location /status/401 { return 401; }\n"
 		 "  location /status/403 { return 403; }\n"
@@ -268,19 +294,20 @@ int fx_nginx_start(struct fx_nginx *ng, const char *root)
 	f = fopen(path, "w");
 	if (!f || fputs(conf, f) < 0 || fclose(f))
 		abort();
-	{
-		char log[4200];
-		char *argv[] = {(char *)bin, "-c", path, "-p", ng->dir, NULL};
-
-		snprintf(log, sizeof(log), "%s/stderr.log", ng->dir);
-		ng->pid = fx_spawn(argv, log);
-	}
 	free(path);
-	if (ng->pid < 0 || fx_wait_port(ng->port, 10000)) {
-		fprintf(stderr, "nginx did not start; see %s\n", ng->dir);
-		return -1;
-	}
-	return 0;
+	return nginx_spawn(ng);
+}
+
+void fx_nginx_pause(struct fx_nginx *ng)
+{
+	if (ng->pid > 0)
+		fx_stop(ng->pid, 5000);
+	ng->pid = 0;
+}
+
+int fx_nginx_resume(struct fx_nginx *ng)
+{
+	return nginx_spawn(ng);
 }
 
 void fx_nginx_stop(struct fx_nginx *ng)

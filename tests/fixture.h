@@ -46,7 +46,8 @@ pid_t fx_origin_start(const char *root, const char *const extra[],
 
 /*
  * nginx on 127.0.0.1 over `root`: /json/ is the JSON autoindex, /html/ the
- * HTML autoindex, /plain/ files without listing; /status/NNN answers NNN.
+ * HTML autoindex, /plain/ files without listing, /jsonfile/ serves
+ * DIR/listing.json as the listing of DIR/; /status/NNN answers NNN.
  * Skips the test (exit 77) when nginx is not installed.
  */
 struct fx_nginx {
@@ -57,6 +58,10 @@ struct fx_nginx {
 };
 int fx_nginx_start(struct fx_nginx *ng, const char *root);
 void fx_nginx_stop(struct fx_nginx *ng);
+/* Stops nginx as an outage would, keeping its port and conf for resume. */
+void fx_nginx_pause(struct fx_nginx *ng);
+/* Starts a paused nginx again on the same port.  @return 0 or -1. */
+int fx_nginx_resume(struct fx_nginx *ng);
 
 /* The number after the first "key": in json, or -1. */
 long long fx_json_num(const char *json, const char *key);

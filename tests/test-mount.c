@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -1096,6 +1097,427 @@ START_TEST(test_daemonized_mount_and_umount)
 }
 END_TEST
 
+/* ---- offline operation, and names no filesystem can show ---- */
+
+START_TEST(test_wharf_dir_hidden)
+{
+	char names[65536], path[PATH_MAX];
+	struct stat st;
+
+	list_names(mnt_dir, names, sizeof(names));
+	ck_assert_msg(!strstr(names, ".wharf"), "readdir shows it: %s",
+		      names);
+	ck_assert_ptr_nonnull(strstr(names, "chunk+1 "));
+	snprintf(path, sizeof(path), "%s/.wharf", mnt_dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+}
+END_TEST
+
+static double seconds_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* How many times s occurs in the file at path. */
+static int count_in_file(const char *path, const char *s)
+{
+	size_t len;
+	char *text = fx_read_file(path, &len), *p = text;
+	int n = 0;
+
+	while (p && (p = strstr(p, s))) {
+		n++;
+		p += strlen(s);
+	}
+	free(text);
+	return n;
+}
+
+/* An origin of a test's own, to take down and bring back: a, b, d/c,
+ * d/e and u, each fx_write_file of its own name. */
+struct origin {
+	struct fx_nginx ng;
+	char *data;
+	char url[256];
+};
+
+static const struct {
+	const char *name;
+	uint64_t size;
+} origin_files[] = {
+    {"a", CHUNK + 5}, {"b", 2 * CHUNK + 3}, {"d/c", 1000},
+    {"d/e", 5000},    {"u", 3000},
+};
+
+static void origin_write(struct origin *o, const char *name, const char *as,
+			 uint64_t size)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", o->data, name);
+	ck_assert_int_eq(fx_write_file(path, size, seed_of(as)), 0);
+}
+
+static void origin_start(struct origin *o, const char *tag)
+{
+	char path[PATH_MAX];
+
+	o->data = fx_tmpdir(tag);
+	snprintf(path, sizeof(path), "%s/d", o->data);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	for (size_t i = 0; i < sizeof(origin_files) / sizeof(origin_files[0]);
+	     i++)
+		origin_write(o, origin_files[i].name, origin_files[i].name,
+			     origin_files[i].size);
+	ck_assert_int_eq(fx_nginx_start(&o->ng, o->data), 0);
+	snprintf(o->url, sizeof(o->url), "%s/json/", o->ng.base);
+}
+
+static void origin_stop(struct origin *o)
+{
+	fx_nginx_stop(&o->ng);
+	fx_rmtree(o->data);
+	free(o->data);
+}
+
+/* Waits (bounded) until the mount's stats say offline is `want`. */
+static bool wait_offline(const char *dir, bool want)
+{
+	for (int waited = 0; waited < 30000; waited += 200) {
+		char *json = read_stats(dir);
+		bool now = json && strstr(json, "\"offline\": true");
+
+		free(json);
+		if (now == want)
+			return true;
+		usleep(200000);
+	}
+	return false;
+}
+
+/* `wharf mount -f ARGS` that must fail, its output in work_dir/TAG.
+ * @return whether the output holds `expect`. */
+static bool mount_refused(const char *tag, const char *args, const char *dir,
+			  const char *expect)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", work_dir, tag);
+	rc = fx_sh("'%s' mount -f --retries 0 --origin-wait 1 %s '%s' "
+		   ">'%s' 2>&1",
+		   fx_wharf_bin(), args, dir, path);
+	if (rc == 0)
+		fx_sh("'%s' umount '%s'", fx_wharf_bin(), dir);
+	return rc != 0 && count_in_file(path, expect) > 0;
+}
+
+/*
+ * Mount, read part of the tree, unmount, take the origin down, mount
+ * again: the listing comes from the snapshot, cached bytes are served, an
+ * uncached file fails with EIO at once (one log line for it); the origin
+ * back, the same mount reads it.  Another prefix or URL of the same origin
+ * never takes that snapshot.
+ */
+START_TEST(test_offline_remount)
+{
+	const char *extra[] = {"--origin-wait", "2", NULL};
+	char *cache = fx_tmpdir("mount-offline");
+	char root_on[256], d_on[256], names[256], path[PATH_MAX + 32];
+	char args[PATH_MAX + 512], *json;
+	struct origin o;
+	struct mnt m;
+	double t0;
+
+	ck_assert_int_eq(fx_sh("'%s' mount --help | grep -q -- '--offline ' && "
+			       "'%s' mount --help | grep -q -- "
+			       "'--origin-wait SEC '",
+			       fx_wharf_bin(), fx_wharf_bin()),
+			 0);
+	origin_start(&o, "offline-data");
+	mnt_init(&m, "offline");
+	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
+	ck_assert_int_eq(check_file(m.dir, "a", CHUNK + 5), 0);
+	ck_assert_int_eq(check_file(m.dir, "d/c", 1000), 0);
+	list_names(m.dir, root_on, sizeof(root_on));
+	snprintf(path, sizeof(path), "%s/d", m.dir);
+	list_names(path, d_on, sizeof(d_on));
+	ck_assert_str_eq(root_on, "a b d u ");
+	ck_assert_int_eq(mount_stop(&m), 0);
+	ck_assert_int_eq(
+	    fx_sh("test -s \"$(ls '%s'/snapshots/*.list)\"", cache), 0);
+
+	fx_nginx_pause(&o.ng);
+	t0 = seconds_now();
+	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
+	ck_assert_msg(seconds_now() - t0 < 20, "the mount took %.1f s",
+		      seconds_now() - t0);
+	json = read_stats(m.dir);
+	ck_assert_ptr_nonnull(json);
+	ck_assert_msg(strstr(json, "\"offline\": true"), "%s", json);
+	free(json);
+	ck_assert_int_gt(count_in_file(m.log, "snapshot saved"), 0);
+	list_names(m.dir, names, sizeof(names));
+	ck_assert_str_eq(names, root_on);
+	snprintf(path, sizeof(path), "%s/d", m.dir);
+	list_names(path, names, sizeof(names));
+	ck_assert_str_eq(names, d_on);
+	ck_assert_int_eq(check_file(m.dir, "a", CHUNK + 5), 0);
+	ck_assert_int_eq(check_file(m.dir, "d/c", 1000), 0);
+	t0 = seconds_now();
+	ck_assert_int_eq(read_errno(m.dir, "u"), EIO);
+	ck_assert_int_eq(read_errno(m.dir, "u"), EIO);
+	ck_assert_int_eq(read_errno(m.dir, "d/e"), EIO);
+	ck_assert_msg(seconds_now() - t0 < 30, "EIO took %.1f s",
+		      seconds_now() - t0);
+	ck_assert_int_eq(count_in_file(m.log, "/u: not cached"), 1);
+	ck_assert_int_eq(count_in_file(m.log, "/d/e: not cached"), 1);
+
+	/* The origin is back: the same mount notices and reads again. */
+	ck_assert_int_eq(fx_nginx_resume(&o.ng), 0);
+	ck_assert(wait_offline(m.dir, false));
+	ck_assert_int_eq(check_file(m.dir, "u", 3000), 0);
+	ck_assert_int_eq(check_file(m.dir, "d/e", 5000), 0);
+	ck_assert_int_eq(check_file(m.dir, "b", 2 * CHUNK + 3), 0);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* A snapshot belongs to its source. */
+	fx_nginx_pause(&o.ng);
+	snprintf(args, sizeof(args), "--cache-dir '%s' '%sd/'", cache, o.url);
+	ck_assert(mount_refused("other-prefix", args, m.dir,
+				"no listing snapshot of"));
+	snprintf(args, sizeof(args), "--cache-dir '%s' '%s/html/'", cache,
+		 o.ng.base);
+	ck_assert(mount_refused("other-url", args, m.dir,
+				"no listing snapshot of"));
+	snprintf(args, sizeof(args), "--offline --cache-dir '%s' '%sd/'",
+		 cache, o.url);
+	ck_assert(mount_refused("other-offline", args, m.dir,
+				"no listing snapshot of"));
+	/* --offline takes its own, and never asks the origin. */
+	ck_assert_int_eq(fx_nginx_resume(&o.ng), 0);
+	{
+		const char *off[] = {"--offline", NULL};
+
+		ck_assert_int_eq(mount_start(&m, o.url, cache, off), 0);
+		ck_assert(wait_offline(m.dir, true));
+		ck_assert_int_eq(check_file(m.dir, "u", 3000), 0);
+		json = read_stats(m.dir);
+		ck_assert_ptr_nonnull(json);
+		ck_assert_msg(fx_json_num(json, "requests") == 0, "%s", json);
+		free(json);
+	}
+	ck_assert_int_eq(mount_stop(&m), 0);
+	/* `wharf cache stats` shows it; `wharf cache clear` removes it. */
+	snprintf(path, sizeof(path), "%s/cache-stats", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' cache stats --cache-dir '%s' >'%s'",
+			       fx_wharf_bin(), cache, path),
+			 0);
+	snprintf(args, sizeof(args), "listing snapshot of %s: 2 directories",
+		 o.url);
+	ck_assert_int_eq(count_in_file(path, args), 1);
+	ck_assert_int_eq(fx_sh("'%s' cache clear --cache-dir '%s' >'%s'",
+			       fx_wharf_bin(), cache, path),
+			 0);
+	ck_assert_int_eq(count_in_file(path, ", 1 listing snapshots"), 1);
+	snprintf(args, sizeof(args), "--offline --cache-dir '%s' '%s'", cache,
+		 o.url);
+	ck_assert(mount_refused("cleared", args, m.dir,
+				"no listing snapshot of"));
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+	origin_stop(&o);
+}
+END_TEST
+
+/*
+ * Chunk keys include the version: an object changed between two mounts is
+ * read in its new version, and so is one that changed while a mount was
+ * offline, once the origin is back.
+ */
+START_TEST(test_changed_object_not_stale)
+{
+	const char *extra[] = {"--origin-wait", "2", NULL};
+	char *cache = fx_tmpdir("mount-changed");
+	char path[PATH_MAX];
+	struct origin o;
+	struct mnt m;
+
+	origin_start(&o, "changed-data");
+	snprintf(path, sizeof(path), "%s/a", o.data);
+	mnt_init(&m, "changed");
+	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
+	ck_assert_int_eq(check_file(m.dir, "a", CHUNK + 5), 0);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* Same size, other bytes, a later mtime: a new version. */
+	origin_write(&o, "a", "a2", CHUNK + 5);
+	ck_assert_int_eq(fx_sh("touch -d '+100 seconds' '%s'", path), 0);
+	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
+	ck_assert_int_eq(check_file_as(m.dir, "a", "a2", CHUNK + 5), 0);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	fx_nginx_pause(&o.ng);
+	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
+	ck_assert(wait_offline(m.dir, true));
+	origin_write(&o, "a", "a3", CHUNK + 5);
+	ck_assert_int_eq(fx_sh("touch -d '+200 seconds' '%s'", path), 0);
+	ck_assert_int_eq(fx_nginx_resume(&o.ng), 0);
+	ck_assert(wait_offline(m.dir, false));
+	ck_assert_int_eq(check_file_as(m.dir, "a", "a3", CHUNK + 5), 0);
+	own_mount_end(&m, cache);
+	origin_stop(&o);
+}
+END_TEST
+
+/* A listing with "..", "a/b", a negative and a huge size and a name of 300
+ * bytes among good entries: the good ones mount, each bad one is named
+ * once in the log and counted.  The same for a manifest. */
+START_TEST(test_unshowable_entries)
+{
+	static const char listing[] =
+	    "[{\"name\":\"g1\",\"type\":\"file\",\"size\":100},"
+	    "{\"name\":\"..\",\"type\":\"directory\"},"
+	    "{\"name\":\"a/b\",\"type\":\"file\",\"size\":1},"
+	    "{\"name\":\"neg\",\"type\":\"file\",\"size\":-5},"
+	    "{\"name\":\"huge\",\"type\":\"file\","
+	    "\"size\":9223372036854775808},"
+	    "{\"name\":\"%s\",\"type\":\"file\",\"size\":1},"
+	    "{\"name\":\"g2\",\"type\":\"file\",\"size\":200}]";
+	static const char manifest_text[] =
+	    "one 1\nchunk 1048576\n../x 5\na//b 3\nempty -5\n"
+	    "big 9223372036854775808\n";
+	char *root = fx_tmpdir("mount-weird"), *cache = fx_tmpdir("mount-w");
+	char path[PATH_MAX], manifest[PATH_MAX], url[256], names[256];
+	char long_name[301], *json;
+	const char *man[] = {"--manifest", manifest, NULL};
+	struct fx_nginx ng2;
+	struct mnt m;
+	FILE *f;
+
+	memset(long_name, 'L', 300);
+	long_name[300] = '\0';
+	snprintf(path, sizeof(path), "%s/w", root);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/w/listing.json", root);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, listing, long_name);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(path, sizeof(path), "%s/w/g1", root);
+	ck_assert_int_eq(fx_write_file(path, 100, seed_of("g1")), 0);
+	snprintf(path, sizeof(path), "%s/w/g2", root);
+	ck_assert_int_eq(fx_write_file(path, 200, seed_of("g2")), 0);
+	ck_assert_int_eq(fx_nginx_start(&ng2, root), 0);
+
+	snprintf(url, sizeof(url), "%s/jsonfile/w/", ng2.base);
+	mnt_init(&m, "weird");
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	list_names(m.dir, names, sizeof(names));
+	ck_assert_str_eq(names, "g1 g2 ");
+	ck_assert_int_eq(check_file(m.dir, "g1", 100), 0);
+	ck_assert_int_eq(check_file(m.dir, "g2", 200), 0);
+	json = read_stats(m.dir);
+	ck_assert_ptr_nonnull(json);
+	ck_assert_msg(fx_json_num(json, "skipped_entries") == 5, "%s", json);
+	free(json);
+	ck_assert_int_eq(count_in_file(m.log, "\"..\" left out"), 1);
+	ck_assert_int_eq(count_in_file(m.log, "\"a/b\" left out"), 1);
+	ck_assert_int_eq(count_in_file(m.log, "\"neg\" left out"), 1);
+	ck_assert_int_eq(count_in_file(m.log, "\"huge\" left out"), 1);
+	ck_assert_int_eq(count_in_file(m.log, "LLLL\" left out"), 1);
+	ck_assert_int_eq(mount_stop(&m), 0);
+	fx_nginx_stop(&ng2);
+
+	snprintf(manifest, sizeof(manifest), "%s/manifest-weird", work_dir);
+	f = fopen(manifest, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(manifest_text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(url, sizeof(url), "%s/plain/", ng.base);
+	ck_assert_int_eq(mount_start(&m, url, cache, man), 0);
+	list_names(m.dir, names, sizeof(names));
+	ck_assert_str_eq(names, "chunk one ");
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	json = read_stats(m.dir);
+	ck_assert_ptr_nonnull(json);
+	ck_assert_msg(fx_json_num(json, "skipped_entries") == 4, "%s", json);
+	free(json);
+	ck_assert_int_eq(count_in_file(m.log, "\"a//b\" left out"), 1);
+	own_mount_end(&m, cache);
+	fx_rmtree(root);
+	free(root);
+}
+END_TEST
+
+/*
+ * kill -9 of the daemon during a cold read, three times: then `wharf cache
+ * verify` finds no bad chunk, and every byte reads right.  The origin
+ * answers each request 200 ms late at 8 MB/s a connection, so the 50 MB
+ * file is still coming (for seconds) when the kill comes.
+ */
+START_TEST(test_kill_during_cold_read)
+{
+	static const char *const slow[] = {"--ttfb-ms", "200", "--conn-rate",
+					   "8M", NULL};
+	char *cache = fx_tmpdir("mount-kill"), url[256], path[PATH_MAX + 8];
+	char vlog[PATH_MAX];
+	struct mnt m;
+	pid_t origin;
+
+	origin = fx_origin_start(data_dir, slow, work_dir, "kill-origin", url,
+				 sizeof(url));
+	ck_assert_int_gt(origin, 0);
+	mnt_init(&m, "kill");
+	for (int round = 0; round < 3; round++) {
+		pid_t reader;
+		int status = 0;
+
+		ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+		reader = fork();
+		ck_assert_int_ge(reader, 0);
+		if (reader == 0) {
+			size_t n = 0;
+
+			snprintf(path, sizeof(path), "%s/big", m.dir);
+			/* fx_read_file stops at an error: a short file. */
+			_exit(fx_read_file(path, &n) && n == BIG_SIZE ? 0 : 1);
+		}
+		usleep(100000 + 300000 * (useconds_t)round);
+		kill(m.pid, SIGKILL);
+		waitpid(m.pid, NULL, 0);
+		m.pid = -1;
+		waitpid(reader, &status, 0);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+			      "round %d: the read was over before the kill "
+			      "(status %#x)",
+			      round, status);
+		/* A dead daemon's mount answers ENOTCONN until unmounted. */
+		ck_assert_int_eq(fx_sh("'%s' umount '%s' >>'%s' 2>&1",
+				       fx_wharf_bin(), m.dir, m.log),
+				 0);
+	}
+	snprintf(vlog, sizeof(vlog), "%s/kill-verify.log", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' cache verify --cache-dir '%s' >'%s' 2>&1",
+			       fx_wharf_bin(), cache, vlog),
+			 0);
+	ck_assert_int_eq(count_in_file(vlog, " 0 bad"), 1);
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	for (size_t i = 0; i < sizeof(sized_files) / sizeof(sized_files[0]);
+	     i++)
+		ck_assert_int_eq(
+		    check_file(m.dir, sized_files[i].name, sized_files[i].size),
+		    0);
+	own_mount_end(&m, cache);
+	fx_stop(origin, 5000);
+}
+END_TEST
+
 START_TEST(test_cli_usage)
 {
 	ck_assert_int_eq(fx_sh("'%s' mount --help >/dev/null", fx_wharf_bin()),
@@ -1264,6 +1686,11 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_origin_errors_map);
 	tcase_add_test(tc, test_html_listing_without_entry);
 	tcase_add_test(tc, test_daemonized_mount_and_umount);
+	tcase_add_test(tc, test_wharf_dir_hidden);
+	tcase_add_test(tc, test_offline_remount);
+	tcase_add_test(tc, test_changed_object_not_stale);
+	tcase_add_test(tc, test_unshowable_entries);
+	tcase_add_test(tc, test_kill_during_cold_read);
 	suite_add_tcase(s, tc);
 	return s;
 }
