@@ -197,8 +197,9 @@ static void check_released(pid_t pid, const char *mnt, const char *cache)
 /* The options an fstab line would carry, mount(8)'s own among them. */
 #define FSTAB_OPTS                                                             \
 	"chunk_size=64K,memory_cache=8M,readahead=256K,max_connections=4,"    \
+	"origin_wait=20,"                                                     \
 	"ro,nosuid,nodev,noatime,allow_other,default_permissions,_netdev,"   \
-	"nofail,noauto,x-systemd.automount,X-mount.mkdir,"       \
+	"nofail,noauto,x-systemd.automount,X-mount.mkdir,"                  \
 	"user,comment=x"
 
 START_TEST(test_helper_as_mount_runs_it)
