@@ -10,8 +10,11 @@
 
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
+/* mount.fuse.wharf SOURCE DIR [-o OPTS]: the form mount(8) runs. */
+int cmd_mount_helper(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_prefetch(int argc, char **argv);
+int cmd_hints(int argc, char **argv);
 int cmd_index(int argc, char **argv);
 int cmd_shm(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -65,6 +65,13 @@ struct mount_opts {
 	bool foreground;
 	bool debug;
 	bool offline; /* --offline */
+	unsigned origin_wait_ms;
+	long uid, gid; /* owner shown; -1: the mounting user's */
+	/* Long options given as -o name=value, parsed after the rest. */
+	char **o_args; /* "--name=value", malloc'd */
+	unsigned n_o_args;
+	char **owned; /* what fuse_opts and optarg may point into */
+	unsigned n_owned;
 };
 
 enum {
@@ -95,6 +102,8 @@ enum {
 	OPT_ANONYMOUS,
 	OPT_OFFLINE,
 	OPT_ORIGIN_WAIT,
+	OPT_UID,
+	OPT_GID,
 };
 
 static const struct option mount_longopts[] = {
@@ -125,6 +134,8 @@ static const struct option mount_longopts[] = {
     {"anonymous", no_argument, NULL, OPT_ANONYMOUS},
     {"offline", no_argument, NULL, OPT_OFFLINE},
     {"origin-wait", required_argument, NULL, OPT_ORIGIN_WAIT},
+    {"uid", required_argument, NULL, OPT_UID},
+    {"gid", required_argument, NULL, OPT_GID},
     {"foreground", no_argument, NULL, 'f'},
     {"debug", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
@@ -198,7 +209,12 @@ static void mount_usage(FILE *out)
 	    "ask the\n"
 	    "                        origin\n"
 	    "Process:\n"
-	    "  -o OPT[,OPT...]       FUSE mount options (e.g. allow_other)\n"
+	    "  --uid N, --gid N      owner shown for every file (default: "
+	    "yours)\n"
+	    "  -o OPT[,OPT...]       any option above as name=value "
+	    "(cache_dir=DIR),\n"
+	    "                        or a mount option (allow_other, "
+	    "nosuid...)\n"
 	    "  -f, --foreground      stay in the foreground, log to stderr\n"
 	    "  -d, --debug           debug messages and FUSE requests; implies "
 	    "-f\n"
@@ -235,20 +251,136 @@ static int opt_uint(const char *name, const char *arg, long lo, long hi,
 	return 0;
 }
 
-/* @return 0 with *o filled, or the exit status (2, or 0 after --help). */
-static int parse_mount(int argc, char **argv, struct mount_opts *o)
+static void mount_opts_free(struct mount_opts *o)
 {
-	unsigned origin_wait_ms = 30000;
+	for (unsigned i = 0; i < o->n_owned; i++)
+		free(o->owned[i]);
+	free(o->owned);
+	free(o->o_args);
+	free(o->cache_dir);
+}
+
+/* Keeps p until mount_opts_free.  @return p, or NULL (p freed). */
+static char *own(struct mount_opts *o, char *p)
+{
+	char **v = p ? realloc(o->owned, (o->n_owned + 1) * sizeof(*v))
+		     : NULL;
+
+	if (!v) {
+		free(p);
+		return NULL;
+	}
+	o->owned = v;
+	o->owned[o->n_owned++] = p;
+	return p;
+}
+
+/*
+ * Mount options that go to the kernel through libfuse, and options that
+ * only mount(8), systemd or an fstab reader act on: mount(8) hands the
+ * helper every option of an fstab line, so those are taken and dropped.
+ * The access-time options libfuse does not know are dropped too: nothing
+ * on a read-only mount updates an access time.
+ */
+static const char *const kernel_opts[] = {
+    "ro",     "allow_other", "allow_root", "auto_unmount",
+    "default_permissions",   "nosuid",	   "suid",
+    "nodev",  "dev",	     "noexec",	   "exec",
+    "atime",  "noatime",     "sync",	   "async",
+    "dirsync", NULL};
+static const char *const fstab_opts[] = {
+    "defaults",	   "auto",	 "noauto",	"user",	      "nouser",
+    "users",	   "owner",	 "group",	"_netdev",    "nofail",
+    "loud",	   "relatime",	 "norelatime",	"strictatime", "nostrictatime",
+    "diratime",	   "nodiratime", "lazytime",	"nolazytime", NULL};
+
+static bool in_list(const char *const *list, const char *name)
+{
+	for (; *list; list++)
+		if (!strcmp(*list, name))
+			return true;
+	return false;
+}
+
+/* The long option called name, or name with '_' for '-'; NULL if none. */
+static const struct option *long_opt_named(const char *name, size_t n)
+{
+	char buf[64];
+
+	if (n >= sizeof(buf))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = name[i] == '_' && i ? '-' : name[i];
+	buf[n] = '\0';
+	for (const struct option *lo = mount_longopts; lo->name; lo++)
+		if (!strcmp(lo->name, buf))
+			return lo;
+	return NULL;
+}
+
+/*
+ * One -o argument, as mount(8) and fstab give it: each NAME[=VALUE] that
+ * names a long option becomes "--NAME=VALUE" for parse_mount's second
+ * pass (so options added to the table are reachable here too), mount
+ * options go to libfuse, fstab-only ones are dropped, the rest refused.
+ * @return 0 or 2 after the usage message.
+ */
+static int mount_o(struct mount_opts *o, const char *arg)
+{
+	char *copy = own(o, strdupf("%s", arg));
+	char *fuse = own(o, calloc(1, strlen(arg) + 1));
+	char *item, *save = NULL;
+
+	if (!copy || !fuse)
+		return cmd_usage_error("mount", "out of memory");
+	for (item = strtok_r(copy, ",", &save); item;
+	     item = strtok_r(NULL, ",", &save)) {
+		const size_t n = strcspn(item, "=");
+		const struct option *lo = long_opt_named(item, n);
+		char **v;
+
+		if (lo && (lo->has_arg == no_argument) != !item[n])
+			return cmd_usage_error(
+			    "mount", "-o %.*s %s", (int)n, item,
+			    item[n] ? "takes no value" : "needs a value");
+		if (lo) {
+			v = realloc(o->o_args,
+				    (o->n_o_args + 1) * sizeof(*v));
+			if (!v || !own(o, strdupf("--%s%s", lo->name,
+						  item + n)))
+				return cmd_usage_error("mount",
+						       "out of memory");
+			o->o_args = v;
+			o->o_args[o->n_o_args++] = o->owned[o->n_owned - 1];
+		} else if (in_list(kernel_opts, item)) {
+			if (*fuse)
+				strcat(fuse, ",");
+			strcat(fuse, item);
+		} else if (!strcmp(item, "rw")) {
+			return cmd_usage_error("mount",
+					       "-o rw: wharf is a read-only "
+					       "filesystem");
+		} else if (!in_list(fstab_opts, item) &&
+			   strncmp(item, "x-", 2) && strncmp(item, "X-", 2) &&
+			   strncmp(item, "comment=", 8)) {
+			return cmd_usage_error("mount", "unknown option -o %s",
+					       item);
+		}
+	}
+	if (!*fuse)
+		return 0;
+	if (o->n_fuse_opts == ARRAY_SIZE(o->fuse_opts))
+		return cmd_usage_error("mount", "too many -o options");
+	o->fuse_opts[o->n_fuse_opts++] = fuse;
+	return 0;
+}
+
+/* The options of argv (getopt's state reset).  @return 0, or the exit
+ * status (2, or -1 after --help). */
+static int parse_options(int argc, char **argv, struct mount_opts *o)
+{
 	long v;
 	int c, rc;
-
-	memset(o, 0, sizeof(*o));
-	o->cache_size = 10ull << 30;
-	o->memory_cache = 512ull << 20;
-	o->chunk_size = 4u << 20;
-	o->zstd_level = 3;
-	o->readahead = 256ull << 20;
-	fetch_config_default(&o->fetch);
 
 	optind = 1;
 	opterr = 0;
@@ -354,14 +486,16 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 			break;
 		case OPT_ORIGIN_WAIT:
 			rc = opt_uint("origin-wait", optarg, 1, 3600, &v);
-			origin_wait_ms = (unsigned)v * 1000;
+			o->origin_wait_ms = (unsigned)v * 1000;
+			break;
+		case OPT_UID:
+			rc = opt_uint("uid", optarg, 0, INT32_MAX, &o->uid);
+			break;
+		case OPT_GID:
+			rc = opt_uint("gid", optarg, 0, INT32_MAX, &o->gid);
 			break;
 		case 'o':
-			if (o->n_fuse_opts == ARRAY_SIZE(o->fuse_opts))
-				rc = cmd_usage_error("mount",
-						     "too many -o options");
-			else
-				o->fuse_opts[o->n_fuse_opts++] = optarg;
+			rc = mount_o(o, optarg);
 			break;
 		case 'f':
 			o->foreground = true;
@@ -379,19 +513,59 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+/* @return 0 with *o filled, or the exit status (2, or -1 after --help);
+ * mount_opts_free(o) either way. */
+static int parse_mount(int argc, char **argv, struct mount_opts *o)
+{
+	int rc, nargs;
+
+	memset(o, 0, sizeof(*o));
+	o->cache_size = 10ull << 30;
+	o->memory_cache = 512ull << 20;
+	o->chunk_size = 4u << 20;
+	o->zstd_level = 3;
+	o->readahead = 256ull << 20;
+	o->origin_wait_ms = 30000;
+	o->uid = o->gid = -1;
+	fetch_config_default(&o->fetch);
+
+	rc = parse_options(argc, argv, o);
+	if (rc)
+		return rc;
+	nargs = argc - optind;
+	if (nargs == 2) {
+		o->spec = argv[optind];
+		o->mountpoint = argv[optind + 1];
+	}
+	if (o->n_o_args) {
+		/* getopt skips argv[0]; o_args has room for it. */
+		char **v = realloc(o->o_args,
+				   (o->n_o_args + 2) * sizeof(*v));
+
+		if (!v)
+			return cmd_usage_error("mount", "out of memory");
+		memmove(v + 1, v, o->n_o_args * sizeof(*v));
+		v[0] = argv[0];
+		v[o->n_o_args + 1] = NULL;
+		o->o_args = v;
+		rc = parse_options((int)o->n_o_args + 1, v, o);
+		if (rc)
+			return rc;
+	}
 	/* Retries stop within the wait, and so does a connect: an origin
 	 * that does not answer costs about that long, once per request. */
-	if (o->fetch.retry_budget_ms > origin_wait_ms)
-		o->fetch.retry_budget_ms = origin_wait_ms;
-	if (o->fetch.connect_timeout_ms > origin_wait_ms)
-		o->fetch.connect_timeout_ms = origin_wait_ms;
-	if (argc - optind != 2)
+	if (o->fetch.retry_budget_ms > o->origin_wait_ms)
+		o->fetch.retry_budget_ms = o->origin_wait_ms;
+	if (o->fetch.connect_timeout_ms > o->origin_wait_ms)
+		o->fetch.connect_timeout_ms = o->origin_wait_ms;
+	if (nargs != 2)
 		return cmd_usage_error("mount",
 				       "expected SOURCE and DIR, got "
 				       "%d arguments",
-				       argc - optind);
-	o->spec = argv[optind];
-	o->mountpoint = argv[optind + 1];
+				       nargs);
 	if (!o->cache_dir)
 		o->cache_dir = store_default_dir();
 	if (!o->cache_dir)
@@ -617,8 +791,8 @@ static int mount_open(struct mount_state *m)
 	m->ctx = (struct ops_ctx){
 	    .tree = m->tree,
 	    .prefetch = m->pf,
-	    .uid = getuid(),
-	    .gid = getgid(),
+	    .uid = o->uid >= 0 ? (uid_t)o->uid : getuid(),
+	    .gid = o->gid >= 0 ? (gid_t)o->gid : getgid(),
 	    .mounted_at = time(NULL),
 	    .walk_readahead = o->readahead > 0,
 	    .stats = {.fetch = m->fe,
@@ -637,9 +811,9 @@ static int mount_open(struct mount_state *m)
 	for (char *p = fsname; *p; p++)
 		if (*p == ',')
 			*p = '_';
-	/* Not "ro": .wharf/hints takes writes; every other write is
-	 * refused with EROFS by ops.c. */
-	mopts = strdupf("default_permissions,subtype=wharf,fsname=%s,"
+	/* "ro": the mount table says what the mount is, and the kernel
+	 * refuses writes before they reach ops.c.  Hints come by ioctl. */
+	mopts = strdupf("ro,default_permissions,subtype=wharf,fsname=%s,"
 			"max_read=%u",
 			fsname, PF_MAX_READ);
 	if (fuse_opt_add_arg(&m->args, "wharf") ||
@@ -852,36 +1026,36 @@ int cmd_mount(int argc, char **argv)
 
 	rc = parse_mount(argc, argv, &o);
 	if (rc) {
-		free(o.cache_dir);
+		mount_opts_free(&o);
 		return rc < 0 ? 0 : rc;
 	}
 	if (o.debug)
 		log_set_level(LOG_DEBUG);
 	if (o.foreground) {
 		rc = serve(&o, -1);
-		free(o.cache_dir);
+		mount_opts_free(&o);
 		return rc;
 	}
 	if (pipe2(pipefd, O_CLOEXEC)) {
 		fprintf(stderr, "wharf mount: pipe: %s\n", strerror(errno));
-		free(o.cache_dir);
+		mount_opts_free(&o);
 		return 1;
 	}
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "wharf mount: fork: %s\n", strerror(errno));
-		free(o.cache_dir);
+		mount_opts_free(&o);
 		return 1;
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
 		rc = serve(&o, pipefd[1]);
-		free(o.cache_dir);
+		mount_opts_free(&o);
 		_exit(rc);
 	}
 	close(pipefd[1]);
-	free(o.cache_dir);
+	mount_opts_free(&o);
 	do
 		rc = (int)read(pipefd[0], &ok, 1);
 	while (rc < 0 && errno == EINTR);
@@ -894,6 +1068,59 @@ int cmd_mount(int argc, char **argv)
 		fprintf(stderr, "wharf mount: the mount process died before "
 				"the mount was up\n");
 	return 1;
+}
+
+/*
+ * mount.fuse.wharf, as mount(8) runs it for an fstab line or `mount -t
+ * fuse.wharf`: SOURCE DIR [-sfnv] [-N NS] [-o OPTS] [-t TYPE].  mount(8)
+ * has already read the fstab and keeps no mtab, so -s, -n and -v change
+ * nothing, and -f (fake) mounts nothing.
+ */
+int cmd_mount_helper(int argc, char **argv)
+{
+	static const struct option no_longopts[] = {{NULL, 0, NULL, 0}};
+	char *args[6], *opts = NULL, *more;
+	int n = 0, c;
+	bool fake = false;
+
+	if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-') {
+		fprintf(stderr, "Usage: mount.fuse.wharf SOURCE DIR "
+				"[-o OPTIONS]\n"
+				"mount(8) runs this for type fuse.wharf; see "
+				"wharf(1).\n");
+		return 2;
+	}
+	optind = 3;
+	opterr = 0;
+	while ((c = getopt(argc, argv, "+:sfnvN:o:t:")) != -1) {
+		if (c == 'o') {
+			more = opts ? strdupf("%s,%s", opts, optarg)
+				    : strdupf("%s", optarg);
+			free(opts);
+			opts = more;
+		} else if (c == 'f') {
+			fake = true;
+		} else if (c == '?' || c == ':') {
+			free(opts);
+			return cmd_bad_option("mount", c, argv, no_longopts);
+		}
+	}
+	if (optind != argc) {
+		free(opts);
+		return cmd_usage_error("mount", "unexpected argument '%s'",
+				       argv[optind]);
+	}
+	args[n++] = "mount";
+	if (opts) {
+		args[n++] = "-o";
+		args[n++] = opts;
+	}
+	args[n++] = argv[1];
+	args[n++] = argv[2];
+	args[n] = NULL;
+	c = fake ? 0 : cmd_mount(n, args);
+	free(opts);
+	return c;
 }
 
 /* ---- wharf umount ---- */

@@ -16,6 +16,7 @@ static const struct {
 	{"umount", cmd_umount, "unmount a wharf mount"},
 	{"cache", cmd_cache, "inspect, verify, prune or clear a chunk cache"},
 	{"prefetch", cmd_prefetch, "fill the cache for files on a mount"},
+	{"hints", cmd_hints, "tell a mount what will be read next"},
 	{"index", cmd_index, "build or describe a loader index"},
 	{"shm", cmd_shm, "list or remove leftover /dev/shm segments"},
 	{"bench", cmd_bench, "measure the loader on an index"},
@@ -48,6 +49,11 @@ int cmd_usage_error(const char *sub, const char *fmt, ...)
 
 int main(int argc, char **argv)
 {
+	const char *slash = strrchr(argv[0], '/');
+
+	/* Installed as a link named for mount(8)'s helper of fuse.wharf. */
+	if (!strcmp(slash ? slash + 1 : argv[0], "mount.fuse.wharf"))
+		return cmd_mount_helper(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -3,8 +3,9 @@
  * turns that into the reply, and is the only one that calls fuse_reply_*.
  *
  * Inodes: the tree's numbers (below 2^32), plus two virtual ones for the
- * hidden `.wharf` directory, its `stats` file and its write-only `hints`
- * file.  Inodes live as long as
+ * hidden `.wharf` directory, its `stats` file and its `hints` file, which
+ * takes lines through an ioctl (include/wharf/hints.h): the mount is
+ * read-only, so the kernel lets no write through to it.  Inodes live as long as
  * the mount, so lookup counts need no bookkeeping (forget is a no-op).
  * Objects are immutable while mounted, so attributes, entries (negative
  * ones too) and file pages are cached by the kernel for a long time.
@@ -18,8 +19,7 @@
  * request to this process.  The stats file then cannot rely on open
  * either: its snapshot is taken when its attributes are asked for (the
  * kernel asks before reading past the size it knows), and a new size makes
- * the kernel drop the old pages.  Nor can the hints file: it is written
- * through the page cache then, which cuts writes (see struct hint_tail).
+ * the kernel drop the old pages.  The hints ioctl needs no open.
  */
 #include "config.h"
 
@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <wharf/hints.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,28 +82,7 @@ struct walk {
 	uint64_t ino, run, ahead;
 };
 
-/*
- * Hint lines cut across writes.  The kernel cuts one write(2) of the hints
- * file into several WRITEs: past max_write, and, once the mount sees no
- * opens (the file is then written through the page cache), at the end of a
- * page the write covers only in part.  Buffered output cuts lines too.  So
- * the unfinished last line of a WRITE waits here for the next WRITE of the
- * same thread, which must start where it ended; one that does not drops it
- * as bad, and so does a newer unfinished line that needs its slot.  Few
- * writers leave a line unfinished at a time: a small table, one lock.
- */
 #define HINT_LINE_MAX 4200 /* a path and two numbers */
-#define HINT_TAILS 16
-
-struct hint_tail {
-	bool used;
-	bool overlong; /* longer than a line can be: bad at its newline */
-	pid_t pid;     /* the writing thread */
-	uint64_t end;  /* where the WRITE that continues it starts */
-	uint64_t age;  /* the oldest is dropped first */
-	size_t len;
-	char text[HINT_LINE_MAX];
-};
 
 /* A stats snapshot: taken at open, or (without opens) at getattr. */
 struct stats_file {
@@ -128,9 +108,6 @@ struct ops_state {
 	uint64_t last_id;
 	struct walk walks[WALK_RECENT];
 	unsigned walk_at; /* atomic */
-	pthread_mutex_t tails_mu;
-	struct hint_tail tails[HINT_TAILS]; /* under tails_mu */
-	uint64_t tails_added;		    /* under tails_mu */
 	struct ops_file **pages[FT_PAGES];
 };
 
@@ -174,7 +151,8 @@ static void fill_virtual(const struct ops_ctx *ctx, fuse_ino_t ino,
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 	} else if (ino == INO_HINTS) {
-		st->st_mode = S_IFREG | 0222;
+		/* Opened read-only for the ioctl; reads find it empty. */
+		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
 	} else {
 		/* Its size is not known before it is opened; direct_io makes
@@ -628,17 +606,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ops_file *f;
 	int rc;
 
-	if (ino == INO_HINTS) {
-		if ((fi->flags & O_ACCMODE) != O_WRONLY) {
-			fuse_reply_err(req, EACCES);
-			return;
-		}
-		/* Each write is parsed as it comes: no page cache. */
-		fi->direct_io = 1;
-		fi->nonseekable = 1;
-		fuse_reply_open(req, fi);
-		return;
-	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
 	    (fi->flags & (O_TRUNC | O_CREAT))) {
 		fuse_reply_err(req, EROFS);
@@ -646,6 +613,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (ino == INO_WHARF_DIR) {
 		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (ino == INO_HINTS) {
+		fi->direct_io = 1;
+		fi->nonseekable = 1;
+		fuse_reply_open(req, fi);
 		return;
 	}
 	if (ino == INO_STATS) {
@@ -752,6 +725,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		stats_read(req, ctx, fi->fh, size, off);
 		return;
 	}
+	if (ino == INO_HINTS) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 	/* The mount's max_read keeps the kernel under this; a short reply
 	 * would read as the end of the file, so refuse instead. */
 	if (size > PF_MAX_READ) {
@@ -815,16 +792,6 @@ static void erofs(fuse_req_t req)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
-	struct stat st;
-
-	/* `> hints` truncates first: a no-op, the file holds nothing. */
-	if (ino == INO_HINTS &&
-	    !(to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
-			 FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME))) {
-		fill_virtual(ctx_of(req), ino, &st);
-		fuse_reply_attr(req, &st, 0);
-		return;
-	}
 	erofs(req);
 }
 
@@ -926,107 +893,50 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	return prefetch_hint(ctx->prefetch, f->pf, off, n);
 }
 
-/* Takes the unfinished line of thread pid into line (*len bytes,
- * *overlong) when a write at off continues it.  @return the lines dropped
- * as bad (0 or 1). */
-static unsigned tail_take(struct ops_state *st, pid_t pid, uint64_t off,
-			  char *line, size_t *len, bool *overlong)
-{
-	unsigned bad = 0;
-
-	pthread_mutex_lock(&st->tails_mu);
-	for (unsigned i = 0; i < HINT_TAILS; i++) {
-		struct hint_tail *t = &st->tails[i];
-
-		if (!t->used || t->pid != pid)
-			continue;
-		if (t->end == off) {
-			memcpy(line, t->text, t->len);
-			*len = t->len;
-			*overlong = t->overlong;
-		} else {
-			bad = 1;
-		}
-		t->used = false;
-		break;
-	}
-	pthread_mutex_unlock(&st->tails_mu);
-	return bad;
-}
-
-/* Keeps the unfinished line of thread pid for its write at end.  @return
- * the lines dropped as bad to make room (0 or 1). */
-static unsigned tail_put(struct ops_state *st, pid_t pid, uint64_t end,
-			 const char *line, size_t len, bool overlong)
-{
-	struct hint_tail *t = &st->tails[0];
-	unsigned bad;
-
-	assert(len <= HINT_LINE_MAX);
-	pthread_mutex_lock(&st->tails_mu);
-	for (unsigned i = 1; i < HINT_TAILS && t->used; i++)
-		if (!st->tails[i].used || st->tails[i].age < t->age)
-			t = &st->tails[i];
-	bad = t->used;
-	t->used = true;
-	t->overlong = overlong;
-	t->pid = pid;
-	t->end = end;
-	t->age = ++st->tails_added;
-	t->len = len;
-	memcpy(t->text, line, len);
-	pthread_mutex_unlock(&st->tails_mu);
-	return bad;
-}
-
-/* A WRITE to .wharf/hints: its lines, the first joined to the unfinished
- * line this thread's last WRITE left, its own unfinished one kept. */
-static void hints_write(fuse_req_t req, const char *buf, size_t size, off_t off)
+/* WHARF_IOC_HINTS on .wharf/hints: whole lines, parsed and queued. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+		     void *arg, struct fuse_file_info *fi, unsigned flags,
+		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
 	struct ops_ctx *ctx = ctx_of(req);
-	const pid_t pid = fuse_req_ctx(req)->pid;
+	const struct wharf_hints *h = in_buf;
 	uint64_t lines = 0, bad = 0;
 	char line[HINT_LINE_MAX + 1];
-	bool overlong = false;
-	size_t len = 0, i = 0;
+	size_t i = 0;
 
-	bad += tail_take(ctx->state, pid, (uint64_t)off, line, &len, &overlong);
-	while (i < size) {
-		const char *nl = memchr(buf + i, '\n', size - i);
-		const size_t n = (nl ? (size_t)(nl - buf) : size) - i;
-
-		if (!overlong && n <= HINT_LINE_MAX - len) {
-			memcpy(line + len, buf + i, n);
-			len += n;
-		} else {
-			overlong = true;
-		}
-		i += n;
-		if (!nl)
-			break;
-		i++;
-		if (overlong || (len && hint_line(ctx, line, len)))
-			bad++;
-		else if (len)
-			lines++;
-		len = 0;
-		overlong = false;
+	if (ino != INO_HINTS || cmd != WHARF_IOC_HINTS ||
+	    (flags & FUSE_IOCTL_COMPAT)) {
+		fuse_reply_err(req, ENOTTY);
+		return;
 	}
-	if (len || overlong)
-		bad += tail_put(ctx->state, pid, (uint64_t)off + size, line,
-				len, overlong);
+	if (in_bufsz < sizeof(*h) || h->len > sizeof(h->text)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	while (i < h->len) {
+		const char *nl = memchr(h->text + i, '\n', h->len - i);
+		const size_t n = (nl ? (size_t)(nl - h->text) : h->len) - i;
+
+		/* A line cut by the end of text is bad: nothing joins it. */
+		if (!nl || n > HINT_LINE_MAX) {
+			bad++;
+		} else if (n) {
+			memcpy(line, h->text + i, n);
+			if (hint_line(ctx, line, n))
+				bad++;
+			else
+				lines++;
+		}
+		i += n + 1;
+	}
 	__atomic_fetch_add(&ctx->stats.hint_lines, lines, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&ctx->stats.hint_bad, bad, __ATOMIC_RELAXED);
-	fuse_reply_write(req, size);
+	fuse_reply_ioctl(req, 0, NULL, 0);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	if (ino == INO_HINTS) {
-		hints_write(req, buf, size, off);
-		return;
-	}
 	erofs(req);
 }
 
@@ -1073,6 +983,7 @@ static const struct fuse_lowlevel_ops wharf_ops = {
     .rename = op_rename,
     .link = op_link,
     .write = op_write,
+    .ioctl = op_ioctl,
     .create = op_create,
     .setxattr = op_setxattr,
     .removexattr = op_removexattr,
@@ -1087,7 +998,6 @@ struct fuse_session *ops_session_new(struct fuse_args *args,
 	if (!st)
 		return NULL;
 	pthread_mutex_init(&st->stats_mu, NULL);
-	pthread_mutex_init(&st->tails_mu, NULL);
 	ctx->state = st;
 	st->se = fuse_session_new(args, &wharf_ops, sizeof(wharf_ops), ctx);
 	if (!st->se) {
@@ -1119,7 +1029,6 @@ void ops_cleanup(struct ops_ctx *ctx)
 	}
 	free(st->stats.json);
 	pthread_mutex_destroy(&st->stats_mu);
-	pthread_mutex_destroy(&st->tails_mu);
 	free(st);
 	ctx->state = NULL;
 }

@@ -8,18 +8,14 @@
  * NULL, and hints_send(NULL, ...) costs one branch.
  *
  * Sending: the samples become "PATH OFFSET LENGTH\n" lines (PATH relative to
- * the mount root) in a buffer allocated once, written with whole lines per
- * write of at most HINTS_BUF bytes.  Each write goes to offset 0 (the mount
- * uses offsets only to join a cut write): once the mount sees no opens,
- * the hints file is written through the page cache, where the kernel cuts
- * a write that starts inside a page into two requests (the mount joins
- * them, but that is a request more).  A hints file opened unseekable is
- * written with direct I/O, uncut, so it takes plain writes.  The
- * descriptor is O_NONBLOCK and a write that fails for any reason is
- * dropped: hints are advice, and a late hint is worth nothing.  (A FUSE
- * write waits for the daemon's answer; the daemon only parses and queues,
- * so that is a short wait, never a fetch.)
- * A mount that went away (ENOTCONN, EIO...) turns hints off.
+ * the mount root) in a buffer allocated once, handed over with whole lines
+ * per WHARF_IOC_HINTS ioctl (include/wharf/hints.h) on the hints file
+ * opened read-only: the mount is read-only, so the file takes no writes.
+ * A call that fails for any reason is dropped: hints are advice, and a late
+ * hint is worth nothing.  (The ioctl waits for the daemon's answer; the
+ * daemon only parses and queues, so that is a short wait, never a fetch.)
+ * A mount that went away (ENOTCONN, EIO...), or one that does not know the
+ * ioctl (ENOTTY), turns hints off.
  */
 #include "config.h"
 
@@ -33,22 +29,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <wharf/hints.h>
 
 #define FUSE_MAGIC 0x65735546
-#define HINTS_BUF (64u << 10)
+#define HINTS_BUF WHARF_HINTS_MAX
 #define HINTS_FILE "/.wharf/hints"
 
 struct hints {
 	const struct index *idx;
 	int fd;
-	bool stream; /* not seekable: write(2), not pwrite(2) */
-	bool off;    /* the mount stopped answering */
+	bool off; /* the mount stopped answering */
 	char *mount; /* the mount root, no trailing slash */
 	size_t mount_len;
-	char *buf; /* HINTS_BUF bytes */
+	struct wharf_hints *msg;
+	char *buf; /* msg->text, HINTS_BUF bytes */
 	size_t used;
 	int64_t last_f; /* the file rel names, -1: none (shards repeat) */
 	char rel[PATH_MAX];
@@ -74,7 +72,7 @@ static char *find_mount_root(const char *file)
 		if (stat(dir, &st) || st.st_dev != fst.st_dev)
 			return NULL;
 		snprintf(probe, sizeof(probe), "%s%s", dir, HINTS_FILE);
-		if (!access(probe, W_OK))
+		if (!access(probe, R_OK))
 			return strdup(dir);
 	}
 }
@@ -99,14 +97,14 @@ struct hints *hints_new(const struct index *idx)
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		goto fail;
-	h->buf = malloc(HINTS_BUF);
-	if (!h->buf)
+	h->msg = malloc(sizeof(*h->msg));
+	if (!h->msg)
 		goto fail;
+	h->buf = h->msg->text;
 	snprintf(path, sizeof(path), "%s%s", mount, HINTS_FILE);
-	h->fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	h->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (h->fd < 0)
 		goto fail;
-	h->stream = lseek(h->fd, 0, SEEK_CUR) < 0;
 	h->idx = idx;
 	h->mount = mount;
 	h->mount_len = strlen(mount);
@@ -114,7 +112,7 @@ struct hints *hints_new(const struct index *idx)
 	return h;
 fail:
 	if (h)
-		free(h->buf);
+		free(h->msg);
 	free(h);
 	free(mount);
 	return NULL;
@@ -122,13 +120,11 @@ fail:
 
 static void flush(struct hints *h)
 {
-	ssize_t n;
-
 	if (!h->used)
 		return;
-	n = h->stream ? write(h->fd, h->buf, h->used)
-		      : pwrite(h->fd, h->buf, h->used, 0);
-	if (n < 0 && errno != EAGAIN && errno != EINTR)
+	h->msg->len = (uint32_t)h->used;
+	if (ioctl(h->fd, WHARF_IOC_HINTS, h->msg) && errno != EAGAIN &&
+	    errno != EINTR)
 		h->off = true;
 	h->used = 0;
 }
@@ -204,7 +200,7 @@ void hints_free(struct hints *h)
 	if (!h)
 		return;
 	close(h->fd);
-	free(h->buf);
+	free(h->msg);
 	free(h->mount);
 	free(h);
 }

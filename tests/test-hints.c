@@ -1,7 +1,7 @@
 /*
  * The hint channel end to end: bench/origin serves a dataset with an
  * injected first-byte latency (and, for some tests, bandwidth caps or
- * faults), `wharf mount -f` serves it, hints go in through
+ * faults), `wharf mount -f` serves it, hints go in through an ioctl on
  * MOUNT/.wharf/hints (by hand or from the loader), and the counters in
  * MOUNT/.wharf/stats say what the mount did.  Every byte read is compared
  * with what the origin holds.
@@ -17,10 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <wharf/hints.h>
 #include <wharf/loader.h>
 
 #include "fixture.h"
@@ -194,21 +196,43 @@ static long long stat_of(const struct mnt *m, const char *section,
 	return v;
 }
 
-/* Writes lines to the hints file in writes of whole lines under 64 KiB. */
-static void send_hints(const struct mnt *m, char *const lines[], int n)
+/* The mount's hints file, opened read-only (as it must be: the mount is
+ * read-only) for WHARF_IOC_HINTS. */
+static int open_hints(const struct mnt *m)
 {
-	char path[PATH_MAX], buf[60000];
-	size_t used = 0;
+	char path[PATH_MAX];
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/.wharf/hints", m->dir);
-	fd = open(path, O_WRONLY);
+	fd = open(path, O_RDONLY);
 	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	return fd;
+}
+
+/* Hands len bytes of text to the mount in one ioctl. */
+static void hints_ioctl(int fd, const char *text, size_t len)
+{
+	static struct wharf_hints h;
+
+	ck_assert_uint_le(len, sizeof(h.text));
+	memcpy(h.text, text, len);
+	h.len = (uint32_t)len;
+	ck_assert_msg(ioctl(fd, WHARF_IOC_HINTS, &h) == 0, "ioctl: %s",
+		      strerror(errno));
+}
+
+/* Sends lines to the hints file in calls of whole lines. */
+static void send_hints(const struct mnt *m, char *const lines[], int n)
+{
+	char buf[WHARF_HINTS_MAX];
+	size_t used = 0;
+	int fd = open_hints(m);
+
 	for (int i = 0; i <= n; i++) {
 		size_t l = i < n ? strlen(lines[i]) : 0;
 
 		if (i == n || used + l > sizeof(buf)) {
-			ck_assert_int_eq(write(fd, buf, used), (ssize_t)used);
+			hints_ioctl(fd, buf, used);
 			used = 0;
 		}
 		memcpy(buf + used, i < n ? lines[i] : "", l);
@@ -423,30 +447,20 @@ static char *hint_block(int n)
 	return b;
 }
 
-/* Writes len bytes of b to fd in write(2)s of `piece` bytes. */
-static void write_pieces(int fd, const char *b, size_t len, size_t piece)
-{
-	for (size_t at = 0; at < len; at += piece) {
-		size_t n = len - at < piece ? len - at : piece;
-
-		ck_assert_int_eq(write(fd, b + at, n), (ssize_t)n);
-	}
-}
-
 /*
- * Writes the kernel cuts, and writes that cut lines themselves, lose no
- * hint.  Once a regular file has been read the mount sees no opens, so the
- * hints file is written through the page cache, and a write that starts
- * inside a page reaches the mount as two, cut at the page's end; a write
- * over max_write is cut in any case.  Both mounts: hints opened before any
- * read (direct I/O), and after one.
+ * The hints file on a read-only mount: no write reaches it, an ioctl of
+ * whole lines does, before any read (the mount sees opens) and after one
+ * (it sees none); a line cut by the end of a call is bad, not joined to the
+ * next call; a call too long, or on another file, is refused.
  */
-START_TEST(test_hints_cut_writes)
+START_TEST(test_hints_ioctl)
 {
-	enum { N = 6000 }; /* 240,000 bytes: one write of them is cut */
+	enum { N = WHARF_HINTS_MAX / HINT_LEN };
 	char path[PATH_MAX], *b = hint_block(N);
 	const size_t len = (size_t)N * HINT_LEN;
+	struct wharf_hints *h = calloc(1, sizeof(*h));
 
+	ck_assert_ptr_nonnull(h);
 	for (int read_first = 0; read_first < 2; read_first++) {
 		struct mnt m = {0};
 		int fd;
@@ -455,25 +469,41 @@ START_TEST(test_hints_cut_writes)
 		if (read_first)
 			check_bytes(&m, "small/s0000", SMALL_SIZE);
 		snprintf(path, sizeof(path), "%s/.wharf/hints", m.dir);
-		fd = open(path, O_WRONLY);
-		ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-		/* 16 lines a write: whole lines, starting inside pages. */
-		write_pieces(fd, b, len, 16 * HINT_LEN);
-		/* All in one write, larger than max_write. */
-		write_pieces(fd, b, len, len);
-		/* Cut inside lines, as buffered output (stdio) cuts them. */
-		write_pieces(fd, b, len, 4096);
-		/* A last line without its newline, then a write that does not
-		 * continue it (another open, at offset 0): it is bad. */
-		ck_assert_int_eq(write(fd, "small/s0001 0 0", 15), 15);
+		ck_assert_int_eq(open(path, O_WRONLY), -1);
+		ck_assert_int_eq(errno, EROFS);
+		fd = open_hints(&m);
+		hints_ioctl(fd, b, len);
+		hints_ioctl(fd, b, 16 * HINT_LEN);
+		/* Cut inside a line: the two halves are two bad lines. */
+		hints_ioctl(fd, b, HINT_LEN / 2);
+		hints_ioctl(fd, b + HINT_LEN / 2, HINT_LEN - HINT_LEN / 2);
+		ck_assert_int_eq(stat_of(&m, "hints", "lines"), N + 16);
+		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 2);
+		/* From a shell: wharf hints. */
+		ck_assert_int_eq(fx_sh("printf 'small/s0001 0 0\\n%%s/small/"
+				       "s0002 0 0\\n' '%s' | '%s' hints '%s'",
+				       m.dir, fx_wharf_bin(), m.dir),
+				 0);
+		ck_assert_int_eq(fx_sh("printf 'small/s0003 0 0' | '%s' hints "
+				       "'%s' 2>/dev/null",
+				       fx_wharf_bin(), m.dir),
+				 1);
+		ck_assert_int_eq(stat_of(&m, "hints", "lines"), N + 18);
+		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 2);
+		h->len = WHARF_HINTS_MAX + 1;
+		ck_assert_int_eq(ioctl(fd, WHARF_IOC_HINTS, h), -1);
+		ck_assert_int_eq(errno, EINVAL);
 		close(fd);
-		ck_assert_int_eq(stat_of(&m, "hints", "lines"), 3 * N);
-		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 0);
-		send_hints(&m, (char *[]){"small/s0002 0 0\n"}, 1);
-		ck_assert_int_eq(stat_of(&m, "hints", "lines"), 3 * N + 1);
-		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 1);
+		snprintf(path, sizeof(path), "%s/small/s0000", m.dir);
+		fd = open(path, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		h->len = 0;
+		ck_assert_int_eq(ioctl(fd, WHARF_IOC_HINTS, h), -1);
+		ck_assert_int_eq(errno, ENOTTY);
+		close(fd);
 		mount_stop(&m);
 	}
+	free(h);
 	free(b);
 }
 END_TEST
@@ -737,9 +767,8 @@ START_TEST(test_loader_sends_hints)
 	ck_assert_msg(wharf_index_build_dir(dir, index_path) == 0, "%s",
 		      wharf_last_error());
 	ck_assert_int_eq(wharf_index_open(index_path, 0, &idx), 0);
-	/* A file read first: the mount sees no opens from then on, so the
-	 * loader's hints go through the page cache (see
-	 * test_hints_cut_writes). */
+	/* A file read first: the mount sees no opens from then on, and the
+	 * loader's hints still arrive (see test_hints_ioctl). */
 	check_bytes(&m, "small/s0000", SMALL_SIZE);
 	wharf_options_init(&opt);
 	opt.batch_size = 16;
@@ -867,7 +896,7 @@ static Suite *hints_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_hints_honoured);
 	tcase_add_test(tc, test_hints_never_change_bytes);
-	tcase_add_test(tc, test_hints_cut_writes);
+	tcase_add_test(tc, test_hints_ioctl);
 	tcase_add_test(tc, test_stale_hints_dropped);
 	tcase_add_test(tc, test_shard_hinted_many_times);
 	tcase_add_test(tc, test_memory_cap_10000_objects);

@@ -445,8 +445,8 @@ START_TEST(test_read_only)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/one", mnt_dir);
-	/* The mount is not "ro" (.wharf/hints takes writes): a kernel that
-	 * skips opens lets the open through, and the write is refused. */
+	/* The mount is "ro": the kernel refuses the open; were one let
+	 * through, the mount would refuse the write. */
 	for (int k = 0; k < 2; k++) {
 		fd = open(path, k ? O_RDWR : O_WRONLY);
 		if (fd >= 0) {

@@ -1,0 +1,344 @@
+/*
+ * wharf in the system's mount machinery: mount.fuse.wharf run exactly as
+ * mount(8) runs it for an fstab line (SOURCE DIR -o OPTIONS), and, as
+ * root, mount(8) and umount(8) themselves.  mount(8) finds helpers only in
+ * /sbin and /usr/sbin, so that test runs in a private mount namespace with
+ * the build tree's helper bound over /usr/sbin.  The origin is a real
+ * nginx on 127.0.0.1; every read is compared byte for byte, and after each
+ * unmount the daemon must be gone and the cache lock free.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fixture.h"
+
+#define FILE_SIZE 300001u /* a few 64K chunks and a part */
+#define SEED 19u
+
+static char *data_dir, *work_dir, *sbin_dir, *usr_sbin;
+static char helper[PATH_MAX]; /* SBIN/mount.fuse.wharf */
+static char real_bin[PATH_MAX];
+static struct fx_nginx ng;
+
+/* The binary itself, not libtool's wrapper script: the helper is known by
+ * the name it is run under, which the wrapper would not pass on. */
+static void find_real_bin(void)
+{
+	const char *b = fx_wharf_bin(), *bd = getenv("WHARF_BUILDDIR");
+	const char *slash = strrchr(b, '/');
+	char lib[PATH_MAX];
+
+	snprintf(real_bin, sizeof(real_bin), "%.*s/.libs/wharf",
+		 slash ? (int)(slash - b) : 1, slash ? b : ".");
+	if (access(real_bin, X_OK))
+		snprintf(real_bin, sizeof(real_bin), "%s", b);
+	if (bd) {
+		snprintf(lib, sizeof(lib), "%s/loader/.libs", bd);
+		setenv("LD_LIBRARY_PATH", lib, 1);
+	}
+}
+
+static void setup(void)
+{
+	char path[PATH_MAX];
+
+	data_dir = fx_tmpdir("fstab-data");
+	work_dir = fx_tmpdir("fstab-work");
+	snprintf(path, sizeof(path), "%s/a", data_dir);
+	if (fx_mkdirs(path))
+		abort();
+	snprintf(path, sizeof(path), "%s/a/b.bin", data_dir);
+	if (fx_write_file(path, FILE_SIZE, SEED))
+		abort();
+	find_real_bin();
+	sbin_dir = fx_tmpdir("fstab-sbin");
+	snprintf(helper, sizeof(helper), "%s/mount.fuse.wharf", sbin_dir);
+	if (symlink(real_bin, helper))
+		abort();
+	/* What mount(8) will find: it runs helpers with a clean environment,
+	 * so a script hands the helper its arguments with the library path
+	 * of the build tree. */
+	usr_sbin = fx_tmpdir("fstab-usr-sbin");
+	if (fx_sh("printf '#!/bin/sh\\nLD_LIBRARY_PATH=\"%%s\" exec \"%%s\" "
+		  "\"$@\"\\n' \"$LD_LIBRARY_PATH\" '%s' "
+		  "> '%s/mount.fuse.wharf' && chmod 755 '%s/mount.fuse.wharf'",
+		  helper, usr_sbin, usr_sbin))
+		abort();
+	if (fx_nginx_start(&ng, data_dir))
+		abort();
+}
+
+static void teardown(void)
+{
+	fx_nginx_stop(&ng);
+	fx_rmtree(data_dir);
+	fx_rmtree(work_dir);
+	fx_rmtree(sbin_dir);
+	fx_rmtree(usr_sbin);
+	free(data_dir);
+	free(work_dir);
+	free(sbin_dir);
+	free(usr_sbin);
+}
+
+/* A file's text, NUL-terminated, or NULL. */
+static char *read_text(const char *path)
+{
+	size_t len;
+
+	return fx_read_file(path, &len);
+}
+
+/* A fresh mountpoint and cache dir under the work dir. */
+static void dirs(const char *tag, char mnt[PATH_MAX], char cache[PATH_MAX])
+{
+	snprintf(mnt, PATH_MAX, "%s/%s-mnt", work_dir, tag);
+	snprintf(cache, PATH_MAX, "%s/%s-cache", work_dir, tag);
+	ck_assert_int_eq(fx_mkdirs(mnt), 0);
+}
+
+static void check_bytes(const char *mnt)
+{
+	char path[PATH_MAX];
+	unsigned char *b;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/a/b.bin", mnt);
+	b = fx_read_file(path, &len);
+	ck_assert_msg(b != NULL, "cannot read %s", path);
+	ck_assert_uint_eq(len, FILE_SIZE);
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != fx_byte(SEED, i))
+			ck_abort_msg("%s: byte %zu differs", path, i);
+	free(b);
+}
+
+/* The options field of mnt's line in /proc/mounts, with its type. */
+static bool mount_line(const char *mnt, char *type, char *opts)
+{
+	char dev[512], dir[PATH_MAX];
+	bool found = false;
+	FILE *f = fopen("/proc/mounts", "re");
+
+	ck_assert_ptr_nonnull(f);
+	while (fscanf(f, "%511s %4095s %63s %1023s %*d %*d", dev, dir, type,
+		      opts) == 4)
+		if (!strcmp(dir, mnt)) {
+			found = true;
+			break;
+		}
+	fclose(f);
+	return found;
+}
+
+static pid_t daemon_pid(const char *mnt)
+{
+	char path[PATH_MAX];
+	char *json;
+	long long pid;
+
+	snprintf(path, sizeof(path), "%s/.wharf/stats", mnt);
+	json = read_text(path);
+	ck_assert_msg(json != NULL, "cannot read %s", path);
+	pid = fx_json_num(json, "pid");
+	free(json);
+	ck_assert_int_gt(pid, 0);
+	return (pid_t)pid;
+}
+
+/* Gone, or a zombie that its parent (init, here) has not reaped yet. */
+static bool process_gone(pid_t pid)
+{
+	char path[64], *stat;
+	const char *rp;
+	bool gone;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	stat = read_text(path);
+	if (!stat)
+		return true;
+	rp = strrchr(stat, ')');
+	gone = rp && (rp[2] == 'Z' || rp[2] == 'X');
+	free(stat);
+	return gone;
+}
+
+/* After an unmount: no daemon, no mount, no lock on the cache. */
+static void check_released(pid_t pid, const char *mnt, const char *cache)
+{
+	char type[64], opts[1024], out[PATH_MAX];
+	char *text;
+	int waited = 0;
+
+	while (!process_gone(pid) && waited < 10000) {
+		usleep(20000);
+		waited += 20;
+	}
+	ck_assert_msg(process_gone(pid), "daemon %d still runs", (int)pid);
+	ck_assert(!mount_line(mnt, type, opts));
+	snprintf(out, sizeof(out), "%s/stats.out", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' cache stats --cache-dir '%s' > '%s'",
+			       fx_wharf_bin(), cache, out),
+			 0);
+	text = read_text(out);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "not mounted"), "cache stats: %s", text);
+	free(text);
+}
+
+/* The options an fstab line would carry, mount(8)'s own among them. */
+#define FSTAB_OPTS                                                             \
+	"chunk_size=64K,memory_cache=8M,readahead=256K,max_connections=4,"    \
+	"origin_wait=20,"                                                     \
+	"ro,nosuid,nodev,noatime,allow_other,default_permissions,_netdev,"   \
+	"nofail,noauto,x-systemd.automount,X-mount.mkdir,"                  \
+	"user,comment=x"
+
+START_TEST(test_helper_as_mount_runs_it)
+{
+	char mnt[PATH_MAX], cache[PATH_MAX], type[64], opts[1024];
+	pid_t pid;
+
+	dirs("helper", mnt, cache);
+	ck_assert_int_eq(fx_sh("'%s' '%s/json/' '%s' -o cache_dir='%s',"
+			       FSTAB_OPTS,
+			       helper, ng.base, mnt, cache),
+			 0);
+	check_bytes(mnt);
+	ck_assert(mount_line(mnt, type, opts));
+	ck_assert_str_eq(type, "fuse.wharf");
+	ck_assert_msg(!strncmp(opts, "ro,", 3), "mount options %s", opts);
+	pid = daemon_pid(mnt);
+	ck_assert_int_eq(fx_sh("umount '%s'", mnt), 0);
+	check_released(pid, mnt, cache);
+
+	/* wharf umount leaves nothing behind either. */
+	ck_assert_int_eq(fx_sh("'%s' '%s/json/' '%s' -o cache_dir='%s',ro",
+			       helper, ng.base, mnt, cache),
+			 0);
+	check_bytes(mnt); /* now from the cache */
+	pid = daemon_pid(mnt);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	check_released(pid, mnt, cache);
+}
+END_TEST
+
+START_TEST(test_mount8_and_umount8)
+{
+	char mnt[PATH_MAX], cache[PATH_MAX], script[PATH_MAX];
+	char pid_file[PATH_MAX], *text;
+	FILE *f;
+
+	if (geteuid() != 0 || fx_sh("unshare -m true 2>/dev/null") != 0) {
+		fprintf(stderr, "test_mount8_and_umount8: skipped (needs root "
+				"and unshare -m)\n");
+		return;
+	}
+	dirs("mount8", mnt, cache);
+	snprintf(script, sizeof(script), "%s/mount8.sh", work_dir);
+	snprintf(pid_file, sizeof(pid_file), "%s/mount8.pid", work_dir);
+	f = fopen(script, "we");
+	ck_assert_ptr_nonnull(f);
+	/* In a private mount namespace, /usr/sbin (and /sbin) hold only
+	 * the helper; the daemon lives in it too, and goes with the
+	 * unmount. */
+	fprintf(f,
+		"set -e\n"
+		"mount --make-rprivate /\n"
+		"mount --bind '%s' /usr/sbin\n"
+		"[ -x /sbin/mount.fuse.wharf ]\n"
+		"mount -t fuse.wharf '%s/json/' '%s' -o cache_dir='%s',"
+		FSTAB_OPTS "\n"
+		"cmp '%s/a/b.bin' '%s/a/b.bin'\n"
+		"grep -q \"^[^ ]* %s fuse.wharf ro,\" /proc/mounts\n"
+		"sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p' '%s/.wharf/stats'"
+		" > '%s'\n"
+		"umount '%s'\n",
+		usr_sbin, ng.base, mnt, cache, mnt, data_dir, mnt, mnt,
+		pid_file, mnt);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(fx_sh("unshare -m sh '%s'", script), 0);
+	text = read_text(pid_file);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_gt(atoi(text), 0);
+	check_released((pid_t)atoi(text), mnt, cache);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_bad_options_refused_by_name)
+{
+	static const struct {
+		const char *opts, *says;
+	} bad[] = {
+	    {"bogus", "unknown option -o bogus"},
+	    {"ro,cache_sise=1G", "unknown option -o cache_sise=1G"},
+	    {"rw", "-o rw: wharf is a read-only filesystem"},
+	    {"insecure=yes", "-o insecure takes no value"},
+	    {"manifest", "-o manifest needs a value"},
+	    {"chunk_size=1K", "--chunk-size: 1K is outside 64K to 256M"},
+	};
+	char mnt[PATH_MAX], cache[PATH_MAX], err[PATH_MAX], *text;
+
+	dirs("bad", mnt, cache);
+	snprintf(err, sizeof(err), "%s/bad.err", work_dir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(fx_sh("'%s' '%s/json/' '%s' -o "
+				       "cache_dir='%s',%s 2> '%s'",
+				       helper, ng.base, mnt, cache,
+				       bad[i].opts, err),
+				 2);
+		text = read_text(err);
+		ck_assert_ptr_nonnull(text);
+		ck_assert_msg(strstr(text, bad[i].says), "-o %s: %s",
+			      bad[i].opts, text);
+		free(text);
+		/* The same from the command line. */
+		ck_assert_int_eq(fx_sh("'%s' mount -o %s '%s/json/' '%s' "
+				       "2> '%s'",
+				       fx_wharf_bin(), bad[i].opts, ng.base,
+				       mnt, err),
+				 2);
+	}
+	ck_assert_int_eq(fx_sh("'%s' '%s/json/' '%s' -x 2> /dev/null", helper,
+			       ng.base, mnt),
+			 2);
+}
+END_TEST
+
+static Suite *fstab_suite(void)
+{
+	Suite *s = suite_create("fstab");
+	TCase *tc = tcase_create("fstab");
+
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_helper_as_mount_runs_it);
+	tcase_add_test(tc, test_mount8_and_umount8);
+	tcase_add_test(tc, test_bad_options_refused_by_name);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(fstab_suite());
+	int failed;
+
+	if (access("/dev/fuse", R_OK | W_OK)) {
+		fprintf(stderr, "no /dev/fuse: skipped\n");
+		return 77;
+	}
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
