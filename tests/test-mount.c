@@ -1463,8 +1463,12 @@ END_TEST
  */
 START_TEST(test_kill_during_cold_read)
 {
-	static const char *const slow[] = {"--ttfb-ms", "200", "--conn-rate",
-					   "8M", NULL};
+	/* A total cap too: the mount opens as many connections as the
+	 * origin's throughput rewards, so a cap per connection alone lets
+	 * the read end before the kill. */
+	static const char *const slow[] = {"--ttfb-ms",	   "200", "--conn-rate",
+					   "8M",	   "--total-rate", "16M",
+					   NULL};
 	char *cache = fx_tmpdir("mount-kill"), url[256], path[PATH_MAX + 8];
 	char vlog[PATH_MAX];
 	struct mnt m;
