@@ -653,22 +653,32 @@ static void *script_main(void *arg)
 	return NULL;
 }
 
-static int script_start(struct script *sc, pthread_t *th,
-			const char *const *answers)
+/* A socket listening on 127.0.0.1 at a free port, into *fd.
+ * @return the port. */
+static int listen_loopback(int *fd)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t sl = sizeof(sa);
 
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(*fd, 8), 0);
+	ck_assert_int_eq(getsockname(*fd, (struct sockaddr *)&sa, &sl), 0);
+	return ntohs(sa.sin_port);
+}
+
+static int script_start(struct script *sc, pthread_t *th,
+			const char *const *answers)
+{
+	int port;
+
 	sc->answers = answers;
 	sc->served = 0;
 	sc->nheld = 0;
-	sc->fd = socket(AF_INET, SOCK_STREAM, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(sc->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(sc->fd, 8), 0);
-	ck_assert_int_eq(getsockname(sc->fd, (struct sockaddr *)&sa, &sl), 0);
+	port = listen_loopback(&sc->fd);
 	ck_assert_int_eq(pthread_create(th, NULL, script_main, sc), 0);
-	return ntohs(sa.sin_port);
+	return port;
 }
 
 static void script_stop(struct script *sc, pthread_t th)
@@ -882,8 +892,6 @@ static void *trickle_main(void *arg)
  * that lasts for hours: the request fails within its retry budget. */
 START_TEST(trickle_is_a_stall)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	struct trickler tr = {0};
 	struct fetch_config cfg;
 	struct fetch_engine *own;
@@ -891,14 +899,10 @@ START_TEST(trickle_is_a_stall)
 	struct fetch_res res;
 	static uint8_t buf[65536];
 	char url[64];
+	const int port = listen_loopback(&tr.fd);
 
-	tr.fd = socket(AF_INET, SOCK_STREAM, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(tr.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(tr.fd, 8), 0);
-	ck_assert_int_eq(getsockname(tr.fd, (struct sockaddr *)&sa, &sl), 0);
 	ck_assert_int_eq(pthread_create(&tr.th, NULL, trickle_main, &tr), 0);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", ntohs(sa.sin_port));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
 	req.url = url;
 	req.buf = buf;
 	req.cap = sizeof(buf);
