@@ -5,8 +5,8 @@
  * DIR/chunks/XX/KEY, where KEY is the chunk key in hex and XX its first
  * byte, so that no directory holds more than 1/256 of the chunks.
  *
- * A chunk file is a 48-byte header and the payload, all little-endian:
- *   0  magic "WHCK"        4  version (1)      5  codec (0 raw, 1 zstd)
+ * A chunk has a 48-byte header and the payload, all little-endian:
+ *   0  magic "WHCK"        4  version (1, 2)   5  codec (0 raw, 1 zstd)
  *   6  reserved (0)        8  raw length       16 stored (payload) length
  *   24 XXH64 of the raw bytes, seeded with the key's first 8 bytes
  *   32 the key (16 bytes)
@@ -15,6 +15,13 @@
  * key in the header tie the bytes to the name: a file copied or renamed
  * to another key does not verify.  XXH64 is written out here (zstd does
  * not export its copy) and runs at memory speed, far above zstd's.
+ *
+ * Where the header lives: version 2 keeps it in the file's extended
+ * attribute user.wharf.chunk and the payload alone in the file, so that a
+ * raw chunk's file holds exactly the chunk's bytes and the kernel can
+ * read it in the mount's place (store_open_raw, passthrough.h).  Version 1
+ * puts the header at the start of the file; it is still read, and written
+ * on a filesystem that takes no user xattrs (probed once at open).
  *
  * Writes go to a temp file in the chunk's own directory and are renamed
  * into place, so a reader never sees a partial chunk.  No fsync: this is
@@ -47,12 +54,15 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #define HDR_SIZE 48
-#define FORMAT_VERSION 1
+#define FORMAT_INLINE 1 /* the header at the start of the file */
+#define FORMAT_XATTR 2	/* the header in HDR_XATTR, the payload alone */
+#define HDR_XATTR "user.wharf.chunk"
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
 #define FANOUT 256
@@ -418,7 +428,8 @@ static void *tctx_buf(struct tctx *t, size_t n)
 /* ---- chunk files ---- */
 
 struct hdr {
-	uint8_t codec;
+	uint8_t version, codec;
+	off_t payload; /* where the payload starts in the file */
 	uint64_t raw_len, stored_len, sum;
 	struct chunk_key key;
 	int64_t used_s; /* not in the header: the file's atime or mtime */
@@ -430,7 +441,7 @@ static void hdr_encode(uint8_t out[HDR_SIZE], const struct hdr *h)
 
 	memset(out, 0, HDR_SIZE);
 	memcpy(out, magic, 4);
-	out[4] = FORMAT_VERSION;
+	out[4] = h->version;
 	out[5] = h->codec;
 	v = htole64(h->raw_len);
 	memcpy(out + 8, &v, 8);
@@ -445,8 +456,10 @@ static const char *hdr_decode(const uint8_t in[HDR_SIZE], struct hdr *h)
 {
 	if (memcmp(in, magic, 4))
 		return "not a wharf chunk file (bad magic)";
-	if (in[4] != FORMAT_VERSION)
-		return "unknown format version";
+	if (in[4] != h->version)
+		return in[4] == FORMAT_INLINE || in[4] == FORMAT_XATTR
+			   ? "format version differs from where the header is"
+			   : "unknown format version";
 	if (in[5] != CODEC_RAW && in[5] != CODEC_ZSTD)
 		return "unknown codec";
 	h->codec = in[5];
@@ -510,7 +523,7 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
 static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 		   const char **why)
 {
-	const size_t len = HDR_SIZE + h->stored_len;
+	const size_t len = (size_t)h->payload + h->stored_len;
 	uint8_t *p;
 
 	if (h->codec != CODEC_RAW)
@@ -523,7 +536,7 @@ static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 	/* A cache on a filesystem that cannot map files: read it instead. */
 	if (p == MAP_FAILED)
 		return -ENOTSUP;
-	if (store_hash64(p + HDR_SIZE, h->raw_len, key_seed(&h->key)) !=
+	if (store_hash64(p + h->payload, h->raw_len, key_seed(&h->key)) !=
 	    h->sum) {
 		munmap(p, len);
 		*why = "checksum mismatch";
@@ -531,7 +544,51 @@ static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 	}
 	m->map = p;
 	m->map_len = len;
-	m->data = p + HDR_SIZE;
+	m->data = p + h->payload;
+	return 0;
+}
+
+/*
+ * The header of chunk file fd (size bytes long), from its xattr (version
+ * 2) or the file's start (version 1), checked against the file's size.
+ * @return 0; -EBADMSG with *why; -EIO.
+ */
+static int read_hdr(int fd, uint64_t size, struct hdr *h, const char **why)
+{
+	uint8_t raw[HDR_SIZE];
+	const ssize_t n = fgetxattr(fd, HDR_XATTR, raw, sizeof(raw));
+	int rc;
+
+	if (n == HDR_SIZE) {
+		h->version = FORMAT_XATTR;
+		h->payload = 0;
+	} else if (n >= 0 || errno == ERANGE) {
+		*why = "bad header attribute";
+		return -EBADMSG;
+	} else if (errno == ENODATA || errno == ENOTSUP) {
+		h->version = FORMAT_INLINE;
+		h->payload = HDR_SIZE;
+		if (size < HDR_SIZE) {
+			*why = "truncated header";
+			return -EBADMSG;
+		}
+		rc = pread_full(fd, raw, HDR_SIZE, 0);
+		if (rc)
+			return rc == -ENODATA
+				   ? (*why = "truncated header", -EBADMSG)
+				   : rc;
+	} else {
+		return -EIO;
+	}
+	*why = hdr_decode(raw, h);
+	if (*why)
+		return -EBADMSG;
+	if (size - (uint64_t)h->payload != h->stored_len) {
+		*why = size - (uint64_t)h->payload < h->stored_len
+			   ? "truncated"
+			   : "longer than its header says";
+		return -EBADMSG;
+	}
 	return 0;
 }
 
@@ -546,7 +603,6 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		      void *buf, size_t cap, struct hdr *h, const char **why,
 		      struct store_map *m)
 {
-	uint8_t raw[HDR_SIZE];
 	struct tctx *t = NULL;
 	struct stat sb;
 	void *src;
@@ -560,25 +616,11 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		return -EBADMSG;
 	}
 	h->used_s = sb.st_atime > sb.st_mtime ? sb.st_atime : sb.st_mtime;
-	if (sb.st_size < HDR_SIZE) {
-		*why = "truncated header";
-		return -EBADMSG;
-	}
-	rc = pread_full(fd, raw, HDR_SIZE, 0);
+	rc = read_hdr(fd, (uint64_t)sb.st_size, h, why);
 	if (rc)
-		return rc == -ENODATA ? (*why = "truncated header", -EBADMSG)
-				      : rc;
-	*why = hdr_decode(raw, h);
-	if (*why)
-		return -EBADMSG;
+		return rc;
 	if (key && memcmp(key->b, h->key.b, 16)) {
 		*why = "holds another key's chunk";
-		return -EBADMSG;
-	}
-	if ((uint64_t)sb.st_size - HDR_SIZE != h->stored_len) {
-		*why = (uint64_t)sb.st_size - HDR_SIZE < h->stored_len
-			   ? "truncated"
-			   : "longer than its header says";
 		return -EBADMSG;
 	}
 	if (!buf && !m)
@@ -597,7 +639,7 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		if (!src)
 			return -ENOMEM;
 	}
-	rc = pread_full(fd, src, h->stored_len, HDR_SIZE);
+	rc = pread_full(fd, src, h->stored_len, h->payload);
 	if (rc == -ENODATA) {
 		*why = "truncated";
 		return -EBADMSG;
@@ -642,6 +684,7 @@ struct store {
 	struct store_config cfg;
 	int lockfd;
 	bool locked;
+	bool hdr_xattr; /* chunk headers go in an xattr (version 2) */
 	int dirfd[FANOUT]; /* the fan-out dirs, for *at() calls */
 	pthread_mutex_t stripe[FANOUT];
 
@@ -848,9 +891,10 @@ static int unlink_if_same(int dirfd, const char *name, int fd)
 	return unlinkat(dirfd, name, 0) ? -errno : 0;
 }
 
-/* store_get, or store_map when m is not NULL (buf is then unused). */
+/* store_get; store_map when m is not NULL (buf is then unused); with
+ * fdout too, store_open_raw (m is then scratch). */
 static int get(struct store *st, const struct chunk_key *key, void *buf,
-	       size_t cap, size_t *len, struct store_map *m)
+	       size_t cap, size_t *len, struct store_map *m, int *fdout)
 {
 	const unsigned fan = key->b[0];
 	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
@@ -911,6 +955,14 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		}
 		goto out;
 	}
+	if (fdout) {
+		/* Verified through the mapping; the file itself is wanted. */
+		munmap(m->map, m->map_len);
+		if (h.payload) {
+			rc = -ENOTSUP; /* format 1: the header comes first */
+			goto out;
+		}
+	}
 	*len = h.raw_len;
 	STAT_ADD(st->hits, 1);
 	/* The recency survives a remount: open() ranks chunks by atime,
@@ -927,6 +979,10 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		lru_push_front(st, e);
 	}
 	pthread_mutex_unlock(&st->mu);
+	if (fdout) {
+		*fdout = fd;
+		return 0;
+	}
 out:
 	close(fd);
 	return rc;
@@ -935,13 +991,21 @@ out:
 int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	      size_t cap, size_t *len)
 {
-	return get(st, key, buf, cap, len, NULL);
+	return get(st, key, buf, cap, len, NULL, NULL);
 }
 
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len)
 {
-	return get(st, key, NULL, cap, len, m);
+	return get(st, key, NULL, cap, len, m, NULL);
+}
+
+int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
+		   int *fd, size_t *len)
+{
+	struct store_map scratch;
+
+	return get(st, key, NULL, cap, len, &scratch, fd);
 }
 
 /*
@@ -995,18 +1059,23 @@ static void choose_payload(struct store *st, struct tctx *t, const void *data,
 	*codec = CODEC_ZSTD;
 }
 
+/* Writes a chunk file: the header as an xattr (version 2) or ahead of
+ * the payload (version 1), as the header itself says. */
 static int write_tmp(int dirfd, const char *name, const uint8_t *hdr,
 		     const void *payload, size_t plen)
 {
-	struct iovec iov[2] = {{(void *)hdr, HDR_SIZE},
+	const bool inline_hdr = hdr[4] == FORMAT_INLINE;
+	struct iovec iov[2] = {{(void *)hdr, inline_hdr ? HDR_SIZE : 0},
 			       {(void *)payload, plen}};
-	size_t left = HDR_SIZE + plen;
+	size_t left = iov[0].iov_len + plen;
 	int fd, rc = 0;
 
 	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	while (left) {
+	if (!inline_hdr && fsetxattr(fd, HDR_XATTR, hdr, HDR_SIZE, 0))
+		rc = -errno;
+	while (!rc && left) {
 		ssize_t w = writev(fd, iov[0].iov_len ? iov : iov + 1,
 				   iov[0].iov_len ? 2 : 1);
 
@@ -1060,12 +1129,14 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	}
 	/* payload may point into t's buffer: t is given back once written. */
 	choose_payload(st, t, data, len, &payload, &plen, &h.codec);
+	h.version = st->hdr_xattr ? FORMAT_XATTR : FORMAT_INLINE;
+	h.payload = st->hdr_xattr ? 0 : HDR_SIZE;
 	h.raw_len = len;
 	h.stored_len = plen;
 	h.sum = store_hash64(data, len, key_seed(key));
 	h.key = *key;
 	hdr_encode(hdr, &h);
-	disk = disk_bytes(HDR_SIZE + plen);
+	disk = disk_bytes((uint64_t)h.payload + plen);
 	e->key = *key;
 	e->disk = disk;
 	e->raw = len;
@@ -1627,6 +1698,18 @@ static int lock_exclusive(int fd)
 	}
 }
 
+/* Whether the cache dir's filesystem keeps user xattrs (ext4, xfs, btrfs,
+ * tmpfs do; some network filesystems do not). */
+static bool xattr_works(int fd)
+{
+	static const char probe[] = HDR_XATTR ".probe";
+
+	if (fsetxattr(fd, probe, "", 0, 0))
+		return false;
+	(void)fremovexattr(fd, probe);
+	return true;
+}
+
 int store_open(const struct store_config *cfg, struct store **out, char **err)
 {
 	struct store *st;
@@ -1706,6 +1789,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		err_set(err, "%s: %s", path, strerror(-rc));
 		goto fail;
 	}
+	st->hdr_xattr = !cfg->inline_headers && xattr_works(st->lockfd);
 	rc = open_private_subdir(top, "chunks", st->dir, &chunks, err);
 	for (unsigned i = 0; !rc && i < FANOUT; i++) {
 		char fan[3];

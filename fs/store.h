@@ -3,8 +3,9 @@
 /*
  * store: the on-disk chunk cache under --cache-dir.  One file per chunk,
  * one zstd frame each, or raw bytes when compression saves less than the
- * threshold; every chunk carries a checksum that is verified on every read
- * from disk.  Writes are atomic (temp file + rename).  The total is capped;
+ * threshold, with a header (lengths, codec, checksum) in an xattr where
+ * the filesystem keeps them; every chunk carries a checksum that is
+ * verified on every read from disk.  Writes are atomic (temp file + rename).  The total is capped;
  * eviction is least-recently-used and keeps the cap while the mount runs.
  * One mount per cache dir (an flock on DIR/lock); the dir is created 0700.
  */
@@ -43,6 +44,9 @@ struct store_config {
 	 * and its blocks are freed; may be NULL. */
 	void (*evicted)(void *arg, const struct chunk_key *key);
 	void *evicted_arg;
+	/* Write headers at the start of chunk files (format 1) even where
+	 * the filesystem keeps xattrs: for tests of caches made that way. */
+	bool inline_headers;
 };
 
 struct store;
@@ -84,6 +88,18 @@ struct store_map {
  * file cannot be mapped: use store_get then. */
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len) WHARF_CHECK;
+
+/*
+ * Opens the file of a raw chunk that holds the chunk's bytes alone (the
+ * header in its xattr: see store.c), after verifying the whole chunk, so
+ * that the kernel can read the file in the mount's place (passthrough.h).
+ * The descriptor is read-only and the caller's to close; the file is never
+ * written again, and stays readable through it if evicted meanwhile.
+ * @return store_map's, and -ENOTSUP also for a chunk file that starts with
+ * its header (made where the filesystem kept no xattrs, or by an older
+ * version). */
+int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
+		   int *fd, size_t *len) WHARF_CHECK;
 
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
  * @return 0, -ENOSPC (disk full, or the chunk is larger than the cap: it

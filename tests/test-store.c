@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -18,10 +19,15 @@
 #include "store.h"
 
 #define HDR 48
+#define HDR_XATTR "user.wharf.chunk"
 #define MiB (1024 * 1024)
 
 static char *root; /* every test's files, removed by main */
 static char *dir;  /* this test's cache dir */
+/* Stores opened by open_store write format 1 (the header at the start of
+ * the file) rather than format 2 (the header in an xattr): the loop tests
+ * set it from their index, so that both formats are read and damaged. */
+static bool inline_hdr;
 
 static void setup(void)
 {
@@ -37,11 +43,13 @@ static void teardown(void)
 	fx_rmtree(dir);
 	free(dir);
 	dir = NULL;
+	inline_hdr = false;
 }
 
 static struct store *open_store(const char *d, uint64_t max)
 {
-	struct store_config cfg = {.dir = d, .max_bytes = max};
+	struct store_config cfg = {
+	    .dir = d, .max_bytes = max, .inline_headers = inline_hdr};
 	struct store *st = NULL;
 	char *err = NULL;
 	int rc = store_open(&cfg, &st, &err);
@@ -110,18 +118,72 @@ static void flip_byte(const char *path, long off, int mask)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
-/* Overwrites the little-endian 64-bit field at off (of the header). */
-static void poke64(const char *path, long off, uint64_t v)
+/* Whether chunk file path keeps its header in its xattr (format 2) rather
+ * than in its first HDR bytes (format 1). */
+static bool hdr_in_xattr(const char *path)
 {
-	uint8_t le[8];
-	FILE *f = fopen(path, "r+");
+	return getxattr(path, HDR_XATTR, NULL, 0) > 0;
+}
 
-	for (int i = 0; i < 8; i++)
-		le[i] = (uint8_t)(v >> (8 * i));
+/* Where the chunk's payload starts in its file. */
+static off_t payload_off(const char *path)
+{
+	return hdr_in_xattr(path) ? 0 : HDR;
+}
+
+static void hdr_get(const char *path, uint8_t h[HDR])
+{
+	FILE *f;
+
+	if (hdr_in_xattr(path)) {
+		ck_assert_int_eq(getxattr(path, HDR_XATTR, h, HDR), HDR);
+		return;
+	}
+	f = fopen(path, "r");
 	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fseek(f, off, SEEK_SET), 0);
-	ck_assert_uint_eq(fwrite(le, 1, 8, f), 8);
+	ck_assert_uint_eq(fread(h, 1, HDR, f), HDR);
 	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Writes the first n bytes of a header where the file keeps it; n < HDR
+ * leaves only part of one. */
+static void hdr_set(const char *path, const uint8_t *h, size_t n)
+{
+	FILE *f;
+
+	if (hdr_in_xattr(path)) {
+		ck_assert_int_eq(setxattr(path, HDR_XATTR, h, n, 0), 0);
+		return;
+	}
+	if (n < HDR) {
+		ck_assert_int_eq(truncate(path, (off_t)n), 0);
+		return;
+	}
+	f = fopen(path, "r+");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(h, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* XORs byte off of the header with mask. */
+static void hdr_flip(const char *path, size_t off, int mask)
+{
+	uint8_t h[HDR];
+
+	hdr_get(path, h);
+	h[off] ^= (uint8_t)mask;
+	hdr_set(path, h, HDR);
+}
+
+/* Overwrites the little-endian 64-bit field at off of the header. */
+static void hdr_poke64(const char *path, size_t off, uint64_t v)
+{
+	uint8_t h[HDR];
+
+	hdr_get(path, h);
+	for (int i = 0; i < 8; i++)
+		h[off + i] = (uint8_t)(v >> (8 * i));
+	hdr_set(path, h, HDR);
 }
 
 static void put_get(struct store *st, const struct chunk_key *k,
@@ -250,12 +312,14 @@ END_TEST
 START_TEST(round_trip)
 {
 	static const size_t sizes[] = {0, 1, 4 * MiB, 4 * MiB - 1, 100000};
-	struct store *st = open_store(dir, 0);
+	struct store *st;
 	uint8_t *buf = malloc(4 * MiB);
 	char path[1024];
 	struct chunk_key k;
 	unsigned n = 0;
 
+	inline_hdr = _i;
+	st = open_store(dir, 0);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		const size_t sz = sizes[i];
 
@@ -264,7 +328,8 @@ START_TEST(round_trip)
 		key_n(&k, n++);
 		put_get(st, &k, buf, sz);
 		chunk_path(dir, &k, path, sizeof(path));
-		ck_assert_int_eq(file_size(path), (off_t)(HDR + sz));
+		ck_assert_int_eq(hdr_in_xattr(path), !inline_hdr);
+		ck_assert_int_eq(file_size(path), payload_off(path) + (off_t)sz);
 
 		/* Text: stored compressed. */
 		fill_text(buf, sz, (uint32_t)i);
@@ -306,8 +371,10 @@ static void damaged(int how, bool compressible)
 	uint8_t *data = malloc(n), *back = malloc(n);
 	struct store_stats ss;
 	struct chunk_key k;
+	uint8_t h[HDR];
 	char path[1024];
 	size_t len;
+	off_t off;
 
 	if (compressible)
 		fill_text(data, n, 9);
@@ -318,27 +385,32 @@ static void damaged(int how, bool compressible)
 	chunk_path(dir, &k, path, sizeof(path));
 	switch (how) {
 	case 0: /* one byte in the payload */
-		flip_byte(path, HDR + 1000 % (file_size(path) - HDR), 0x40);
+		off = payload_off(path);
+		flip_byte(path, off + 1000 % (file_size(path) - off), 0x40);
 		break;
 	case 1: /* truncated */
 		ck_assert_int_eq(truncate(path, file_size(path) - 10), 0);
 		break;
 	case 2: /* only part of the header */
-		ck_assert_int_eq(truncate(path, 20), 0);
+		hdr_get(path, h);
+		hdr_set(path, h, 20);
 		break;
 	case 3: /* the checksum in the header */
-		flip_byte(path, 30, 1);
+		hdr_flip(path, 30, 1);
 		break;
 	case 4: /* a raw length too short for the compressed payload */
-		poke64(path, 8, 10);
+		hdr_poke64(path, 8, 10);
 		break;
 	case 5: /* an implausible raw length (raw: both lengths) */
-		poke64(path, 8, 1ull << 40);
+		hdr_poke64(path, 8, 1ull << 40);
 		if (!compressible)
-			poke64(path, 16, 1ull << 40);
+			hdr_poke64(path, 16, 1ull << 40);
 		break;
 	case 6: /* an unknown codec */
-		flip_byte(path, 5, 0x70);
+		hdr_flip(path, 5, 0x70);
+		break;
+	case 7: /* a version 1 header in an xattr, or 2 in the file */
+		hdr_flip(path, 4, 3);
 		break;
 	}
 	ck_assert_int_eq(store_get(st, &k, back, n, &len), -EBADMSG);
@@ -356,6 +428,7 @@ static void damaged(int how, bool compressible)
 
 START_TEST(corrupt_byte)
 {
+	inline_hdr = _i;
 	damaged(0, false);
 	damaged(0, true);
 }
@@ -363,6 +436,7 @@ END_TEST
 
 START_TEST(truncated)
 {
+	inline_hdr = _i;
 	damaged(1, false);
 	damaged(1, true);
 	damaged(2, true);
@@ -371,6 +445,7 @@ END_TEST
 
 START_TEST(bad_checksum)
 {
+	inline_hdr = _i;
 	damaged(3, false);
 }
 END_TEST
@@ -378,10 +453,12 @@ END_TEST
 /* Lengths and codec in the header are checked before they size a read. */
 START_TEST(bad_header_fields)
 {
+	inline_hdr = _i;
 	damaged(4, true);
 	damaged(5, true);
 	damaged(5, false);
 	damaged(6, false);
+	damaged(7, false);
 }
 END_TEST
 
@@ -410,12 +487,64 @@ START_TEST(wrong_key)
 }
 END_TEST
 
+/* store_open_raw: a raw chunk's file holds the chunk's bytes alone, and
+ * is handed out verified; a compressed chunk, or a file that starts with
+ * its header, says -ENOTSUP; a damaged one is refused and removed. */
+START_TEST(open_raw)
+{
+	struct store *st = open_store(dir, 0);
+	const size_t n = 200000;
+	uint8_t *data = malloc(n), *back = malloc(n + 1);
+	struct chunk_key k;
+	char path[1024];
+	size_t len = 0;
+	int fd = -1;
+
+	fill_random(data, n, 33);
+	key_n(&k, 1);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -ENOENT);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	ck_assert_int_eq(store_open_raw(st, &k, n - 1, &fd, &len),
+			 -EOVERFLOW);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), 0);
+	ck_assert_uint_eq(len, n);
+	ck_assert_int_eq(pread(fd, back, n + 1, 0), (ssize_t)n);
+	ck_assert_mem_eq(back, data, n);
+	ck_assert_int_eq(close(fd), 0);
+
+	/* Damaged: never handed out. */
+	chunk_path(dir, &k, path, sizeof(path));
+	flip_byte(path, 777, 0x01);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -EBADMSG);
+	ck_assert_int_eq(access(path, F_OK), -1);
+
+	fill_text(data, n, 33);
+	key_n(&k, 2);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -ENOTSUP);
+	store_close(st);
+
+	inline_hdr = true;
+	st = open_store(dir, 0);
+	fill_random(data, n, 34);
+	key_n(&k, 3);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -ENOTSUP);
+	/* ... and is still served the other ways. */
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	ck_assert_mem_eq(back, data, n);
+	store_close(st);
+	free(data);
+	free(back);
+}
+END_TEST
+
 /* store_map: a raw chunk is mapped and verified in place, and stays
  * readable after its file is evicted; a compressed one says -ENOTSUP; a
  * damaged one is refused and removed like store_get does. */
 START_TEST(mapped)
 {
-	struct store *st = open_store(dir, 0);
+	struct store *st;
 	const size_t n = 300000;
 	uint8_t *data = malloc(n), *back = malloc(n);
 	struct store_stats ss;
@@ -424,14 +553,17 @@ START_TEST(mapped)
 	char path[1024];
 	size_t len = 0;
 
+	inline_hdr = _i;
+	st = open_store(dir, 0);
 	fill_random(data, n, 21);
 	key_n(&k, 1);
 	ck_assert_int_eq(store_put(st, &k, data, n), 0);
 	ck_assert_int_eq(store_map(st, &k, n - 1, &m, &len), -EOVERFLOW);
 	ck_assert_int_eq(store_map(st, &k, n, &m, &len), 0);
 	ck_assert_uint_eq(len, n);
-	ck_assert_uint_eq(m.map_len, HDR + n);
-	ck_assert_ptr_eq(m.data, (uint8_t *)m.map + HDR);
+	chunk_path(dir, &k, path, sizeof(path));
+	ck_assert_uint_eq(m.map_len, (size_t)payload_off(path) + n);
+	ck_assert_ptr_eq(m.data, (uint8_t *)m.map + payload_off(path));
 	chunk_path(dir, &k, path, sizeof(path));
 	ck_assert_int_eq(unlink(path), 0); /* as eviction does */
 	ck_assert_mem_eq(m.data, data, n);
@@ -448,7 +580,7 @@ START_TEST(mapped)
 	key_n(&k, 3);
 	ck_assert_int_eq(store_put(st, &k, data, n), 0);
 	chunk_path(dir, &k, path, sizeof(path));
-	flip_byte(path, HDR + 4321, 0x10);
+	flip_byte(path, payload_off(path) + 4321, 0x10);
 	ck_assert_int_eq(store_map(st, &k, n, &m, &len), -EBADMSG);
 	ck_assert_int_eq(access(path, F_OK), -1);
 	ck_assert_int_eq(store_map(st, &k, n, &m, &len), -ENOENT);
@@ -464,7 +596,8 @@ END_TEST
  * stored raw, so it is served from a mapping of its file. */
 START_TEST(always_raw)
 {
-	struct store_config cfg = {.dir = dir, .min_saving_pct = 100};
+	struct store_config cfg = {
+	    .dir = dir, .min_saving_pct = 100, .inline_headers = _i};
 	struct store *st = NULL;
 	const size_t n = 300000;
 	uint8_t *data = malloc(n);
@@ -478,7 +611,7 @@ START_TEST(always_raw)
 	key_n(&k, 1);
 	ck_assert_int_eq(store_put(st, &k, data, n), 0);
 	chunk_path(dir, &k, path, sizeof(path));
-	ck_assert_int_eq(file_size(path), (off_t)(HDR + n));
+	ck_assert_int_eq(file_size(path), payload_off(path) + (off_t)n);
 	ck_assert_int_eq(store_map(st, &k, n, &m, &len), 0);
 	ck_assert_uint_eq(len, n);
 	ck_assert_mem_eq(m.data, data, n);
@@ -517,13 +650,15 @@ static struct tally tally(const char *d, unsigned flags)
  * walk (which removes the file). */
 START_TEST(empty_chunk_checked)
 {
-	struct store *st = open_store(dir, 0);
+	struct store *st;
 	struct chunk_key k;
 	struct tally t;
 	char path[1024];
 	uint8_t back[1];
 	size_t len = 99;
 
+	inline_hdr = _i;
+	st = open_store(dir, 0);
 	key_n(&k, 3);
 	ck_assert_int_eq(store_put(st, &k, "", 0), 0);
 	ck_assert_int_eq(store_get(st, &k, back, sizeof(back), &len), 0);
@@ -533,14 +668,14 @@ START_TEST(empty_chunk_checked)
 	ck_assert_uint_eq(t.bad, 0);
 
 	chunk_path(dir, &k, path, sizeof(path));
-	flip_byte(path, 30, 1);
+	hdr_flip(path, 30, 1);
 	t = tally(dir, STORE_WALK_VERIFY);
 	ck_assert_uint_eq(t.bad, 1);
 	ck_assert_uint_eq(t.removed, 1);
 	ck_assert_int_eq(access(path, F_OK), -1);
 
 	ck_assert_int_eq(store_put(st, &k, "", 0), 0);
-	flip_byte(path, 30, 1);
+	hdr_flip(path, 30, 1);
 	ck_assert_int_eq(store_get(st, &k, back, sizeof(back), &len), -EBADMSG);
 	store_close(st);
 }
@@ -1153,7 +1288,7 @@ START_TEST(cli_verify)
 	free(out);
 	key_n(&k, 3);
 	chunk_path(cache, &k, path, sizeof(path));
-	flip_byte(path, HDR + 5, 0xff);
+	flip_byte(path, payload_off(path) + 5, 0xff);
 	ck_assert_int_eq(wharf(args, &out), 1);
 	store_key_hex(&k, hex);
 	ck_assert_msg(out && strstr(out, hex), "verify said: %s", out);
@@ -1179,7 +1314,7 @@ START_TEST(cli_verify_mounted)
 
 	key_n(&k, 2);
 	chunk_path(cache, &k, path, sizeof(path));
-	flip_byte(path, HDR + 100, 0x10);
+	flip_byte(path, payload_off(path) + 100, 0x10);
 	args = strdupf("verify --cache-dir '%s'", cache);
 	ck_assert_int_eq(wharf(args, &out), 1);
 	ck_assert_msg(out && strstr(out, "1 bad"), "verify said: %s", out);
@@ -1363,16 +1498,17 @@ static Suite *suite(void)
 	tcase_add_test(tc, hash_known_values);
 	tcase_add_test(tc, keys);
 	tcase_add_test(tc, key_layout);
-	tcase_add_test(tc, round_trip);
+	tcase_add_loop_test(tc, round_trip, 0, 2);
 	tcase_add_test(tc, small_buffer);
-	tcase_add_test(tc, corrupt_byte);
-	tcase_add_test(tc, truncated);
-	tcase_add_test(tc, bad_checksum);
+	tcase_add_loop_test(tc, corrupt_byte, 0, 2);
+	tcase_add_loop_test(tc, truncated, 0, 2);
+	tcase_add_loop_test(tc, bad_checksum, 0, 2);
 	tcase_add_test(tc, wrong_key);
-	tcase_add_test(tc, empty_chunk_checked);
-	tcase_add_test(tc, bad_header_fields);
-	tcase_add_test(tc, mapped);
-	tcase_add_test(tc, always_raw);
+	tcase_add_loop_test(tc, empty_chunk_checked, 0, 2);
+	tcase_add_loop_test(tc, bad_header_fields, 0, 2);
+	tcase_add_loop_test(tc, mapped, 0, 2);
+	tcase_add_test(tc, open_raw);
+	tcase_add_loop_test(tc, always_raw, 0, 2);
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
 	tcase_add_test(tc, lock_one_mount);
