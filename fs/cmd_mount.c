@@ -39,6 +39,7 @@
 #include "fetch.h"
 #include "offline.h"
 #include "ops.h"
+#include "passthrough.h"
 #include "prefetch.h"
 #include "source.h"
 #include "stats.h"
@@ -65,6 +66,7 @@ struct mount_opts {
 	bool foreground;
 	bool debug;
 	bool offline; /* --offline */
+	bool no_passthrough;
 	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
 	/* Long options given as -o name=value, parsed after the rest. */
@@ -82,6 +84,7 @@ enum {
 	OPT_ZSTD_LEVEL,
 	OPT_READAHEAD,
 	OPT_THREADS,
+	OPT_NO_PASSTHROUGH,
 	OPT_MAX_CONNECTIONS,
 	OPT_RETRIES,
 	OPT_TIMEOUT,
@@ -114,6 +117,7 @@ static const struct option mount_longopts[] = {
     {"zstd-level", required_argument, NULL, OPT_ZSTD_LEVEL},
     {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"threads", required_argument, NULL, OPT_THREADS},
+    {"no-passthrough", no_argument, NULL, OPT_NO_PASSTHROUGH},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"retries", required_argument, NULL, OPT_RETRIES},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -172,6 +176,11 @@ static void mount_usage(FILE *out)
 	    "  --threads N           ceiling on read-ahead and hint threads "
 	    "(default:\n"
 	    "                        --max-connections)\n"
+	    "  --no-passthrough      serve every read through the mount; by "
+	    "default the\n"
+	    "                        kernel reads a cached file's cache file "
+	    "itself\n"
+	    "                        (root, Linux 6.9+)\n"
 	    "Origin:\n"
 	    "  --max-connections N   ceiling on requests in parallel (default "
 	    "256); the\n"
@@ -445,6 +454,9 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			break;
 		case OPT_NO_HEDGE:
 			o->fetch.hedge = false;
+			break;
+		case OPT_NO_PASSTHROUGH:
+			o->no_passthrough = true;
 			break;
 		case OPT_ENDPOINT:
 			o->src.endpoint = optarg;
@@ -972,6 +984,13 @@ static int serve(struct mount_opts *o, int ready_fd)
 		goto out;
 	}
 	m.mounted = true;
+	/* Before the loop reads INIT, where the kernel offers it. */
+	if (!o->no_passthrough) {
+		rc = passthrough_attach(m.se);
+		m.ctx.passthrough = rc == 0;
+		if (rc && rc != -EPERM)
+			log_warn("passthrough unavailable: %s", strerror(-rc));
+	}
 	rc = store_set_mountpoint(m.st, m.mountpoint);
 	if (rc)
 		log_warn(

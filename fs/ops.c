@@ -26,6 +26,7 @@
 #define FUSE_USE_VERSION 312
 
 #include "ops.h"
+#include "passthrough.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -38,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define INO_WHARF_DIR ((fuse_ino_t)1 << 40)
 #define INO_STATS (INO_WHARF_DIR + 1)
@@ -73,7 +75,19 @@ struct ops_file {
 	struct pf_file *pf;
 	uint64_t parent, size;
 	uint64_t walk_prev; /* see walk_prev() */
+	/*
+	 * Opens of the file while passthrough is on, under mu (taken by
+	 * open and release, never by a read).  The kernel serves every open
+	 * of an inode one way while any is open, and all of those it serves
+	 * from a cache file from the same one: they share backing_id.
+	 */
+	pthread_mutex_t mu;
+	unsigned cached_opens, backing_opens;
+	int backing_id, backing_fd;
 };
+
+/* fi->fh of a file's open while passthrough is on: how it is served. */
+enum { FH_CACHED, FH_PASSTHROUGH };
 
 /* A file whose first byte was read, how many files in order led to it,
  * and the last sibling queued after it (fields read and written with
@@ -94,6 +108,8 @@ struct stats_file {
 
 struct ops_state {
 	struct fuse_session *se;
+	bool passthrough;	 /* opens may be served by the kernel */
+	bool passthrough_failed; /* ... but it refused a backing file */
 	bool no_open_ok; /* the kernel can do without OPEN/RELEASE */
 	bool no_open;	 /* ... and was told so (atomic) */
 	pthread_mutex_t stats_mu;
@@ -200,6 +216,7 @@ static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
 static void file_free(struct ops_ctx *ctx, struct ops_file *f)
 {
 	prefetch_close(ctx->prefetch, f->pf);
+	pthread_mutex_destroy(&f->mu);
 	free(f);
 }
 
@@ -230,6 +247,7 @@ static int file_new(struct ops_ctx *ctx, fuse_ino_t ino, struct ops_file **out)
 	f->parent = a.parent;
 	f->size = a.size;
 	f->walk_prev = walk_prev(ctx, &a);
+	pthread_mutex_init(&f->mu, NULL);
 	*out = f;
 	return 0;
 }
@@ -389,8 +407,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->time_gran = 1000000000;
 	conn->max_read = PF_MAX_READ; /* as the max_read mount option says */
-	ctx->state->no_open_ok =
-	    (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	/* Opens are what passthrough needs: keep them coming. */
+	ctx->state->passthrough = ctx->passthrough && passthrough_offered();
+	ctx->state->no_open_ok = !ctx->state->passthrough &&
+				 (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -600,6 +620,84 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	do_readdir(req, ino, size, off, true);
 }
 
+/*
+ * How the kernel will serve an open of f: from f's cache file (a backing
+ * id > 0, shared by all of f's opens at once) when f is one raw chunk in
+ * the store and no open of f is served the other way, else through the
+ * mount (0).  The chunk is verified as it is registered: a corrupt one is
+ * removed and the open is served through the mount, which fetches it.
+ */
+static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
+{
+	struct ops_state *st = ctx->state;
+	int id = 0, fd;
+
+	pthread_mutex_lock(&f->mu);
+	if (f->backing_opens) {
+		f->backing_opens++;
+		id = f->backing_id;
+		goto out;
+	}
+	if (!f->cached_opens &&
+	    !__atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED) &&
+	    prefetch_open_whole(ctx->prefetch, f->pf, &fd) == 0) {
+		id = passthrough_open(fd);
+		if (id > 0) {
+			f->backing_fd = fd;
+			f->backing_id = id;
+			f->backing_opens = 1;
+			goto out;
+		}
+		close(fd);
+		/* The kernel's answer does not change while mounted. */
+		if (!__atomic_exchange_n(&st->passthrough_failed, true,
+					 __ATOMIC_RELAXED))
+			log_warn("the kernel refused a cache file for "
+				 "passthrough (%s): reads go through the "
+				 "mount",
+				 strerror(-id));
+		id = 0;
+	}
+	f->cached_opens++;
+out:
+	pthread_mutex_unlock(&f->mu);
+	return id;
+}
+
+/* An open of f ends (how it was served: FH_*). */
+static void backing_drop(struct ops_file *f, uint64_t how)
+{
+	pthread_mutex_lock(&f->mu);
+	if (how == FH_PASSTHROUGH && f->backing_opens &&
+	    !--f->backing_opens) {
+		passthrough_close(f->backing_id);
+		close(f->backing_fd);
+	} else if (how == FH_CACHED && f->cached_opens) {
+		f->cached_opens--;
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void open_counted(struct ops_ctx *ctx, struct ops_file *f,
+			 fuse_req_t req, struct fuse_file_info *fi)
+{
+	const int id = backing_take(ctx, f);
+	int rc;
+
+	fi->fh = id ? FH_PASSTHROUGH : FH_CACHED;
+	if (id) {
+		/* The kernel refuses page-cache flags on such an open: the
+		 * cache file's own page cache serves it. */
+		fi->keep_cache = 0;
+		passthrough_arm(id);
+	}
+	rc = fuse_reply_open(req, fi);
+	passthrough_disarm();
+	/* Its opener is gone: no release will come. */
+	if (rc)
+		backing_drop(f, fi->fh);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = ctx_of(req);
@@ -649,7 +747,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = 0;
 	/* Objects are immutable: pages cached by an earlier open stay good. */
 	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	if (ctx->state->passthrough)
+		open_counted(ctx, f, req, fi);
+	else
+		fuse_reply_open(req, fi);
 }
 
 /* The run and lead of the walk whose last file read is prev, or all
@@ -762,8 +863,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	struct ops_ctx *ctx = ctx_of(req);
+	struct ops_file *f;
+
 	if (ino == INO_STATS && fi->fh)
-		stats_close(ctx_of(req), fi->fh);
+		stats_close(ctx, fi->fh);
+	else if (ctx->state->passthrough && !is_virtual(ino) &&
+		 !file_of(ctx, ino, &f))
+		backing_drop(f, fi->fh);
 	/* A file's read state stays with its inode. */
 	fuse_reply_err(req, 0);
 }

@@ -27,6 +27,8 @@ struct ops_ctx {
 	gid_t gid;
 	time_t mounted_at;	 /* mtime of the virtual inodes */
 	bool walk_readahead;	 /* queue files ahead of a directory walk */
+	bool passthrough;	 /* serve cached files by passthrough.h when
+				  * the kernel offers it */
 	struct ops_state *state; /* private to ops.c */
 };
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define QUEUE_CAP 1024
 /* Hinted chunks queued at most: 24 bytes each, so 384 KiB whatever the
@@ -816,6 +817,23 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	STAT_ADD(pf->stats.files, 1);
 	*out = f;
 	return 0;
+}
+
+int prefetch_open_whole(struct prefetch *pf, struct pf_file *f, int *fd)
+{
+	struct chunk_key key;
+	size_t len = 0;
+	int rc;
+
+	if (!pf->st || f->nchunks != 1)
+		return -ENOTSUP;
+	file_key(pf, f, 0, &key);
+	rc = store_open_raw(pf->st, &key, f->size, fd, &len);
+	if (!rc && len != f->size) {
+		close(*fd);
+		rc = -ENOTSUP;
+	}
+	return rc;
 }
 
 void prefetch_close(struct prefetch *pf, struct pf_file *f)
