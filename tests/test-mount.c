@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -750,7 +752,8 @@ START_TEST(test_directory_readahead_over_empty_files)
 }
 END_TEST
 
-/* Sums the sizes of the regular files under dir except the lock. */
+/* Sums the sizes of the chunk files under cache dir: what --cache-size
+ * caps. */
 static uint64_t cache_bytes(const char *dir)
 {
 	char cmd[PATH_MAX + 128], line[64];
@@ -758,7 +761,7 @@ static uint64_t cache_bytes(const char *dir)
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd),
-		 "find '%s' -type f ! -name lock -printf '%%s\\n'", dir);
+		 "find '%s/chunks' -type f -printf '%%s\\n'", dir);
 	p = popen(cmd, "r");
 	if (!p)
 		return UINT64_MAX;
@@ -896,6 +899,180 @@ START_TEST(test_corrupt_chunk_refetched)
 	ck_assert_msg(fx_json_num(json, "chunks_fetched") >= 1,
 		      "corrupt chunks were not fetched again: %s", json);
 	free(json);
+	own_mount_end(&m, cache);
+}
+END_TEST
+
+static bool kernel_at_least(int major, int minor)
+{
+	struct utsname u;
+	int a = 0, b = 0;
+
+	return uname(&u) == 0 && sscanf(u.release, "%d.%d", &a, &b) == 2 &&
+	       (a > major || (a == major && b >= minor));
+}
+
+/* Whether the mount at dir has the kernel read cached files itself. */
+static bool passthrough_on(const char *dir)
+{
+	char *json = read_stats(dir);
+	const bool on = json && strstr(json, "\"passthrough\": {\"on\": true");
+
+	free(json);
+	return on;
+}
+
+static long long stat_of(const char *dir, const char *key)
+{
+	char *json = read_stats(dir);
+	long long v;
+
+	ck_assert_ptr_nonnull(json);
+	v = fx_json_num(json, key);
+	free(json);
+	return v;
+}
+
+/* The backing files a mount holds drop as the kernel's releases (sent
+ * after close returns) come in. */
+static long long backing_files_settled(const char *dir, long long want)
+{
+	long long v = -1;
+
+	for (int i = 0; i < 250 && v != want; i++) {
+		v = stat_of(dir, "backing_files");
+		if (v != want)
+			usleep(20000);
+	}
+	return v;
+}
+
+/* Byte-exact through an mmap of the file, as loaders that map samples
+ * read. */
+static int check_mapped(const char *root, const char *name, uint64_t size)
+{
+	char path[PATH_MAX];
+	const uint32_t seed = seed_of(name);
+	const uint8_t *p;
+	int fd, bad = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -1;
+	for (uint64_t i = 0; i < size && !bad; i++)
+		bad = p[i] != fx_byte(seed, i);
+	munmap((void *)p, size);
+	return bad;
+}
+
+/*
+ * Passthrough: after a remount, a file held whole by one raw chunk is
+ * read by the kernel from its cache file (no read reaches the mount), byte
+ * for byte, by read and by mmap; opens of one file share one backing file,
+ * which goes when the last closes; a file opened while its chunk was not
+ * yet cached keeps being served through the mount while that open lasts,
+ * and a second open then succeeds; a chunk damaged between mounts is never
+ * served but fetched again; a file of several chunks reads through the
+ * mount; --no-passthrough turns it off.
+ */
+START_TEST(test_passthrough)
+{
+	static const char *const off[] = {"--no-passthrough", NULL};
+	char *cache = fx_tmpdir("mount-passthrough");
+	char url[256], path[PATH_MAX], name[64];
+	struct mnt m;
+	int fd1, fd2, fd3;
+	long long opens;
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	mnt_init(&m, "passthrough");
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	if (!passthrough_on(m.dir)) {
+		/* Root on Linux 6.9 or later must get it. */
+		ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
+			      "no passthrough as root on this kernel");
+		fprintf(stderr, "note: this kernel (or this user) offers no "
+				"FUSE passthrough: its checks are left out\n");
+		own_mount_end(&m, cache);
+		return;
+	}
+	/* Cold: an open made before the chunk is cached is served through
+	 * the mount; a second open while it lasts must not fail. */
+	snprintf(path, sizeof(path), "%s/many/f0001", m.dir);
+	fd1 = open(path, O_RDONLY);
+	ck_assert_int_ge(fd1, 0);
+	ck_assert_int_eq(check_file(m.dir, "many/f0001", small_size(1)), 0);
+	fd2 = open(path, O_RDONLY);
+	ck_assert_int_ge(fd2, 0);
+	ck_assert_int_eq(check_file(m.dir, "many/f0001", small_size(1)), 0);
+	close(fd2);
+	close(fd1);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "many/f%04d", i);
+		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
+	}
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk-1", CHUNK - 1), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* Warm, after a remount: the kernel reads the cache files. */
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "many/f%04d", i);
+		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
+	}
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_eq(check_mapped(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_eq(stat_of(m.dir, "bytes_served"), 0);
+	ck_assert_int_ge(stat_of(m.dir, "opens"), 21);
+	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
+	/* Two opens at once share one backing file. */
+	snprintf(path, sizeof(path), "%s/chunk-1", m.dir);
+	fd1 = open(path, O_RDONLY);
+	fd2 = open(path, O_RDONLY);
+	ck_assert_int_ge(fd1, 0);
+	ck_assert_int_ge(fd2, 0);
+	ck_assert_int_eq(stat_of(m.dir, "backing_files"), 1);
+	close(fd1);
+	ck_assert_int_eq(check_file(m.dir, "chunk-1", CHUNK - 1), 0);
+	close(fd2);
+	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
+	opens = stat_of(m.dir, "opens");
+	/* Two chunks: through the mount. */
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_gt(stat_of(m.dir, "bytes_served"), CHUNK);
+	ck_assert_int_eq(stat_of(m.dir, "opens"), opens);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* Damaged between mounts: fetched again, never served. */
+	ck_assert_int_ge(corrupt_chunks(cache), 20);
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "many/f%04d", i);
+		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
+	}
+	ck_assert_int_ge(stat_of(m.dir, "corrupt"), 20);
+	ck_assert_int_ge(stat_of(m.dir, "chunks_fetched"), 20);
+	/* ... and once fetched again, passed through at the next open. */
+	snprintf(path, sizeof(path), "%s/many/f0003", m.dir);
+	opens = stat_of(m.dir, "opens");
+	fd3 = open(path, O_RDONLY);
+	ck_assert_int_ge(fd3, 0);
+	ck_assert_int_eq(stat_of(m.dir, "opens"), opens + 1);
+	close(fd3);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* Off: every read through the mount. */
+	ck_assert_int_eq(mount_start(&m, url, cache, off), 0);
+	ck_assert(!passthrough_on(m.dir));
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_ge(stat_of(m.dir, "bytes_served"), CHUNK);
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -1795,6 +1972,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_directory_readahead_over_empty_files);
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
+	tcase_add_test(tc, test_passthrough);
 	tcase_add_test(tc, test_object_replaced_mid_read);
 	tcase_add_test(tc, test_origin_errors_map);
 	tcase_add_test(tc, test_html_listing_without_entry);
