@@ -951,7 +951,7 @@ static long long backing_files_settled(const char *dir, long long want)
  * read. */
 static int check_mapped(const char *root, const char *name, uint64_t size)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 64];
 	const uint32_t seed = seed_of(name);
 	const uint8_t *p;
 	int fd, bad = 0;
@@ -984,7 +984,7 @@ START_TEST(test_passthrough)
 {
 	static const char *const off[] = {"--no-passthrough", NULL};
 	char *cache = fx_tmpdir("mount-passthrough");
-	char url[256], path[PATH_MAX], name[64];
+	char url[256], path[PATH_MAX + 64], name[64];
 	struct mnt m;
 	int fd1, fd2, fd3;
 	long long opens;
@@ -1085,7 +1085,7 @@ START_TEST(test_object_replaced_mid_read)
 	char *cache = fx_tmpdir("mount-replaced");
 	const char *extra[] = {"--readahead", "0", NULL};
 	struct fx_nginx ng2;
-	char path[PATH_MAX], url[256], buf[4096];
+	char path[PATH_MAX + 64], url[256], buf[4096];
 	struct mnt m;
 	int fd;
 
@@ -1183,7 +1183,7 @@ static void list_names(const char *dir, char *out, size_t cap)
 START_TEST(test_html_listing_without_entry)
 {
 	char *root = fx_tmpdir("mount-pyroot"), *cache = fx_tmpdir("mount-py");
-	char path[PATH_MAX], port_s[16], url[64], names[256], plog[PATH_MAX];
+	char path[PATH_MAX + 64], port_s[16], url[64], names[256], plog[PATH_MAX];
 	char *argv[] = {"python3", "-m",	"http.server",
 			"--bind",  "127.0.0.1", "--directory",
 			root,	   port_s,	NULL};
