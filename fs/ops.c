@@ -84,6 +84,7 @@ struct ops_file {
 	pthread_mutex_t mu;
 	unsigned cached_opens, backing_opens;
 	int backing_id, backing_fd;
+	struct store_file_id checked; /* the cache file last verified */
 };
 
 /* fi->fh of a file's open while passthrough is on: how it is served. */
@@ -624,8 +625,9 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
  * How the kernel will serve an open of f: from f's cache file (a backing
  * id > 0, shared by all of f's opens at once) when f is one raw chunk in
  * the store and no open of f is served the other way, else through the
- * mount (0).  The chunk is verified as it is registered: a corrupt one is
- * removed and the open is served through the mount, which fetches it.
+ * mount (0).  The chunk is verified the first time this mount hands its
+ * file over, and again if the file changed: a corrupt one is removed and
+ * the open is served through the mount, which fetches it.
  */
 static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 {
@@ -640,7 +642,7 @@ static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 	}
 	if (!f->cached_opens &&
 	    !__atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED) &&
-	    prefetch_open_whole(ctx->prefetch, f->pf, &fd) == 0) {
+	    prefetch_open_whole(ctx->prefetch, f->pf, &f->checked, &fd) == 0) {
 		id = passthrough_open(fd);
 		if (id > 0) {
 			f->backing_fd = fd;

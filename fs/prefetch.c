@@ -819,7 +819,8 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	return 0;
 }
 
-int prefetch_open_whole(struct prefetch *pf, struct pf_file *f, int *fd)
+int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
+			struct store_file_id *checked, int *fd)
 {
 	struct chunk_key key;
 	size_t len = 0;
@@ -828,7 +829,7 @@ int prefetch_open_whole(struct prefetch *pf, struct pf_file *f, int *fd)
 	if (!pf->st || f->nchunks != 1)
 		return -ENOTSUP;
 	file_key(pf, f, 0, &key);
-	rc = store_open_raw(pf->st, &key, f->size, fd, &len);
+	rc = store_open_raw(pf->st, &key, f->size, checked, fd, &len);
 	if (!rc && len != f->size) {
 		close(*fd);
 		rc = -ENOTSUP;

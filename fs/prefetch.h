@@ -87,14 +87,15 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 		  struct pf_file **out) WHARF_CHECK;
 /*
  * Opens the cache file that holds all of f's bytes and nothing else (f is
- * one chunk, stored raw with its header beside the file), verified: for
- * passthrough.h.  No origin request is made.
+ * one chunk, stored raw with its header beside the file), verified unless
+ * it is the file *checked names (see store_open_raw): for passthrough.h.
+ * No origin request is made.
  * @return 0 with *fd (the caller closes it); -ENOENT (not cached);
  * -ENOTSUP (more than one chunk, compressed, no store, or a format 1
  * file); -EBADMSG (the cached chunk was corrupt and is removed); -EIO.
  */
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
-			int *fd) WHARF_CHECK;
+			struct store_file_id *checked, int *fd) WHARF_CHECK;
 /* The file may still be referenced by queued jobs; it is freed after them. */
 void prefetch_close(struct prefetch *pf, struct pf_file *f);
 

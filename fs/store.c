@@ -433,6 +433,7 @@ struct hdr {
 	uint64_t raw_len, stored_len, sum;
 	struct chunk_key key;
 	int64_t used_s; /* not in the header: the file's atime or mtime */
+	struct store_file_id file; /* nor this: which file it came from */
 };
 
 static void hdr_encode(uint8_t out[HDR_SIZE], const struct hdr *h)
@@ -476,6 +477,11 @@ static const char *hdr_decode(const uint8_t in[HDR_SIZE], struct hdr *h)
 	    h->stored_len > ZSTD_compressBound(h->raw_len))
 		return "compressed payload longer than zstd can make it";
 	return NULL;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
 static uint64_t disk_bytes(uint64_t file_size)
@@ -616,6 +622,11 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		return -EBADMSG;
 	}
 	h->used_s = sb.st_atime > sb.st_mtime ? sb.st_atime : sb.st_mtime;
+	h->file = (struct store_file_id){
+	    .dev = sb.st_dev,
+	    .ino = sb.st_ino,
+	    .mtime_ns = ts_ns(&sb.st_mtim),
+	    .size = (uint64_t)sb.st_size};
 	rc = read_hdr(fd, (uint64_t)sb.st_size, h, why);
 	if (rc)
 		return rc;
@@ -891,6 +902,15 @@ static int unlink_if_same(int dirfd, const char *name, int fd)
 	return unlinkat(dirfd, name, 0) ? -errno : 0;
 }
 
+/* Whether a is the file b was (chunk files are never written in place:
+ * a new chunk is renamed in as a new inode). */
+static bool same_file(const struct store_file_id *a,
+		      const struct store_file_id *b)
+{
+	return b->ino && a->dev == b->dev && a->ino == b->ino &&
+	       a->mtime_ns == b->mtime_ns && a->size == b->size;
+}
+
 /* check_raw_file reads a file in pieces of this size: a piece stays in
  * the CPU's cache between the copy and the hash. */
 #define CHECK_PIECE (64 * 1024)
@@ -941,9 +961,11 @@ static int check_raw_file(int fd, const struct hdr *h, size_t cap,
 }
 
 /* store_get; store_map when m is not NULL (buf is then unused);
- * store_open_raw when fdout is not NULL (buf and m unused). */
+ * store_open_raw when fdout is not NULL (buf and m unused; checked is
+ * its). */
 static int get(struct store *st, const struct chunk_key *key, void *buf,
-	       size_t cap, size_t *len, struct store_map *m, int *fdout)
+	       size_t cap, size_t *len, struct store_map *m, int *fdout,
+	       struct store_file_id *checked)
 {
 	const unsigned fan = key->b[0];
 	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
@@ -979,8 +1001,14 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		return -ENOENT;
 	}
 	rc = read_chunk(fd, key, &t, buf, cap, &h, &why, m);
-	if (!rc && fdout)
-		rc = check_raw_file(fd, &h, cap, &why);
+	if (!rc && fdout) {
+		rc = same_file(&h.file, checked) && h.codec == CODEC_RAW &&
+			     !h.payload
+			 ? (h.raw_len > cap ? -EOVERFLOW : 0)
+			 : check_raw_file(fd, &h, cap, &why);
+		if (!rc)
+			*checked = h.file;
+	}
 	codec_give(t);
 	if (rc == -EBADMSG) {
 		chunk_relpath(key, rel);
@@ -1036,19 +1064,19 @@ out:
 int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	      size_t cap, size_t *len)
 {
-	return get(st, key, buf, cap, len, NULL, NULL);
+	return get(st, key, buf, cap, len, NULL, NULL, NULL);
 }
 
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len)
 {
-	return get(st, key, NULL, cap, len, m, NULL);
+	return get(st, key, NULL, cap, len, m, NULL, NULL);
 }
 
 int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
-		   int *fd, size_t *len)
+		   struct store_file_id *checked, int *fd, size_t *len)
 {
-	return get(st, key, NULL, cap, len, NULL, fd);
+	return get(st, key, NULL, cap, len, NULL, fd, checked);
 }
 
 /*
@@ -1272,10 +1300,6 @@ int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
 
 /* ---- walking the layout ---- */
 
-static int64_t ts_ns(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
 
 /* A walk's buffers: t holds compressed bytes, raw the chunk. */
 struct walker {

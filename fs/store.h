@@ -89,17 +89,29 @@ struct store_map {
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len) WHARF_CHECK;
 
+/* Which file a chunk was read from: the same one (device, inode, mtime
+ * and size) holds the same bytes, since chunk files are never written in
+ * place.  All zero: none. */
+struct store_file_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+};
+
 /*
  * Opens the file of a raw chunk that holds the chunk's bytes alone (the
- * header in its xattr: see store.c), after verifying the whole chunk, so
- * that the kernel can read the file in the mount's place (passthrough.h).
- * The descriptor is read-only and the caller's to close; the file is never
- * written again, and stays readable through it if evicted meanwhile.
+ * header in its xattr: see store.c), verified, so that the kernel can read
+ * the file in the mount's place (passthrough.h).  *checked names the file
+ * this caller verified last for key: if it is still the same file, its
+ * bytes are not read again (a mount checks a file once, not at every
+ * open); on success it names the file opened.  The descriptor is read-only
+ * and the caller's to close; the file is never written again, and stays
+ * readable through it if evicted meanwhile.
  * @return store_map's, and -ENOTSUP also for a chunk file that starts with
  * its header (made where the filesystem kept no xattrs, or by an older
  * version). */
 int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
-		   int *fd, size_t *len) WHARF_CHECK;
+		   struct store_file_id *checked, int *fd,
+		   size_t *len) WHARF_CHECK;
 
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
  * @return 0, -ENOSPC (disk full, or the chunk is larger than the cap: it

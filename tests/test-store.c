@@ -495,33 +495,53 @@ START_TEST(open_raw)
 	struct store *st = open_store(dir, 0);
 	const size_t n = 200000;
 	uint8_t *data = malloc(n), *back = malloc(n + 1);
+	struct store_file_id checked = {0}, none = {0};
+	struct timespec old_mtime[2];
 	struct chunk_key k;
+	struct stat sb;
 	char path[1024];
 	size_t len = 0;
 	int fd = -1;
 
 	fill_random(data, n, 33);
 	key_n(&k, 1);
-	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -ENOENT);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len), -ENOENT);
 	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	ck_assert_int_eq(store_open_raw(st, &k, n - 1, &fd, &len),
+	ck_assert_int_eq(store_open_raw(st, &k, n - 1, &checked, &fd, &len),
 			 -EOVERFLOW);
-	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), 0);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len), 0);
 	ck_assert_uint_eq(len, n);
 	ck_assert_int_eq(pread(fd, back, n + 1, 0), (ssize_t)n);
 	ck_assert_mem_eq(back, data, n);
 	ck_assert_int_eq(close(fd), 0);
-
-	/* Damaged: never handed out. */
 	chunk_path(dir, &k, path, sizeof(path));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_uint_eq(checked.ino, sb.st_ino);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len), 0);
+	ck_assert_int_eq(close(fd), 0);
+
+	/* Damaged in place (a new mtime): checked again, never handed out,
+	 * though this caller checked that file before. */
+	old_mtime[0] = sb.st_atim;
+	old_mtime[1] = sb.st_mtim;
 	flip_byte(path, 777, 0x01);
-	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -EBADMSG);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	if (sb.st_mtim.tv_sec == old_mtime[1].tv_sec &&
+	    sb.st_mtim.tv_nsec == old_mtime[1].tv_nsec) {
+		/* A coarse clock: make the change show. */
+		old_mtime[1].tv_sec -= 10;
+		ck_assert_int_eq(utimensat(AT_FDCWD, path, old_mtime, 0), 0);
+	}
+	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len),
+			 -EBADMSG);
 	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &none, &fd, &len),
+			 -ENOENT);
 
 	fill_text(data, n, 33);
 	key_n(&k, 2);
 	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -ENOTSUP);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len), -ENOTSUP);
 	store_close(st);
 
 	inline_hdr = true;
@@ -529,7 +549,7 @@ START_TEST(open_raw)
 	fill_random(data, n, 34);
 	key_n(&k, 3);
 	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	ck_assert_int_eq(store_open_raw(st, &k, n, &fd, &len), -ENOTSUP);
+	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len), -ENOTSUP);
 	/* ... and is still served the other ways. */
 	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
 	ck_assert_mem_eq(back, data, n);
