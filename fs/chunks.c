@@ -512,6 +512,9 @@ bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key)
 	pthread_mutex_lock(&b->mu);
 	e = bucket_find(b, key);
 	ready = e && e->state == READY;
+	/* Asked because it will be read: it counts as used. */
+	if (ready && !__atomic_load_n(&e->used, __ATOMIC_RELAXED))
+		__atomic_store_n(&e->used, true, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&b->mu);
 	return ready;
 }

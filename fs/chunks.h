@@ -61,7 +61,8 @@ void chunks_put(struct chunk_cache *cc, struct chunk *c);
  * cache as arg): a mapping of it is dropped now, or when it is let go, so
  * that the file's disk blocks are freed. */
 void chunks_file_removed(void *cache, const struct chunk_key *key);
-/* Is the chunk ready in memory now?  (no reference taken) */
+/* Is the chunk ready in memory now?  No reference is taken; a ready
+ * chunk counts as used, as by chunks_get, for eviction. */
 bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key);
 
 struct chunks_stats {

@@ -617,11 +617,24 @@ static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 	return queued;
 }
 
+/* Whether chunk idx of f is ready in memory (counted as a hint found
+ * cached). */
+static bool in_memory(struct prefetch *pf, struct pf_file *f, uint64_t idx)
+{
+	struct chunk_key key;
+
+	file_key(pf, f, idx, &key);
+	if (!chunks_contains(pf->cc, &key))
+		return false;
+	STAT_ADD(pf->stats.hint_cached, 1);
+	return true;
+}
+
 int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		  uint64_t len)
 {
 	const uint64_t cs = pf->cfg.chunk_size;
-	uint64_t seq, end;
+	uint64_t seq, end, first, last;
 
 	if (!pf->cfg.threads)
 		return -EOPNOTSUPP;
@@ -630,7 +643,17 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	end = len == 0 || f->size - off < len ? f->size : off + len;
 	seq = spans_add(pf, f, off, end);
 	__atomic_store_n(&f->hint_seq, seq, __ATOMIC_RELAXED);
-	enqueue(pf, f, off / cs, (end - 1) / cs, PF_HINT, seq);
+	first = off / cs;
+	last = (end - 1) / cs;
+	/* A chunk already in memory needs no job: waking a pool thread to
+	 * find it there made a warm epoch's hints cost the mount as much CPU
+	 * as its reads, and the loader's epoch twice its time. */
+	while (first <= last && in_memory(pf, f, first))
+		first++;
+	while (last > first && in_memory(pf, f, last))
+		last--;
+	if (first <= last)
+		enqueue(pf, f, first, last, PF_HINT, seq);
 	return 0;
 }
 
