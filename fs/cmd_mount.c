@@ -66,7 +66,7 @@ struct mount_opts {
 	bool foreground;
 	bool debug;
 	bool offline; /* --offline */
-	bool no_passthrough;
+	bool passthrough; /* --passthrough */
 	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
 	/* Long options given as -o name=value, parsed after the rest. */
@@ -84,7 +84,7 @@ enum {
 	OPT_ZSTD_LEVEL,
 	OPT_READAHEAD,
 	OPT_THREADS,
-	OPT_NO_PASSTHROUGH,
+	OPT_PASSTHROUGH,
 	OPT_MAX_CONNECTIONS,
 	OPT_RETRIES,
 	OPT_TIMEOUT,
@@ -117,7 +117,7 @@ static const struct option mount_longopts[] = {
     {"zstd-level", required_argument, NULL, OPT_ZSTD_LEVEL},
     {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"threads", required_argument, NULL, OPT_THREADS},
-    {"no-passthrough", no_argument, NULL, OPT_NO_PASSTHROUGH},
+    {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"retries", required_argument, NULL, OPT_RETRIES},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -176,11 +176,12 @@ static void mount_usage(FILE *out)
 	    "  --threads N           ceiling on read-ahead and hint threads "
 	    "(default:\n"
 	    "                        --max-connections)\n"
-	    "  --no-passthrough      serve every read through the mount; by "
-	    "default the\n"
-	    "                        kernel reads a cached file's cache file "
-	    "itself\n"
-	    "                        (root, Linux 6.9+)\n"
+	    "  --passthrough         let the kernel read a file cached whole in "
+	    "one raw\n"
+	    "                        chunk from its cache file (root, Linux "
+	    "6.9+): faster\n"
+	    "                        first reads, slower re-reads of small "
+	    "files\n"
 	    "Origin:\n"
 	    "  --max-connections N   ceiling on requests in parallel (default "
 	    "256); the\n"
@@ -455,8 +456,8 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		case OPT_NO_HEDGE:
 			o->fetch.hedge = false;
 			break;
-		case OPT_NO_PASSTHROUGH:
-			o->no_passthrough = true;
+		case OPT_PASSTHROUGH:
+			o->passthrough = true;
 			break;
 		case OPT_ENDPOINT:
 			o->src.endpoint = optarg;
@@ -984,12 +985,18 @@ static int serve(struct mount_opts *o, int ready_fd)
 		goto out;
 	}
 	m.mounted = true;
-	/* Before the loop reads INIT, where the kernel offers it. */
-	if (!o->no_passthrough) {
+	/* Before the loop reads INIT, where the kernel offers it.  Not the
+	 * default: it needs an OPEN and a RELEASE round trip per open, which
+	 * made a loader's warm epochs over small files 2-3x slower than the
+	 * kernel's page cache without opens (bench/RESULTS.md, 2026-11-25). */
+	if (o->passthrough) {
 		rc = passthrough_attach(m.se);
 		m.ctx.passthrough = rc == 0;
-		if (rc && rc != -EPERM)
-			log_warn("passthrough unavailable: %s", strerror(-rc));
+		if (rc)
+			log_warn("--passthrough: %s",
+				 rc == -EPERM ? "needs CAP_SYS_ADMIN (root): "
+						"reads go through the mount"
+					      : strerror(-rc));
 	}
 	rc = store_set_mountpoint(m.st, m.mountpoint);
 	if (rc)

@@ -978,11 +978,11 @@ static int check_mapped(const char *root, const char *name, uint64_t size)
  * yet cached keeps being served through the mount while that open lasts,
  * and a second open then succeeds; a chunk damaged between mounts is never
  * served but fetched again; a file of several chunks reads through the
- * mount; --no-passthrough turns it off.
+ * mount; without --passthrough, all reads go through the mount.
  */
 START_TEST(test_passthrough)
 {
-	static const char *const off[] = {"--no-passthrough", NULL};
+	static const char *const on[] = {"--passthrough", NULL};
 	char *cache = fx_tmpdir("mount-passthrough");
 	char url[256], path[PATH_MAX + 64], name[64];
 	struct mnt m;
@@ -991,7 +991,7 @@ START_TEST(test_passthrough)
 
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	mnt_init(&m, "passthrough");
-	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
 	if (!passthrough_on(m.dir)) {
 		/* Root on Linux 6.9 or later must get it. */
 		ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
@@ -1022,7 +1022,7 @@ START_TEST(test_passthrough)
 	ck_assert_int_eq(mount_stop(&m), 0);
 
 	/* Warm, after a remount: the kernel reads the cache files. */
-	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
 	for (int i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "many/f%04d", i);
 		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
@@ -1052,7 +1052,7 @@ START_TEST(test_passthrough)
 
 	/* Damaged between mounts: fetched again, never served. */
 	ck_assert_int_ge(corrupt_chunks(cache), 20);
-	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
 	for (int i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "many/f%04d", i);
 		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
@@ -1068,8 +1068,8 @@ START_TEST(test_passthrough)
 	close(fd3);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
-	/* Off: every read through the mount. */
-	ck_assert_int_eq(mount_start(&m, url, cache, off), 0);
+	/* Off by default: every read through the mount. */
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 	ck_assert(!passthrough_on(m.dir));
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
 	ck_assert_int_ge(stat_of(m.dir, "bytes_served"), CHUNK);
