@@ -138,8 +138,10 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 /*
  * Directory read-ahead: a reader is about to open f (it read the files
  * before it in listing order).  Queues f's first chunks, covering at most
- * max_bytes, in the PF_READAHEAD class.
- * @return the bytes queued (0 when the queue is full or there is no pool).
+ * max_bytes, in the PF_READAHEAD class, unless the cache on disk holds f's
+ * first chunk: its reader then loads it.
+ * @return the bytes queued or found cached (0 when the queue is full or
+ * there is no pool).
  */
 uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 			uint64_t max_bytes);

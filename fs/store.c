@@ -1061,6 +1061,16 @@ out:
 	return rc;
 }
 
+bool store_has(struct store *st, const struct chunk_key *key)
+{
+	bool has;
+
+	pthread_mutex_lock(&st->mu);
+	has = index_find(st, key) != NULL;
+	pthread_mutex_unlock(&st->mu);
+	return has;
+}
+
 int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	      size_t cap, size_t *len)
 {

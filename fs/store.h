@@ -73,6 +73,10 @@ void store_close(struct store *st);
 int store_get(struct store *st, const struct chunk_key *key, void *buf,
 	      size_t cap, size_t *len) WHARF_CHECK;
 
+/* Whether the store holds the chunk (by its index: no file is opened, so
+ * a file removed by hand still counts until a read finds it gone). */
+bool store_has(struct store *st, const struct chunk_key *key);
+
 /* A chunk file mapped read-only: the chunk's bytes are at data. */
 struct store_map {
 	void *map; /* munmap(map, map_len) when done */

@@ -363,6 +363,35 @@ START_TEST(test_hints_honoured)
 }
 END_TEST
 
+/* Hints for chunks already in memory queue nothing: a warm epoch's hints
+ * wake no pool thread. */
+START_TEST(test_hints_for_cached_chunks)
+{
+	struct mnt m = {0};
+	int order[N_SMALL];
+	char **lines, name[64];
+	long long queued;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+	shuffle(order, N_SMALL, 11);
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(&m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	wait_drained(&m, -1);
+	queued = stat_of(&m, "hints", "queued");
+	lines = small_hints(order, N_SMALL);
+	send_hints(&m, lines, N_SMALL);
+	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(stat_of(&m, "hints", "queued"), queued);
+	ck_assert_int_ge(stat_of(&m, "hints", "cached"), N_SMALL);
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(&m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	free_lines(lines, N_SMALL);
+	mount_stop(&m);
+}
+END_TEST
+
 START_TEST(test_hints_never_change_bytes)
 {
 	struct mnt m = {0};
@@ -895,6 +924,7 @@ static Suite *hints_suite(void)
 	tcase_add_unchecked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_hints_honoured);
+	tcase_add_test(tc, test_hints_for_cached_chunks);
 	tcase_add_test(tc, test_hints_never_change_bytes);
 	tcase_add_test(tc, test_hints_ioctl);
 	tcase_add_test(tc, test_stale_hints_dropped);

@@ -721,6 +721,7 @@ START_TEST(test_directory_readahead)
 {
 	struct mnt m;
 	char *cache = own_mount_start(&m, "mount-walk", NULL);
+	char url[256];
 
 	for (int i = 0; i < 40; i++) {
 		int k = (i * 7) % 40; /* never two neighbours in a row */
@@ -732,6 +733,18 @@ START_TEST(test_directory_readahead)
 	/* From the third file in order on: 32 files ahead, then one more
 	 * with each file read. */
 	ck_assert_int_ge(readahead_queued(m.dir), 32);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* After a remount the same walk finds the files cached: each reader
+	 * loads its own, no pool thread is woken for them. */
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	check_numbered(m.dir, "many/f", 100, 140, small_size);
+	ck_assert_int_eq(readahead_queued(m.dir), 0);
+	/* ... and the files past the cached ones (the first mount cached 32
+	 * ahead of f0139) are queued as before. */
+	check_numbered(m.dir, "many/f", 140, 150, small_size);
+	ck_assert_int_gt(readahead_queued(m.dir), 0);
 	own_mount_end(&m, cache);
 }
 END_TEST
