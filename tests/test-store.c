@@ -412,6 +412,9 @@ static void damaged(int how, bool compressible)
 	case 7: /* a version 1 header in an xattr, or 2 in the file */
 		hdr_flip(path, 4, 3);
 		break;
+	case 8: /* an unknown checksum */
+		hdr_flip(path, 6, 0x40);
+		break;
 	}
 	ck_assert_int_eq(store_get(st, &k, back, n, &len), -EBADMSG);
 	ck_assert_int_eq(access(path, F_OK), -1);
@@ -459,6 +462,51 @@ START_TEST(bad_header_fields)
 	damaged(5, false);
 	damaged(6, false);
 	damaged(7, false);
+	damaged(8, false);
+}
+END_TEST
+
+/* Chunks are summed with XXH3 (header byte 6 is 1); chunks summed with
+ * XXH64 (byte 6 was 0) by earlier versions still verify, and only with
+ * XXH64. */
+START_TEST(xxh64_chunks_read)
+{
+	struct store *st;
+	const size_t n = 150000;
+	uint8_t *data = malloc(n), *back = malloc(n), h[HDR];
+	struct chunk_key k;
+	char path[1024];
+	uint64_t seed = 0, sum;
+	size_t len;
+
+	inline_hdr = _i;
+	st = open_store(dir, 0);
+	fill_random(data, n, 17);
+	key_n(&k, 4);
+	for (int i = 7; i >= 0; i--)
+		seed = seed << 8 | k.b[i];
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	chunk_path(dir, &k, path, sizeof(path));
+	hdr_get(path, h);
+	ck_assert_int_eq(h[6], 1);
+
+	/* Byte 6 says XXH64 but the sum is XXH3's: refused. */
+	hdr_flip(path, 6, 1);
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), -EBADMSG);
+
+	/* An XXH64 chunk as an earlier version wrote it. */
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	hdr_get(path, h);
+	h[6] = 0;
+	sum = store_hash64(data, n, seed);
+	for (int i = 0; i < 8; i++)
+		h[24 + i] = (uint8_t)(sum >> (8 * i));
+	hdr_set(path, h, HDR);
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	ck_assert_mem_eq(back, data, n);
+	store_close(st);
+	free(data);
+	free(back);
 }
 END_TEST
 
@@ -1524,6 +1572,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, truncated, 0, 2);
 	tcase_add_loop_test(tc, bad_checksum, 0, 2);
 	tcase_add_test(tc, wrong_key);
+	tcase_add_loop_test(tc, xxh64_chunks_read, 0, 2);
 	tcase_add_loop_test(tc, empty_chunk_checked, 0, 2);
 	tcase_add_loop_test(tc, bad_header_fields, 0, 2);
 	tcase_add_loop_test(tc, mapped, 0, 2);
