@@ -216,6 +216,10 @@ static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
 
 static void file_free(struct ops_ctx *ctx, struct ops_file *f)
 {
+	/* Still open at unmount (a lazy one): the kernel let go with the
+	 * session. */
+	if (f->backing_opens)
+		close(f->backing_fd);
 	prefetch_close(ctx->prefetch, f->pf);
 	pthread_mutex_destroy(&f->mu);
 	free(f);

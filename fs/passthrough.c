@@ -122,7 +122,7 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count,
 	struct pt_open_out oo;
 
 	(void)userdata;
-	if (count != 2 || out->error)
+	if (count != 2 || iov[0].iov_len != sizeof(*out) || out->error)
 		return writev(fd, iov, count);
 	amended[0] = iov[0];
 	if (armed_id > 0 && iov[1].iov_len == sizeof(oo)) {
