@@ -636,6 +636,8 @@ static int read_hdr(int fd, uint64_t size, struct hdr *h, const char **why)
 		*why = "bad header attribute";
 		return -EBADMSG;
 	} else if (errno == ENODATA || errno == ENOTSUP) {
+		/* No xattr: format 1, or a format 2 chunk that lost its
+		 * header in a copy (hdr_decode finds no magic then). */
 		h->version = FORMAT_INLINE;
 		h->payload = HDR_SIZE;
 		if (size < HDR_SIZE) {
@@ -651,6 +653,9 @@ static int read_hdr(int fd, uint64_t size, struct hdr *h, const char **why)
 		return -EIO;
 	}
 	*why = hdr_decode(raw, h);
+	if (*why && h->version == FORMAT_INLINE && memcmp(raw, magic, 4))
+		*why = "no header (not a chunk file, or a copy of it that "
+		       "lost its extended attributes)";
 	if (*why)
 		return -EBADMSG;
 	if (size - (uint64_t)h->payload != h->stored_len) {
@@ -1661,7 +1666,12 @@ struct scan_item {
 struct scan {
 	struct scan_item *v;
 	size_t n, cap;
+	size_t bad; /* removed: the first SCAN_BAD_LOGGED are logged */
 };
+
+/* A cache copied without its xattrs has every chunk bad: a summary line
+ * says so instead of a line per chunk. */
+#define SCAN_BAD_LOGGED 10
 
 static int scan_one(const struct store_entry *e, void *arg)
 {
@@ -1674,8 +1684,9 @@ static int scan_one(const struct store_entry *e, void *arg)
 	}
 	if (e->error == -EBADMSG) {
 		/* Ours to remove: we hold the lock. */
-		log_warn("%s: removing a bad cached chunk (%s)", e->path,
-			 e->why);
+		if (++s->bad <= SCAN_BAD_LOGGED)
+			log_warn("%s: removing a bad cached chunk (%s)",
+				 e->path, e->why);
 		unlink(e->path);
 		return 0;
 	}
@@ -1742,6 +1753,12 @@ static int scan(struct store *st, char **err)
 
 	remove_tmp(st);
 	rc = store_walk(st->dir, 0, scan_one, &s, err);
+	if (s.bad > SCAN_BAD_LOGGED)
+		log_warn("%s: removed %zu bad cached chunks in all, %zu not "
+			 "named above; they will be fetched again (a copy of "
+			 "a cache must keep extended attributes: cp -a, "
+			 "rsync -X)",
+			 st->dir, s.bad, s.bad - SCAN_BAD_LOGGED);
 	if (rc == -ENOMEM && err && !*err)
 		err_set(err, "%s: out of memory reading the cache", st->dir);
 	if (!rc && s.n) {

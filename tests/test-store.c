@@ -510,6 +510,40 @@ START_TEST(xxh64_chunks_read)
 }
 END_TEST
 
+/* A copy of a cache that dropped the chunks' xattrs: every chunk fails
+ * its check at the next open, is removed, and none is served. */
+START_TEST(lost_xattrs)
+{
+	struct store *st = open_store(dir, 0);
+	uint8_t data[5000], back[5000];
+	struct store_stats ss;
+	struct chunk_key k;
+	char path[1024];
+	size_t len;
+
+	for (unsigned i = 0; i < 30; i++) {
+		fill_random(data, sizeof(data), i);
+		key_n(&k, i);
+		ck_assert_int_eq(store_put(st, &k, data, sizeof(data)), 0);
+		chunk_path(dir, &k, path, sizeof(path));
+		ck_assert(hdr_in_xattr(path));
+		ck_assert_int_eq(removexattr(path, HDR_XATTR), 0);
+	}
+	store_close(st);
+	st = open_store(dir, 0);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.chunks, 0);
+	for (unsigned i = 0; i < 30; i++) {
+		key_n(&k, i);
+		chunk_path(dir, &k, path, sizeof(path));
+		ck_assert_int_eq(access(path, F_OK), -1);
+		ck_assert_int_eq(store_get(st, &k, back, sizeof(back), &len),
+				 -ENOENT);
+	}
+	store_close(st);
+}
+END_TEST
+
 /* A chunk file under another key's name is not served for that key. */
 START_TEST(wrong_key)
 {
@@ -1572,6 +1606,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, truncated, 0, 2);
 	tcase_add_loop_test(tc, bad_checksum, 0, 2);
 	tcase_add_test(tc, wrong_key);
+	tcase_add_test(tc, lost_xattrs);
 	tcase_add_loop_test(tc, xxh64_chunks_read, 0, 2);
 	tcase_add_loop_test(tc, empty_chunk_checked, 0, 2);
 	tcase_add_loop_test(tc, bad_header_fields, 0, 2);
