@@ -860,11 +860,66 @@ fail:
 	return -1;
 }
 
+/*
+ * SIGHUP, SIGINT and SIGTERM: libfuse's handler ends the session loop,
+ * and ours, around it, cancels the fetches in flight.  The loop joins its
+ * threads before it returns, so a read waiting on an origin that trickles
+ * would otherwise keep the daemon up for as long as the origin takes.
+ */
+static const int stop_signals[] = {SIGHUP, SIGINT, SIGTERM};
+#define N_STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
+static struct sigaction fuse_stop_action[N_STOP_SIGNALS];
+static bool stop_caught[N_STOP_SIGNALS];
+static volatile sig_atomic_t stop_cancel_fd = -1;
+
+static void on_stop_signal(int sig)
+{
+	const int saved = errno;
+
+	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+		if (stop_signals[i] == sig)
+			fuse_stop_action[i].sa_handler(sig);
+	if (stop_cancel_fd >= 0)
+		(void)!write(stop_cancel_fd, "", 1);
+	errno = saved;
+}
+
+/* After fuse_set_signal_handlers; a signal it left alone (SIGHUP under
+ * nohup is ignored) stays alone. */
+static void stop_signals_catch(struct fetch_engine *fe)
+{
+	struct sigaction sa = {.sa_handler = on_stop_signal};
+
+	/* No SA_RESTART, as libfuse: the loop's wait must end with EINTR. */
+	sigemptyset(&sa.sa_mask);
+	stop_cancel_fd = fe ? fetch_engine_cancel_fd(fe) : -1;
+	for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+		struct sigaction *fa = &fuse_stop_action[i];
+
+		stop_caught[i] =
+		    !sigaction(stop_signals[i], NULL, fa) &&
+		    fa->sa_handler != SIG_IGN && fa->sa_handler != SIG_DFL &&
+		    !(fa->sa_flags & SA_SIGINFO) &&
+		    !sigaction(stop_signals[i], &sa, NULL);
+	}
+}
+
+/* Before fuse_remove_signal_handlers, which removes only its own. */
+static void stop_signals_release(void)
+{
+	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+		if (stop_caught[i])
+			sigaction(stop_signals[i], &fuse_stop_action[i], NULL);
+	stop_cancel_fd = -1;
+}
+
 /* Undoes mount_open and the mount, in reverse order. */
 static void mount_close(struct mount_state *m)
 {
-	if (m->handlers)
+	if (m->handlers) {
+		stop_signals_release();
 		fuse_remove_signal_handlers(m->se);
+	}
 	if (m->mounted)
 		fuse_session_unmount(m->se);
 	pthread_mutex_lock(&m->se_mu);
@@ -979,6 +1034,7 @@ static int serve(struct mount_opts *o, int ready_fd)
 		goto out;
 	}
 	m.handlers = true;
+	stop_signals_catch(m.fe);
 	if (fuse_session_mount(m.se, m.mountpoint)) {
 		fprintf(stderr, "wharf mount: cannot mount on %s (see above)\n",
 			m.mountpoint);

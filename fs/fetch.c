@@ -5,6 +5,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 /*
  * The engine thread owns the multi handle and every easy handle.  A caller
@@ -125,6 +127,13 @@ struct fetch_engine {
 	pthread_mutex_t lock;
 	struct xfer *queue, *queue_tail; /* under lock */
 	bool stop;			 /* under lock */
+	/* Cancelled (fetch_engine_cancel): a byte in cancel_pipe, seen by
+	 * the engine thread; then `cancelled` (atomic) ends every request
+	 * and retry wait, and fails new ones.  cancel_cond wakes the
+	 * callers sleeping before a retry (with fe->lock). */
+	int cancel_pipe[2];
+	bool cancelled;
+	pthread_cond_t cancel_cond;
 	bool no_redirect;		 /* set before any request */
 	unsigned running;		 /* legs in multi; engine thread only */
 	struct xfer *run_head;		 /* engine thread only */
@@ -789,6 +798,47 @@ static void host_admit(struct fetch_engine *fe, struct host *h)
 	}
 }
 
+static bool is_cancelled(struct fetch_engine *fe)
+{
+	return __atomic_load_n(&fe->cancelled, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The engine was told to cancel: every request in flight or waiting for
+ * room ends now (its caller sees -ECANCELED), and so does every later
+ * one.  Engine thread only.
+ */
+static void engine_cancel(struct fetch_engine *fe)
+{
+	struct xfer *x;
+	char drain[64];
+
+	while (read(fe->cancel_pipe[0], drain, sizeof(drain)) > 0)
+		;
+	pthread_mutex_lock(&fe->lock);
+	__atomic_store_n(&fe->cancelled, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&fe->cancel_cond);
+	pthread_mutex_unlock(&fe->lock);
+	while ((x = fe->run_head)) {
+		for (int i = 0; i < 2; i++)
+			if (x->leg[i].easy)
+				leg_stop(fe, &x->leg[i]);
+		run_unlink(fe, x);
+		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+	}
+	for (unsigned i = 0; i < fe->nhosts; i++) {
+		struct host *h = &fe->hosts[i];
+
+		while ((x = h->wait_head)) {
+			h->wait_head = x->next;
+			h->waiting--;
+			fe->waiting--;
+			xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+		}
+		h->wait_tail = NULL;
+	}
+}
+
 static void engine_start_queued(struct fetch_engine *fe)
 {
 	struct xfer *q, *x;
@@ -802,6 +852,10 @@ static void engine_start_queued(struct fetch_engine *fe)
 	while ((x = q)) {
 		q = x->next;
 		x->next = NULL;
+		if (is_cancelled(fe)) {
+			xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+			continue;
+		}
 		x->leg[0].x = x->leg[1].x = x;
 		x->kind = x->req->head || x->req->post || x->req->grow
 			      ? K_META
@@ -908,6 +962,8 @@ static long hedge_scan(struct fetch_engine *fe)
 static void *engine_main(void *arg)
 {
 	struct fetch_engine *fe = arg;
+	struct curl_waitfd cancel = {.fd = fe->cancel_pipe[0],
+				     .events = CURL_WAIT_POLLIN};
 
 	for (;;) {
 		CURLMsg *m;
@@ -933,9 +989,13 @@ static void *engine_main(void *arg)
 		if (stop)
 			break;
 		wait_ms = hedge_scan(fe);
-		/* curl_multi_wakeup() ends this wait when work is queued. */
-		curl_multi_poll(fe->multi, NULL, 0,
+		/* curl_multi_wakeup() ends this wait when work is queued, a
+		 * byte in the cancel pipe when the engine is cancelled. */
+		cancel.revents = 0;
+		curl_multi_poll(fe->multi, &cancel, 1,
 				(int)(wait_ms < 1000 ? wait_ms : 1000), NULL);
+		if (cancel.revents)
+			engine_cancel(fe);
 	}
 	return NULL;
 }
@@ -948,6 +1008,18 @@ static CURLcode curl_init_rc;
 static void curl_init(void)
 {
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* Retry waits are timed on the monotonic clock: a clock step must not
+ * stretch or cut them. */
+static void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
@@ -992,15 +1064,25 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 		rc = -EINVAL;
 		goto fail;
 	}
+	if (pipe2(fe->cancel_pipe, O_CLOEXEC | O_NONBLOCK)) {
+		rc = -errno;
+		goto fail;
+	}
 	pthread_mutex_init(&fe->lock, NULL);
+	cond_init_monotonic(&fe->cancel_cond);
 	rc = -pthread_create(&fe->thread, NULL, engine_main, fe);
 	if (rc) {
 		pthread_mutex_destroy(&fe->lock);
+		pthread_cond_destroy(&fe->cancel_cond);
 		goto fail;
 	}
 	*out = fe;
 	return 0;
 fail:
+	if (fe->cancel_pipe[1] > 0) {
+		close(fe->cancel_pipe[0]);
+		close(fe->cancel_pipe[1]);
+	}
 	if (fe->multi)
 		curl_multi_cleanup(fe->multi);
 	free(fe->user_agent);
@@ -1024,9 +1106,44 @@ void fetch_engine_free(struct fetch_engine *fe)
 		curl_easy_cleanup(fe->pool[i]);
 	curl_multi_cleanup(fe->multi);
 	pthread_mutex_destroy(&fe->lock);
+	pthread_cond_destroy(&fe->cancel_cond);
+	close(fe->cancel_pipe[0]);
+	close(fe->cancel_pipe[1]);
 	free(fe->user_agent);
 	free(fe->ca_file);
 	free(fe);
+}
+
+void fetch_engine_cancel(struct fetch_engine *fe)
+{
+	/* A full pipe holds a cancel already. */
+	(void)!write(fe->cancel_pipe[1], "", 1);
+}
+
+int fetch_engine_cancel_fd(const struct fetch_engine *fe)
+{
+	return fe->cancel_pipe[1];
+}
+
+/* Sleeps ms before a retry; false when the engine was cancelled. */
+static bool backoff_wait(struct fetch_engine *fe, uint64_t ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(ms / 1000);
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fe->lock);
+	while (!is_cancelled(fe) &&
+	       pthread_cond_timedwait(&fe->cancel_cond, &fe->lock, &until) !=
+		   ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&fe->lock);
+	return !is_cancelled(fe);
 }
 
 /* Runs one attempt on the engine thread and waits for it. */
@@ -1248,6 +1365,13 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 		attempt(fe, &x);
 		res->attempts = n + 1;
 		STAT_ADD(fe->st.bytes, res->len);
+		if (is_cancelled(fe)) {
+			snprintf(what, sizeof(what), "cancelled: %s",
+				 "the mount is stopping");
+			rc = -ECANCELED;
+			v = V_FAIL;
+			break;
+		}
 		v = judge(&x, &rc, what, sizeof(what));
 		if (v != V_RETRY)
 			break;
@@ -1269,13 +1393,8 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
 			 method_of(req), url, range, what, n + 1, wait_ms);
 		STAT_ADD(fe->st.retries, 1);
-		if (wait_ms) {
-			struct timespec ts = {
-			    .tv_sec = (time_t)(wait_ms / 1000),
-			    .tv_nsec = (long)(wait_ms % 1000) * 1000000L,
-			};
-			nanosleep(&ts, NULL);
-		}
+		if (wait_ms && !backoff_wait(fe, wait_ms))
+			continue; /* the next attempt ends at once, cancelled */
 	}
 	if (v == V_OK) {
 		STAT_ADD(fe->st.hist[hist_bucket(res->ttfb_ns)], 1);
@@ -1286,7 +1405,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	snprintf(res->err, sizeof(res->err), "%s %s%s: %s (after %u attempt%s)",
 		 method_of(req), url, range, what, res->attempts,
 		 res->attempts == 1 ? "" : "s");
-	if (rc == -ENOENT)
+	if (rc == -ENOENT || rc == -ECANCELED)
 		log_debug("%s", res->err);
 	else
 		log_error("%s", res->err);

@@ -108,12 +108,22 @@ int fetch_engine_new(const struct fetch_config *cfg,
 void fetch_engine_free(struct fetch_engine *fe);
 
 /*
+ * Ends every request in flight, waiting for room or sleeping before a
+ * retry, and every later one: fetch_run returns -ECANCELED.  For a mount
+ * that stops while an origin is slow to answer.  Any thread.
+ */
+void fetch_engine_cancel(struct fetch_engine *fe);
+/* A byte written to this fd cancels the engine as fetch_engine_cancel
+ * does: for a signal handler, where write(2) is safe and locks are not. */
+int fetch_engine_cancel_fd(const struct fetch_engine *fe);
+
+/*
  * Performs req with retries, blocking only the calling thread.
  * @return 0 on 2xx with the whole body (and for a range, exactly range_len
  * bytes unless the object ends earlier, which total_size then shows);
  * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 (the pinned
  * version changed), -EIO after retries ran out, -EFBIG when the body
- * exceeds cap, -ENOMEM.  On any error res->err says what happened.
+ * exceeds cap, -ENOMEM, -ECANCELED once the engine is cancelled.  On any error res->err says what happened.
  */
 int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	      struct fetch_res *res) WHARF_CHECK;

@@ -861,6 +861,7 @@ END_TEST
 struct trickler {
 	int fd;
 	volatile bool stop;
+	int accepted;
 	pthread_t th;
 };
 
@@ -876,6 +877,7 @@ static void *trickle_main(void *arg)
 	while (!tr->stop && (c = accept(tr->fd, NULL, NULL)) >= 0) {
 		char req[4096];
 
+		__atomic_fetch_add(&tr->accepted, 1, __ATOMIC_RELAXED);
 		(void)!read(c, req, sizeof(req));
 		(void)!write(c, head, sizeof(head) - 1);
 		while (!tr->stop && sent++ < 48 &&
@@ -888,6 +890,29 @@ static void *trickle_main(void *arg)
 	return NULL;
 }
 
+/* Starts a trickler and points req (a 64 KiB body into a static
+ * buffer) at it; url holds 64 bytes. */
+static void trickler_start(struct trickler *tr, struct fetch_req *req,
+			   char *url)
+{
+	static uint8_t buf[65536];
+	const int port = listen_loopback(&tr->fd);
+
+	ck_assert_int_eq(pthread_create(&tr->th, NULL, trickle_main, tr), 0);
+	snprintf(url, 64, "http://127.0.0.1:%d/obj", port);
+	req->url = url;
+	req->buf = buf;
+	req->cap = sizeof(buf);
+}
+
+static void trickler_stop(struct trickler *tr)
+{
+	tr->stop = true;
+	shutdown(tr->fd, SHUT_RDWR);
+	close(tr->fd);
+	pthread_join(tr->th, NULL);
+}
+
 /* An origin that trickles a few bytes a second is a stall, not a read
  * that lasts for hours: the request fails within its retry budget. */
 START_TEST(trickle_is_a_stall)
@@ -897,15 +922,9 @@ START_TEST(trickle_is_a_stall)
 	struct fetch_engine *own;
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	static uint8_t buf[65536];
 	char url[64];
-	const int port = listen_loopback(&tr.fd);
 
-	ck_assert_int_eq(pthread_create(&tr.th, NULL, trickle_main, &tr), 0);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/obj", port);
-	req.url = url;
-	req.buf = buf;
-	req.cap = sizeof(buf);
+	trickler_start(&tr, &req, url);
 	fetch_config_default(&cfg);
 	cfg.stall_timeout_ms = 2000;
 	cfg.retry_budget_ms = 500;
@@ -914,10 +933,93 @@ START_TEST(trickle_is_a_stall)
 	ck_assert_int_eq(fetch_run(own, &req, &res), -EIO);
 	ck_assert_msg(strstr(res.err, "too slow"), "%s", res.err);
 	fetch_engine_free(own);
-	tr.stop = true;
-	shutdown(tr.fd, SHUT_RDWR);
-	close(tr.fd);
-	pthread_join(tr.th, NULL);
+	trickler_stop(&tr);
+}
+END_TEST
+
+struct canceller {
+	struct fetch_engine *fe;
+	unsigned after_ms;
+};
+
+static void *cancel_later(void *arg)
+{
+	struct canceller *c = arg;
+
+	usleep(c->after_ms * 1000);
+	fetch_engine_cancel(c->fe);
+	return NULL;
+}
+
+/* A cancel ends a request that trickles (for 12 s, were it let) at once,
+ * the retries it has left included, and every later request fails
+ * without going out. */
+START_TEST(cancel_ends_requests)
+{
+	struct trickler tr = {0};
+	struct canceller c = {.after_ms = 300};
+	struct fetch_config cfg;
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	char url[64];
+	pthread_t th;
+	uint64_t t0, took_ms;
+
+	trickler_start(&tr, &req, url);
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &c.fe), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, cancel_later, &c), 0);
+	t0 = now_ns();
+	ck_assert_int_eq(fetch_run(c.fe, &req, &res), -ECANCELED);
+	took_ms = (now_ns() - t0) / 1000000;
+	ck_assert_msg(took_ms < 2000, "the cancel took %llu ms",
+		      (unsigned long long)took_ms);
+	ck_assert_msg(strstr(res.err, "cancelled"), "%s", res.err);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(fetch_run(c.fe, &req, &res), -ECANCELED);
+	ck_assert_int_eq(res.attempts, 1);
+	/* Neither a retry of the first nor the second went out. */
+	ck_assert_int_eq(tr.accepted, 1);
+	fetch_engine_free(c.fe);
+	trickler_stop(&tr);
+}
+END_TEST
+
+/* A cancel cuts a retry's backoff short: an origin that answers 503
+ * with five retries and a long budget ahead. */
+START_TEST(cancel_ends_backoff)
+{
+#define BUSY "HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"
+	static const char *const answers[] = {BUSY, BUSY, BUSY, BUSY, BUSY,
+					      BUSY, BUSY, BUSY, NULL};
+#undef BUSY
+	struct scripted o;
+	/* By then the backoffs are up to 1.6 s and 3.2 s long. */
+	struct canceller c = {.after_ms = 1000};
+	struct fetch_config cfg;
+	char buf[16];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	pthread_t th;
+	uint64_t t0, took_ms;
+
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	cfg.retries = 50;
+	cfg.retry_budget_ms = 600000;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &c.fe), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, cancel_later, &c), 0);
+	t0 = now_ns();
+	ck_assert_int_eq(fetch_run(c.fe, &req, &res), -ECANCELED);
+	took_ms = (now_ns() - t0) / 1000000;
+	ck_assert_msg(took_ms < 1500, "the cancel took %llu ms",
+		      (unsigned long long)took_ms - c.after_ms);
+	ck_assert_uint_gt(res.attempts, 1);
+	pthread_join(th, NULL);
+	fetch_engine_free(c.fe);
+	script_stop(&o.sc, o.th);
 }
 END_TEST
 
@@ -1309,6 +1411,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, encoded_body_refused);
 	tcase_add_test(tc, signed_not_redirected);
 	tcase_add_test(tc, trickle_is_a_stall);
+	tcase_add_test(tc, cancel_ends_requests);
+	tcase_add_test(tc, cancel_ends_backoff);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1712,6 +1712,86 @@ START_TEST(test_kill_during_cold_read)
 }
 END_TEST
 
+/* Waits up to ms for pid to end.  @return its wait status, or -1. */
+static int wait_exit(pid_t pid, int ms)
+{
+	int status;
+
+	for (int waited = 0; waited < ms; waited += 20) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		usleep(20000);
+	}
+	return -1;
+}
+
+/*
+ * SIGTERM ends the daemon while a read waits on an origin that trickles
+ * at 4 KB/s a connection: fast enough not to count as a stall, so the
+ * 1 MiB chunk would take minutes.  The fetches in flight are cancelled,
+ * the daemon exits 0 within seconds, and the reader gets an error.
+ */
+START_TEST(test_sigterm_during_slow_read)
+{
+	static const char *const slow[] = {"--conn-rate", "4k", NULL};
+	char *cache = fx_tmpdir("mount-term"), url[256], path[PATH_MAX + 8];
+	struct mnt m;
+	pid_t origin, reader;
+	int status, rstatus;
+	double t0, took;
+
+	origin = fx_origin_start(data_dir, slow, work_dir, "term-origin", url,
+				 sizeof(url));
+	ck_assert_int_gt(origin, 0);
+	mnt_init(&m, "term");
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	reader = fork();
+	ck_assert_int_ge(reader, 0);
+	if (reader == 0) {
+		static char buf[65536];
+		ssize_t n;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/big", m.dir);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			_exit(1);
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			;
+		/* 2: the read was cancelled, or the daemon was gone. */
+		if (n < 0 && (errno == ECANCELED || errno == ENOTCONN))
+			_exit(2);
+		_exit(n == 0 ? 0 : 3);
+	}
+	/* The read is under way: its first chunk is coming. */
+	for (int i = 0; i < 100 && stat_of(m.dir, "requests") < 2; i++)
+		usleep(50000);
+	usleep(300000);
+	t0 = seconds_now();
+	kill(m.pid, SIGTERM);
+	status = wait_exit(m.pid, 10000);
+	took = seconds_now() - t0;
+	if (status == -1)
+		fx_stop(m.pid, 1000);
+	m.pid = -1;
+	rstatus = wait_exit(reader, 10000);
+	if (rstatus == -1)
+		fx_stop(reader, 1000);
+	fx_sh("umount -l '%s' 2>/dev/null", m.dir);
+	fx_stop(origin, 5000);
+	ck_assert_msg(status != -1, "the daemon is still up 10 s after SIGTERM");
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the daemon ended with status %#x", status);
+	ck_assert_msg(took < 5, "SIGTERM took %.1f s", took);
+	ck_assert_msg(rstatus != -1 && WIFEXITED(rstatus) &&
+			  WEXITSTATUS(rstatus) == 2,
+		      "the reader: status %#x, not a cancelled read", rstatus);
+	ck_assert_int_eq(count_in_file(m.log, "unmounting"), 1);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
 START_TEST(test_cli_usage)
 {
 	ck_assert_int_eq(fx_sh("'%s' mount --help >/dev/null", fx_wharf_bin()),
@@ -1995,6 +2075,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_changed_object_not_stale);
 	tcase_add_test(tc, test_unshowable_entries);
 	tcase_add_test(tc, test_kill_during_cold_read);
+	tcase_add_test(tc, test_sigterm_during_slow_read);
 	suite_add_tcase(s, tc);
 	return s;
 }
