@@ -161,10 +161,28 @@ int fx_wait_port(int port, int timeout_ms)
 
 pid_t fx_spawn(char *const argv[], const char *log_path)
 {
-	pid_t pid = fork();
+	sigset_t all, old;
+	pid_t pid;
 
-	if (pid)
+	/* Until its exec, the child must not run the test runner's own
+	 * handlers (Check's SIGTERM handler kills the whole test): a
+	 * signal sent to it that early takes the default action. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid = fork();
+	if (pid) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		return pid;
+	}
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		/* An ignored signal stays ignored across exec, as before. */
+		if (!sigaction(sig, NULL, &sa) &&
+		    ((sa.sa_flags & SA_SIGINFO) || sa.sa_handler != SIG_IGN))
+			signal(sig, SIG_DFL);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (log_path) {
 		int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 

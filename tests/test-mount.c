@@ -1792,6 +1792,62 @@ START_TEST(test_sigterm_during_slow_read)
 }
 END_TEST
 
+/*
+ * SIGTERM at any moment of start-up: before the mount, while the kernel's
+ * INIT is unanswered, while the waiter's first stat is in flight.  The
+ * daemon ends (0, 1, or killed before its handlers were set), never
+ * crashes (under ASan: no use of a destroyed session), and leaves
+ * nothing mounted.
+ */
+START_TEST(test_sigterm_during_startup)
+{
+	char *cache = fx_tmpdir("mount-termstart"), url[256];
+	struct mnt m;
+
+	char *argv[] = {(char *)fx_wharf_bin(), "mount", "-f", "--cache-dir",
+			cache, url, m.dir, NULL};
+	char stats[PATH_MAX + 16];
+	double up;
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	mnt_init(&m, "termstart");
+	/* How long start-up takes here; then signals from 0 to 150% of
+	 * that, in steps of 5%, so that some land in each stage. */
+	snprintf(stats, sizeof(stats), "%s/.wharf/stats", m.dir);
+	up = seconds_now();
+	m.pid = fx_spawn(argv, m.log);
+	ck_assert_int_gt(m.pid, 0);
+	for (int i = 0; i < 10000 && access(stats, F_OK); i++)
+		usleep(1000);
+	up = seconds_now() - up;
+	ck_assert_int_eq(mount_stop(&m), 0);
+	for (int round = 0; round < 30; round++) {
+		int status;
+
+		m.pid = fx_spawn(argv, m.log);
+		ck_assert_int_gt(m.pid, 0);
+		usleep((useconds_t)(up * 0.05 * round * 1e6));
+		kill(m.pid, SIGTERM);
+		status = wait_exit(m.pid, 10000);
+		if (status == -1)
+			fx_stop(m.pid, 1000);
+		m.pid = -1;
+		ck_assert_msg(status != -1, "round %d: still up after SIGTERM",
+			      round);
+		ck_assert_msg((WIFEXITED(status) && WEXITSTATUS(status) <= 1) ||
+				  (WIFSIGNALED(status) &&
+				   WTERMSIG(status) == SIGTERM),
+			      "round %d: status %#x", round, status);
+		ck_assert_int_eq(count_in_file(m.log, "Sanitizer"), 0);
+		ck_assert_int_eq(count_in_file(m.log, "runtime error"), 0);
+		ck_assert_msg(fx_sh("mountpoint -q '%s'", m.dir) != 0,
+			      "round %d: left mounted", round);
+	}
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
 START_TEST(test_cli_usage)
 {
 	ck_assert_int_eq(fx_sh("'%s' mount --help >/dev/null", fx_wharf_bin()),
@@ -2076,6 +2132,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_unshowable_entries);
 	tcase_add_test(tc, test_kill_during_cold_read);
 	tcase_add_test(tc, test_sigterm_during_slow_read);
+	tcase_add_test(tc, test_sigterm_during_startup);
 	suite_add_tcase(s, tc);
 	return s;
 }
