@@ -730,7 +730,8 @@ struct mount_state {
 	 * waiter still has in flight fails only when the session is
 	 * destroyed (its fd closed), so the join must come after that. */
 	pthread_mutex_t se_mu;
-	bool se_gone; /* under se_mu */
+	bool se_gone;	 /* under se_mu */
+	bool loop_ended; /* under se_mu: the session loop has returned */
 	bool failed;  /* the mount never answered */
 	int ready_fd; /* the daemonizing parent's pipe, or -1 */
 };
@@ -884,14 +885,20 @@ static void on_stop_signal(int sig)
 	errno = saved;
 }
 
-/* After fuse_set_signal_handlers; a signal it left alone (SIGHUP under
- * nohup is ignored) stays alone. */
+/*
+ * After fuse_set_signal_handlers; a signal it left alone (SIGHUP under
+ * nohup is ignored) stays alone.  The signals are then unblocked: a
+ * launcher may have blocked them (the mask is inherited), and one sent
+ * during start-up, pending until now, is taken here.
+ */
 static void stop_signals_catch(struct fetch_engine *fe)
 {
 	struct sigaction sa = {.sa_handler = on_stop_signal};
+	sigset_t caught;
 
 	/* No SA_RESTART, as libfuse: the loop's wait must end with EINTR. */
 	sigemptyset(&sa.sa_mask);
+	sigemptyset(&caught);
 	stop_cancel_fd = fe ? fetch_engine_cancel_fd(fe) : -1;
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
 		struct sigaction *fa = &fuse_stop_action[i];
@@ -901,7 +908,10 @@ static void stop_signals_catch(struct fetch_engine *fe)
 		    fa->sa_handler != SIG_IGN && fa->sa_handler != SIG_DFL &&
 		    !(fa->sa_flags & SA_SIGINFO) &&
 		    !sigaction(stop_signals[i], &sa, NULL);
+		if (stop_caught[i])
+			sigaddset(&caught, stop_signals[i]);
 	}
+	pthread_sigmask(SIG_UNBLOCK, &caught, NULL);
 }
 
 /* Before fuse_remove_signal_handlers, which removes only its own. */
@@ -985,14 +995,26 @@ static void *mount_ready(void *arg)
 	struct stat st;
 
 	if (stat(m->mountpoint, &st)) {
-		log_error("%s does not answer: %s", m->mountpoint,
-			  strerror(errno));
-		m->failed = true;
-		tell_parent(m, 1);
+		const int err = errno;
+		bool ended;
+
+		/* A session already ended (a signal during start-up) fails
+		 * the stat; that is a stop, not a failure. */
 		pthread_mutex_lock(&m->se_mu);
-		if (!m->se_gone)
+		ended = m->loop_ended || m->se_gone ||
+			fuse_session_exited(m->se);
+		if (!ended)
 			fuse_session_exit(m->se);
 		pthread_mutex_unlock(&m->se_mu);
+		if (ended) {
+			log_info("%s: stopped before it was up",
+				 m->mountpoint);
+		} else {
+			log_error("%s does not answer: %s", m->mountpoint,
+				  strerror(err));
+			m->failed = true;
+		}
+		tell_parent(m, 1);
 		return NULL;
 	}
 	set_kernel_readahead(m->mountpoint, m->o->readahead);
@@ -1081,6 +1103,9 @@ static int serve(struct mount_opts *o, int ready_fd)
 	}
 	m.waiting = true;
 	rc = fuse_session_loop_mt(m.se, lc);
+	pthread_mutex_lock(&m.se_mu);
+	m.loop_ended = true;
+	pthread_mutex_unlock(&m.se_mu);
 	/* Unmounted (0) or stopped by a signal (its number): both clean. */
 	if (rc < 0)
 		log_error("the FUSE session of %s ended: %s", m.mountpoint,
