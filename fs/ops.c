@@ -819,6 +819,25 @@ static void walk_note(struct ops_ctx *ctx, uint64_t ino,
 	__atomic_store_n(&st->walks[at].ino, ino, __ATOMIC_RELAXED);
 }
 
+/* A sequential reader of file self (inode ino) is nearly through it and
+ * its read-ahead window has `bytes` to spare: they go to the next file in
+ * listing order, which `cat a b`, tar or a copy read next. */
+static void spill_to_next(struct ops_ctx *ctx, uint64_t ino,
+			  const struct ops_file *self, uint64_t bytes)
+{
+	for (uint64_t next = ino + 1; next <= ino + WALK_FILES; next++) {
+		struct ops_file *f;
+
+		if (file_of(ctx, next, &f) || f->parent != self->parent)
+			return;
+		if (f->size) {
+			prefetch_ahead(ctx->prefetch, f->pf,
+				       bytes < WALK_BYTES ? bytes : WALK_BYTES);
+			return;
+		}
+	}
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -854,6 +873,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 		return;
 	}
+
 	for (unsigned i = 0; i < rd.n; i++) {
 		iov[i].iov_base = (void *)rd.span[i].data;
 		iov[i].iov_len = rd.span[i].len;
@@ -864,6 +884,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, NULL, 0);
 	prefetch_read_done(ctx->prefetch, &rd);
+	/* After the reply: the reader need not wait for it. */
+	if (rd.spill && ctx->walk_readahead)
+		spill_to_next(ctx, ino, f, rd.spill);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,

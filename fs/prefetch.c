@@ -68,6 +68,7 @@ struct pf_file {
 	uint64_t next_off;  /* where a sequential reader reads next */
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
+	bool spilled;	    /* this pass's window went on to the next file */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
 	/* Hints naming it that no read has finished, oldest first (under
 	 * mu): a read reaches the oldest one whose bytes it touches, so a
@@ -675,6 +676,18 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 	if (store_has(pf->st, &key))
 		return len;
 	queued = enqueue(pf, f, 0, (len - 1) / cs, PF_READAHEAD, 0);
+	if (queued && pf->window_cap) {
+		/* Its reader's first reads queue nothing twice, and its
+		 * window starts where this one ends. */
+		pthread_mutex_lock(&f->mu);
+		if (!f->window && !f->next_off) {
+			f->ra_next = queued;
+			f->window = queued < pf->window_cap
+					? (uint32_t)queued
+					: pf->window_cap;
+		}
+		pthread_mutex_unlock(&f->mu);
+	}
 	return queued * cs < len ? queued * cs : len;
 }
 
@@ -686,7 +699,8 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
  * kernel issues its read-ahead in parallel, slightly out of order.
  */
 static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
-			   uint64_t end, uint64_t *from, uint64_t *to)
+			   uint64_t end, uint64_t *from, uint64_t *to,
+			   uint64_t *spill)
 {
 	const uint64_t cs = pf->cfg.chunk_size;
 	const uint64_t last = (end - 1) / cs;
@@ -702,6 +716,7 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->window = 0;
 		f->ra_next = 0;
 		f->next_off = end;
+		f->spilled = false;
 		return;
 	}
 	/* Each read that moves the reader on doubles the window: doubling
@@ -717,6 +732,15 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->next_off = end;
 	*from = f->ra_next > last + 1 ? f->ra_next : last + 1;
 	*to = last + f->window;
+	/* The window passes the end of a file this reader has gone through
+	 * half of in order: what is left of it may go to the next file, once
+	 * a pass.  Half a file of two chunks or more, so that a reader of
+	 * small files in any order never spills. */
+	if (*to >= f->nchunks && !f->spilled && last >= f->nchunks / 2 &&
+	    last > 0) {
+		f->spilled = true;
+		*spill = (*to - (f->nchunks - 1)) * cs;
+	}
 	if (*to >= f->nchunks)
 		*to = f->nchunks - 1;
 	if (*from <= *to)
@@ -740,6 +764,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 
 	rd->n = 0;
 	rd->bytes = 0;
+	rd->spill = 0;
 	STAT_ADD(pf->stats.reads, 1);
 	if (off >= f->size || size == 0)
 		return 0;
@@ -766,9 +791,13 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		if (pending)
 			reached = spans_reach(f, rs, off, end);
 		if (pf->window_cap)
-			plan_readahead(pf, f, off, end, &ra_from, &ra_to);
+			plan_readahead(pf, f, off, end, &ra_from, &ra_to,
+				       &rd->spill);
 		pthread_mutex_unlock(&f->mu);
 	}
+	/* A hinted reader says itself what it reads next. */
+	if (hs)
+		rd->spill = 0;
 	while (reached > rs &&
 	       !__atomic_compare_exchange_n(&pf->read_seq, &rs, reached, true,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))

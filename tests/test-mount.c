@@ -473,7 +473,7 @@ START_TEST(test_read_only)
 }
 END_TEST
 
-/* A number following "key": in a JSON text, or -1. */
+/* The mount's .wharf/stats (caller frees), or NULL. */
 static char *read_stats(const char *dir)
 {
 	char path[PATH_MAX + 16];
@@ -481,6 +481,18 @@ static char *read_stats(const char *dir)
 
 	snprintf(path, sizeof(path), "%s/.wharf/stats", dir);
 	return fx_read_file(path, &len);
+}
+
+/* The first number named key in the mount's stats. */
+static long long stat_of(const char *dir, const char *key)
+{
+	char *json = read_stats(dir);
+	long long v;
+
+	ck_assert_ptr_nonnull(json);
+	v = fx_json_num(json, key);
+	free(json);
+	return v;
 }
 
 START_TEST(test_stats_file)
@@ -749,6 +761,34 @@ START_TEST(test_directory_readahead)
 }
 END_TEST
 
+/*
+ * A sequential reader nearly through a large file has its read-ahead go
+ * on into the next file in listing order (as `cat big chunk` reads): the
+ * next file's chunk is fetched before it is read, and its reader fetches
+ * nothing itself.
+ */
+START_TEST(test_readahead_crosses_into_next_file)
+{
+	struct mnt m;
+	char *cache = own_mount_start(&m, "mount-cross", NULL);
+	long long fetched = 0, demand;
+
+	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
+	/* big's 50 chunks and then chunk's one, loaded by the pool. */
+	for (int i = 0; i < 250 && fetched < 51; i++) {
+		fetched = stat_of(m.dir, "chunks_fetched");
+		if (fetched < 51)
+			usleep(20000);
+	}
+	ck_assert_int_eq(fetched, 51);
+	demand = stat_of(m.dir, "demand_fetches");
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_eq(stat_of(m.dir, "demand_fetches"), demand);
+	ck_assert_int_eq(stat_of(m.dir, "chunks_fetched"), 51);
+	own_mount_end(&m, cache);
+}
+END_TEST
+
 /* Empty files between (the kernel reads nothing of them) do not break a
  * walk: reading gaps/ in order queues the files ahead. */
 START_TEST(test_directory_readahead_over_empty_files)
@@ -933,17 +973,6 @@ static bool passthrough_on(const char *dir)
 
 	free(json);
 	return on;
-}
-
-static long long stat_of(const char *dir, const char *key)
-{
-	char *json = read_stats(dir);
-	long long v;
-
-	ck_assert_ptr_nonnull(json);
-	v = fx_json_num(json, key);
-	free(json);
-	return v;
 }
 
 /* The backing files a mount holds drop as the kernel's releases (sent
@@ -2147,6 +2176,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_unreachable_origin);
 	tcase_add_test(tc, test_remount_from_cache_origin_down);
 	tcase_add_test(tc, test_directory_readahead);
+	tcase_add_test(tc, test_readahead_crosses_into_next_file);
 	tcase_add_test(tc, test_directory_readahead_over_empty_files);
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
