@@ -819,9 +819,9 @@ static void walk_note(struct ops_ctx *ctx, uint64_t ino,
 	__atomic_store_n(&st->walks[at].ino, ino, __ATOMIC_RELAXED);
 }
 
-/* A sequential reader of file self (inode ino) is nearly through it and
- * its read-ahead window has `bytes` to spare: they go to the next file in
- * listing order, which `cat a b`, tar or a copy read next. */
+/* A sequential reader of file self (inode ino) has a read-ahead window
+ * that passes its end by `bytes`: they go to the next file in listing
+ * order, which `cat a b`, tar or a copy read next. */
 static void spill_to_next(struct ops_ctx *ctx, uint64_t ino,
 			  const struct ops_file *self, uint64_t bytes)
 {
@@ -831,8 +831,7 @@ static void spill_to_next(struct ops_ctx *ctx, uint64_t ino,
 		if (file_of(ctx, next, &f) || f->parent != self->parent)
 			return;
 		if (f->size) {
-			prefetch_ahead(ctx->prefetch, f->pf,
-				       bytes < WALK_BYTES ? bytes : WALK_BYTES);
+			prefetch_ahead(ctx->prefetch, f->pf, bytes);
 			return;
 		}
 	}

@@ -68,7 +68,8 @@ struct pf_file {
 	uint64_t next_off;  /* where a sequential reader reads next */
 	uint64_t ra_next;   /* first chunk not yet queued */
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
-	bool spilled;	    /* this pass's window went on to the next file */
+	uint64_t spilled;   /* chunks of this pass's window handed to the
+			     * next file (pf_read.spill) */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
 	/* Hints naming it that no read has finished, oldest first (under
 	 * mu): a read reaches the oldest one whose bytes it touches, so a
@@ -662,11 +663,12 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 			uint64_t max_bytes)
 {
 	const uint64_t cs = pf->cfg.chunk_size;
-	uint64_t len = f->size < max_bytes ? f->size : max_bytes, queued;
+	const uint64_t len = f->size < max_bytes ? f->size : max_bytes;
+	uint64_t from, last, queued;
 	struct chunk_key key;
 
 	/* Directory read-ahead is read-ahead: --readahead 0 turns it off. */
-	if (!pf->cfg.threads || !pf->cfg.readahead_bytes || !len)
+	if (!pf->cfg.threads || !pf->window_cap || !len)
 		return 0;
 	/* A file the cache holds is loaded faster by its reader than handed
 	 * to a pool thread and back: over 3,000 small cached files, the
@@ -675,20 +677,35 @@ uint64_t prefetch_ahead(struct prefetch *pf, struct pf_file *f,
 	file_key(pf, f, 0, &key);
 	if (store_has(pf->st, &key))
 		return len;
-	queued = enqueue(pf, f, 0, (len - 1) / cs, PF_READAHEAD, 0);
-	if (queued && pf->window_cap) {
-		/* Its reader's first reads queue nothing twice, and its
-		 * window starts where this one ends. */
-		pthread_mutex_lock(&f->mu);
-		if (!f->window && !f->next_off) {
-			f->ra_next = queued;
-			f->window = queued < pf->window_cap
-					? (uint32_t)queued
-					: pf->window_cap;
-		}
-		pthread_mutex_unlock(&f->mu);
+	last = (len - 1) / cs;
+	pthread_mutex_lock(&f->mu);
+	if (f->next_off >= f->size) {
+		/* A pass over it ended: the next starts afresh. */
+		f->next_off = f->ra_next = 0;
+		f->window = 0;
+		f->spilled = 0;
 	}
-	return queued * cs < len ? queued * cs : len;
+	/* A reader of its own is under way, and its window does this. */
+	from = f->next_off ? last + 1 : f->ra_next;
+	if (from <= last)
+		f->ra_next = last + 1;
+	pthread_mutex_unlock(&f->mu);
+	if (from > last)
+		return len;
+	/* Queued in calls that ask for more each time (a reader spilling
+	 * into this file as it goes), each chunk once. */
+	queued = enqueue(pf, f, from, last, PF_READAHEAD, 0);
+	pthread_mutex_lock(&f->mu);
+	if (!f->next_off) {
+		/* Its reader's window starts where this one ends. */
+		f->ra_next = from + queued;
+		if (f->window < f->ra_next)
+			f->window = f->ra_next < pf->window_cap
+					? (uint32_t)f->ra_next
+					: pf->window_cap;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return (from + queued) * cs < len ? (from + queued) * cs : len;
 }
 
 /*
@@ -716,7 +733,7 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->window = 0;
 		f->ra_next = 0;
 		f->next_off = end;
-		f->spilled = false;
+		f->spilled = 0;
 		return;
 	}
 	/* Each read that moves the reader on doubles the window: doubling
@@ -732,17 +749,23 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->next_off = end;
 	*from = f->ra_next > last + 1 ? f->ra_next : last + 1;
 	*to = last + f->window;
-	/* The window passes the end of a file this reader has gone through
-	 * half of in order: what is left of it may go to the next file, once
-	 * a pass.  Half a file of two chunks or more, so that a reader of
-	 * small files in any order never spills. */
-	if (*to >= f->nchunks && !f->spilled && last >= f->nchunks / 2 &&
-	    last > 0) {
-		f->spilled = true;
-		*spill = (*to - (f->nchunks - 1)) * cs;
-	}
-	if (*to >= f->nchunks)
+	if (*to >= f->nchunks) {
+		/* The window passes the end: what it has left may go to the
+		 * next file, but no more than this reader has read of this
+		 * one in order (`last` chunks): a reader that streams a file
+		 * gets the next one started early and more as it goes on,
+		 * one that reads files of two chunks whole in any order gets
+		 * a chunk, a reader of one-chunk files nothing. */
+		uint64_t over = *to - (f->nchunks - 1);
+
+		if (over > last)
+			over = last;
+		if (over > f->spilled) {
+			f->spilled = over;
+			*spill = over * cs;
+		}
 		*to = f->nchunks - 1;
+	}
 	if (*from <= *to)
 		f->ra_next = *to + 1;
 }

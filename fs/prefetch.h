@@ -109,9 +109,9 @@ struct pf_read {
 	struct pf_span span[PF_MAX_SPANS];
 	unsigned n;
 	size_t bytes; /* sum of span lengths: short only at end of file */
-	/* A sequential reader's read-ahead window just reached the end of
-	 * the file with this many bytes of it left over (once per pass):
-	 * the caller may spend them on the file it will read next. */
+	/* A sequential reader's read-ahead window passes the end of the
+	 * file by this many bytes (more than at its last read): the caller
+	 * may spend them on the file it will read next. */
 	uint64_t spill;
 };
 
@@ -143,9 +143,9 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
  * Directory read-ahead: a reader is about to open f (it read the files
  * before it in listing order).  Queues f's first chunks, covering at most
  * max_bytes, in the PF_READAHEAD class, unless the cache on disk holds f's
- * first chunk: its reader then loads it.  A sequential read of f that
- * starts at its first byte then goes on from those chunks, with a window
- * as large as what was queued.
+ * first chunk: its reader then loads it.  Calls for the same f queue
+ * only what earlier ones did not, and none once f's own reader has
+ * started; that reader's window goes on from the chunks queued.
  * @return the bytes queued or found cached (0 when the queue is full or
  * there is no pool).
  */
