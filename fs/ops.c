@@ -872,7 +872,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 		return;
 	}
-
 	for (unsigned i = 0; i < rd.n; i++) {
 		iov[i].iov_base = (void *)rd.span[i].data;
 		iov[i].iov_len = rd.span[i].len;
