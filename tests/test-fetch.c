@@ -362,26 +362,9 @@ static struct fetch_stats hedge_run(const char *url, bool hedge, int each)
 	return st;
 }
 
-/* A number the origin logged at exit, right after `marker` ("..., N
- * slow" after " stalls, "); -1 when absent. */
-static long origin_logged(const char *log, const char *marker)
-{
-	size_t len;
-	char *text = fx_read_file(log, &len), *at;
-	long n = -1;
-
-	if (!text)
-		return -1;
-	at = strstr(text, marker);
-	if (at)
-		n = strtol(at + strlen(marker), NULL, 10);
-	free(text);
-	return n;
-}
-
 static long origin_slow_count(const char *log)
 {
-	return origin_logged(log, " stalls, ");
+	return fx_origin_logged(log, " stalls, ");
 }
 
 START_TEST(hedging)
@@ -581,8 +564,8 @@ START_TEST(backs_off_from_busy_origin)
 	fetch_engine_free(e);
 	fx_stop(pid, 5000);
 	snprintf(log, sizeof(log), "%s/busy.log", work);
-	busy = origin_logged(log, "busy ");
-	requests = origin_logged(log, "connections, ");
+	busy = fx_origin_logged(log, "busy ");
+	requests = fx_origin_logged(log, "connections, ");
 	fprintf(stderr,
 		"busy origin: %ld requests, %ld refused; limit %u after %llu "
 		"backoffs (%s); %llu retries\n",
