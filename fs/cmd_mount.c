@@ -1040,8 +1040,11 @@ static void *mount_ready(void *arg)
 		tell_parent(m, 0);
 		detach();
 	}
-	log_info("mounted %s on %s (cache %s)", m->src->id, m->mountpoint,
-		 m->o->cache_dir);
+	log_info("mounted %s on %s (cache %s%s%s)", m->src->id, m->mountpoint,
+		 m->o->cache_dir,
+		 m->o->fetch.site_cache ? "; chunk reads through the site cache "
+					: "",
+		 m->o->fetch.site_cache ? m->o->fetch.site_cache : "");
 	return NULL;
 }
 
