@@ -475,6 +475,7 @@ static void easy_put(struct fetch_engine *fe, CURL *e)
 /* ---- the site cache ---- */
 
 #define VIA_URL_MAX 8192
+#define VIA_ORIGIN "X-Wharf-Origin: "
 
 const char *fetch_site_cache_check(const char *url)
 {
@@ -543,14 +544,13 @@ static int via_prepare(const struct fetch_engine *fe, struct xfer *x,
 		     *path == '/' ? "" : "/", path);
 	if (n < 0 || (size_t)n >= cap)
 		return -EINVAL;
-	n = snprintf(x->via_origin, sizeof(x->via_origin),
-		     "X-Wharf-Origin: %.*s%.*s", (int)scheme + 3, o, hlen,
-		     host);
+	n = snprintf(x->via_origin, sizeof(x->via_origin), "%s%.*s%.*s",
+		     VIA_ORIGIN, (int)scheme + 3, o, hlen, host);
 	if (n < 0 || (size_t)n >= sizeof(x->via_origin))
 		return -EINVAL;
 	/* The scheme in lower case: one cache key for "HTTPS://" too. */
-	for (size_t i = 16; i < 16 + scheme; i++)
-		x->via_origin[i] = (char)tolower((unsigned char)x->via_origin[i]);
+	for (char *p = x->via_origin + strlen(VIA_ORIGIN); *p != ':'; p++)
+		*p = (char)tolower((unsigned char)*p);
 	snprintf(x->via_host, sizeof(x->via_host), "Host: %.*s", hlen, host);
 	x->via[0].data = x->via_origin;
 	x->via[0].next = x->req->headers;
@@ -1152,10 +1152,8 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
 	if (fe->cfg.site_cache && fetch_site_cache_check(fe->cfg.site_cache)) {
-		free(fe->user_agent);
-		free(fe->ca_file);
-		free(fe);
-		return -EINVAL;
+		rc = -EINVAL;
+		goto fail;
 	}
 	fe->site_cache = fe->cfg.site_cache ? strdup(fe->cfg.site_cache)
 					    : NULL;
