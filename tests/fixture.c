@@ -434,6 +434,56 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 	return nginx_spawn(ng);
 }
 
+int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
+{
+	char *conf;
+
+	nginx_bin();
+	memset(ng, 0, sizeof(*ng));
+	ng->dir = fx_tmpdir("nginx-tls");
+	ng->port = fx_free_port();
+	snprintf(ng->base, sizeof(ng->base), "https://127.0.0.1:%d", ng->port);
+	if (fx_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout "
+		  "'%1$s/key.pem' -out '%1$s/cert.pem' -days 2 "
+		  "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+		  ">/dev/null 2>&1",
+		  ng->dir))
+		return -1;
+	if (asprintf(&conf,
+		     "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+		     "pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"
+		     "events { worker_connections 1024; }\n"
+		     "http {\n log_format bytes '$body_bytes_sent';\n"
+		     " access_log %1$s/bytes.log bytes;\n"
+		     " client_body_temp_path %1$s/body;\n"
+		     " proxy_temp_path %1$s/proxy;\n"
+		     " fastcgi_temp_path %1$s/fastcgi;\n"
+		     " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		     " server {\n  listen 127.0.0.1:%2$d ssl;\n"
+		     "  ssl_certificate %1$s/cert.pem;\n"
+		     "  ssl_certificate_key %1$s/key.pem;\n"
+		     "  location / { alias %3$s/; autoindex on; "
+		     "autoindex_format json; }\n }\n}\n",
+		     ng->dir, ng->port, root) < 0)
+		abort();
+	write_text(ng->dir, "nginx.conf", conf);
+	free(conf);
+	return nginx_spawn(ng);
+}
+
+long long fx_sum_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long long sum = 0, n;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%lld", &n) == 1)
+		sum += n;
+	fclose(f);
+	return sum;
+}
+
 int fx_site_cache_counts(const struct fx_nginx *ng,
 			 struct fx_site_cache_log *out)
 {

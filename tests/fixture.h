@@ -79,6 +79,16 @@ int fx_nginx_resume(struct fx_nginx *ng);
  */
 int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 			const char *slice, const char *const more[]);
+/*
+ * nginx over TLS on 127.0.0.1 over `root` (JSON listings), with a
+ * certificate of its own for 127.0.0.1 in ng->dir/cert.pem, logging the
+ * body bytes of each answer to ng->dir/bytes.log.  ng->base is
+ * "https://127.0.0.1:PORT".  @return 0, or -1 (openssl or nginx failed).
+ */
+int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
+/* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
+long long fx_sum_lines(const char *path);
+
 /* Pieces of the site cache's counters from its log: GETs it answered
  * from its cache (HIT), fetched (MISS) and refused (403). */
 struct fx_site_cache_log {

@@ -103,27 +103,48 @@ static void teardown(void)
 	free(data);
 }
 
-/* Mount i of the origin through the site cache, a cache of its own. */
-static void mount_through(int i)
+/* Mount i of url through the site cache, a cache of its own; the last
+ * one says it as fstab would (-o site_cache=URL).  ca: --ca-file or NULL. */
+static void mount_url(int i, const char *url, const char *ca)
 {
 	struct mnt *m = &mnts[i];
-	char stats[PATH_MAX + 16];
+	char stats[PATH_MAX + 16], opt[160];
 
 	snprintf(m->dir, sizeof(m->dir), "%s/mnt-%d", work, i);
 	snprintf(m->cache, sizeof(m->cache), "%s/cache-%d", work, i);
 	snprintf(m->log, sizeof(m->log), "%s/mount-%d.log", work, i);
+	snprintf(opt, sizeof(opt), "site_cache=%s", sc.base);
 	ck_assert_int_eq(fx_mkdirs(m->dir), 0);
 	{
-		char *argv[] = {(char *)fx_wharf_bin(), "mount", "-f",
-				"--cache-dir", m->cache, "--chunk-size", CHUNK,
-				"--site-cache", sc.base, origin_url, m->dir,
-				NULL};
+		char *argv[16] = {(char *)fx_wharf_bin(), "mount", "-f",
+				  "--cache-dir", m->cache, "--chunk-size",
+				  CHUNK, "--site-cache", sc.base};
+		int n = 9;
 
+		if (i == MOUNTS - 1) {
+			argv[7] = "-o";
+			argv[8] = opt;
+		}
+		if (ca) {
+			argv[n++] = "--ca-file";
+			argv[n++] = (char *)ca;
+		}
+		argv[n++] = (char *)url;
+		argv[n++] = m->dir;
+		argv[n] = NULL;
 		m->pid = fx_spawn(argv, m->log);
 	}
 	ck_assert_int_gt(m->pid, 0);
 	snprintf(stats, sizeof(stats), "%s/.wharf/stats", m->dir);
-	ck_assert_int_eq(fx_wait_path(&m->pid, stats, 30000, m->log), 0);
+	if (fx_wait_path(&m->pid, stats, 30000, m->log)) {
+		fx_sh("cat '%s' >&2", m->log);
+		ck_abort_msg("mount %d did not come up", i);
+	}
+}
+
+static void mount_through(int i)
+{
+	mount_url(i, origin_url, NULL);
 }
 
 static void unmount(int i)
@@ -336,6 +357,50 @@ START_TEST(unlisted_origin_refused)
 }
 END_TEST
 
+/* An https origin: the mounts speak plain HTTP to the site cache, the
+ * cache TLS to the origin, verifying its certificate. */
+START_TEST(https_origin)
+{
+	struct fx_nginx tls;
+	char cert[PATH_MAX], trust[PATH_MAX + 40], log[PATH_MAX];
+	const char *origins[2] = {NULL, NULL};
+	const char *more[3] = {
+	    "proxy_ssl_trusted_certificate "
+	    "/etc/ssl/certs/ca-certificates.crt;",
+	    trust, NULL};
+	long long bytes;
+	void *bad;
+
+	ck_assert_int_eq(fx_nginx_tls_start(&tls, data), 0);
+	snprintf(cert, sizeof(cert), "%s/cert.pem", tls.dir);
+	snprintf(trust, sizeof(trust), "proxy_ssl_trusted_certificate %s;",
+		 cert);
+	origins[0] = tls.base;
+	/* This test's cache: the same shipped file, trusting the origin's
+	 * own certificate. */
+	fx_nginx_stop(&sc);
+	ck_assert_int_eq(fx_site_cache_start(&sc, origins, SLICE, more), 0);
+	for (int i = 0; i < 2; i++) {
+		char url[160];
+
+		snprintf(url, sizeof(url), "%s/", tls.base);
+		mount_url(i, url, cert);
+		bad = read_all(mnts[i].dir);
+		ck_assert_msg(!bad, "mount %d read wrong bytes", i);
+		unmount(i);
+	}
+	snprintf(log, sizeof(log), "%s/bytes.log", tls.dir);
+	bytes = fx_sum_lines(log);
+	fx_nginx_stop(&tls);
+	fprintf(stderr, "https origin sent %lld bytes for %llu\n", bytes,
+		(unsigned long long)dataset_bytes());
+	ck_assert_int_ge(bytes, (long long)dataset_bytes());
+	ck_assert_msg((double)bytes <= ORIGIN_MAX_RATIO *
+					   (double)dataset_bytes(),
+		      "the origin sent %lld bytes", bytes);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sitecache");
@@ -349,6 +414,7 @@ int main(void)
 	tcase_add_test(tc, prefetch_ranks_split_the_warmup);
 	tcase_add_test(tc, bad_rank_and_url_refused);
 	tcase_add_test(tc, unlisted_origin_refused);
+	tcase_add_test(tc, https_origin);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
