@@ -267,25 +267,37 @@ static int nginx_spawn(struct fx_nginx *ng)
 	return 0;
 }
 
+/* What every nginx of the tests has, its directory as argument 1: a
+ * foreground process, logs and temporary files in its directory. */
+#define NGINX_TOP                                                              \
+	"daemon off;\nmaster_process off;\nworker_processes 1;\n"              \
+	"pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"                \
+	"events { worker_connections 1024; }\n"
+#define NGINX_TEMPS                                                            \
+	" client_body_temp_path %1$s/body;\n proxy_temp_path %1$s/proxy;\n"   \
+	" fastcgi_temp_path %1$s/fastcgi;\n uwsgi_temp_path %1$s/uwsgi;\n"    \
+	" scgi_temp_path %1$s/scgi;\n"
+
+/* A fresh ng: its directory (TAG) and port, base URL of that scheme. */
+static void nginx_init(struct fx_nginx *ng, const char *tag,
+		       const char *scheme)
+{
+	nginx_bin();
+	memset(ng, 0, sizeof(*ng));
+	ng->dir = fx_tmpdir(tag);
+	ng->port = fx_free_port();
+	snprintf(ng->base, sizeof(ng->base), "%s://127.0.0.1:%d", scheme,
+		 ng->port);
+}
+
 int fx_nginx_start(struct fx_nginx *ng, const char *root)
 {
 	char conf[4096], *path;
 	FILE *f;
 
-	nginx_bin();
-	memset(ng, 0, sizeof(*ng));
-	ng->dir = fx_tmpdir("nginx");
-	ng->port = fx_free_port();
-	snprintf(ng->base, sizeof(ng->base), "http://127.0.0.1:%d", ng->port);
+	nginx_init(ng, "nginx", "http");
 	snprintf(conf, sizeof(conf),
-		 "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-		 "pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"
-		 "events { worker_connections 1024; }\n"
-		 "http {\n access_log off;\n"
-		 " client_body_temp_path %1$s/body;\n"
-		 " proxy_temp_path %1$s/proxy;\n"
-		 " fastcgi_temp_path %1$s/fastcgi;\n"
-		 " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		 NGINX_TOP "http {\n access_log off;\n" NGINX_TEMPS
 		 " types { text/html html; application/octet-stream bin; "
 		 "application/json json; }\n"
 		 " default_type application/octet-stream;\n"
@@ -376,11 +388,7 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 	size_t len;
 	int rc = 0;
 
-	nginx_bin();
-	memset(ng, 0, sizeof(*ng));
-	ng->dir = fx_tmpdir("sitecache");
-	ng->port = fx_free_port();
-	snprintf(ng->base, sizeof(ng->base), "http://127.0.0.1:%d", ng->port);
+	nginx_init(ng, "sitecache", "http");
 	snprintf(path, sizeof(path), "%s/examples/site-cache/nginx-wharf.conf",
 		 src ? src : "..");
 	conf = fx_read_file(path, &len);
@@ -416,16 +424,9 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 	/* The shipped file is an http {} include; this is the rest of a
 	 * stock nginx.conf, with a log of what the cache did. */
 	if (asprintf(&wrap,
-		     "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-		     "pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"
-		     "events { worker_connections 1024; }\n"
-		     "http {\n log_format sc '$request_method $status "
+		     NGINX_TOP "http {\n log_format sc '$request_method $status "
 		     "$upstream_cache_status';\n"
-		     " access_log %1$s/access.log sc;\n"
-		     " client_body_temp_path %1$s/body;\n"
-		     " proxy_temp_path %1$s/proxy;\n"
-		     " fastcgi_temp_path %1$s/fastcgi;\n"
-		     " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		     " access_log %1$s/access.log sc;\n" NGINX_TEMPS
 		     " include %1$s/wharf.conf;\n}\n",
 		     ng->dir) < 0)
 		abort();
@@ -438,11 +439,7 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
 {
 	char *conf;
 
-	nginx_bin();
-	memset(ng, 0, sizeof(*ng));
-	ng->dir = fx_tmpdir("nginx-tls");
-	ng->port = fx_free_port();
-	snprintf(ng->base, sizeof(ng->base), "https://127.0.0.1:%d", ng->port);
+	nginx_init(ng, "nginx-tls", "https");
 	if (fx_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout "
 		  "'%1$s/key.pem' -out '%1$s/cert.pem' -days 2 "
 		  "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
@@ -450,15 +447,8 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
 		  ng->dir))
 		return -1;
 	if (asprintf(&conf,
-		     "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-		     "pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"
-		     "events { worker_connections 1024; }\n"
-		     "http {\n log_format bytes '$body_bytes_sent';\n"
-		     " access_log %1$s/bytes.log bytes;\n"
-		     " client_body_temp_path %1$s/body;\n"
-		     " proxy_temp_path %1$s/proxy;\n"
-		     " fastcgi_temp_path %1$s/fastcgi;\n"
-		     " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		     NGINX_TOP "http {\n log_format bytes '$body_bytes_sent';\n"
+		     " access_log %1$s/bytes.log bytes;\n" NGINX_TEMPS
 		     " server {\n  listen 127.0.0.1:%2$d ssl;\n"
 		     "  ssl_certificate %1$s/cert.pem;\n"
 		     "  ssl_certificate_key %1$s/key.pem;\n"
