@@ -91,6 +91,7 @@ enum {
 	OPT_MANIFEST,
 	OPT_CA_FILE,
 	OPT_INSECURE,
+	OPT_SITE_CACHE,
 	OPT_NO_HEDGE,
 	OPT_ENDPOINT,
 	OPT_REGION,
@@ -124,6 +125,7 @@ static const struct option mount_longopts[] = {
     {"manifest", required_argument, NULL, OPT_MANIFEST},
     {"ca-file", required_argument, NULL, OPT_CA_FILE},
     {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"site-cache", required_argument, NULL, OPT_SITE_CACHE},
     {"no-hedge", no_argument, NULL, OPT_NO_HEDGE},
     {"endpoint", required_argument, NULL, OPT_ENDPOINT},
     {"region", required_argument, NULL, OPT_REGION},
@@ -196,6 +198,12 @@ static void mount_usage(FILE *out)
 	    "  --ca-file FILE        trust the CA certificates in FILE too\n"
 	    "  --insecure            do not verify TLS certificates\n"
 	    "  --no-hedge            never send a late request a second time\n"
+	    "  --site-cache URL      send chunk reads through the site's HTTP "
+	    "cache\n"
+	    "                        (http://cache:8080, nginx or Squid as "
+	    "shipped);\n"
+	    "                        requests stay the origin's (Host, "
+	    "signature)\n"
 	    "  --endpoint URL        S3 or GCS endpoint\n"
 	    "  --region REGION       S3 region\n"
 	    "  --no-sign             S3: anonymous requests\n"
@@ -453,6 +461,16 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		case OPT_INSECURE:
 			o->fetch.insecure = true;
 			break;
+		case OPT_SITE_CACHE: {
+			const char *why = fetch_site_cache_check(optarg);
+
+			if (why)
+				rc = cmd_usage_error("mount",
+						     "--site-cache %s: %s",
+						     optarg, why);
+			o->fetch.site_cache = optarg;
+			break;
+		}
 		case OPT_NO_HEDGE:
 			o->fetch.hedge = false;
 			break;
@@ -1022,8 +1040,11 @@ static void *mount_ready(void *arg)
 		tell_parent(m, 0);
 		detach();
 	}
-	log_info("mounted %s on %s (cache %s)", m->src->id, m->mountpoint,
-		 m->o->cache_dir);
+	log_info("mounted %s on %s (cache %s%s%s)", m->src->id, m->mountpoint,
+		 m->o->cache_dir,
+		 m->o->fetch.site_cache ? "; chunk reads through the site cache "
+					: "",
+		 m->o->fetch.site_cache ? m->o->fetch.site_cache : "");
 	return NULL;
 }
 

@@ -16,6 +16,7 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 
 #include "cmd.h"
 #include "util.h"
+#include "wharf/loader.h"
 
 #define READ_BUF (1u << 20)
 
@@ -149,6 +151,35 @@ static int read_one(const struct item *it, char *buf)
 	return rc;
 }
 
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct item *)a)->path,
+		      ((const struct item *)b)->path);
+}
+
+/*
+ * Keeps rank's share of the plan: the files in path order, every world-th
+ * from the rank-th.  Each node of a job names the same files in the same
+ * order, so the shares of ranks 0 to world-1 cover the plan without
+ * overlap, and N nodes warm a site cache together, each byte once.
+ */
+static void keep_share(uint32_t rank, uint32_t world)
+{
+	size_t kept = 0;
+
+	qsort(plan.v, plan.n, sizeof(*plan.v), by_path);
+	plan.bytes = 0;
+	for (size_t i = 0; i < plan.n; i++) {
+		if (i % world != rank) {
+			free(plan.v[i].path);
+			continue;
+		}
+		plan.bytes += plan.v[i].size;
+		plan.v[kept++] = plan.v[i];
+	}
+	plan.n = kept;
+}
+
 static void *job(void *arg)
 {
 	char *buf = malloc(READ_BUF);
@@ -228,6 +259,15 @@ static void usage(FILE *f)
 		   "\n"
 		   "  -j, --jobs N    files read in parallel (default 16)\n"
 		   "  -l, --list FILE the files to read\n"
+		   "      --rank R    read only share R of --world W: the "
+		   "files in path\n"
+		   "      --world W   order, every W-th from the R-th "
+		   "(defaults: $RANK and\n"
+		   "                  $WORLD_SIZE, else $SLURM_PROCID and "
+		   "$SLURM_NTASKS,\n"
+		   "                  else 0 and 1), so that the nodes of a "
+		   "job warm a\n"
+		   "                  site cache together, each file once\n"
 		   "      --json      print a JSON summary on standard output\n"
 		   "  -q, --quiet     no progress\n"
 		   "  -h, --help      this text\n"
@@ -244,12 +284,16 @@ int cmd_prefetch(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"jobs", required_argument, NULL, 'j'},
 	    {"list", required_argument, NULL, 'l'},
+	    {"rank", required_argument, NULL, 'R'},
+	    {"world", required_argument, NULL, 'W'},
 	    {"json", no_argument, NULL, 'J'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0}};
 	const char *list = NULL;
 	unsigned long jobs = 16;
+	long arg_rank = -1, arg_world = -1;
+	uint32_t rank, world;
 	unsigned started = 0;
 	bool json = false, quiet = false, tty;
 	pthread_t *th;
@@ -276,6 +320,23 @@ int cmd_prefetch(int argc, char **argv)
 		case 'l':
 			list = optarg;
 			break;
+		case 'R':
+		case 'W': {
+			const bool is_rank = opt == 'R';
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end ||
+			    v < (is_rank ? 0 : 1) || v > INT32_MAX)
+				return cmd_usage_error(
+				    "prefetch", "--%s: '%s' is not a %s",
+				    is_rank ? "rank" : "world", optarg,
+				    is_rank ? "rank (0, 1, ...)"
+					    : "world size (1, 2, ...)");
+			*(is_rank ? &arg_rank : &arg_world) = v;
+			break;
+		}
 		case 'J':
 			json = true;
 			break;
@@ -295,12 +356,17 @@ int cmd_prefetch(int argc, char **argv)
 	if (list && optind != argc)
 		return cmd_usage_error("prefetch",
 				       "PATH... and --list exclude each other");
+	if (wharf_rank_world((int32_t)arg_rank, (int32_t)arg_world, &rank,
+			     &world))
+		return cmd_usage_error("prefetch", "%s", wharf_last_error());
 	if (list)
 		rc = add_list(list);
 	for (int i = optind; !rc && i < argc; i++)
 		rc = add_path(argv[i]);
 	if (rc)
 		return 1;
+	if (world > 1)
+		keep_share(rank, world);
 	th = calloc(jobs, sizeof(*th));
 	if (!th)
 		return 1;
@@ -329,9 +395,11 @@ int cmd_prefetch(int argc, char **argv)
 	if (json)
 		printf("{\"objects\": %zu, \"bytes\": %" PRIu64
 		       ", \"errors\": %" PRIu64 ", \"seconds\": %.3f, "
-		       "\"bytes_per_second\": %.0f}\n",
+		       "\"bytes_per_second\": %.0f, \"rank\": %" PRIu32
+		       ", \"world\": %" PRIu32 "}\n",
 		       plan.n, prog.done_bytes, prog.errors, secs,
-		       secs > 0 ? (double)prog.done_bytes / secs : 0.0);
+		       secs > 0 ? (double)prog.done_bytes / secs : 0.0, rank,
+		       world);
 	for (size_t i = 0; i < plan.n; i++)
 		free(plan.v[i].path);
 	free(plan.v);

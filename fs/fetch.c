@@ -3,6 +3,7 @@
 #include "fetch.h"
 #include "conc.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -117,11 +118,18 @@ struct xfer {
 	bool bad_range;	   /* 206 for another range than asked */
 	int nomem;
 	size_t grow_cap; /* allocated size of res->body when growing */
+	/* Through the site cache: X-Wharf-Origin and, unless the request
+	 * has one, Host, chained in front of req->headers (no allocation;
+	 * curl reads the list while the transfer runs). */
+	struct curl_slist via[2];
+	char via_origin[FETCH_HOST_MAX + 24];
+	char via_host[FETCH_HOST_MAX + 8];
 };
 
 struct fetch_engine {
 	struct fetch_config cfg;
 	char *ca_file, *user_agent;
+	char *site_cache; /* "http://cache:8080[/prefix]", no trailing '/' */
 	CURLM *multi;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -464,6 +472,96 @@ static void easy_put(struct fetch_engine *fe, CURL *e)
 		curl_easy_cleanup(e);
 }
 
+/* ---- the site cache ---- */
+
+#define VIA_URL_MAX 8192
+#define VIA_ORIGIN "X-Wharf-Origin: "
+
+const char *fetch_site_cache_check(const char *url)
+{
+	const char *auth;
+	size_t n;
+
+	if (!strncasecmp(url, "http://", 7))
+		auth = url + 7;
+	else if (!strncasecmp(url, "https://", 8))
+		auth = url + 8;
+	else
+		return "expected an http:// or https:// URL";
+	n = strcspn(auth, "/?#");
+	if (n == 0)
+		return "no host in the URL";
+	if (n >= FETCH_HOST_MAX)
+		return "the host is too long";
+	if (strpbrk(auth, "?#@ "))
+		return "the URL may have no query, fragment, user or spaces";
+	return NULL;
+}
+
+/* Only object bytes are shared: ranged GETs.  Listings and HEADs are per
+ * node and change; POSTs and metadata servers carry secrets of this node. */
+static bool via_applies(const struct fetch_req *req)
+{
+	return req->range_len && !req->head && !req->post &&
+	       (!strncasecmp(req->url, "http://", 7) ||
+		!strncasecmp(req->url, "https://", 8));
+}
+
+static bool has_header(const struct curl_slist *h, const char *name)
+{
+	const size_t n = strlen(name);
+
+	for (; h; h = h->next)
+		if (!strncasecmp(h->data, name, n) && h->data[n] == ':')
+			return true;
+	return false;
+}
+
+/*
+ * The site cache's URL for req (the cache's base, then the origin's path
+ * and query as they are) into url, and x->via: X-Wharf-Origin and Host in
+ * front of req->headers.  A user in the origin's URL stays in the URL
+ * (curl sends it as Basic auth, which the cache passes on).
+ * @return 0, or -EINVAL when it does not fit.
+ */
+static int via_prepare(const struct fetch_engine *fe, struct xfer *x,
+		       char *url, size_t cap)
+{
+	const char *o = x->req->url, *sep = strstr(o, "://");
+	const size_t scheme = (size_t)(sep - o);
+	const char *auth = sep + 3;
+	const size_t alen = strcspn(auth, "/?#");
+	const char *at = memchr(auth, '@', alen);
+	const char *host = at ? at + 1 : auth;
+	const int hlen = (int)(alen - (size_t)(host - auth));
+	const char *cache = strstr(fe->site_cache, "://") + 3;
+	const char *path = auth + alen;
+	int n;
+
+	n = snprintf(url, cap, "%.*s%.*s%s%s%s",
+		     (int)(cache - fe->site_cache), fe->site_cache,
+		     at ? (int)(at + 1 - auth) : 0, auth, cache,
+		     *path == '/' ? "" : "/", path);
+	if (n < 0 || (size_t)n >= cap)
+		return -EINVAL;
+	n = snprintf(x->via_origin, sizeof(x->via_origin), "%s%.*s%.*s",
+		     VIA_ORIGIN, (int)scheme + 3, o, hlen, host);
+	if (n < 0 || (size_t)n >= sizeof(x->via_origin))
+		return -EINVAL;
+	/* The scheme in lower case: one cache key for "HTTPS://" too. */
+	for (char *p = x->via_origin + strlen(VIA_ORIGIN); *p != ':'; p++)
+		*p = (char)tolower((unsigned char)*p);
+	snprintf(x->via_host, sizeof(x->via_host), "Host: %.*s", hlen, host);
+	x->via[0].data = x->via_origin;
+	x->via[0].next = x->req->headers;
+	if (!has_header(x->req->headers, "Host")) {
+		x->via[0].next = &x->via[1];
+		x->via[1].data = x->via_host;
+		x->via[1].next = x->req->headers;
+	}
+	return 0;
+}
+
 static int easy_setup(struct fetch_engine *fe, struct leg *l)
 {
 	struct xfer *x = l->x;
@@ -471,13 +569,22 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	CURL *e = l->easy;
 	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
 	CURLcode c = CURLE_OK;
+	char via_url[VIA_URL_MAX]; /* curl copies the URL */
+	const char *url = req->url;
+	struct curl_slist *headers = req->headers;
 
+	if (fe->site_cache && via_applies(req)) {
+		if (via_prepare(fe, x, via_url, sizeof(via_url)))
+			return -EINVAL;
+		url = via_url;
+		headers = x->via;
+	}
 #define SET(opt, val)                                                          \
 	do {                                                                   \
 		if (c == CURLE_OK)                                             \
 			c = curl_easy_setopt(e, opt, val);                     \
 	} while (0)
-	SET(CURLOPT_URL, req->url);
+	SET(CURLOPT_URL, url);
 	SET(CURLOPT_PRIVATE, l);
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_ERRORBUFFER, l->errbuf);
@@ -485,7 +592,7 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	SET(CURLOPT_WRITEDATA, l);
 	SET(CURLOPT_HEADERFUNCTION, on_header);
 	SET(CURLOPT_HEADERDATA, l);
-	SET(CURLOPT_HTTPHEADER, req->headers);
+	SET(CURLOPT_HTTPHEADER, headers);
 	/* Signed requests are never redirected: their tokens and headers
 	 * would go to whatever host the answer names. */
 	SET(CURLOPT_FOLLOWLOCATION, fe->no_redirect ? 0L : 1L);
@@ -1044,10 +1151,24 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
+	if (fe->cfg.site_cache && fetch_site_cache_check(fe->cfg.site_cache)) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	fe->site_cache = fe->cfg.site_cache ? strdup(fe->cfg.site_cache)
+					    : NULL;
+	if (fe->site_cache) { /* "http://c:8080/" as "http://c:8080" */
+		size_t n = strlen(fe->site_cache);
+
+		while (fe->site_cache[n - 1] == '/')
+			fe->site_cache[--n] = '\0';
+	}
 	fe->cfg.user_agent = fe->user_agent;
 	fe->cfg.ca_file = fe->ca_file;
+	fe->cfg.site_cache = fe->site_cache;
 	fe->multi = curl_multi_init();
 	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
+	    (cfg && cfg->site_cache && !fe->site_cache) ||
 	    !fe->multi) {
 		rc = -ENOMEM;
 		goto fail;
@@ -1087,6 +1208,7 @@ fail:
 		curl_multi_cleanup(fe->multi);
 	free(fe->user_agent);
 	free(fe->ca_file);
+	free(fe->site_cache);
 	free(fe);
 	return rc;
 }
@@ -1111,6 +1233,7 @@ void fetch_engine_free(struct fetch_engine *fe)
 	close(fe->cancel_pipe[1]);
 	free(fe->user_agent);
 	free(fe->ca_file);
+	free(fe->site_cache);
 	free(fe);
 }
 
@@ -1315,6 +1438,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	uint64_t first_fail = 0, budget_ns;
 	char what[160], range[48] = "", url[256];
 	enum verdict v = V_FAIL;
+	bool via;
 	int rc = 0;
 	unsigned n;
 
@@ -1324,6 +1448,7 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 		snprintf(res->err, sizeof(res->err), "fetch: bad request");
 		return -EINVAL;
 	}
+	via = fe->site_cache && via_applies(req);
 	budget_ns = (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL;
 	url_for_log(req->url, url, sizeof(url));
 	if (req->range_len)
@@ -1402,8 +1527,10 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	}
 	if (rc == 0)
 		rc = -EIO;
-	snprintf(res->err, sizeof(res->err), "%s %s%s: %s (after %u attempt%s)",
-		 method_of(req), url, range, what, res->attempts,
+	snprintf(res->err, sizeof(res->err),
+		 "%s %s%s%s%s: %s (after %u attempt%s)", method_of(req), url,
+		 range, via ? " through the site cache " : "",
+		 via ? fe->site_cache : "", what, res->attempts,
 		 res->attempts == 1 ? "" : "s");
 	if (rc == -ENOENT || rc == -ECANCELED)
 		log_debug("%s", res->err);

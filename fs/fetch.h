@@ -49,7 +49,27 @@ struct fetch_config {
 	bool hedge;
 	const char *ca_file;         /* extra CA bundle, or NULL */
 	const char *user_agent;      /* NULL: "wharf/VERSION" */
+	/*
+	 * A site cache ("http://cache:8080", --site-cache), or NULL.  Each
+	 * ranged GET goes to it instead of the origin, and stays the
+	 * origin's: same path and query, the origin's Host header (kept as
+	 * the request has it: SigV4 signs it), every header the source set
+	 * (Authorization, x-amz-*, If-Match), plus
+	 *     X-Wharf-Origin: https://origin-host[:port]
+	 * which the cache uses to pick its upstream and to key its entries.
+	 * The hop to the cache is what this URL says (plain HTTP inside a
+	 * site); the cache speaks TLS to an https origin.  Listings, HEADs
+	 * and POSTs (token exchanges, metadata servers) go to the origin
+	 * directly: they are per node, small, and must not be cached.
+	 * Plain forward proxies are libcurl's own: http_proxy, https_proxy
+	 * and no_proxy in the environment apply to every request.
+	 */
+	const char *site_cache;
 };
+
+/* Checks a --site-cache URL: http:// or https://, a host, no query.
+ * @return NULL when good, else why not (a static string). */
+const char *fetch_site_cache_check(const char *url);
 
 /* Fills cfg with the defaults above. */
 void fetch_config_default(struct fetch_config *cfg);

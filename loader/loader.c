@@ -604,6 +604,15 @@ uint64_t wharf_loader_num_batches(const wharf_loader *l)
 	return l->sampler.nbatches;
 }
 
+int wharf_rank_world(int32_t rank, int32_t world, uint32_t *out_rank,
+		     uint32_t *out_world)
+{
+	char *err = NULL;
+	int rc = sampler_rank_world(rank, world, out_rank, out_world, &err);
+
+	return rc ? loader_error_set(rc, err) : 0;
+}
+
 uint32_t wharf_loader_rank(const wharf_loader *l)
 {
 	return l->sampler.rank;

@@ -267,25 +267,37 @@ static int nginx_spawn(struct fx_nginx *ng)
 	return 0;
 }
 
+/* What every nginx of the tests has, its directory as argument 1: a
+ * foreground process, logs and temporary files in its directory. */
+#define NGINX_TOP                                                              \
+	"daemon off;\nmaster_process off;\nworker_processes 1;\n"              \
+	"pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"                \
+	"events { worker_connections 1024; }\n"
+#define NGINX_TEMPS                                                            \
+	" client_body_temp_path %1$s/body;\n proxy_temp_path %1$s/proxy;\n"   \
+	" fastcgi_temp_path %1$s/fastcgi;\n uwsgi_temp_path %1$s/uwsgi;\n"    \
+	" scgi_temp_path %1$s/scgi;\n"
+
+/* A fresh ng: its directory (TAG) and port, base URL of that scheme. */
+static void nginx_init(struct fx_nginx *ng, const char *tag,
+		       const char *scheme)
+{
+	nginx_bin();
+	memset(ng, 0, sizeof(*ng));
+	ng->dir = fx_tmpdir(tag);
+	ng->port = fx_free_port();
+	snprintf(ng->base, sizeof(ng->base), "%s://127.0.0.1:%d", scheme,
+		 ng->port);
+}
+
 int fx_nginx_start(struct fx_nginx *ng, const char *root)
 {
 	char conf[4096], *path;
 	FILE *f;
 
-	nginx_bin();
-	memset(ng, 0, sizeof(*ng));
-	ng->dir = fx_tmpdir("nginx");
-	ng->port = fx_free_port();
-	snprintf(ng->base, sizeof(ng->base), "http://127.0.0.1:%d", ng->port);
+	nginx_init(ng, "nginx", "http");
 	snprintf(conf, sizeof(conf),
-		 "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-		 "pid %1$s/nginx.pid;\nerror_log %1$s/error.log warn;\n"
-		 "events { worker_connections 1024; }\n"
-		 "http {\n access_log off;\n"
-		 " client_body_temp_path %1$s/body;\n"
-		 " proxy_temp_path %1$s/proxy;\n"
-		 " fastcgi_temp_path %1$s/fastcgi;\n"
-		 " uwsgi_temp_path %1$s/uwsgi;\n scgi_temp_path %1$s/scgi;\n"
+		 NGINX_TOP "http {\n access_log off;\n" NGINX_TEMPS
 		 " types { text/html html; application/octet-stream bin; "
 		 "application/json json; }\n"
 		 " default_type application/octet-stream;\n"
@@ -336,6 +348,171 @@ void fx_nginx_stop(struct fx_nginx *ng)
 	fx_rmtree(ng->dir);
 	free(ng->dir);
 	ng->dir = NULL;
+}
+
+/* Replaces the first `from` in *s by `to`; -1 when there is none. */
+static int subst(char **s, const char *from, const char *to)
+{
+	char *at = strstr(*s, from), *n;
+
+	if (!at) {
+		fprintf(stderr, "the shipped site cache config has no '%s'\n",
+			from);
+		return -1;
+	}
+	if (asprintf(&n, "%.*s%s%s", (int)(at - *s), *s, to,
+		     at + strlen(from)) < 0)
+		abort();
+	free(*s);
+	*s = n;
+	return 0;
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		abort();
+}
+
+int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
+			const char *slice, const char *const more[])
+{
+	const char *src = getenv("WHARF_SRCDIR");
+	char path[PATH_MAX], listen[64], slice_line[64], cache[PATH_MAX];
+	char map[PATH_MAX], *conf, *origin_map = strdup(""), *wrap;
+	size_t len;
+	int rc = 0;
+
+	nginx_init(ng, "sitecache", "http");
+	snprintf(path, sizeof(path), "%s/examples/site-cache/nginx-wharf.conf",
+		 src ? src : "..");
+	conf = fx_read_file(path, &len);
+	if (!conf) {
+		fprintf(stderr, "cannot read %s\n", path);
+		return -1;
+	}
+	for (int i = 0; origins[i]; i++) {
+		char *n;
+
+		if (asprintf(&n, "%s\"%s\" $http_x_wharf_origin;\n", origin_map,
+			     origins[i]) < 0)
+			abort();
+		free(origin_map);
+		origin_map = n;
+	}
+	write_text(ng->dir, "origins.map", origin_map);
+	free(origin_map);
+	snprintf(listen, sizeof(listen), "listen 127.0.0.1:%d;", ng->port);
+	snprintf(slice_line, sizeof(slice_line), "slice %s;", slice);
+	snprintf(cache, sizeof(cache), "%s/cache", ng->dir);
+	snprintf(map, sizeof(map), "%s/origins.map", ng->dir);
+	rc |= subst(&conf, "listen 8080;", listen);
+	rc |= subst(&conf, "slice 4m;", slice_line);
+	rc |= subst(&conf, "/var/cache/nginx/wharf", cache);
+	rc |= subst(&conf, "/etc/nginx/wharf-origins.map", map);
+	for (int i = 0; more && more[i] && more[i + 1]; i += 2)
+		rc |= subst(&conf, more[i], more[i + 1]);
+	write_text(ng->dir, "wharf.conf", conf);
+	free(conf);
+	if (rc)
+		return -1;
+	/* The shipped file is an http {} include; this is the rest of a
+	 * stock nginx.conf, with a log of what the cache did. */
+	if (asprintf(&wrap,
+		     NGINX_TOP "http {\n log_format sc '$request_method $status "
+		     "$upstream_cache_status';\n"
+		     " access_log %1$s/access.log sc;\n" NGINX_TEMPS
+		     " include %1$s/wharf.conf;\n}\n",
+		     ng->dir) < 0)
+		abort();
+	write_text(ng->dir, "nginx.conf", wrap);
+	free(wrap);
+	return nginx_spawn(ng);
+}
+
+int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
+{
+	char *conf;
+
+	nginx_init(ng, "nginx-tls", "https");
+	if (fx_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout "
+		  "'%1$s/key.pem' -out '%1$s/cert.pem' -days 2 "
+		  "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+		  ">/dev/null 2>&1",
+		  ng->dir))
+		return -1;
+	if (asprintf(&conf,
+		     NGINX_TOP "http {\n log_format bytes '$body_bytes_sent';\n"
+		     " access_log %1$s/bytes.log bytes;\n" NGINX_TEMPS
+		     " server {\n  listen 127.0.0.1:%2$d ssl;\n"
+		     "  ssl_certificate %1$s/cert.pem;\n"
+		     "  ssl_certificate_key %1$s/key.pem;\n"
+		     "  location / { alias %3$s/; autoindex on; "
+		     "autoindex_format json; }\n }\n}\n",
+		     ng->dir, ng->port, root) < 0)
+		abort();
+	write_text(ng->dir, "nginx.conf", conf);
+	free(conf);
+	return nginx_spawn(ng);
+}
+
+long long fx_sum_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long long sum = 0, n;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%lld", &n) == 1)
+		sum += n;
+	fclose(f);
+	return sum;
+}
+
+int fx_site_cache_counts(const struct fx_nginx *ng,
+			 struct fx_site_cache_log *out)
+{
+	char path[PATH_MAX], method[16], cache[16];
+	int status;
+	FILE *f;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), "%s/access.log", ng->dir);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%15s %d %15s", method, &status, cache) == 3) {
+		if (strcmp(method, "GET"))
+			continue;
+		if (status == 403)
+			out->refused++;
+		else if (!strcmp(cache, "HIT"))
+			out->hit++;
+		else if (!strcmp(cache, "MISS"))
+			out->miss++;
+	}
+	fclose(f);
+	return 0;
+}
+
+long fx_origin_logged(const char *log, const char *marker)
+{
+	size_t len;
+	char *text = fx_read_file(log, &len), *at;
+	long n = -1;
+
+	if (!text)
+		return -1;
+	at = strstr(text, marker);
+	if (at)
+		n = strtol(at + strlen(marker), NULL, 10);
+	free(text);
+	return n;
 }
 
 const char *fx_wharf_bin(void)

@@ -44,6 +44,10 @@ pid_t fx_origin_start(const char *root, const char *const extra[],
 		      const char *work_dir, const char *tag, char *url,
 		      size_t url_cap);
 
+/* A number bench/origin logged at exit, right after `marker` ("..., N
+ * slow" after " stalls, "); -1 when absent. */
+long fx_origin_logged(const char *log, const char *marker);
+
 /*
  * nginx on 127.0.0.1 over `root`: /json/ is the JSON autoindex, /html/ the
  * HTML autoindex, /plain/ files without listing, /jsonfile/ serves
@@ -62,6 +66,36 @@ void fx_nginx_stop(struct fx_nginx *ng);
 void fx_nginx_pause(struct fx_nginx *ng);
 /* Starts a paused nginx again on the same port.  @return 0 or -1. */
 int fx_nginx_resume(struct fx_nginx *ng);
+
+/*
+ * nginx as a site cache: examples/site-cache/nginx-wharf.conf as shipped,
+ * but for its port, cache directory and slice (the lines it marks EDIT),
+ * letting through the origins listed (NULL-terminated "http://H:P", as
+ * X-Wharf-Origin names them), and with each further pair of strings of
+ * `more` (from, to, ..., NULL) replaced.  A string to replace that the
+ * shipped file lacks fails the start: the test then no longer tests it.
+ * ng->base is the URL for --site-cache.  Skips (77) without nginx.
+ * @return 0 or -1.
+ */
+int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
+			const char *slice, const char *const more[]);
+/*
+ * nginx over TLS on 127.0.0.1 over `root` (JSON listings), with a
+ * certificate of its own for 127.0.0.1 in ng->dir/cert.pem, logging the
+ * body bytes of each answer to ng->dir/bytes.log.  ng->base is
+ * "https://127.0.0.1:PORT".  @return 0, or -1 (openssl or nginx failed).
+ */
+int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
+/* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
+long long fx_sum_lines(const char *path);
+
+/* Pieces of the site cache's counters from its log: GETs it answered
+ * from its cache (HIT), fetched (MISS) and refused (403). */
+struct fx_site_cache_log {
+	long hit, miss, refused;
+};
+int fx_site_cache_counts(const struct fx_nginx *ng,
+			 struct fx_site_cache_log *out);
 
 /* The number after the first "key": in json, or -1. */
 long long fx_json_num(const char *json, const char *key);

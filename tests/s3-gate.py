@@ -10,6 +10,9 @@ both, independently of wharf's C signer, and passes the rest through:
 A bad signature gets 403 SignatureDoesNotMatch, a stale If-Match 412
 PreconditionFailed, as S3 answers them.
 
+Counters, unsigned: GET /_gate/stats answers {"get_bytes": N, "refused":
+M}: body bytes of the 2xx answers to GETs, and requests refused (403).
+
 Control, unsigned: GET /_gate/stuck-token?count=N makes the next N
 ListObjectsV2 answers say IsTruncated true with NextContinuationToken
 "stuck" (a buggy server's endless listing); a request carrying that token
@@ -18,6 +21,7 @@ goes to s3rver without it, as s3rver refuses tokens it did not make.
 import hashlib
 import hmac
 import http.client
+import json
 import http.server
 import re
 import sys
@@ -29,6 +33,7 @@ LISTEN, UPSTREAM, ACCESS, SECRET = (int(sys.argv[1]), int(sys.argv[2]),
 STUCK = "stuck"
 LOCK = threading.Lock()
 stuck_left = 0  # listing answers still to rewrite
+COUNTS = {"get_bytes": 0, "refused": 0}
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
        "proxy-connection", "trailer"}
 
@@ -81,6 +86,8 @@ class Gate(http.server.BaseHTTPRequestHandler):
         pass
 
     def refuse(self, status, code, message):
+        with LOCK:
+            COUNTS["refused"] += status == 403
         body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>"
                 + code + "</Code><Message>" + message +
                 "</Message></Error>").encode()
@@ -121,9 +128,19 @@ class Gate(http.server.BaseHTTPRequestHandler):
         return rewrite, u.path + "?" + urllib.parse.urlencode(
             q, quote_via=urllib.parse.quote)
 
+    def stats(self):
+        with LOCK:
+            body = json.dumps(COUNTS).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def handle_any(self):
         if self.path.startswith("/_gate/stuck-token?"):
             return self.control()
+        if self.path == "/_gate/stats":
+            return self.stats()
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
         lower = {k.lower(): v for k, v in self.headers.items()}
@@ -172,6 +189,9 @@ class Gate(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+        if self.command == "GET" and 200 <= r.status < 300:
+            with LOCK:
+                COUNTS["get_bytes"] += len(data)
         c.close()
 
     do_GET = do_HEAD = do_PUT = do_DELETE = do_POST = handle_any

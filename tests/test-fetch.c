@@ -362,26 +362,9 @@ static struct fetch_stats hedge_run(const char *url, bool hedge, int each)
 	return st;
 }
 
-/* A number the origin logged at exit, right after `marker` ("..., N
- * slow" after " stalls, "); -1 when absent. */
-static long origin_logged(const char *log, const char *marker)
-{
-	size_t len;
-	char *text = fx_read_file(log, &len), *at;
-	long n = -1;
-
-	if (!text)
-		return -1;
-	at = strstr(text, marker);
-	if (at)
-		n = strtol(at + strlen(marker), NULL, 10);
-	free(text);
-	return n;
-}
-
 static long origin_slow_count(const char *log)
 {
-	return origin_logged(log, " stalls, ");
+	return fx_origin_logged(log, " stalls, ");
 }
 
 START_TEST(hedging)
@@ -581,8 +564,8 @@ START_TEST(backs_off_from_busy_origin)
 	fetch_engine_free(e);
 	fx_stop(pid, 5000);
 	snprintf(log, sizeof(log), "%s/busy.log", work);
-	busy = origin_logged(log, "busy ");
-	requests = origin_logged(log, "connections, ");
+	busy = fx_origin_logged(log, "busy ");
+	requests = fx_origin_logged(log, "connections, ");
 	fprintf(stderr,
 		"busy origin: %ld requests, %ld refused; limit %u after %llu "
 		"backoffs (%s); %llu retries\n",
@@ -853,6 +836,87 @@ START_TEST(signed_not_redirected)
 	script_stop(&o.sc, o.th);
 	script_stop(&t.sc, t.th);
 	ck_assert_int_eq(t.sc.served, 1);
+	curl_slist_free_all(h);
+}
+END_TEST
+
+/* Through a site cache a ranged GET goes to the cache and stays the
+ * origin's: path and query as they were, the origin's Host (the one the
+ * request carries when it has one: it is signed), X-Wharf-Origin, the
+ * user of the URL as Basic auth.  Other requests go to the origin. */
+START_TEST(site_cache_request_stays_the_origins)
+{
+	static const char *const part[] = {
+	    "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/10\r\n"
+	    "Content-Length: 4\r\nConnection: close\r\n\r\nabcd",
+	    "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/10\r\n"
+	    "Content-Length: 4\r\nConnection: close\r\n\r\nabcd",
+	    NULL};
+	static const char *const whole[] = {
+	    "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n"
+	    "\r\nlist",
+	    NULL};
+	struct fetch_config cfg;
+	struct fetch_engine *own;
+	struct scripted cache, origin;
+	struct fetch_req req = {0}, list = {0};
+	struct fetch_res res;
+	char buf[8], base[64];
+	struct curl_slist *h = curl_slist_append(NULL, "Host: signed.example");
+
+	ck_assert_ptr_nonnull(fetch_site_cache_check("ftp://c"));
+	ck_assert_ptr_nonnull(fetch_site_cache_check("http://"));
+	ck_assert_ptr_nonnull(fetch_site_cache_check("http://c:8080/?x=1"));
+	ck_assert_ptr_null(fetch_site_cache_check("http://c:8080/"));
+	scripted_start(&cache, part, &req, buf, sizeof(buf));
+	snprintf(base, sizeof(base), "%.*s/", (int)strlen(cache.url) - 4,
+		 cache.url);
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	cfg.retries = 0;
+	cfg.site_cache = base;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
+
+	req.url = "HTTPS://Bucket.example:8443/a%20b/k?x=1&y=2";
+	req.headers = h;
+	req.range_len = 4;
+	ck_assert_int_eq(fetch_run(own, &req, &res), 0);
+	ck_assert_int_eq(memcmp(buf, "abcd", 4), 0);
+	ck_assert_msg(strstr(cache.sc.last,
+			     "GET /a%20b/k?x=1&y=2 HTTP/1.1\r\n") ==
+			  cache.sc.last,
+		      "%s", cache.sc.last);
+	ck_assert_ptr_nonnull(strstr(cache.sc.last,
+				     "\r\nX-Wharf-Origin: "
+				     "https://Bucket.example:8443\r\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(cache.sc.last, "\r\nHost: signed.example\r\n"));
+	ck_assert_ptr_null(strstr(strstr(cache.sc.last, "Host:") + 1, "Host:"));
+	ck_assert_ptr_nonnull(strstr(cache.sc.last, "\r\nRange: bytes=0-3"));
+
+	req.url = "http://user:pw@origin.example/p";
+	req.headers = NULL;
+	ck_assert_int_eq(fetch_run(own, &req, &res), 0);
+	ck_assert_msg(strstr(cache.sc.last, "GET /p HTTP/1.1\r\n") ==
+			  cache.sc.last,
+		      "%s", cache.sc.last);
+	ck_assert_ptr_nonnull(
+	    strstr(cache.sc.last, "\r\nHost: origin.example\r\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    cache.sc.last, "\r\nX-Wharf-Origin: http://origin.example\r\n"));
+	ck_assert_ptr_nonnull(strstr(cache.sc.last,
+				     "\r\nAuthorization: Basic "
+				     "dXNlcjpwdw==\r\n"));
+
+	/* A listing (no range) goes to the origin itself. */
+	scripted_start(&origin, whole, &list, buf, sizeof(buf));
+	ck_assert_int_eq(fetch_run(own, &list, &res), 0);
+	ck_assert_int_eq(origin.sc.served, 1);
+	ck_assert_ptr_null(strstr(origin.sc.last, "X-Wharf-Origin"));
+	ck_assert_int_eq(cache.sc.served, 2);
+	fetch_engine_free(own);
+	script_stop(&cache.sc, cache.th);
+	script_stop(&origin.sc, origin.th);
 	curl_slist_free_all(h);
 }
 END_TEST
@@ -1410,6 +1474,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, source_bad);
 	tcase_add_test(tc, encoded_body_refused);
 	tcase_add_test(tc, signed_not_redirected);
+	tcase_add_test(tc, site_cache_request_stays_the_origins);
 	tcase_add_test(tc, trickle_is_a_stall);
 	tcase_add_test(tc, cancel_ends_requests);
 	tcase_add_test(tc, cancel_ends_backoff);

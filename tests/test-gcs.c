@@ -1110,14 +1110,20 @@ static void mount_teardown(void)
 	teardown();
 }
 
-/* `wharf mount` (daemonized: it returns once the mount is up). */
-static int mount_gs(const char *cache, const char *extra)
+/* `wharf mount` on work/NAME (daemonized: it returns once the mount is
+ * up), which becomes `mnt`. */
+static int mount_gs_on(const char *name, const char *cache, const char *extra)
 {
-	snprintf(mnt, sizeof(mnt), "%s/mnt", work);
+	snprintf(mnt, sizeof(mnt), "%s/%s", work, name);
 	ck_assert_int_eq(fx_mkdirs(mnt), 0);
 	return fx_sh("'%s' mount --cache-dir '%s' --chunk-size 1M --retries 2 "
 		     "--endpoint '%s' %s " SPEC " '%s' >>'%s/mount.log' 2>&1",
 		     fx_wharf_bin(), cache, fake_url, extra, mnt, work);
+}
+
+static int mount_gs(const char *cache, const char *extra)
+{
+	return mount_gs_on("mnt", cache, extra);
 }
 
 static void check_mounted_file(const char *name, uint64_t size, uint32_t seed)
@@ -1309,6 +1315,78 @@ START_TEST(mount_token_revoked)
 }
 END_TEST
 
+/* ---- through a site cache (nginx, the shipped config) ---- */
+
+static struct fx_nginx site;
+
+static void site_teardown(void)
+{
+	fx_sh("for d in '%s'/mnt-*; do mountpoint -q \"$d\" && "
+	      "{ '%s' umount \"$d\" || umount -l \"$d\"; }; done "
+	      "2>/dev/null; true",
+	      work, fx_wharf_bin());
+	if (site.dir)
+		fx_nginx_stop(&site);
+	mount_teardown();
+}
+
+/* The status of one GET of name's bytes through the site cache, with
+ * the token given. */
+static int site_get(const char *name, const char *token)
+{
+	return fx_sh("test \"$(curl -s -o /dev/null -w '%%{http_code}' "
+		     "-H 'X-Wharf-Origin: %s' -H 'Host: 127.0.0.1:%d' "
+		     "-H 'Authorization: Bearer %s' -H 'Range: bytes=0-9' "
+		     "'%s/storage/v1/b/" BUCKET "/o/ds%%2F%s?alt=media')\" "
+		     "= 206",
+		     fake_url, fake_port, token, site.base, name);
+}
+
+/* Three mounts with a token, caches of their own, one site cache: every
+ * byte right, and the fake serves each about once. */
+START_TEST(site_cache_mounts)
+{
+	const char *origins[] = {fake_url, NULL};
+	char cache[PATH_MAX], opts[PATH_MAX * 2], tok[PATH_MAX], name[16];
+	uint64_t total = 0;
+	long before, fetched;
+
+	start_fake(need_good);
+	ck_assert_int_eq(fx_site_cache_start(&site, origins, "1m", NULL), 0);
+	snprintf(tok, sizeof(tok), "%s/token", work);
+	write_text(tok, GOOD "\n", 0600);
+	snprintf(opts, sizeof(opts), "--token-file '%s' --site-cache %s", tok,
+		 site.base);
+	before = fake_stat("media_bytes");
+	for (int k = 0; k < 3; k++) {
+		snprintf(name, sizeof(name), "mnt-%d", k);
+		snprintf(cache, sizeof(cache), "%s/cache-%d", work, k);
+		ck_assert_int_eq(mount_gs_on(name, cache, opts), 0);
+		total = 0;
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			if (files[i].size <= 4 * CHUNK) { /* not 50M thrice */
+				check_mounted_file(files[i].name,
+						   files[i].size,
+						   seed_of(files[i].name));
+				total += files[i].size;
+			}
+	}
+	fetched = fake_stat("media_bytes") - before;
+	fprintf(stderr, "gcs through the site cache: %ld bytes for %llu\n",
+		fetched, (unsigned long long)total);
+	ck_assert_int_ge(fetched, (long)total);
+	ck_assert_msg((double)fetched <= 1.15 * (double)total,
+		      "the fake served %ld bytes for %llu", fetched,
+		      (unsigned long long)total);
+	ck_assert_int_eq(fake_stat("unauthorized"), 0);
+	/* A wrong token for bytes the cache does not hold: refused. */
+	ck_assert_int_ne(site_get("many%2Ff0003", "not-" GOOD), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 1);
+	/* And the refusal was not kept: the right token gets the bytes. */
+	ck_assert_int_eq(site_get("many%2Ff0003", GOOD), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("gcs");
@@ -1355,6 +1433,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, mount_service_account);
 	tcase_add_test(tc, mount_token_options);
 	tcase_add_test(tc, mount_replaced_object);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("site-cache");
+	tcase_add_checked_fixture(tc, setup, site_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, site_cache_mounts);
 	suite_add_tcase(s, tc);
 	return s;
 }

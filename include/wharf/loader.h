@@ -362,6 +362,17 @@ uint32_t wharf_loader_rank(const wharf_loader *l);
 uint32_t wharf_loader_world(const wharf_loader *l);
 
 /*
+ * The rank and world size of this process as wharf_loader_open decides
+ * them, for tools that split work the same way (wharf prefetch --rank):
+ * `rank`/`world` when >= 0, else $RANK/$WORLD_SIZE (torchrun), else
+ * $SLURM_PROCID/$SLURM_NTASKS, else 0 and 1.
+ * @return 0, or -EINVAL (junk in the environment, rank not below world)
+ * with the reason in wharf_last_error().
+ */
+int wharf_rank_world(int32_t rank, int32_t world, uint32_t *out_rank,
+		     uint32_t *out_world);
+
+/*
  * Where an epoch stands, as plain integers.  Saving after k batches were
  * returned by wharf_loader_next() and restoring (into a loader with the same
  * index, batch size, shuffle, drop_last, even, rank and world; num_workers and
