@@ -105,14 +105,17 @@ fuzz: $(addprefix fuzz/,$(fuzz_targets))
 	  mkdir -p fuzz/work/$$t; \
 	  dict=; test -f $(srcdir)/fuzz/dict/$$t.dict && \
 	    dict=-dict=$(srcdir)/fuzz/dict/$$t.dict; \
-	  echo "fuzz $$t: $(FUZZ_SECONDS) s"; \
-	  if ASAN_OPTIONS=detect_leaks=1 ./fuzz/$$t -max_total_time=$(FUZZ_SECONDS) \
-	      -timeout=10 -rss_limit_mb=2048 -max_len=65536 $$dict \
-	      -artifact_prefix=fuzz/crash-$$t- fuzz/work/$$t \
-	      $(srcdir)/fuzz/corpus/$$t $(srcdir)/fuzz/regress/$$t \
+	  regress=; test -d $(srcdir)/fuzz/regress/$$t && \
+	    regress=$(srcdir)/fuzz/regress/$$t; \
+	  if ASAN_OPTIONS=detect_leaks=1 ./fuzz/$$t \
+	      -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	      -max_len=65536 $$dict -artifact_prefix=fuzz/crash-$$t- \
+	      fuzz/work/$$t $(srcdir)/fuzz/corpus/$$t $$regress \
 	      >fuzz/$$t.log 2>&1; \
-	  then grep -E '^#[0-9]+' fuzz/$$t.log | tail -1; \
-	  else tail -40 fuzz/$$t.log; failed="$$failed $$t"; fi; \
+	  then echo "fuzz $$t: ok, $(FUZZ_SECONDS) s:" \
+	    "`grep -E '^#[0-9]+' fuzz/$$t.log | tail -1`"; \
+	  else tail -40 fuzz/$$t.log; echo "fuzz $$t: FAILED"; \
+	    failed="$$failed $$t"; fi; \
 	done; \
 	if test -n "$$failed"; then \
 	  echo "fuzz: found a problem in:$$failed (input: fuzz/crash-*)"; \
@@ -122,7 +125,7 @@ fuzz:
 	@echo "make fuzz: configure with --enable-fuzzing (needs clang)" >&2; \
 	exit 1
 endif
-.PHONY: fuzz
+.PHONY: fuzz clean-fuzz
 clean-local: clean-fuzz
 clean-fuzz:
 	rm -rf fuzz/work fuzz/crash-* fuzz/*.log
