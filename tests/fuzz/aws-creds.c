@@ -24,8 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	unsetenv("AWS_PROFILE");
-	setenv("AWS_SHARED_CREDENTIALS_FILE", fuzz_file(data + 1, size - 1),
-	       1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", fuzz_file(data + 1, size - 1), 1);
 	rc = aws_creds_load(profiles[data[0] % 4], &c, &err);
 	if (rc == 0) {
 		FUZZ_ASSERT(c.access_key && c.secret_key && c.origin);

@@ -31,3 +31,10 @@ int fuzz_check_object(void *arg, const struct source_object *o)
 	(*(size_t *)arg) += strlen(o->name) > 0;
 	return 0;
 }
+
+const char *fuzz_list_prefix(uint8_t pick)
+{
+	static const char *const prefixes[] = {"", "data/", "a/b/"};
+
+	return prefixes[pick % 3];
+}

@@ -33,5 +33,7 @@ int fuzz_check_entry(void *arg, const struct listing_entry *e);
 /* The same for a source_list_cb (fs/source.h). */
 struct source_object;
 int fuzz_check_object(void *arg, const struct source_object *o);
+/* The prefix a listing page is parsed for, picked by a byte of input. */
+const char *fuzz_list_prefix(uint8_t pick);
 
 #endif

@@ -11,17 +11,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const prefixes[] = {"", "data/", "a/b/"};
 	char *err = NULL;
 	size_t count = 0;
 	int rc;
 
+	log_set_level(LOG_ERROR);
 	if (size < 1)
 		return 0;
-	log_set_level(LOG_ERROR);
 	rc = gcs_parse_list_page((const char *)data + 1, size - 1,
-				 prefixes[data[0] % 3], fuzz_check_object, &count,
-				 &err);
+				 fuzz_list_prefix(data[0]), fuzz_check_object,
+				 &count, &err);
 	FUZZ_ASSERT(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	free(err);
 	return 0;

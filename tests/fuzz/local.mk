@@ -4,7 +4,7 @@
 # corpus (fuzz/corpus/NAME, fuzz/regress/NAME) with any compiler; a build
 # configured with --enable-fuzzing (clang) also links it with libFuzzer as
 # fuzz/NAME, and `make fuzz FUZZ_SECONDS=N` runs each for N seconds.
-fuzz_fs_targets = listing-json listing-html manifest s3-list gcs-list gcp-token gcp-key aws-creds http-header hint-line size
+fuzz_fs_targets = listing-json listing-html manifest s3-list gcs-list gcp-token gcp-key aws-creds http-header hint-line size snapshot
 fuzz_loader_targets = index decoder
 fuzz_targets = $(fuzz_loader_targets)
 if ENABLE_FS
@@ -30,9 +30,9 @@ fuzz_decoder_SOURCES = fuzz/decoder.c $(fuzz_common)
 fuzz_decoder_LDADD = $(FUZZ_LOADER_LIBS)
 fuzz_decoder_LDFLAGS = $(FUZZ_LDFLAGS)
 if ENABLE_FS
-check_PROGRAMS += fuzz-replay-listing-json fuzz-replay-listing-html fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size
-TESTS += fuzz-replay-listing-json fuzz-replay-listing-html fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size
-fuzz_bins += fuzz/listing-json fuzz/listing-html fuzz/manifest fuzz/s3-list fuzz/gcs-list fuzz/gcp-token fuzz/gcp-key fuzz/aws-creds fuzz/http-header fuzz/hint-line fuzz/size
+check_PROGRAMS += fuzz-replay-listing-json fuzz-replay-listing-html fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size fuzz-replay-snapshot
+TESTS += fuzz-replay-listing-json fuzz-replay-listing-html fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size fuzz-replay-snapshot
+fuzz_bins += fuzz/listing-json fuzz/listing-html fuzz/manifest fuzz/s3-list fuzz/gcs-list fuzz/gcp-token fuzz/gcp-key fuzz/aws-creds fuzz/http-header fuzz/hint-line fuzz/size fuzz/snapshot
 fuzz_replay_listing_json_SOURCES = fuzz/listing-json.c fuzz/replay.c $(fuzz_common) $(fuzz_listing)
 fuzz_replay_listing_json_LDADD = $(FUZZ_FS_LIBS)
 fuzz_listing_json_SOURCES = fuzz/listing-json.c $(fuzz_common) $(fuzz_listing)
@@ -88,6 +88,11 @@ fuzz_replay_size_LDADD = $(FUZZ_FS_LIBS)
 fuzz_size_SOURCES = fuzz/size.c $(fuzz_common)
 fuzz_size_LDADD = $(FUZZ_FS_LIBS)
 fuzz_size_LDFLAGS = $(FUZZ_LDFLAGS)
+fuzz_replay_snapshot_SOURCES = fuzz/snapshot.c fuzz/replay.c $(fuzz_common)
+fuzz_replay_snapshot_LDADD = $(FUZZ_FS_LIBS)
+fuzz_snapshot_SOURCES = fuzz/snapshot.c $(fuzz_common)
+fuzz_snapshot_LDADD = $(FUZZ_FS_LIBS)
+fuzz_snapshot_LDFLAGS = $(FUZZ_LDFLAGS)
 endif
 if ENABLE_FUZZING
 noinst_PROGRAMS = $(fuzz_bins)

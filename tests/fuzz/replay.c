@@ -92,8 +92,9 @@ int main(int argc, char **argv)
 	if (!strncmp(name, "lt-", 3))
 		name += 3;
 	if (strncmp(name, "fuzz-replay-", 12) || !src) {
-		fprintf(stderr, "%s: run as fuzz-replay-NAME with "
-				"WHARF_SRCDIR set (make check does)\n",
+		fprintf(stderr,
+			"%s: run as fuzz-replay-NAME with "
+			"WHARF_SRCDIR set (make check does)\n",
 			argv[0]);
 		return 1;
 	}
@@ -103,10 +104,13 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "%s/tests/fuzz/regress/%s", src, name);
 	regress = seeds < 0 ? -1 : replay_dir(dir, 0);
 	if (seeds <= 0 || regress < 0) {
-		fprintf(stderr, "%s: a corpus directory is missing, empty or unreadable\n", name);
+		fprintf(
+		    stderr,
+		    "%s: a corpus directory is missing, empty or unreadable\n",
+		    name);
 		return 1;
 	}
-	printf("%s: %d seed and %d regression inputs replayed\n", name,
-	       seeds, regress);
+	printf("%s: %d seed and %d regression inputs replayed\n", name, seeds,
+	       regress);
 	return 0;
 }

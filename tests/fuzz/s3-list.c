@@ -12,19 +12,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const prefixes[] = {"", "data/", "a/b/"};
 	struct s3_page page;
 	char *err = NULL;
 	size_t count = 0;
 	int rc;
 
+	log_set_level(LOG_ERROR);
 	if (size < 1)
 		return 0;
-	log_set_level(LOG_ERROR);
 	memset(&page, 0, sizeof(page));
 	rc = s3_parse_list_page((const char *)data + 1, size - 1,
-				prefixes[data[0] % 3], fuzz_check_object, &count,
-				&page, &err);
+				fuzz_list_prefix(data[0]), fuzz_check_object,
+				&count, &page, &err);
 	FUZZ_ASSERT(rc == 0 || rc == -EIO || rc == -ENOMEM);
 	FUZZ_ASSERT(rc != -EIO || err);
 	FUZZ_ASSERT(strlen(page.token) < sizeof(page.token));
