@@ -4,14 +4,15 @@
 # corpus (fuzz/corpus/NAME, fuzz/regress/NAME) with any compiler; a build
 # configured with --enable-fuzzing (clang) also links it with libFuzzer as
 # fuzz/NAME, and `make fuzz FUZZ_SECONDS=N` runs each for N seconds.
-fuzz_fs_targets = listing-json listing-html manifest s3-list gcs-list gcp-token gcp-key aws-creds http-header hint-line size snapshot
+fuzz_fs_targets = listing-json listing-html manifest s3-list gcs-list \
+	gcp-token gcp-key aws-creds http-header hint-line size snapshot
 fuzz_loader_targets = index decoder
 fuzz_targets = $(fuzz_loader_targets)
 if ENABLE_FS
 fuzz_targets += $(fuzz_fs_targets)
 endif
 fuzz_common = fuzz/fuzz.c fuzz/fuzz.h
-fuzz_listing = fuzz/check-listing.c
+fuzz_checks = fuzz/check-listing.c
 fuzz_bins =
 FUZZ_FS_LIBS = $(top_builddir)/fs/libwharffs.la
 FUZZ_LOADER_LIBS = $(top_builddir)/loader/libwharfcore.la
@@ -30,32 +31,47 @@ fuzz_decoder_SOURCES = fuzz/decoder.c $(fuzz_common)
 fuzz_decoder_LDADD = $(FUZZ_LOADER_LIBS)
 fuzz_decoder_LDFLAGS = $(FUZZ_LDFLAGS)
 if ENABLE_FS
-check_PROGRAMS += fuzz-replay-listing-json fuzz-replay-listing-html fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size fuzz-replay-snapshot
-TESTS += fuzz-replay-listing-json fuzz-replay-listing-html fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size fuzz-replay-snapshot
-fuzz_bins += fuzz/listing-json fuzz/listing-html fuzz/manifest fuzz/s3-list fuzz/gcs-list fuzz/gcp-token fuzz/gcp-key fuzz/aws-creds fuzz/http-header fuzz/hint-line fuzz/size fuzz/snapshot
-fuzz_replay_listing_json_SOURCES = fuzz/listing-json.c fuzz/replay.c $(fuzz_common) $(fuzz_listing)
+check_PROGRAMS += fuzz-replay-listing-json fuzz-replay-listing-html \
+	fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list \
+	fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds \
+	fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size \
+	fuzz-replay-snapshot
+TESTS += fuzz-replay-listing-json fuzz-replay-listing-html \
+	fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list \
+	fuzz-replay-gcp-token fuzz-replay-gcp-key fuzz-replay-aws-creds \
+	fuzz-replay-http-header fuzz-replay-hint-line fuzz-replay-size \
+	fuzz-replay-snapshot
+fuzz_bins += fuzz/listing-json fuzz/listing-html fuzz/manifest fuzz/s3-list \
+	fuzz/gcs-list fuzz/gcp-token fuzz/gcp-key fuzz/aws-creds fuzz/http-header \
+	fuzz/hint-line fuzz/size fuzz/snapshot
+fuzz_replay_listing_json_SOURCES = fuzz/listing-json.c fuzz/replay.c \
+	$(fuzz_common) $(fuzz_checks)
 fuzz_replay_listing_json_LDADD = $(FUZZ_FS_LIBS)
-fuzz_listing_json_SOURCES = fuzz/listing-json.c $(fuzz_common) $(fuzz_listing)
+fuzz_listing_json_SOURCES = fuzz/listing-json.c $(fuzz_common) $(fuzz_checks)
 fuzz_listing_json_LDADD = $(FUZZ_FS_LIBS)
 fuzz_listing_json_LDFLAGS = $(FUZZ_LDFLAGS)
-fuzz_replay_listing_html_SOURCES = fuzz/listing-html.c fuzz/replay.c $(fuzz_common) $(fuzz_listing)
+fuzz_replay_listing_html_SOURCES = fuzz/listing-html.c fuzz/replay.c \
+	$(fuzz_common) $(fuzz_checks)
 fuzz_replay_listing_html_LDADD = $(FUZZ_FS_LIBS)
-fuzz_listing_html_SOURCES = fuzz/listing-html.c $(fuzz_common) $(fuzz_listing)
+fuzz_listing_html_SOURCES = fuzz/listing-html.c $(fuzz_common) $(fuzz_checks)
 fuzz_listing_html_LDADD = $(FUZZ_FS_LIBS)
 fuzz_listing_html_LDFLAGS = $(FUZZ_LDFLAGS)
-fuzz_replay_manifest_SOURCES = fuzz/manifest.c fuzz/replay.c $(fuzz_common) $(fuzz_listing)
+fuzz_replay_manifest_SOURCES = fuzz/manifest.c fuzz/replay.c $(fuzz_common) \
+	$(fuzz_checks)
 fuzz_replay_manifest_LDADD = $(FUZZ_FS_LIBS)
-fuzz_manifest_SOURCES = fuzz/manifest.c $(fuzz_common) $(fuzz_listing)
+fuzz_manifest_SOURCES = fuzz/manifest.c $(fuzz_common) $(fuzz_checks)
 fuzz_manifest_LDADD = $(FUZZ_FS_LIBS)
 fuzz_manifest_LDFLAGS = $(FUZZ_LDFLAGS)
-fuzz_replay_s3_list_SOURCES = fuzz/s3-list.c fuzz/replay.c $(fuzz_common) $(fuzz_listing)
+fuzz_replay_s3_list_SOURCES = fuzz/s3-list.c fuzz/replay.c $(fuzz_common) \
+	$(fuzz_checks)
 fuzz_replay_s3_list_LDADD = $(FUZZ_FS_LIBS)
-fuzz_s3_list_SOURCES = fuzz/s3-list.c $(fuzz_common) $(fuzz_listing)
+fuzz_s3_list_SOURCES = fuzz/s3-list.c $(fuzz_common) $(fuzz_checks)
 fuzz_s3_list_LDADD = $(FUZZ_FS_LIBS)
 fuzz_s3_list_LDFLAGS = $(FUZZ_LDFLAGS)
-fuzz_replay_gcs_list_SOURCES = fuzz/gcs-list.c fuzz/replay.c $(fuzz_common) $(fuzz_listing)
+fuzz_replay_gcs_list_SOURCES = fuzz/gcs-list.c fuzz/replay.c $(fuzz_common) \
+	$(fuzz_checks)
 fuzz_replay_gcs_list_LDADD = $(FUZZ_FS_LIBS)
-fuzz_gcs_list_SOURCES = fuzz/gcs-list.c $(fuzz_common) $(fuzz_listing)
+fuzz_gcs_list_SOURCES = fuzz/gcs-list.c $(fuzz_common) $(fuzz_checks)
 fuzz_gcs_list_LDADD = $(FUZZ_FS_LIBS)
 fuzz_gcs_list_LDFLAGS = $(FUZZ_LDFLAGS)
 fuzz_replay_gcp_token_SOURCES = fuzz/gcp-token.c fuzz/replay.c $(fuzz_common)
@@ -73,7 +89,8 @@ fuzz_replay_aws_creds_LDADD = $(FUZZ_FS_LIBS)
 fuzz_aws_creds_SOURCES = fuzz/aws-creds.c $(fuzz_common)
 fuzz_aws_creds_LDADD = $(FUZZ_FS_LIBS)
 fuzz_aws_creds_LDFLAGS = $(FUZZ_LDFLAGS)
-fuzz_replay_http_header_SOURCES = fuzz/http-header.c fuzz/replay.c $(fuzz_common)
+fuzz_replay_http_header_SOURCES = fuzz/http-header.c fuzz/replay.c \
+	$(fuzz_common)
 fuzz_replay_http_header_LDADD = $(FUZZ_FS_LIBS)
 fuzz_http_header_SOURCES = fuzz/http-header.c $(fuzz_common)
 fuzz_http_header_LDADD = $(FUZZ_FS_LIBS)
