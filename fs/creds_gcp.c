@@ -23,7 +23,7 @@
 #include "fetch.h"
 #include "json.h"
 
-#define TOKEN_MAX 4096	       /* bytes of one access token */
+#define TOKEN_MAX GCP_TOKEN_MAX
 #define TEXT_MAX (64u << 10)   /* key files, command output, responses */
 #define FILE_RENEW_S 60	       /* a token file is re-read this often */
 #define RENEW_MARGIN_MAX_S 300 /* renew at most this long before expiry */
@@ -101,8 +101,7 @@ static int read_text(const char *path, char **out, size_t *len, char **err)
 	return read_file_capped(path, TEXT_MAX, out, len, err);
 }
 
-/* The first line of text, without surrounding white space, as the token. */
-static int bare_token(const char *text, char *tok, const char *what, char **err)
+int gcp_token_bare(const char *text, char *tok, const char *what, char **err)
 {
 	size_t n;
 
@@ -128,13 +127,8 @@ static int bare_token(const char *text, char *tok, const char *what, char **err)
 	return 0;
 }
 
-/*
- * {"access_token": "...", "expires_in": N, ...} as the token endpoint, the
- * metadata server and a token command answer.  *expires_s stays as it was
- * when the answer gives no expiry.
- */
-static int parse_token_json(const char *text, size_t len, char *tok,
-			    uint64_t *expires_s, const char *what, char **err)
+int gcp_token_json(const char *text, size_t len, char *tok,
+		   uint64_t *expires_s, const char *what, char **err)
 {
 	struct json s;
 	char key[64];
@@ -180,7 +174,7 @@ static int from_file(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	rc = read_text(c->path, &text, &len, err);
 	if (rc)
 		return rc;
-	rc = bare_token(text, tok, c->desc, err);
+	rc = gcp_token_bare(text, tok, c->desc, err);
 	OPENSSL_cleanse(text, len);
 	free(text);
 	*life_s = 0;
@@ -219,9 +213,9 @@ static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	}
 	*life_s = c->lifetime;
 	if (out[strspn(out, " \t\r\n")] == '{')
-		rc = parse_token_json(out, n, tok, life_s, c->desc, err);
+		rc = gcp_token_json(out, n, tok, life_s, c->desc, err);
 	else
-		rc = bare_token(out, tok, c->desc, err);
+		rc = gcp_token_bare(out, tok, c->desc, err);
 out:
 	OPENSSL_cleanse(out, n);
 	free(out);
@@ -252,7 +246,7 @@ static int token_request(struct gcp_creds *c, const char *url,
 		return rc;
 	}
 	*life_s = 0;
-	rc = parse_token_json(res.body, res.len, tok, life_s, c->desc, err);
+	rc = gcp_token_json(res.body, res.len, tok, life_s, c->desc, err);
 	OPENSSL_cleanse(res.body, res.len);
 	free(res.body);
 	if (!rc && !*life_s) {
@@ -702,7 +696,7 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 	if (env && *env) {
 		c->kind = K_ENV;
 		snprintf(c->desc, sizeof(c->desc), "GOOGLE_OAUTH_ACCESS_TOKEN");
-		if (bare_token(env, c->token, c->desc, err))
+		if (gcp_token_bare(env, c->token, c->desc, err))
 			return -EINVAL;
 		c->have = true;
 		return 0;
@@ -778,6 +772,19 @@ int gcp_creds_new(const struct gcp_creds_options *o, struct fetch_engine *fe,
 	*out = c;
 	return 0;
 fail:
+	gcp_creds_free(c);
+	return rc;
+}
+
+int gcp_key_file_check(const char *path, char **err)
+{
+	struct gcp_creds *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	rc = load_key_file(c, path, err);
 	gcp_creds_free(c);
 	return rc;
 }

@@ -21,11 +21,14 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util.h"
 
 struct fetch_engine;
 struct gcp_creds;
+
+#define GCP_TOKEN_MAX 4096 /* bytes of one access token, NUL included */
 
 struct gcp_creds_options {
 	const char *token_file;
@@ -63,5 +66,23 @@ bool gcp_creds_refused(struct gcp_creds *c, unsigned serial);
 /* Where the token comes from, for logs: "token file /x", "service account
  * a@b", "anonymous"...; never the token. */
 const char *gcp_creds_describe(const struct gcp_creds *c);
+
+/*
+ * The parsers of what the sources above hand back, declared for their fuzz
+ * targets (tests/fuzz).  tok has GCP_TOKEN_MAX bytes; `what` names the
+ * source in *err.  @return 0, or -EINVAL with *err saying why.
+ */
+/* The first line of text, without surrounding white space, as the token. */
+int gcp_token_bare(const char *text, char *tok, const char *what,
+		   char **err) WHARF_CHECK;
+/* {"access_token": "...", "expires_in": N, ...} as the token endpoint, the
+ * metadata server and a token command answer.  *expires_s stays as it was
+ * when the answer gives no expiry. */
+int gcp_token_json(const char *text, size_t len, char *tok,
+		   uint64_t *expires_s, const char *what,
+		   char **err) WHARF_CHECK;
+/* Reads key file `path` (service_account or authorized_user) as a mount
+ * would, and frees what it read.  @return 0 or -errno, as gcp_creds_new. */
+int gcp_key_file_check(const char *path, char **err) WHARF_CHECK;
 
 #endif

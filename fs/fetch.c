@@ -108,14 +108,12 @@ struct xfer {
 	CURLcode cc;
 	char errbuf[CURL_ERROR_SIZE];
 	char range[48];
-	char reason[64];   /* status line text after the code */
-	char encoding[24]; /* a Content-Encoding other than identity */
+	struct fetch_head head; /* what the headers said beyond res */
 	uint64_t skip;	   /* bytes to drop: a 200 answer to a range */
 	bool body_checked; /* first body byte seen, status examined */
 	bool discard;	   /* not a 2xx: drop the body */
 	bool overflow;	   /* body longer than cap */
 	bool enough;	   /* got the whole range from a 200; stopped early */
-	bool bad_range;	   /* 206 for another range than asked */
 	int nomem;
 	size_t grow_cap; /* allocated size of res->body when growing */
 	/* Through the site cache: X-Wharf-Origin and, unless the request
@@ -304,17 +302,12 @@ static void copy_field(char *dst, size_t cap, const char *src, size_t n)
 	dst[n] = '\0';
 }
 
-static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+void fetch_header_line(const char *line, size_t n, uint64_t range_off,
+		       struct fetch_res *res, struct fetch_head *h)
 {
-	struct leg *l = arg;
-	struct xfer *x = l->x;
-	struct fetch_res *res = x->res;
-	size_t n = size * nmemb, vlen;
+	size_t vlen;
 	const char *v;
 	char tmp[128];
-
-	if (!leg_claims(l))
-		return 0;
 
 	if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
 		/* A new response (redirect, 100 Continue): forget the last. */
@@ -324,9 +317,9 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 		res->mtime = 0;
 		res->content_length = -1;
 		res->total_size = 0;
-		x->reason[0] = '\0';
-		x->encoding[0] = '\0';
-		x->bad_range = false;
+		h->reason[0] = '\0';
+		h->encoding[0] = '\0';
+		h->bad_range = false;
 		if (sp)
 			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
 		if (sp2) {
@@ -334,9 +327,9 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 
 			while (k && (sp2[k] == '\r' || sp2[k] == '\n'))
 				k--;
-			copy_field(x->reason, sizeof(x->reason), sp2 + 1, k);
+			copy_field(h->reason, sizeof(h->reason), sp2 + 1, k);
 		}
-		return n;
+		return;
 	}
 	if (hdr_is(line, n, "etag", &v, &vlen)) {
 		copy_field(res->etag, sizeof(res->etag), v, vlen);
@@ -361,7 +354,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 	} else if (hdr_is(line, n, "content-encoding", &v, &vlen)) {
 		copy_field(tmp, sizeof(tmp), v, vlen);
 		if (strcasecmp(tmp, "identity"))
-			copy_field(x->encoding, sizeof(x->encoding), v, vlen);
+			copy_field(h->encoding, sizeof(h->encoding), v, vlen);
 	} else if (hdr_is(line, n, "content-range", &v, &vlen)) {
 		/* "bytes A-B/N", or "bytes *" then "/N" for a 416 */
 		const char *slash;
@@ -371,9 +364,20 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 		if (slash && slash[1] != '*')
 			res->total_size = strtoull(slash + 1, NULL, 10);
 		if (!strncasecmp(tmp, "bytes ", 6) && tmp[6] != '*' &&
-		    strtoull(tmp + 6, NULL, 10) != x->req->range_off)
-			x->bad_range = true;
+		    strtoull(tmp + 6, NULL, 10) != range_off)
+			h->bad_range = true;
 	}
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+	struct leg *l = arg;
+	struct xfer *x = l->x;
+	size_t n = size * nmemb;
+
+	if (!leg_claims(l))
+		return 0;
+	fetch_header_line(line, n, x->req->range_off, x->res, &x->head);
 	return n;
 }
 
@@ -398,7 +402,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 			/* The origin ignored Range: drop what precedes it. */
 			if (code == 200 && req->range_len)
 				x->skip = req->range_off;
-			if (code == 206 && x->bad_range)
+			if (code == 206 && x->head.bad_range)
 				return 0;
 		}
 	}
@@ -1354,15 +1358,15 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		*rc = -ENOMEM;
 		return V_FAIL;
 	}
-	if (x->encoding[0] && st >= 200 && st <= 299) {
+	if (x->head.encoding[0] && st >= 200 && st <= 299) {
 		snprintf(what, wcap,
 			 "the body came with Content-Encoding: %s, not the "
 			 "bytes as stored",
-			 x->encoding);
+			 x->head.encoding);
 		*rc = -EIO;
 		return V_FAIL;
 	}
-	if (x->bad_range && st == 206) {
+	if (x->head.bad_range && st == 206) {
 		snprintf(what, wcap, "HTTP 206 for another range than asked");
 		*rc = -EIO;
 		return V_FAIL;
@@ -1373,8 +1377,8 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		*rc = -EIO;
 		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
 	}
-	snprintf(what, wcap, "HTTP %ld%s%s", st, x->reason[0] ? " " : "",
-		 x->reason);
+	snprintf(what, wcap, "HTTP %ld%s%s", st,
+		 x->head.reason[0] ? " " : "", x->head.reason);
 	if (st >= 200 && st <= 299) {
 		uint64_t want;
 
@@ -1417,7 +1421,7 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		snprintf(what, wcap,
 			 "HTTP %ld%s%s: a redirect not followed (a signed "
 			 "request never is: give the bucket's own endpoint)",
-			 st, x->reason[0] ? " " : "", x->reason);
+			 st, x->head.reason[0] ? " " : "", x->head.reason);
 	if (st == 404 || st == 410)
 		*rc = -ENOENT;
 	else if (st == 401 || st == 403)

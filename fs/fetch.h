@@ -121,6 +121,23 @@ struct fetch_res {
 	char err[512];         /* on failure: URL, range, what the origin said */
 };
 
+/* What a response's headers say beyond struct fetch_res. */
+struct fetch_head {
+	char reason[64];   /* status line text after the code */
+	char encoding[24]; /* a Content-Encoding other than identity */
+	bool bad_range;	   /* Content-Range starts elsewhere than range_off */
+};
+
+/*
+ * Takes in one header line as the origin sent it (n bytes, CRLF included,
+ * not NUL-terminated): a status line resets res's header fields and *h;
+ * ETag, Content-Type, Last-Modified, Content-Length, Content-Encoding and
+ * Content-Range fill them.  The engine's own parser, declared for its fuzz
+ * target (tests/fuzz).
+ */
+void fetch_header_line(const char *line, size_t n, uint64_t range_off,
+		       struct fetch_res *res, struct fetch_head *h);
+
 /* @return 0, or -errno (-ENOMEM, -EINVAL) with nothing allocated. */
 int fetch_engine_new(const struct fetch_config *cfg,
 		     struct fetch_engine **out) WHARF_CHECK;

@@ -965,23 +965,12 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	erofs(req);
 }
 
-/*
- * One hint line, "PATH OFFSET LENGTH" (LENGTH 0: to the end): resolves PATH
- * (relative to the mount root, or absolute under the mountpoint) one
- * component at a time and queues the range.  A directory not yet listed is
- * listed here, once.  line[len] must be there to be written.  @return 0
- * or -errno.
- */
-static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
+int ops_hint_parse(char *line, size_t len, const char *mp, char **path,
+		   uint64_t *off, uint64_t *n)
 {
-	const char *mp = ctx->stats.mountpoint;
-	unsigned long long off, n;
-	fuse_ino_t ino = FUSE_ROOT_ID;
-	struct tree_attr a;
-	struct ops_file *f;
-	char *sp2, *sp1, *path, *end;
+	unsigned long long o, k;
+	char *sp2, *sp1, *p, *end;
 	size_t mpl;
-	int rc;
 
 	line[len] = '\0';
 	sp2 = strrchr(line, ' ');
@@ -993,16 +982,39 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 		return -EINVAL;
 	*sp1 = '\0';
 	errno = 0;
-	off = strtoull(sp1 + 1, &end, 10);
+	o = strtoull(sp1 + 1, &end, 10);
 	if (errno || *end || end == sp1 + 1)
 		return -EINVAL;
-	n = strtoull(sp2 + 1, &end, 10);
+	k = strtoull(sp2 + 1, &end, 10);
 	if (errno || *end || end == sp2 + 1)
 		return -EINVAL;
-	path = line;
+	p = line;
 	mpl = mp ? strlen(mp) : 0;
-	if (mpl && !strncmp(path, mp, mpl) && path[mpl] == '/')
-		path += mpl;
+	if (mpl && !strncmp(p, mp, mpl) && p[mpl] == '/')
+		p += mpl;
+	*path = p;
+	*off = o;
+	*n = k;
+	return 0;
+}
+
+/*
+ * One hint line: resolves its path one component at a time and queues the
+ * range.  A directory not yet listed is listed here, once.  line[len] must
+ * be there to be written.  @return 0 or -errno.
+ */
+static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
+{
+	uint64_t off, n;
+	fuse_ino_t ino = FUSE_ROOT_ID;
+	struct tree_attr a;
+	struct ops_file *f;
+	char *path;
+	int rc;
+
+	rc = ops_hint_parse(line, len, ctx->stats.mountpoint, &path, &off, &n);
+	if (rc)
+		return rc;
 	while (*path) {
 		char *slash;
 

@@ -376,7 +376,8 @@ static int parse_body(struct snapshot *s, char *p, const char **why)
 			return -EINVAL;
 		}
 	}
-	qsort(s->dirs, s->n_dirs, sizeof(*s->dirs), dir_cmp);
+	if (s->n_dirs) /* dirs is NULL without one: not for qsort */
+		qsort(s->dirs, s->n_dirs, sizeof(*s->dirs), dir_cmp);
 	for (size_t i = 1; i < s->n_dirs; i++)
 		if (!strcmp(s->dirs[i - 1].path, s->dirs[i].path)) {
 			*why = "a directory listed twice";
@@ -498,6 +499,8 @@ static const struct snap_dir *find_dir(const struct snapshot *s,
 {
 	struct snap_dir key = {.path = path};
 
+	if (!s->n_dirs)
+		return NULL;
 	return bsearch(&key, s->dirs, s->n_dirs, sizeof(*s->dirs), dir_cmp);
 }
 

@@ -1,7 +1,7 @@
 #define _GNU_SOURCE /* timegm */
 #include "config.h"
 
-#include "source.h"
+#include "source_gcs.h"
 
 #include <curl/curl.h>
 #include <ctype.h>
@@ -343,6 +343,15 @@ static int parse_page(const char *body, size_t len, struct page *pg, char **err)
 	if (rc < 0 || json_end(&s))
 		return -EINVAL;
 	return 0;
+}
+
+int gcs_parse_list_page(const char *body, size_t len, const char *prefix,
+			source_list_cb cb, void *arg, char **err)
+{
+	struct page pg = {
+	    .prefix = prefix, .plen = strlen(prefix), .cb = cb, .arg = arg};
+
+	return parse_page(body, len, &pg, err);
 }
 
 /* Appends "&NAME=ENCODED(value)" to url (cap bytes). */

@@ -56,7 +56,9 @@ int parse_size(const char *s, uint64_t *out)
 	unsigned long long v;
 	unsigned shift = 0;
 
-	if (!s || !*s || *s == '-' || *s == '+')
+	/* A digit first: strtoull would skip white space and take " -1" as
+	 * 2^64 - 1. */
+	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);

@@ -265,9 +265,14 @@ static void random_crop(const struct jpegdec *j, int W, int H, uint64_t *rng,
 		const double aspect =
 		    exp(rng_uniform(rng, j->log_ratio[0], j->log_ratio[1]));
 
-		w = ROUND_EVEN(sqrt(target * aspect));
-		h = ROUND_EVEN(sqrt(target / aspect));
-		if (w > 0 && w <= W && h > 0 && h <= H) {
+		/* Compared as doubles: a scale= or ratio= far past 1 gives
+		 * sides that no int holds. */
+		const double fw = nearbyint(sqrt(target * aspect));
+		const double fh = nearbyint(sqrt(target / aspect));
+
+		if (fw > 0 && fw <= W && fh > 0 && fh <= H) {
+			w = (int)fw;
+			h = (int)fh;
 			y = rng_upto(rng, H - h);
 			x = rng_upto(rng, W - w);
 			goto found;

@@ -83,6 +83,11 @@ START_TEST(test_parse_size_rejects)
 	ck_assert_int_eq(parse_size("M", &v), -EINVAL);
 	ck_assert_int_eq(parse_size("99999999999T", &v), -EINVAL);
 	ck_assert_int_eq(parse_size("4Mfoo", &v), -EINVAL);
+	/* strtoull skips white space, then wraps a negative number (old
+	 * code: " -1" was 2^64 - 1 bytes) */
+	ck_assert_int_eq(parse_size(" -1", &v), -EINVAL);
+	ck_assert_int_eq(parse_size("\n-5M", &v), -EINVAL);
+	ck_assert_int_eq(parse_size(" 4M", &v), -EINVAL);
 	ck_assert_uint_eq(v, 77);
 }
 END_TEST
