@@ -152,7 +152,7 @@ static int cmd_loop(char **files, int n)
 	wharf_loader *l = open_loader(&idx, files, n);
 	cudaStream_t st;
 	const struct wharf_device_batch *db;
-	uint64_t t0 = 0, t_first = mono_ns(), steps = 0, bytes = 0;
+	uint64_t t0 = 0, t_first = mono_ns(), steps = 0;
 	int rc;
 
 	cu(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
@@ -171,8 +171,6 @@ static int cmd_loop(char **files, int n)
 			 * the first read are the same for every step time. */
 			t0 = mono_ns();
 			t_first = t0 - t_first;
-		} else {
-			bytes += db->bytes;
 		}
 		if (cuda_spin(st, compute_us * 1000))
 			die("spin", -EIO);

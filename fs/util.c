@@ -146,6 +146,9 @@ uint64_t now_ns(void)
 }
 
 static char *vstrdupf(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
+
+static char *vstrdupf(const char *fmt, va_list ap)
 {
 	char *s;
 
