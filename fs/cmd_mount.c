@@ -744,12 +744,11 @@ struct mount_state {
 	bool handlers, mounted;
 	pthread_t waiter; /* see mount_ready() */
 	bool waiting;
-	/* The waiter may stop the session only while it exists: a stat the
-	 * waiter still has in flight fails only when the session is
+	/* The waiter may stop the session only while its loop runs: a stat
+	 * the waiter still has in flight fails only when the session is
 	 * destroyed (its fd closed), so the join must come after that. */
 	pthread_mutex_t se_mu;
-	bool se_gone;	 /* under se_mu */
-	bool loop_ended; /* under se_mu: the session loop has returned */
+	bool se_gone; /* under se_mu: the session loop has returned */
 	bool failed;  /* the mount never answered */
 	int ready_fd; /* the daemonizing parent's pipe, or -1 */
 };
@@ -1019,8 +1018,7 @@ static void *mount_ready(void *arg)
 		/* A session already ended (a signal during start-up) fails
 		 * the stat; that is a stop, not a failure. */
 		pthread_mutex_lock(&m->se_mu);
-		ended = m->loop_ended || m->se_gone ||
-			fuse_session_exited(m->se);
+		ended = m->se_gone || fuse_session_exited(m->se);
 		if (!ended)
 			fuse_session_exit(m->se);
 		pthread_mutex_unlock(&m->se_mu);
@@ -1125,7 +1123,7 @@ static int serve(struct mount_opts *o, int ready_fd)
 	m.waiting = true;
 	rc = fuse_session_loop_mt(m.se, lc);
 	pthread_mutex_lock(&m.se_mu);
-	m.loop_ended = true;
+	m.se_gone = true;
 	pthread_mutex_unlock(&m.se_mu);
 	/* Unmounted (0) or stopped by a signal (its number): both clean. */
 	if (rc < 0)
