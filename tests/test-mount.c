@@ -1897,10 +1897,14 @@ START_TEST(test_sigterm_during_startup)
 		m.pid = -1;
 		ck_assert_msg(status == 0, "pending SIGTERM: status %#x%s",
 			      status, status == -1 ? " (still up)" : "");
+		/* A stop, not a mount that failed to answer. */
+		ck_assert_int_eq(count_in_file(m.log, "does not answer"), 0);
 		ck_assert_int_eq(count_in_file(m.log, "Sanitizer"), 0);
 		ck_assert_msg(fx_sh("mountpoint -q '%s'", m.dir) != 0,
 			      "left mounted");
 	}
+	/* ... and the waiter, whose stat failed, said so. */
+	ck_assert_int_ge(count_in_file(m.log, "stopped before it was up"), 1);
 	fx_rmtree(cache);
 	free(cache);
 }
