@@ -36,12 +36,15 @@
 
 enum state { LOADING, READY, FAILED };
 
+#define POOL_CLASSES 64
+
 struct centry {
 	struct chunk pub; /* first: chunks.h hands out &pub */
 	struct centry *hnext;
 	struct centry *cprev, *cnext; /* clock ring, under evict_mu */
 	size_t cap;		      /* bytes allocated at pub.data */
 	size_t mapped;		      /* bytes mmap'd there; 0: malloc'd */
+	size_t served;		      /* bytes replied from it; under mu */
 	void *file_map;		      /* chunks_adopt: the mapping's start */
 	unsigned refs;		      /* under the bucket's mu */
 	enum state state;	      /* under the bucket's mu */
@@ -68,6 +71,12 @@ struct chunk_cache {
 
 	uint64_t bytes; /* allocated chunk buffers; atomic */
 	uint64_t hits, misses, waits, evictions; /* atomic */
+	uint64_t reused, read_whole;		 /* atomic */
+
+	/* Buffers let go, by size class, linked through their first bytes. */
+	pthread_mutex_t pool_mu;
+	void *pool[POOL_CLASSES];
+	uint64_t pool_bytes; /* under pool_mu; beside bytes, within cap */
 };
 
 static struct centry *entry_of(struct chunk *c)
@@ -106,43 +115,133 @@ static void bucket_unlink(struct bucket *b, struct centry *e)
 }
 
 /*
- * Chunk buffers of MAP_MIN bytes or more are mapped with MAP_POPULATE:
- * every new chunk is fresh memory, and faulting it in page by page as the
- * load writes it cost more than the load itself (4-5x slower loads from
- * the store on a virtual machine, where each fault is a trap).
+ * Chunk buffers of MAP_MIN bytes or more are mapped with MAP_POPULATE and,
+ * once let go, kept for the next load of their size class while the cap
+ * has room for them (the pool): fresh memory costs a fault and a page
+ * clear per 4 KiB, and on a virtual machine whose host takes freed pages
+ * back, a trap as well.  Faulting a fresh buffer in page by page cost more
+ * than the load itself (4-5x slower loads from the store); mapping fresh
+ * ones cost 12% of a cold small-file load's CPU, which reuse saves.
  */
 #define MAP_MIN (64u << 10)
 
-static void *buf_alloc(size_t cap, size_t *mapped)
+/* Size classes (POOL_CLASSES of them) a quarter of a power of two apart,
+ * from MAP_MIN: a buffer is at most 25% longer than asked. */
+static unsigned size_class(size_t n, size_t *class_bytes)
 {
-	void *p;
+	unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)n);
+	size_t step = (size_t)1 << (lg - 2);
+	size_t q = (n + step - 1) / step;
+
+	if (q == 8) {
+		lg++;
+		step <<= 1;
+		q = 4;
+	}
+	*class_bytes = q * step;
+	return (lg - 16) * 4 + (unsigned)(q - 4);
+}
+
+static size_t class_bytes(unsigned k)
+{
+	return ((size_t)4 + k % 4) << (k / 4 + 14);
+}
+
+/* Under pool_mu.  A kept buffer of class k, or NULL. */
+static void *pool_pop(struct chunk_cache *cc, unsigned k)
+{
+	void *p = cc->pool[k];
+
+	if (p) {
+		memcpy(&cc->pool[k], p, sizeof(void *));
+		cc->pool_bytes -= class_bytes(k);
+	}
+	return p;
+}
+
+/* Unmaps kept buffers until the pool and the chunks fit the cap. */
+static void pool_trim(struct chunk_cache *cc)
+{
+	unsigned k = 0;
+
+	pthread_mutex_lock(&cc->pool_mu);
+	while (cc->pool_bytes &&
+	       __atomic_load_n(&cc->bytes, __ATOMIC_RELAXED) + cc->pool_bytes >
+		   cc->cap) {
+		void *p;
+
+		while (!cc->pool[k])
+			k++;
+		p = pool_pop(cc, k);
+		munmap(p, class_bytes(k));
+	}
+	pthread_mutex_unlock(&cc->pool_mu);
+}
+
+/* A buffer of at least cap bytes: *mapped is its length (its class's), or
+ * 0 for a malloc'd one. */
+static void *buf_alloc(struct chunk_cache *cc, size_t cap, size_t *mapped)
+{
+	size_t len;
+	unsigned k;
+	void *p = NULL;
 
 	*mapped = 0;
 	if (cap < MAP_MIN)
 		return malloc(cap ? cap : 1);
-	p = mmap(NULL, cap, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	*mapped = cap;
+	k = size_class(cap, &len);
+	if (k < POOL_CLASSES) {
+		pthread_mutex_lock(&cc->pool_mu);
+		p = pool_pop(cc, k);
+		pthread_mutex_unlock(&cc->pool_mu);
+	}
+	if (p) {
+		STAT_ADD(cc->reused, 1);
+	} else {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+	}
+	*mapped = len;
 	return p;
 }
 
-static void buf_free(void *p, size_t mapped)
+/* Keeps a mapped buffer if the cap has room for it beside the chunks. */
+static void buf_free(struct chunk_cache *cc, void *p, size_t mapped)
 {
-	if (mapped)
-		munmap(p, mapped);
-	else
+	size_t len;
+	unsigned k;
+	bool kept = false;
+
+	if (!mapped) {
 		free(p);
+		return;
+	}
+	k = size_class(mapped, &len);
+	if (k < POOL_CLASSES && len == mapped) {
+		pthread_mutex_lock(&cc->pool_mu);
+		if (__atomic_load_n(&cc->bytes, __ATOMIC_RELAXED) +
+			cc->pool_bytes + len <=
+		    cc->cap) {
+			memcpy(p, &cc->pool[k], sizeof(void *));
+			cc->pool[k] = p;
+			cc->pool_bytes += len;
+			kept = true;
+		}
+		pthread_mutex_unlock(&cc->pool_mu);
+	}
+	if (!kept)
+		munmap(p, mapped);
 }
 
 /* Frees the entry's buffer, whether allocated here or adopted. */
-static void entry_drop_buf(struct centry *e)
+static void entry_drop_buf(struct chunk_cache *cc, struct centry *e)
 {
 	if (e->file_map)
 		munmap(e->file_map, e->mapped);
 	else
-		buf_free(e->pub.data, e->mapped);
+		buf_free(cc, e->pub.data, e->mapped);
 	e->file_map = NULL;
 	e->pub.data = NULL;
 	e->mapped = 0;
@@ -152,7 +251,7 @@ static void entry_free(struct chunk_cache *cc, struct centry *e)
 {
 	if (e->cap)
 		__atomic_fetch_sub(&cc->bytes, e->cap, __ATOMIC_RELAXED);
-	entry_drop_buf(e);
+	entry_drop_buf(cc, e);
 	free(e);
 }
 
@@ -259,6 +358,7 @@ int chunks_new(uint64_t cap_bytes, struct chunk_cache **out)
 	cc->nb = nb;
 	cc->cap = cap_bytes;
 	pthread_mutex_init(&cc->evict_mu, NULL);
+	pthread_mutex_init(&cc->pool_mu, NULL);
 	*out = cc;
 	return 0;
 }
@@ -280,6 +380,13 @@ void chunks_free(struct chunk_cache *cc)
 		pthread_cond_destroy(&cc->b[i].cond);
 	}
 	pthread_mutex_destroy(&cc->evict_mu);
+	for (unsigned k = 0; k < POOL_CLASSES; k++) {
+		void *p;
+
+		while ((p = pool_pop(cc, k)))
+			munmap(p, class_bytes(k));
+	}
+	pthread_mutex_destroy(&cc->pool_mu);
 	free(cc->b);
 	free(cc);
 }
@@ -366,14 +473,17 @@ void *chunks_fill_buffer(struct chunk_cache *cc, struct chunk *c, size_t cap)
 	make_room(cc, cap > e->cap ? cap - e->cap : 0);
 	/* The owner loads the whole chunk: nothing to keep from before.  At
 	 * least one byte, so that an empty chunk has a buffer too. */
-	p = buf_alloc(cap, &mapped);
+	p = buf_alloc(cc, cap, &mapped);
 	if (!p)
 		return NULL;
-	entry_drop_buf(e);
+	entry_drop_buf(cc, e);
+	if (mapped)
+		cap = mapped;
 	__atomic_fetch_add(&cc->bytes, cap - e->cap, __ATOMIC_RELAXED);
 	e->pub.data = p;
 	e->cap = cap;
 	e->mapped = mapped;
+	pool_trim(cc);
 	return p;
 }
 
@@ -387,7 +497,7 @@ void chunks_adopt(struct chunk_cache *cc, struct chunk *c, void *map,
 	       (char *)data <= (char *)map + map_len);
 	if (map_len > e->cap)
 		make_room(cc, map_len - e->cap);
-	entry_drop_buf(e);
+	entry_drop_buf(cc, e);
 	/* Counted like a buffer of ours, so that the cap bounds mappings
 	 * too, though the kernel may drop their page-cache pages. */
 	__atomic_fetch_add(&cc->bytes, map_len - e->cap, __ATOMIC_RELAXED);
@@ -395,6 +505,7 @@ void chunks_adopt(struct chunk_cache *cc, struct chunk *c, void *map,
 	e->mapped = map_len;
 	e->file_map = map;
 	e->pub.data = data;
+	pool_trim(cc);
 }
 
 void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len)
@@ -435,14 +546,14 @@ void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err)
 }
 
 /*
- * Drops the entry for key if it maps a file that was removed, and nobody
- * holds it; a held one is marked, and dropped by its last chunks_put.
- * Only a mapping is dropped: a buffer of ours holds no disk blocks.
- * only_marked: drop it only if it is still the entry that was marked (not
- * a new load of the same key, which maps a new file).
+ * Drops the entry found for key if judge (called under evict_mu and the
+ * bucket's mu) says so, counting it in *counter.  Callers that saw the
+ * entry before find it again by key, under the locks in their order: it
+ * may be gone, or a new load of the key, so judge looks afresh.
  */
-static void unmap_removed(struct chunk_cache *cc, const struct chunk_key *key,
-			  bool only_marked)
+static void drop_by_key(struct chunk_cache *cc, const struct chunk_key *key,
+			bool (*judge)(struct centry *e, bool arg), bool arg,
+			uint64_t *counter)
 {
 	struct bucket *b = bucket_of(cc, key);
 	struct centry *e;
@@ -451,56 +562,94 @@ static void unmap_removed(struct chunk_cache *cc, const struct chunk_key *key,
 	pthread_mutex_lock(&cc->evict_mu);
 	pthread_mutex_lock(&b->mu);
 	e = bucket_find(b, key);
-	if (e && e->state == LOADING && !only_marked) {
-		/* Its owner may have mapped the file before it was removed:
-		 * the owner's chunks_put looks again. */
-		e->unmap_when_let_go = true;
-	} else if (e && e->state == READY && e->file_map &&
-		   (!only_marked || e->unmap_when_let_go)) {
-		if (e->refs) {
-			e->unmap_when_let_go = true;
-		} else {
-			bucket_unlink(b, e);
-			ring_remove(cc, e);
-			gone = true;
-		}
+	if (e && judge(e, arg)) {
+		bucket_unlink(b, e);
+		ring_remove(cc, e);
+		gone = true;
 	}
 	pthread_mutex_unlock(&b->mu);
 	pthread_mutex_unlock(&cc->evict_mu);
 	if (gone) {
-		STAT_ADD(cc->evictions, 1);
+		STAT_ADD(*counter, 1);
 		entry_free(cc, e);
 	}
 }
 
+/*
+ * Whether to drop an entry whose file was removed: one that maps a file
+ * and nobody holds; a held one is marked, and dropped by its last
+ * chunks_put.  Only a mapping is dropped: a buffer of ours holds no disk
+ * blocks.  only_marked: drop it only if it is still the entry that was
+ * marked (not a new load of the same key, which maps a new file).
+ */
+static bool file_gone(struct centry *e, bool only_marked)
+{
+	if (e->state == LOADING && !only_marked) {
+		/* Its owner may have mapped the file before it was removed:
+		 * the owner's chunks_put looks again. */
+		e->unmap_when_let_go = true;
+	} else if (e->state == READY && e->file_map &&
+		   (!only_marked || e->unmap_when_let_go)) {
+		if (!e->refs)
+			return true;
+		e->unmap_when_let_go = true;
+	}
+	return false;
+}
+
 void chunks_file_removed(void *cache, const struct chunk_key *key)
 {
-	unmap_removed(cache, key, false);
+	struct chunk_cache *cc = cache;
+
+	drop_by_key(cc, key, file_gone, false, &cc->evictions);
+}
+
+/* Whether nobody holds e and the kernel has had all of a buffer of ours:
+ * the kernel keeps what it was sent in the file's page cache (every open
+ * keeps it), so the buffer is worth more to the next load than to a
+ * reader. */
+static bool read_whole(struct centry *e, bool unused)
+{
+	(void)unused;
+	return e->state == READY && !e->refs && !e->file_map && e->pub.len &&
+	       e->served >= e->pub.len;
 }
 
 void chunks_put(struct chunk_cache *cc, struct chunk *c)
 {
+	(void)chunks_put_served(cc, c, 0);
+}
+
+bool chunks_put_served(struct chunk_cache *cc, struct chunk *c, size_t served)
+{
 	struct centry *e = entry_of(c);
 	struct bucket *b = bucket_of(cc, &c->key);
 	struct chunk_key key;
-	bool over, unmap;
+	bool over, unmap, drop, whole;
 
 	pthread_mutex_lock(&b->mu);
 	assert(e->refs > 0 && e->state == READY);
 	e->refs--;
+	e->served += served;
+	whole = served && e->served >= e->pub.len;
 	unmap = !e->refs && e->unmap_when_let_go;
-	if (unmap)
+	/* Also when a loader lets go after a reader had it whole. */
+	drop = read_whole(e, false);
+	if (unmap || drop)
 		key = e->pub.key;
 	pthread_mutex_unlock(&b->mu);
 	/* Under the locks in their order, by key: e may be gone already. */
 	if (unmap)
-		unmap_removed(cc, &key, true);
+		drop_by_key(cc, &key, file_gone, true, &cc->evictions);
+	else if (drop)
+		drop_by_key(cc, &key, read_whole, false, &cc->read_whole);
 	/* Chunks held past the cap are evicted once they are let go.  Only
 	 * then is the global evict_mu taken here: a cap too small for the
 	 * chunks that readers hold at once makes every release pay it. */
 	over = __atomic_load_n(&cc->bytes, __ATOMIC_RELAXED) > cc->cap;
 	if (over)
 		make_room(cc, 0);
+	return whole;
 }
 
 bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key)
@@ -527,4 +676,9 @@ void chunks_get_stats(struct chunk_cache *cc, struct chunks_stats *out)
 	out->bytes = STAT_GET(cc->bytes);
 	out->cap = cc->cap;
 	out->evictions = STAT_GET(cc->evictions);
+	out->reused = STAT_GET(cc->reused);
+	out->read_whole = STAT_GET(cc->read_whole);
+	pthread_mutex_lock(&cc->pool_mu);
+	out->pool_bytes = cc->pool_bytes;
+	pthread_mutex_unlock(&cc->pool_mu);
 }

@@ -8,7 +8,9 @@
  * wait for it.
  *
  * Lookups take a per-bucket lock, never a global one; a hit allocates
- * nothing.  Eviction is LRU over chunks nobody holds.
+ * nothing.  Eviction is LRU over chunks nobody holds; a chunk the kernel
+ * has had whole goes at once.  Buffers let go are kept for later loads
+ * while the cap has room for them.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,6 +59,13 @@ void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len);
 void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err);
 /* Drops a reference taken by chunks_get (after chunks_ready for owners). */
 void chunks_put(struct chunk_cache *cc, struct chunk *c);
+/* The same, after `served` bytes of it went to the kernel in a read reply.
+ * A chunk in a buffer of ours that the kernel has had whole (bytes served
+ * add up to its length) is let go once nobody holds it, its buffer kept
+ * for the next load: the kernel's page cache holds it now.  A mapped
+ * cache file stays (its pages are the page cache's).
+ * @return whether, with these bytes, the kernel has had all of it. */
+bool chunks_put_served(struct chunk_cache *cc, struct chunk *c, size_t served);
 /* The store removed the chunk's file (store_config.evicted, with the
  * cache as arg): a mapping of it is dropped now, or when it is let go, so
  * that the file's disk blocks are freed. */
@@ -67,6 +76,9 @@ bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key);
 
 struct chunks_stats {
 	uint64_t hits, misses, waits, bytes, cap, evictions;
+	uint64_t read_whole; /* let go once the kernel had them whole */
+	uint64_t reused;     /* loads into a buffer kept from an earlier one */
+	uint64_t pool_bytes; /* buffers kept for reuse now */
 };
 void chunks_get_stats(struct chunk_cache *cc, struct chunks_stats *out);
 

@@ -111,8 +111,8 @@ struct ops_state {
 	struct fuse_session *se;
 	bool passthrough;	 /* opens may be served by the kernel */
 	bool passthrough_failed; /* ... but it refused a backing file */
-	bool no_open_ok; /* the kernel can do without OPEN/RELEASE */
-	bool no_open;	 /* ... and was told so (atomic) */
+	bool no_open_ok;	 /* the kernel can do without OPEN/RELEASE */
+	bool no_open;		 /* ... and was told so (atomic) */
 	pthread_mutex_t stats_mu;
 	struct stats_file stats; /* the getattr snapshot, under stats_mu */
 	/*
@@ -674,8 +674,7 @@ out:
 static void backing_drop(struct ops_file *f, uint64_t how)
 {
 	pthread_mutex_lock(&f->mu);
-	if (how == FH_PASSTHROUGH && f->backing_opens &&
-	    !--f->backing_opens) {
+	if (how == FH_PASSTHROUGH && f->backing_opens && !--f->backing_opens) {
 		passthrough_close(f->backing_id);
 		close(f->backing_fd);
 	} else if (how == FH_CACHED && f->cached_opens) {
@@ -878,10 +877,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* The kernel copies straight from chunk memory; then we let go. */
 	if (rd.n)
-		fuse_reply_iov(req, iov, (int)rd.n);
+		rc = fuse_reply_iov(req, iov, (int)rd.n);
 	else
-		fuse_reply_buf(req, NULL, 0);
-	prefetch_read_done(ctx->prefetch, &rd);
+		rc = fuse_reply_buf(req, NULL, 0);
+	prefetch_read_done(ctx->prefetch, &rd, rc == 0);
 	/* After the reply: the reader need not wait for it. */
 	if (rd.spill && ctx->walk_readahead)
 		spill_to_next(ctx, ino, f, rd.spill);

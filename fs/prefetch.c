@@ -76,8 +76,11 @@ struct pf_file {
 	 * file hinted many times (a record shard) is not taken as read up to
 	 * its newest hint.  Freed when empty. */
 	struct hint_span *spans;
+	/* Bits: chunks the kernel has had whole (its page cache of the file
+	 * holds them), so a hint for one loads nothing; atomic. */
+	uint64_t *whole, whole_inline;
 	uint32_t span_head, span_len, span_cap;
-	uint32_t pending; /* atomic: span_len - span_head, read unlocked */
+	uint32_t pending;     /* atomic: span_len - span_head, read unlocked */
 	uint64_t *spans_live; /* atomic: the mount's count of spans */
 };
 
@@ -107,8 +110,8 @@ struct prefetch {
 	unsigned nthreads;  /* under qmu; atomic for readers */
 	unsigned idle;	    /* under qmu: threads waiting for a job */
 
-	uint64_t hint_seq; /* atomic: hints queued so far */
-	uint64_t read_seq; /* atomic: newest hint a reader has reached */
+	uint64_t hint_seq;   /* atomic: hints queued so far */
+	uint64_t read_seq;   /* atomic: newest hint a reader has reached */
 	uint64_t spans_live; /* atomic: hint spans remembered, all files */
 	uint64_t inflight;   /* under qmu, atomic for readers: bytes the pool
 			      * is loading now */
@@ -129,6 +132,8 @@ static void file_unref(struct pf_file *f)
 	__atomic_sub_fetch(f->spans_live, f->span_len - f->span_head,
 			   __ATOMIC_RELAXED);
 	free(f->spans);
+	if (f->whole != &f->whole_inline)
+		free(f->whole);
 	free(f->path);
 	free(f->version);
 	free(f);
@@ -189,8 +194,8 @@ static void spans_trim(struct pf_file *f, uint64_t rs)
  * staleness is a heuristic, the bytes are always right).
  * @return the hint's number.
  */
-static uint64_t spans_add(struct prefetch *pf, struct pf_file *f,
-			  uint64_t off, uint64_t end)
+static uint64_t spans_add(struct prefetch *pf, struct pf_file *f, uint64_t off,
+			  uint64_t end)
 {
 	uint64_t seq;
 
@@ -439,6 +444,20 @@ static struct job queue_take(struct queue *q)
 	return j;
 }
 
+/* Whether a read-ahead job's chunk is all behind where its reader reads
+ * next: the reader has had it (from the memory cache, which lets it go
+ * then), so loading it again would be waste. */
+static bool readahead_behind(struct prefetch *pf, const struct job *j)
+{
+	const uint64_t end = (j->idx + 1) * pf->cfg.chunk_size;
+	bool behind;
+
+	pthread_mutex_lock(&j->f->mu);
+	behind = j->f->window && end <= j->f->next_off;
+	pthread_mutex_unlock(&j->f->mu);
+	return behind;
+}
+
 /* A pool job: loads the chunk unless it is cached, in flight or stale. */
 static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 {
@@ -457,6 +476,10 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 		pthread_mutex_lock(&j->f->mu);
 		spans_trim(j->f, rs);
 		pthread_mutex_unlock(&j->f->mu);
+		return;
+	}
+	if (!hint && readahead_behind(pf, j)) {
+		STAT_ADD(pf->stats.ra_behind, 1);
 		return;
 	}
 	file_key(pf, j->f, j->idx, &key);
@@ -585,7 +608,7 @@ static void pool_grow(struct prefetch *pf)
 /* Queues chunks [from, to] of f in class k; a full queue drops the rest.
  * @return how many were queued. */
 static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
-		    uint64_t to, enum pf_class k, uint64_t seq)
+			uint64_t to, enum pf_class k, uint64_t seq)
 {
 	struct queue *q = &pf->q[k];
 	uint64_t queued = 0, dropped = 0;
@@ -621,13 +644,20 @@ static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 
 /* Whether chunk idx of f is ready in memory (counted as a hint found
  * cached). */
-static bool in_memory(struct prefetch *pf, struct pf_file *f, uint64_t idx)
+/* Whether a hinted chunk needs no load: it is in memory, or the kernel has
+ * had it whole (a later epoch in the same mount). */
+static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 {
+	const bool kernel_has =
+	    __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
+	    (1ull << (idx % 64));
 	struct chunk_key key;
 
-	file_key(pf, f, idx, &key);
-	if (!chunks_contains(pf->cc, &key))
-		return false;
+	if (!kernel_has) {
+		file_key(pf, f, idx, &key);
+		if (!chunks_contains(pf->cc, &key))
+			return false;
+	}
 	STAT_ADD(pf->stats.hint_cached, 1);
 	return true;
 }
@@ -647,12 +677,13 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	__atomic_store_n(&f->hint_seq, seq, __ATOMIC_RELAXED);
 	first = off / cs;
 	last = (end - 1) / cs;
-	/* A chunk already in memory needs no job: waking a pool thread to
+	/* A chunk in memory, or in the kernel's page cache, needs no job:
+	 * waking a pool thread to
 	 * find it there made a warm epoch's hints cost the mount as much CPU
 	 * as its reads, and the loader's epoch twice its time. */
-	while (first <= last && in_memory(pf, f, first))
+	while (first <= last && needs_no_load(pf, f, first))
 		first++;
-	while (last > first && in_memory(pf, f, last))
+	while (last > first && needs_no_load(pf, f, last))
 		last--;
 	if (first <= last)
 		enqueue(pf, f, first, last, PF_HINT, seq);
@@ -770,10 +801,16 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		f->ra_next = *to + 1;
 }
 
-void prefetch_read_done(struct prefetch *pf, struct pf_read *rd)
+void prefetch_read_done(struct prefetch *pf, struct pf_read *rd, bool served)
 {
-	for (unsigned i = 0; i < rd->n; i++)
-		chunks_put(pf->cc, rd->span[i].c);
+	for (unsigned i = 0; i < rd->n; i++) {
+		const uint64_t idx = rd->first + i;
+
+		if (chunks_put_served(pf->cc, rd->span[i].c,
+				      served ? rd->span[i].len : 0))
+			__atomic_fetch_or(&rd->f->whole[idx / 64],
+					  1ull << (idx % 64), __ATOMIC_RELAXED);
+	}
 	rd->n = 0;
 }
 
@@ -794,6 +831,8 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	end = f->size - off < size ? f->size : off + size;
 	first = off / cs;
 	last = (end - 1) / cs;
+	rd->f = f;
+	rd->first = first;
 	if (last - first + 1 > PF_MAX_SPANS) {
 		log_error("%s%s: a read of %zu bytes spans more chunks than "
 			  "one reply can carry",
@@ -871,7 +910,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	STAT_ADD(pf->stats.bytes_served, rd->bytes);
 	return 0;
 fail:
-	prefetch_read_done(pf, rd);
+	prefetch_read_done(pf, rd, false);
 	rd->bytes = 0;
 	return rc;
 }
@@ -894,6 +933,14 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	f->size = size;
 	f->mtime = mtime;
 	f->nchunks = (size + pf->cfg.chunk_size - 1) / pf->cfg.chunk_size;
+	f->whole = &f->whole_inline;
+	if (f->nchunks > 64 &&
+	    !(f->whole = calloc((f->nchunks + 63) / 64, sizeof(uint64_t)))) {
+		free(f->path);
+		free(f->version);
+		free(f);
+		return -ENOMEM;
+	}
 	f->refs = 1;
 	f->spans_live = &pf->spans_live;
 	pthread_mutex_init(&f->mu, NULL);
@@ -1009,6 +1056,7 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->ra_queued = STAT_GET(pf->stats.ra_queued);
 	out->ra_loaded = STAT_GET(pf->stats.ra_loaded);
 	out->ra_dropped = STAT_GET(pf->stats.ra_dropped);
+	out->ra_behind = STAT_GET(pf->stats.ra_behind);
 	out->files = STAT_GET(pf->stats.files);
 	out->demand_fetches = STAT_GET(pf->stats.demand_fetches);
 	out->hint_queued = STAT_GET(pf->stats.hint_queued);

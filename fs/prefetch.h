@@ -113,6 +113,8 @@ struct pf_read {
 	 * file by this many bytes (more than at its last read): the caller
 	 * may spend them on the file it will read next. */
 	uint64_t spill;
+	struct pf_file *f; /* the file read, and its chunk in span[0] */
+	uint64_t first;
 };
 
 /*
@@ -124,8 +126,10 @@ struct pf_read {
  */
 int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		  size_t size, struct pf_read *rd) WHARF_CHECK;
-/* Drops the references of a successful prefetch_read. */
-void prefetch_read_done(struct prefetch *pf, struct pf_read *rd);
+/* Drops the references of a successful prefetch_read; served: the spans
+ * went to the kernel (the reply was taken), so chunks it now has whole
+ * can go (chunks_put_served). */
+void prefetch_read_done(struct prefetch *pf, struct pf_read *rd, bool served);
 
 /*
  * A hint: a reader will read [off, off+len) of f (len 0: to the end) after
@@ -159,6 +163,7 @@ struct prefetch_stats {
 	uint64_t chunks_fetched; /* of which from the origin */
 	uint64_t chunk_errors;	 /* loads that failed */
 	uint64_t ra_queued, ra_loaded, ra_dropped;
+	uint64_t ra_behind;	 /* read-ahead the reader had passed */
 	uint64_t files;		 /* pf_files alive */
 	uint64_t demand_fetches; /* chunks a reader fetched from the origin */
 	/* Hints: chunks queued, loaded by the pool, found cached or in

@@ -113,10 +113,14 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	fprintf(f,
 		"  \"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
 		"\"waits\": %llu, \"bytes\": %llu, \"cap\": %llu, "
-		"\"evictions\": %llu},\n",
+		"\"evictions\": %llu, \"read_whole\": %llu, "
+		"\"buffers_reused\": %llu, \"buffers_kept\": %llu},\n",
 		(unsigned long long)cs.hits, (unsigned long long)cs.misses,
 		(unsigned long long)cs.waits, (unsigned long long)cs.bytes,
-		(unsigned long long)cs.cap, (unsigned long long)cs.evictions);
+		(unsigned long long)cs.cap, (unsigned long long)cs.evictions,
+		(unsigned long long)cs.read_whole,
+		(unsigned long long)cs.reused,
+		(unsigned long long)cs.pool_bytes);
 	fprintf(
 	    f,
 	    "  \"disk_cache\": {\"hits\": %llu, \"misses\": %llu, "
@@ -135,8 +139,9 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 		"\"p99\": %.3f}},\n",
 		(unsigned long long)fs.requests, (unsigned long long)fs.retries,
 		(unsigned long long)fs.errors, (unsigned long long)fs.bytes,
-		(unsigned long long)fs.hedges, (unsigned long long)fs.hedge_wins,
-		ms(fs.ttfb_p50_ns), ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
+		(unsigned long long)fs.hedges,
+		(unsigned long long)fs.hedge_wins, ms(fs.ttfb_p50_ns),
+		ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
 	put_hosts(f, s->fetch);
 	fprintf(
 	    f,
@@ -150,10 +155,11 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	put_passthrough(f);
 	fprintf(f,
 		"  \"readahead\": {\"queued\": %llu, \"loaded\": %llu, "
-		"\"dropped\": %llu},\n",
+		"\"dropped\": %llu, \"behind\": %llu},\n",
 		(unsigned long long)ps.ra_queued,
 		(unsigned long long)ps.ra_loaded,
-		(unsigned long long)ps.ra_dropped);
+		(unsigned long long)ps.ra_dropped,
+		(unsigned long long)ps.ra_behind);
 	fprintf(
 	    f,
 	    "  \"hints\": {\"lines\": %llu, \"bad_lines\": %llu, "

@@ -619,6 +619,24 @@ static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 }
 
 /*
+ * A compressed chunk's payload, mapped so that zstd reads the file's
+ * page-cache pages in place: a pread into a buffer copied every byte once
+ * more (warm reads of compressed chunks: 8% of the mount's CPU).  Like
+ * map_raw, it relies on chunk files never changing in place.  NULL if the
+ * file cannot be mapped (the caller reads it then); *len: to unmap.
+ */
+static void *map_payload(int fd, const struct hdr *h, size_t *len)
+{
+	const size_t n = (size_t)h->payload + h->stored_len;
+	uint8_t *p = mmap(NULL, n, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	*len = n;
+	return p + h->payload;
+}
+
+/*
  * The header of chunk file fd (size bytes long), from its xattr (version
  * 2) or the file's start (version 1), checked against the file's size.
  * @return 0; -EBADMSG with *why; -EIO.
@@ -680,6 +698,7 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 {
 	struct tctx *t = NULL;
 	struct stat sb;
+	size_t map_len = 0;
 	void *src;
 	size_t n;
 	int rc;
@@ -691,11 +710,10 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		return -EBADMSG;
 	}
 	h->used_s = sb.st_atime > sb.st_mtime ? sb.st_atime : sb.st_mtime;
-	h->file = (struct store_file_id){
-	    .dev = sb.st_dev,
-	    .ino = sb.st_ino,
-	    .mtime_ns = ts_ns(&sb.st_mtim),
-	    .size = (uint64_t)sb.st_size};
+	h->file = (struct store_file_id){.dev = sb.st_dev,
+					 .ino = sb.st_ino,
+					 .mtime_ns = ts_ns(&sb.st_mtim),
+					 .size = (uint64_t)sb.st_size};
 	rc = read_hdr(fd, (uint64_t)sb.st_size, h, why);
 	if (rc)
 		return rc;
@@ -715,11 +733,15 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		if (!*tp)
 			*tp = codec_take();
 		t = *tp;
-		src = t ? tctx_buf(t, h->stored_len) : NULL;
+		if (!t)
+			return -ENOMEM;
+		src = map_payload(fd, h, &map_len);
+		if (!src)
+			src = tctx_buf(t, h->stored_len);
 		if (!src)
 			return -ENOMEM;
 	}
-	rc = pread_full(fd, src, h->stored_len, h->payload);
+	rc = map_len ? 0 : pread_full(fd, src, h->stored_len, h->payload);
 	if (rc == -ENODATA) {
 		*why = "truncated";
 		return -EBADMSG;
@@ -733,6 +755,8 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 				return -ENOMEM;
 		}
 		n = ZSTD_decompressDCtx(t->d, buf, cap, src, h->stored_len);
+		if (map_len)
+			munmap((uint8_t *)src - h->payload, map_len);
 		if (ZSTD_isError(n)) {
 			*why = ZSTD_getErrorName(n);
 			return -EBADMSG;
@@ -765,7 +789,7 @@ struct store {
 	struct store_config cfg;
 	int lockfd;
 	bool locked;
-	bool hdr_xattr; /* chunk headers go in an xattr (version 2) */
+	bool hdr_xattr;	   /* chunk headers go in an xattr (version 2) */
 	int dirfd[FANOUT]; /* the fan-out dirs, for *at() calls */
 	pthread_mutex_t stripe[FANOUT];
 
@@ -1381,7 +1405,6 @@ int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
 
 /* ---- walking the layout ---- */
 
-
 /* A walk's buffers: t holds compressed bytes, raw the chunk. */
 struct walker {
 	struct tctx t, *tp; /* tp: &t, the walk's own set */
@@ -1574,8 +1597,8 @@ bool store_is_cache(const char *dir)
 {
 	char *lock = strdupf("%s/lock", dir);
 	char *chunks = strdupf("%s/chunks", dir);
-	bool is = lock && chunks &&
-		  (!access(lock, F_OK) || !access(chunks, F_OK));
+	bool is =
+	    lock && chunks && (!access(lock, F_OK) || !access(chunks, F_OK));
 
 	free(lock);
 	free(chunks);

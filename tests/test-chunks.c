@@ -452,6 +452,103 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
+/* A chunk the kernel has had whole is let go once nobody holds it; one
+ * read in part, or empty, stays. */
+START_TEST(read_whole_let_go)
+{
+	struct chunks_stats s;
+	struct chunk_key k;
+	struct chunk *c, *c2;
+	bool owner;
+
+	c = load(1, 100 * KiB);
+	chunks_put(cc, c);
+	key_n(&k, 1);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	chunks_put_served(cc, c, 60 * KiB);
+	ck_assert(chunks_contains(cc, &k));
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	chunks_put_served(cc, c, 40 * KiB);
+	ck_assert(!chunks_contains(cc, &k));
+
+	/* Served whole while its loader still holds it: it goes when the
+	 * loader lets go, though the loader served nothing. */
+	c = load(2, 100 * KiB);
+	key_n(&k, 2);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c2, &owner), 0);
+	ck_assert(!owner);
+	chunks_put_served(cc, c2, 100 * KiB);
+	ck_assert(chunks_contains(cc, &k));
+	chunks_put(cc, c);
+	ck_assert(!chunks_contains(cc, &k));
+
+	c = load(3, 100 * KiB);
+	chunks_put_served(cc, c, 100 * KiB - 1);
+	key_n(&k, 3);
+	ck_assert(chunks_contains(cc, &k));
+	c = load(4, 0);
+	chunks_put_served(cc, c, 0);
+	key_n(&k, 4);
+	ck_assert(chunks_contains(cc, &k));
+
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_eq(s.read_whole, 2);
+	ck_assert_uint_eq(s.evictions, 0);
+}
+END_TEST
+
+/* A buffer let go is the next same-class load's, and what the chunks hold
+ * and what is kept stay under the cap together. */
+START_TEST(buffers_reused_within_cap)
+{
+	struct chunks_stats s;
+	struct chunk_key k;
+	struct chunk *c;
+	bool owner;
+	void *first;
+
+	c = load(1, 100 * KiB);
+	first = c->data;
+	chunks_put_served(cc, c, 100 * KiB);
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_eq(s.bytes, 0);
+	ck_assert_uint_eq(s.pool_bytes, 112 * KiB); /* 100 KiB's class */
+	ck_assert_uint_eq(s.reused, 0);
+
+	/* 110 KiB is in the same class: the same memory, loaded anew. */
+	c = load(2, 110 * KiB);
+	ck_assert_ptr_eq(c->data, first);
+	chunks_put(cc, c);
+	key_n(&k, 2);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	for (size_t i = 0; i < 110 * KiB; i++)
+		ck_assert_uint_eq(((uint8_t *)c->data)[i], pattern(2, i));
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_eq(s.reused, 1);
+	ck_assert_uint_eq(s.pool_bytes, 0);
+	ck_assert_uint_eq(s.bytes, 112 * KiB);
+	chunks_put_served(cc, c, 110 * KiB);
+
+	/* Another class: fresh memory, and the kept buffer goes, since both
+	 * would not fit the 256 KiB cap. */
+	c = load(3, 200 * KiB);
+	ck_assert_ptr_ne(c->data, first);
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_eq(s.reused, 1);
+	ck_assert_uint_eq(s.bytes, 224 * KiB);
+	ck_assert_uint_eq(s.pool_bytes, 0);
+	chunks_put(cc, c);
+
+	/* Evicted to make room, its buffer is the next load's. */
+	c = load(4, 200 * KiB);
+	chunks_get_stats(cc, &s);
+	ck_assert_uint_eq(s.evictions, 1);
+	ck_assert_uint_eq(s.reused, 2);
+	ck_assert_uint_le(s.bytes + s.pool_bytes, 256 * KiB);
+	chunks_put(cc, c);
+}
+END_TEST
+
 START_TEST(many_threads)
 {
 	struct chunks_stats s;
@@ -489,6 +586,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, adopted_mappings);
 	tcase_add_test(tc, removed_files_unmapped);
 	tcase_add_test(tc, removed_while_loading);
+	tcase_add_test(tc, read_whole_let_go);
+	tcase_add_test(tc, buffers_reused_within_cap);
 	tcase_add_test(tc, many_threads);
 	suite_add_tcase(s, tc);
 	return s;

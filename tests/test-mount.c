@@ -713,18 +713,38 @@ START_TEST(test_remount_from_cache_origin_down)
 }
 END_TEST
 
-/* The read-ahead chunks queued so far, from .wharf/stats. */
-static long long readahead_queued(const char *dir)
+/* Waits up to 5 s for the stats' number key to reach want; its last value. */
+static long long stat_reaches(const char *dir, const char *key, long long want)
 {
-	char *json = read_stats(dir), *ra;
+	long long v = stat_of(dir, key);
+
+	for (int i = 0; i < 250 && v < want; i++) {
+		usleep(20000);
+		v = stat_of(dir, key);
+	}
+	return v;
+}
+
+/* The number key of the stats' object section (e.g. "readahead"). */
+static long long section_stat(const char *dir, const char *section,
+			      const char *key)
+{
+	char *json = read_stats(dir), *sec, head[64];
 	long long n;
 
 	ck_assert_ptr_nonnull(json);
-	ra = strstr(json, "\"readahead\": {");
-	ck_assert_ptr_nonnull(ra);
-	n = fx_json_num(ra, "queued");
+	snprintf(head, sizeof(head), "\"%s\": {", section);
+	sec = strstr(json, head);
+	ck_assert_ptr_nonnull(sec);
+	n = fx_json_num(sec, key);
 	free(json);
 	return n;
+}
+
+/* The read-ahead chunks queued so far. */
+static long long readahead_queued(const char *dir)
+{
+	return section_stat(dir, "readahead", "queued");
 }
 
 /* Reading a directory's files in name order queues the files after them;
@@ -771,20 +791,66 @@ START_TEST(test_readahead_crosses_into_next_file)
 {
 	struct mnt m;
 	char *cache = own_mount_start(&m, "mount-cross", NULL);
-	long long fetched = 0, demand;
+	long long demand;
 
 	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
 	/* big's 50 chunks and then chunk's one, loaded by the pool. */
-	for (int i = 0; i < 250 && fetched < 51; i++) {
-		fetched = stat_of(m.dir, "chunks_fetched");
-		if (fetched < 51)
-			usleep(20000);
-	}
-	ck_assert_int_eq(fetched, 51);
+	ck_assert_int_eq(stat_reaches(m.dir, "chunks_fetched", 51), 51);
 	demand = stat_of(m.dir, "demand_fetches");
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
 	ck_assert_int_eq(stat_of(m.dir, "demand_fetches"), demand);
 	ck_assert_int_eq(stat_of(m.dir, "chunks_fetched"), 51);
+	own_mount_end(&m, cache);
+}
+END_TEST
+
+/*
+ * A sequential reader's chunks are let go once the kernel has had them
+ * whole (its page cache holds them) and none is loaded twice; with a
+ * memory cache smaller than the file the buffers let go are the next
+ * loads', within the cap.
+ */
+START_TEST(test_read_chunks_let_go)
+{
+	static const char *const small_cap[] = {"--memory-cache", "8M", NULL};
+	struct mnt m;
+	char *cache = own_mount_start(&m, "mount-letgo", NULL);
+	char url[256];
+
+	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
+	/* big's 50 chunks, and chunk's one that the read-ahead spills. */
+	ck_assert_int_eq(stat_reaches(m.dir, "chunks_fetched", 51), 51);
+	ck_assert_int_eq(section_stat(m.dir, "memory_cache", "misses"), 51);
+	ck_assert_int_eq(section_stat(m.dir, "memory_cache", "read_whole"), 50);
+	/* What is left in memory is the unread chunk of "chunk". */
+	ck_assert_int_le(section_stat(m.dir, "memory_cache", "bytes"),
+			 2 * CHUNK);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	/* An empty cache again (raw chunks read back from disk are mapped
+	 * files, not buffers of ours). */
+	fx_rmtree(cache);
+	ck_assert_int_eq(mkdir(cache, 0700), 0);
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	ck_assert_int_eq(mount_start(&m, url, cache, small_cap), 0);
+	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
+	/* Read-ahead loads more than 8 MiB ahead, so some chunks are evicted
+	 * before they are read (and read again); those read whole go, and
+	 * their buffers are later loads', within the cap. */
+	ck_assert_int_gt(section_stat(m.dir, "memory_cache", "read_whole"), 0);
+	ck_assert_int_gt(section_stat(m.dir, "memory_cache", "buffers_reused"),
+			 0);
+	{
+		char *json = read_stats(m.dir), *mc;
+
+		ck_assert_ptr_nonnull(json);
+		mc = strstr(json, "\"memory_cache\": {");
+		ck_assert_ptr_nonnull(mc);
+		ck_assert_int_le(fx_json_num(mc, "bytes") +
+				     fx_json_num(mc, "buffers_kept"),
+				 8 * CHUNK);
+		free(json);
+	}
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -813,8 +879,8 @@ static uint64_t cache_bytes(const char *dir)
 	uint64_t total = 0;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd),
-		 "find '%s/chunks' -type f -printf '%%s\\n'", dir);
+	snprintf(cmd, sizeof(cmd), "find '%s/chunks' -type f -printf '%%s\\n'",
+		 dir);
 	p = popen(cmd, "r");
 	if (!p)
 		return UINT64_MAX;
@@ -1225,7 +1291,8 @@ static void list_names(const char *dir, char *out, size_t cap)
 START_TEST(test_html_listing_without_entry)
 {
 	char *root = fx_tmpdir("mount-pyroot"), *cache = fx_tmpdir("mount-py");
-	char path[PATH_MAX + 64], port_s[16], url[64], names[256], plog[PATH_MAX];
+	char path[PATH_MAX + 64], port_s[16], url[64], names[256],
+	    plog[PATH_MAX];
 	char *argv[] = {"python3", "-m",	"http.server",
 			"--bind",  "127.0.0.1", "--directory",
 			root,	   port_s,	NULL};
@@ -1324,8 +1391,7 @@ START_TEST(test_wharf_dir_hidden)
 	struct stat st;
 
 	list_names(mnt_dir, names, sizeof(names));
-	ck_assert_msg(!strstr(names, ".wharf"), "readdir shows it: %s",
-		      names);
+	ck_assert_msg(!strstr(names, ".wharf"), "readdir shows it: %s", names);
 	ck_assert_ptr_nonnull(strstr(names, "chunk+1 "));
 	snprintf(path, sizeof(path), "%s/.wharf", mnt_dir);
 	ck_assert_int_eq(stat(path, &st), 0);
@@ -1511,10 +1577,10 @@ START_TEST(test_offline_remount)
 				"no listing snapshot of"));
 	snprintf(args, sizeof(args), "--cache-dir '%s' '%s/html/'", cache,
 		 o.ng.base);
-	ck_assert(mount_refused("other-url", args, m.dir,
-				"no listing snapshot of"));
-	snprintf(args, sizeof(args), "--offline --cache-dir '%s' '%sd/'",
-		 cache, o.url);
+	ck_assert(
+	    mount_refused("other-url", args, m.dir, "no listing snapshot of"));
+	snprintf(args, sizeof(args), "--offline --cache-dir '%s' '%sd/'", cache,
+		 o.url);
 	ck_assert(mount_refused("other-offline", args, m.dir,
 				"no listing snapshot of"));
 	/* --offline takes its own, and never asks the origin. */
@@ -1545,8 +1611,8 @@ START_TEST(test_offline_remount)
 	ck_assert_int_eq(count_in_file(path, ", 1 listing snapshots"), 1);
 	snprintf(args, sizeof(args), "--offline --cache-dir '%s' '%s'", cache,
 		 o.url);
-	ck_assert(mount_refused("cleared", args, m.dir,
-				"no listing snapshot of"));
+	ck_assert(
+	    mount_refused("cleared", args, m.dir, "no listing snapshot of"));
 	rmdir(m.dir);
 	fx_rmtree(cache);
 	free(cache);
@@ -1685,9 +1751,9 @@ START_TEST(test_kill_during_cold_read)
 	/* A total cap too: the mount opens as many connections as the
 	 * origin's throughput rewards, so a cap per connection alone lets
 	 * the read end before the kill. */
-	static const char *const slow[] = {"--ttfb-ms",	   "200", "--conn-rate",
-					   "8M",	   "--total-rate", "16M",
-					   NULL};
+	static const char *const slow[] = {
+	    "--ttfb-ms",    "200", "--conn-rate", "8M",
+	    "--total-rate", "16M", NULL};
 	char *cache = fx_tmpdir("mount-kill"), url[256], path[PATH_MAX + 8];
 	char vlog[PATH_MAX];
 	struct mnt m;
@@ -1811,7 +1877,8 @@ START_TEST(test_sigterm_during_slow_read)
 		fx_stop(reader, 1000);
 	fx_sh("umount -l '%s' 2>/dev/null", m.dir);
 	fx_stop(origin, 5000);
-	ck_assert_msg(status != -1, "the daemon is still up 10 s after SIGTERM");
+	ck_assert_msg(status != -1,
+		      "the daemon is still up 10 s after SIGTERM");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "the daemon ended with status %#x", status);
 	ck_assert_msg(took < 5, "SIGTERM took %.1f s", took);
@@ -1837,8 +1904,14 @@ START_TEST(test_sigterm_during_startup)
 	char *cache = fx_tmpdir("mount-termstart"), url[256];
 	struct mnt m;
 
-	char *argv[] = {(char *)fx_wharf_bin(), "mount", "-f", "--cache-dir",
-			cache, url, m.dir, NULL};
+	char *argv[] = {(char *)fx_wharf_bin(),
+			"mount",
+			"-f",
+			"--cache-dir",
+			cache,
+			url,
+			m.dir,
+			NULL};
 	char stats[PATH_MAX + 16];
 	double up;
 
@@ -1867,10 +1940,10 @@ START_TEST(test_sigterm_during_startup)
 		m.pid = -1;
 		ck_assert_msg(status != -1, "round %d: still up after SIGTERM",
 			      round);
-		ck_assert_msg((WIFEXITED(status) && WEXITSTATUS(status) <= 1) ||
-				  (WIFSIGNALED(status) &&
-				   WTERMSIG(status) == SIGTERM),
-			      "round %d: status %#x", round, status);
+		ck_assert_msg(
+		    (WIFEXITED(status) && WEXITSTATUS(status) <= 1) ||
+			(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM),
+		    "round %d: status %#x", round, status);
 		ck_assert_int_eq(count_in_file(m.log, "Sanitizer"), 0);
 		ck_assert_int_eq(count_in_file(m.log, "runtime error"), 0);
 		ck_assert_msg(fx_sh("mountpoint -q '%s'", m.dir) != 0,
@@ -2181,6 +2254,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_remount_from_cache_origin_down);
 	tcase_add_test(tc, test_directory_readahead);
 	tcase_add_test(tc, test_readahead_crosses_into_next_file);
+	tcase_add_test(tc, test_read_chunks_let_go);
 	tcase_add_test(tc, test_directory_readahead_over_empty_files);
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
