@@ -115,6 +115,10 @@ struct prefetch {
 	uint64_t spans_live; /* atomic: hint spans remembered, all files */
 	uint64_t inflight;   /* under qmu, atomic for readers: bytes the pool
 			      * is loading now */
+	/* Hints for chunks the kernel had whole, and reads of such chunks
+	 * (it lost them since): how far its page cache can be trusted to
+	 * hold what it was sent.  Halved now and then; atomic. */
+	uint64_t kernel_hinted, kernel_lost;
 
 	struct prefetch_stats stats; /* atomic fields */
 };
@@ -644,15 +648,52 @@ static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 
 /* Whether chunk idx of f is ready in memory (counted as a hint found
  * cached). */
+static bool kernel_had(const struct pf_file *f, uint64_t idx)
+{
+	return __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
+	       (1ull << (idx % 64));
+}
+
+/* Counts a hint (lost: a read) of a chunk the kernel had whole, halving
+ * both counts past 2^16 so that the judgement follows the page cache as
+ * memory comes and goes (racy halving only blurs a rough estimate). */
+static void kernel_count(struct prefetch *pf, bool lost)
+{
+	uint64_t *n = lost ? &pf->kernel_lost : &pf->kernel_hinted;
+
+	if (__atomic_add_fetch(n, 1, __ATOMIC_RELAXED) < (1u << 16))
+		return;
+	__atomic_store_n(&pf->kernel_hinted,
+			 __atomic_load_n(&pf->kernel_hinted, __ATOMIC_RELAXED) /
+			     2,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&pf->kernel_lost,
+			 __atomic_load_n(&pf->kernel_lost, __ATOMIC_RELAXED) /
+			     2,
+			 __ATOMIC_RELAXED);
+}
+
+/* Whether the kernel keeps what it had: fewer than 1 in 8 of the chunks
+ * hinted again after it had them whole were read again (it lost them: a
+ * dataset larger than the memory for its page cache), or too few seen to
+ * tell. */
+static bool kernel_keeps(const struct prefetch *pf)
+{
+	return __atomic_load_n(&pf->kernel_lost, __ATOMIC_RELAXED) * 8 <
+	       __atomic_load_n(&pf->kernel_hinted, __ATOMIC_RELAXED) + 64;
+}
+
 /* Whether a hinted chunk needs no load: it is in memory, or the kernel has
- * had it whole (a later epoch in the same mount). */
+ * had it whole (a later epoch in the same mount) and keeps such chunks. */
 static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 {
-	const bool kernel_has =
-	    __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
-	    (1ull << (idx % 64));
+	bool kernel_has = kernel_had(f, idx);
 	struct chunk_key key;
 
+	if (kernel_has) {
+		kernel_count(pf, false);
+		kernel_has = kernel_keeps(pf);
+	}
 	if (!kernel_has) {
 		file_key(pf, f, idx, &key);
 		if (!chunks_contains(pf->cc, &key))
@@ -878,6 +919,8 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		bool owner, fetched = false;
 
 		file_key(pf, f, idx, &key);
+		if (kernel_had(f, idx))
+			kernel_count(pf, true);
 		rc = chunks_get(pf->cc, &key, true, &c, &owner);
 		if (rc) {
 			rc = reader_errno(rc);
@@ -1067,6 +1110,8 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->hint_reached = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
 	out->hint_hits = STAT_GET(pf->stats.hint_hits);
 	out->hint_misses = STAT_GET(pf->stats.hint_misses);
+	out->kernel_had = STAT_GET(pf->kernel_hinted);
+	out->kernel_lost = STAT_GET(pf->kernel_lost);
 	out->inflight = STAT_GET(pf->inflight);
 	out->inflight_max = STAT_GET(pf->stats.inflight_max);
 	out->inflight_cap = pf->cfg.inflight_bytes;

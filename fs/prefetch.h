@@ -173,6 +173,10 @@ struct prefetch_stats {
 	uint64_t hint_queued, hint_loaded, hint_cached, hint_dropped,
 	    hint_stale, hint_hits, hint_misses;
 	uint64_t hint_queue, hint_queue_cap; /* jobs queued now, most */
+	/* Hints of chunks the kernel had had whole, and reads of such
+	 * chunks (it had lost them): the first are not loaded while the
+	 * second stay under 1 in 8 (decaying counts). */
+	uint64_t kernel_had, kernel_lost;
 	/* The newest hint a read has reached (hints count from 1 in the
 	 * order they came): the pool drops hints far behind it. */
 	uint64_t hint_reached;

@@ -166,7 +166,8 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	    "\"queued\": %llu, \"loaded\": %llu, \"cached\": %llu, "
 	    "\"dropped\": %llu, \"stale\": %llu, \"hits\": %llu, "
 	    "\"misses\": %llu, \"queue\": %llu, \"queue_cap\": %llu, "
-	    "\"reached\": %llu},\n",
+	    "\"reached\": %llu, \"kernel_had\": %llu, \"kernel_lost\": "
+	    "%llu},\n",
 	    (unsigned long long)__atomic_load_n(&s->hint_lines,
 						__ATOMIC_RELAXED),
 	    (unsigned long long)__atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED),
@@ -178,7 +179,9 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	    (unsigned long long)ps.hint_misses,
 	    (unsigned long long)ps.hint_queue,
 	    (unsigned long long)ps.hint_queue_cap,
-	    (unsigned long long)ps.hint_reached);
+	    (unsigned long long)ps.hint_reached,
+	    (unsigned long long)ps.kernel_had,
+	    (unsigned long long)ps.kernel_lost);
 	fprintf(f,
 		"  \"prefetch\": {\"demand_fetches\": %llu, "
 		"\"inflight_bytes\": %llu, \"inflight_max\": %llu, "

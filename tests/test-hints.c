@@ -363,6 +363,66 @@ START_TEST(test_hints_honoured)
 }
 END_TEST
 
+/* Drops the kernel's page cache of a file under the mount, as memory
+ * pressure would. */
+static void forget_pages(const struct mnt *m, const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", m->dir, name);
+	fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+}
+
+/* One epoch: the kernel's page cache of every file dropped, the hints
+ * sent, every file read and checked.  The hints queued in it. */
+static long long epoch_after_forgetting(struct mnt *m, const int *order)
+{
+	long long queued = stat_of(m, "hints", "queued");
+	char **lines, name[64];
+
+	for (int i = 0; i < N_SMALL; i++)
+		forget_pages(m, small_name(order[i], name, sizeof(name)));
+	lines = small_hints(order, N_SMALL);
+	send_hints(m, lines, N_SMALL);
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	free_lines(lines, N_SMALL);
+	wait_drained(m, -1);
+	return stat_of(m, "hints", "queued") - queued;
+}
+
+/* Hints for chunks the kernel was sent whole load nothing while the kernel
+ * keeps them (test_hints_for_cached_chunks), and load the chunks again
+ * once it is seen to drop them.  The memory cache holds a few chunks only,
+ * so that hints find them in neither cache. */
+START_TEST(test_hints_when_kernel_forgets)
+{
+	static const char *const opts[] = {"--memory-cache", "128K", NULL};
+	struct mnt m = {0};
+	int order[N_SMALL];
+	char name[64];
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	shuffle(order, N_SMALL, 13);
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(&m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+	wait_drained(&m, -1);
+	/* Trusted at first: nothing queued, every read comes back. */
+	ck_assert_int_eq(epoch_after_forgetting(&m, order), 0);
+	ck_assert_int_ge(stat_of(&m, "hints", "kernel_had"), N_SMALL);
+	ck_assert_int_ge(stat_of(&m, "hints", "kernel_lost"), N_SMALL);
+	/* Then the hints load their chunks again. */
+	ck_assert_int_ge(epoch_after_forgetting(&m, order), N_SMALL / 2);
+	mount_stop(&m);
+}
+END_TEST
+
 /* Hints for chunks already in memory queue nothing: a warm epoch's hints
  * wake no pool thread. */
 START_TEST(test_hints_for_cached_chunks)
@@ -575,15 +635,13 @@ START_TEST(test_shard_hinted_many_times)
 
 	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
 	for (int k = 0; k < PARTS; k++) {
-		ck_assert_int_gt(asprintf(&lines[n++], "big/b0 %d %d\n",
-					  k << 20, REC),
-				 0);
+		ck_assert_int_gt(
+		    asprintf(&lines[n++], "big/b0 %d %d\n", k << 20, REC), 0);
 		for (int i = 0; i < GAP; i++)
-			ck_assert_int_gt(
-			    asprintf(&lines[n++], "%s 0 0\n",
-				     small_name(k * GAP + i, name,
-						sizeof(name))),
-			    0);
+			ck_assert_int_gt(asprintf(&lines[n++], "%s 0 0\n",
+						  small_name(k * GAP + i, name,
+							     sizeof(name))),
+					 0);
 	}
 	ck_assert_int_gt(asprintf(&lines[n++], "big/b0 0 %d\n", REC), 0);
 	send_hints(&m, lines, n);
@@ -602,9 +660,8 @@ START_TEST(test_shard_hinted_many_times)
 	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
 	wait_drained(&m, n);
 	ck_assert_int_eq(stat_of(&m, "hints", "stale"), 0);
-	ck_assert_int_eq(stat_of(&m, "hints", "loaded") +
-			     stat_of(&m, "hints", "cached"),
-			 n);
+	ck_assert_int_eq(
+	    stat_of(&m, "hints", "loaded") + stat_of(&m, "hints", "cached"), n);
 	check_bytes(&m, "big/b0", BIG_SIZE);
 	for (int i = 0; i < n; i++)
 		free(lines[i]);
@@ -866,8 +923,7 @@ START_TEST(test_prefetch_command)
 	snprintf(list, sizeof(list), "%s/prefetch.list", work_dir);
 	f = fopen(list, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, "%s/big/b0\n%s/big/nope\n%s/big/b1\n", m.dir, m.dir,
-		m.dir);
+	fprintf(f, "%s/big/b0\n%s/big/nope\n%s/big/b1\n", m.dir, m.dir, m.dir);
 	fclose(f);
 	ck_assert_int_eq(fx_sh("'%s' prefetch -q --json --list '%s' >'%s' "
 			       "2>'%s'",
@@ -925,6 +981,7 @@ static Suite *hints_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_hints_honoured);
 	tcase_add_test(tc, test_hints_for_cached_chunks);
+	tcase_add_test(tc, test_hints_when_kernel_forgets);
 	tcase_add_test(tc, test_hints_never_change_bytes);
 	tcase_add_test(tc, test_hints_ioctl);
 	tcase_add_test(tc, test_stale_hints_dropped);
