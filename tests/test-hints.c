@@ -363,9 +363,8 @@ START_TEST(test_hints_honoured)
 }
 END_TEST
 
-/* Drops the kernel's page cache of a file under the mount, as memory
- * pressure would. */
-static void forget_pages(const struct mnt *m, const char *name)
+/* Opens MOUNT/name and gives the kernel advice on it. */
+static int open_advised(const struct mnt *m, const char *name, int advice)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -373,8 +372,15 @@ static void forget_pages(const struct mnt *m, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", m->dir, name);
 	fd = open(path, O_RDONLY);
 	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	close(fd);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, advice), 0);
+	return fd;
+}
+
+/* Drops the kernel's page cache of a file under the mount, as memory
+ * pressure would. */
+static void forget_pages(const struct mnt *m, const char *name)
+{
+	close(open_advised(m, name, POSIX_FADV_DONTNEED));
 }
 
 /* One epoch: the kernel's page cache of every file dropped, the hints
@@ -602,20 +608,15 @@ END_TEST
 static void check_range(const struct mnt *m, const char *name, uint64_t off,
 			size_t len)
 {
-	char path[PATH_MAX];
 	uint32_t seed = seed_of(name);
 	uint8_t *buf = malloc(len);
-	int fd;
+	int fd = open_advised(m, name, POSIX_FADV_RANDOM);
 
-	snprintf(path, sizeof(path), "%s/%s", m->dir, name);
-	fd = open(path, O_RDONLY);
-	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
 	ck_assert_ptr_nonnull(buf);
 	ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
 	for (size_t i = 0; i < len; i++)
 		if (buf[i] != fx_byte(seed, off + i))
-			ck_abort_msg("%s: byte %llu differs", path,
+			ck_abort_msg("%s: byte %llu differs", name,
 				     (unsigned long long)(off + i));
 	close(fd);
 	free(buf);
