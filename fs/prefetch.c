@@ -47,6 +47,12 @@
  * engine's concurrency: enough that its loads wait for the limit (which
  * tells the controller that more would help), no more. */
 #define RA_PER_CONC 2
+/* The window while a file's chunks come from the chunk store: loads then
+ * cost CPU, not waiting, and a deeper window only has the pool's loads
+ * compete with the reader for the cores and take fresh buffers (16 MiB
+ * against 256 MiB: 10% faster over raw shards, 25% over compressed ones,
+ * after a remount on 2 cores). */
+#define RA_STORE_BYTES (16ull << 20)
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -70,6 +76,7 @@ struct pf_file {
 	uint32_t window;    /* read-ahead window in chunks; 0: random */
 	uint64_t spilled;   /* chunks of this pass's window handed to the
 			     * next file (pf_read.spill) */
+	bool from_store;    /* atomic: its last load came from the store */
 	uint64_t hint_seq;  /* atomic: the last hint naming it, 0: never */
 	/* Hints naming it that no read has finished, oldest first (under
 	 * mu): a read reaches the oldest one whose bytes it touches, so a
@@ -419,6 +426,7 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
 			 f->path, (unsigned long long)idx, strerror(-rc));
 ready:
+	__atomic_store_n(&f->from_store, !*fetched, __ATOMIC_RELAXED);
 	chunks_ready(pf->cc, c, want);
 	STAT_ADD(pf->stats.chunks_loaded, 1);
 	return 0;
@@ -448,18 +456,39 @@ static struct job queue_take(struct queue *q)
 	return j;
 }
 
-/* Whether a read-ahead job's chunk is all behind where its reader reads
- * next: the reader has had it (from the memory cache, which lets it go
- * then), so loading it again would be waste. */
-static bool readahead_behind(struct prefetch *pf, const struct job *j)
+static bool kernel_had(const struct pf_file *f, uint64_t idx)
 {
-	const uint64_t end = (j->idx + 1) * pf->cfg.chunk_size;
-	bool behind;
+	return __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
+	       (1ull << (idx % 64));
+}
 
-	pthread_mutex_lock(&j->f->mu);
-	behind = j->f->window && end <= j->f->next_off;
-	pthread_mutex_unlock(&j->f->mu);
-	return behind;
+static void halve(uint64_t *n)
+{
+	__atomic_store_n(n, __atomic_load_n(n, __ATOMIC_RELAXED) / 2,
+			 __ATOMIC_RELAXED);
+}
+
+/* Counts a hint (lost: a read) of a chunk the kernel had whole, halving
+ * both counts past 2^16 so that the judgement follows the page cache as
+ * memory comes and goes (racy halving only blurs a rough estimate). */
+static void kernel_count(struct prefetch *pf, bool lost)
+{
+	uint64_t *n = lost ? &pf->kernel_lost : &pf->kernel_hinted;
+
+	if (__atomic_add_fetch(n, 1, __ATOMIC_RELAXED) < (1u << 16))
+		return;
+	halve(&pf->kernel_hinted);
+	halve(&pf->kernel_lost);
+}
+
+/* Whether the kernel keeps what it had, so that hints and read-ahead for
+ * such chunks load nothing: fewer than 1 in 8 of the chunks hinted again
+ * after it had them whole were read again (it lost them: a dataset larger
+ * than the memory for its page cache), or too few seen to tell. */
+static bool kernel_keeps(const struct prefetch *pf)
+{
+	return __atomic_load_n(&pf->kernel_lost, __ATOMIC_RELAXED) * 8 <
+	       __atomic_load_n(&pf->kernel_hinted, __ATOMIC_RELAXED) + 64;
 }
 
 /* A pool job: loads the chunk unless it is cached, in flight or stale. */
@@ -482,7 +511,9 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 		pthread_mutex_unlock(&j->f->mu);
 		return;
 	}
-	if (!hint && readahead_behind(pf, j)) {
+	/* Read whole by the kernel already (a job queued before the reader
+	 * got there, run after): loading it again would be waste. */
+	if (!hint && kernel_had(j->f, j->idx) && kernel_keeps(pf)) {
 		STAT_ADD(pf->stats.ra_behind, 1);
 		return;
 	}
@@ -648,41 +679,6 @@ static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 
 /* Whether chunk idx of f is ready in memory (counted as a hint found
  * cached). */
-static bool kernel_had(const struct pf_file *f, uint64_t idx)
-{
-	return __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
-	       (1ull << (idx % 64));
-}
-
-/* Counts a hint (lost: a read) of a chunk the kernel had whole, halving
- * both counts past 2^16 so that the judgement follows the page cache as
- * memory comes and goes (racy halving only blurs a rough estimate). */
-static void kernel_count(struct prefetch *pf, bool lost)
-{
-	uint64_t *n = lost ? &pf->kernel_lost : &pf->kernel_hinted;
-
-	if (__atomic_add_fetch(n, 1, __ATOMIC_RELAXED) < (1u << 16))
-		return;
-	__atomic_store_n(&pf->kernel_hinted,
-			 __atomic_load_n(&pf->kernel_hinted, __ATOMIC_RELAXED) /
-			     2,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&pf->kernel_lost,
-			 __atomic_load_n(&pf->kernel_lost, __ATOMIC_RELAXED) /
-			     2,
-			 __ATOMIC_RELAXED);
-}
-
-/* Whether the kernel keeps what it had: fewer than 1 in 8 of the chunks
- * hinted again after it had them whole were read again (it lost them: a
- * dataset larger than the memory for its page cache), or too few seen to
- * tell. */
-static bool kernel_keeps(const struct prefetch *pf)
-{
-	return __atomic_load_n(&pf->kernel_lost, __ATOMIC_RELAXED) * 8 <
-	       __atomic_load_n(&pf->kernel_hinted, __ATOMIC_RELAXED) + 64;
-}
-
 /* Whether a hinted chunk needs no load: it is in memory, or the kernel has
  * had it whole (a later epoch in the same mount) and keeps such chunks. */
 static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
@@ -794,9 +790,12 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	const uint64_t cs = pf->cfg.chunk_size;
 	const uint64_t last = (end - 1) / cs;
 	const uint64_t conc = fetch_concurrency(pf->src->fetch) * RA_PER_CONC;
-	const uint32_t cap =
-	    conc < pf->window_cap ? (uint32_t)conc : pf->window_cap;
+	const uint64_t stored = RA_STORE_BYTES / cs ? RA_STORE_BYTES / cs : 1;
+	uint32_t cap = conc < pf->window_cap ? (uint32_t)conc : pf->window_cap;
 	bool seq;
+
+	if (__atomic_load_n(&f->from_store, __ATOMIC_RELAXED) && cap > stored)
+		cap = (uint32_t)stored;
 
 	*from = 1;
 	*to = 0;
@@ -1024,7 +1023,7 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 		 struct prefetch **out)
 {
 	struct prefetch *pf;
-	uint64_t cap;
+	uint64_t cap, inflight;
 	int rc;
 
 	if (cfg->chunk_size < PF_MIN_CHUNK || !src || !src->fetch)
@@ -1037,6 +1036,13 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 	pf->st = st;
 	pf->cc = cc;
 	cap = cfg->threads ? cfg->readahead_bytes / cfg->chunk_size : 0;
+	/* A window of more chunks than the pool may load at once (half the
+	 * memory cache) has the chunks it loaded first evicted before the
+	 * reader gets to them, and loaded again. */
+	inflight =
+	    cfg->inflight_bytes ? cfg->inflight_bytes : PF_INFLIGHT_DEFAULT;
+	if (cap > inflight / cfg->chunk_size)
+		cap = inflight / cfg->chunk_size;
 	pf->window_cap = cap > 1024 ? 1024 : (uint32_t)cap;
 	if (cfg->readahead_bytes && cfg->threads && !pf->window_cap)
 		pf->window_cap = 1;

@@ -163,7 +163,7 @@ struct prefetch_stats {
 	uint64_t chunks_fetched; /* of which from the origin */
 	uint64_t chunk_errors;	 /* loads that failed */
 	uint64_t ra_queued, ra_loaded, ra_dropped;
-	uint64_t ra_behind;	 /* read-ahead the reader had passed */
+	uint64_t ra_behind;	 /* read-ahead the kernel had had whole */
 	uint64_t files;		 /* pf_files alive */
 	uint64_t demand_fetches; /* chunks a reader fetched from the origin */
 	/* Hints: chunks queued, loaded by the pool, found cached or in
