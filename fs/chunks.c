@@ -632,7 +632,8 @@ bool chunks_put_served(struct chunk_cache *cc, struct chunk *c, size_t served)
 	e->refs--;
 	e->served += served;
 	whole = served && e->served >= e->pub.len;
-	unmap = !e->refs && e->unmap_when_let_go;
+	/* Marked while loading, it may hold a buffer of ours instead. */
+	unmap = !e->refs && e->unmap_when_let_go && e->file_map;
 	/* Also when a loader lets go after a reader had it whole. */
 	drop = read_whole(e, false);
 	if (unmap || drop)

@@ -880,7 +880,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		rc = fuse_reply_iov(req, iov, (int)rd.n);
 	else
 		rc = fuse_reply_buf(req, NULL, 0);
-	prefetch_read_done(ctx->prefetch, &rd, rc == 0);
+	/* An O_DIRECT read leaves nothing in the kernel's page cache. */
+	prefetch_read_done(ctx->prefetch, &rd,
+			   rc == 0 && !(fi->flags & O_DIRECT));
 	/* After the reply: the reader need not wait for it. */
 	if (rd.spill && ctx->walk_readahead)
 		spill_to_next(ctx, ino, f, rd.spill);

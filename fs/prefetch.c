@@ -53,6 +53,9 @@
  * against 256 MiB: 10% faster over raw shards, 25% over compressed ones,
  * after a remount on 2 cores). */
 #define RA_STORE_BYTES (16ull << 20)
+/* Objects of more chunks than this (64 TiB of 4 MiB chunks) keep no bits
+ * of which chunks the kernel had whole. */
+#define WHOLE_MAX (1ull << 24)
 
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -144,7 +147,7 @@ static void file_unref(struct pf_file *f)
 			   __ATOMIC_RELAXED);
 	free(f->spans);
 	if (f->whole != &f->whole_inline)
-		free(f->whole);
+		free(f->whole); /* or NULL */
 	free(f->path);
 	free(f->version);
 	free(f);
@@ -458,8 +461,9 @@ static struct job queue_take(struct queue *q)
 
 static bool kernel_had(const struct pf_file *f, uint64_t idx)
 {
-	return __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
-	       (1ull << (idx % 64));
+	return f->whole &&
+	       __atomic_load_n(&f->whole[idx / 64], __ATOMIC_RELAXED) &
+		   (1ull << (idx % 64));
 }
 
 static void halve(uint64_t *n)
@@ -479,6 +483,18 @@ static void kernel_count(struct prefetch *pf, bool lost)
 		return;
 	halve(&pf->kernel_hinted);
 	halve(&pf->kernel_lost);
+}
+
+/* A read of chunk idx: if the kernel had it whole, it lost it since
+ * (counted once: the bit goes until it has the chunk whole again). */
+static void kernel_lost_it(struct prefetch *pf, struct pf_file *f, uint64_t idx)
+{
+	const uint64_t bit = 1ull << (idx % 64);
+
+	if (f->whole &&
+	    __atomic_fetch_and(&f->whole[idx / 64], ~bit, __ATOMIC_RELAXED) &
+		bit)
+		kernel_count(pf, true);
 }
 
 /* Whether the kernel keeps what it had, so that hints and read-ahead for
@@ -847,7 +863,8 @@ void prefetch_read_done(struct prefetch *pf, struct pf_read *rd, bool served)
 		const uint64_t idx = rd->first + i;
 
 		if (chunks_put_served(pf->cc, rd->span[i].c,
-				      served ? rd->span[i].len : 0))
+				      served ? rd->span[i].len : 0) &&
+		    rd->f->whole)
 			__atomic_fetch_or(&rd->f->whole[idx / 64],
 					  1ull << (idx % 64), __ATOMIC_RELAXED);
 	}
@@ -918,8 +935,7 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		bool owner, fetched = false;
 
 		file_key(pf, f, idx, &key);
-		if (kernel_had(f, idx))
-			kernel_count(pf, true);
+		kernel_lost_it(pf, f, idx);
 		rc = chunks_get(pf->cc, &key, true, &c, &owner);
 		if (rc) {
 			rc = reader_errno(rc);
@@ -975,14 +991,14 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	f->size = size;
 	f->mtime = mtime;
 	f->nchunks = (size + pf->cfg.chunk_size - 1) / pf->cfg.chunk_size;
+	/* A bit per chunk; none kept for objects of more than WHOLE_MAX
+	 * chunks (a listing may claim any size). */
 	f->whole = &f->whole_inline;
-	if (f->nchunks > 64 &&
-	    !(f->whole = calloc((f->nchunks + 63) / 64, sizeof(uint64_t)))) {
-		free(f->path);
-		free(f->version);
-		free(f);
-		return -ENOMEM;
-	}
+	if (f->nchunks > 64)
+		f->whole =
+		    f->nchunks <= WHOLE_MAX
+			? calloc((f->nchunks + 63) / 64, sizeof(uint64_t))
+			: NULL;
 	f->refs = 1;
 	f->spans_live = &pf->spans_live;
 	pthread_mutex_init(&f->mu, NULL);

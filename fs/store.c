@@ -619,24 +619,6 @@ static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 }
 
 /*
- * A compressed chunk's payload, mapped so that zstd reads the file's
- * page-cache pages in place: a pread into a buffer copied every byte once
- * more (warm reads of compressed chunks: 8% of the mount's CPU).  Like
- * map_raw, it relies on chunk files never changing in place.  NULL if the
- * file cannot be mapped (the caller reads it then); *len: to unmap.
- */
-static void *map_payload(int fd, const struct hdr *h, size_t *len)
-{
-	const size_t n = (size_t)h->payload + h->stored_len;
-	uint8_t *p = mmap(NULL, n, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-
-	if (p == MAP_FAILED)
-		return NULL;
-	*len = n;
-	return p + h->payload;
-}
-
-/*
  * The header of chunk file fd (size bytes long), from its xattr (version
  * 2) or the file's start (version 1), checked against the file's size.
  * @return 0; -EBADMSG with *why; -EIO.
@@ -698,7 +680,6 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 {
 	struct tctx *t = NULL;
 	struct stat sb;
-	size_t map_len = 0;
 	void *src;
 	size_t n;
 	int rc;
@@ -733,15 +714,11 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 		if (!*tp)
 			*tp = codec_take();
 		t = *tp;
-		if (!t)
-			return -ENOMEM;
-		src = map_payload(fd, h, &map_len);
-		if (!src)
-			src = tctx_buf(t, h->stored_len);
+		src = t ? tctx_buf(t, h->stored_len) : NULL;
 		if (!src)
 			return -ENOMEM;
 	}
-	rc = map_len ? 0 : pread_full(fd, src, h->stored_len, h->payload);
+	rc = pread_full(fd, src, h->stored_len, h->payload);
 	if (rc == -ENODATA) {
 		*why = "truncated";
 		return -EBADMSG;
@@ -755,8 +732,6 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 				return -ENOMEM;
 		}
 		n = ZSTD_decompressDCtx(t->d, buf, cap, src, h->stored_len);
-		if (map_len)
-			munmap((uint8_t *)src - h->payload, map_len);
 		if (ZSTD_isError(n)) {
 			*why = ZSTD_getErrorName(n);
 			return -EBADMSG;

@@ -380,6 +380,17 @@ START_TEST(removed_while_loading)
 	chunks_file_removed(cc, &k);
 	chunks_put(cc, adopt_loading(c, 5, 8 * KiB));
 	ck_assert(!chunks_contains(cc, &k));
+
+	/* Marked while loading, then loaded into a buffer of ours (not a
+	 * mapping): it stays, and goes once the kernel had it whole. */
+	key_n(&k, 6);
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	ck_assert(owner);
+	chunks_file_removed(cc, &k);
+	ck_assert_ptr_nonnull(chunks_fill_buffer(cc, c, 100 * KiB));
+	chunks_ready(cc, c, 100 * KiB);
+	ck_assert(chunks_put_served(cc, c, 100 * KiB));
+	ck_assert(!chunks_contains(cc, &k));
 }
 END_TEST
 
