@@ -625,9 +625,11 @@ static void *script_main(void *arg)
 		const bool hold = marked && sc->nheld < 8;
 		const char *text = marked ? *a + 5 : *a;
 
+		/* Counted before the answer goes: the client may look at the
+		 * count as soon as it has the answer. */
+		__atomic_add_fetch(&sc->served, 1, __ATOMIC_SEQ_CST);
 		if (write(c, text, strlen(text)) < 0)
 			perror("write");
-		sc->served++;
 		if (hold)
 			sc->held[sc->nheld++] = c;
 		else
