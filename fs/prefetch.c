@@ -466,6 +466,15 @@ static bool kernel_had(const struct pf_file *f, uint64_t idx)
 		   (1ull << (idx % 64));
 }
 
+/* Notes that the kernel has had chunk idx whole.  A plain load first: the
+ * read path writes the shared word only when the bit changes. */
+static void kernel_has_it(struct pf_file *f, uint64_t idx)
+{
+	if (f->whole && !kernel_had(f, idx))
+		__atomic_fetch_or(&f->whole[idx / 64], 1ull << (idx % 64),
+				  __ATOMIC_RELAXED);
+}
+
 static void halve(uint64_t *n)
 {
 	__atomic_store_n(n, __atomic_load_n(n, __ATOMIC_RELAXED) / 2,
@@ -491,7 +500,7 @@ static void kernel_lost_it(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 {
 	const uint64_t bit = 1ull << (idx % 64);
 
-	if (f->whole &&
+	if (kernel_had(f, idx) &&
 	    __atomic_fetch_and(&f->whole[idx / 64], ~bit, __ATOMIC_RELAXED) &
 		bit)
 		kernel_count(pf, true);
@@ -693,8 +702,6 @@ static uint64_t enqueue(struct prefetch *pf, struct pf_file *f, uint64_t from,
 	return queued;
 }
 
-/* Whether chunk idx of f is ready in memory (counted as a hint found
- * cached). */
 /* Whether a hinted chunk needs no load: it is in memory, or the kernel has
  * had it whole (a later epoch in the same mount) and keeps such chunks. */
 static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
@@ -731,9 +738,9 @@ int prefetch_hint(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	first = off / cs;
 	last = (end - 1) / cs;
 	/* A chunk in memory, or in the kernel's page cache, needs no job:
-	 * waking a pool thread to
-	 * find it there made a warm epoch's hints cost the mount as much CPU
-	 * as its reads, and the loader's epoch twice its time. */
+	 * waking a pool thread to find it there made a warm epoch's hints
+	 * cost the mount as much CPU as its reads, and the loader's epoch
+	 * twice its time. */
 	while (first <= last && needs_no_load(pf, f, first))
 		first++;
 	while (last > first && needs_no_load(pf, f, last))
@@ -859,15 +866,10 @@ static void plan_readahead(struct prefetch *pf, struct pf_file *f, uint64_t off,
 
 void prefetch_read_done(struct prefetch *pf, struct pf_read *rd, bool served)
 {
-	for (unsigned i = 0; i < rd->n; i++) {
-		const uint64_t idx = rd->first + i;
-
+	for (unsigned i = 0; i < rd->n; i++)
 		if (chunks_put_served(pf->cc, rd->span[i].c,
-				      served ? rd->span[i].len : 0) &&
-		    rd->f->whole)
-			__atomic_fetch_or(&rd->f->whole[idx / 64],
-					  1ull << (idx % 64), __ATOMIC_RELAXED);
-	}
+				      served ? rd->span[i].len : 0))
+			kernel_has_it(rd->f, rd->first + i);
 	rd->n = 0;
 }
 

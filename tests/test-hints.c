@@ -376,6 +376,16 @@ static int open_advised(const struct mnt *m, const char *name, int advice)
 	return fd;
 }
 
+/* Reads and checks the N_SMALL small files in order. */
+static void read_in_order(const struct mnt *m, const int *order)
+{
+	char name[64];
+
+	for (int i = 0; i < N_SMALL; i++)
+		check_bytes(m, small_name(order[i], name, sizeof(name)),
+			    SMALL_SIZE);
+}
+
 /* Drops the kernel's page cache of a file under the mount, as memory
  * pressure would. */
 static void forget_pages(const struct mnt *m, const char *name)
@@ -394,9 +404,7 @@ static long long epoch_after_forgetting(struct mnt *m, const int *order)
 		forget_pages(m, small_name(order[i], name, sizeof(name)));
 	lines = small_hints(order, N_SMALL);
 	send_hints(m, lines, N_SMALL);
-	for (int i = 0; i < N_SMALL; i++)
-		check_bytes(m, small_name(order[i], name, sizeof(name)),
-			    SMALL_SIZE);
+	read_in_order(m, order);
 	free_lines(lines, N_SMALL);
 	wait_drained(m, -1);
 	return stat_of(m, "hints", "queued") - queued;
@@ -411,13 +419,10 @@ START_TEST(test_hints_when_kernel_forgets)
 	static const char *const opts[] = {"--memory-cache", "128K", NULL};
 	struct mnt m = {0};
 	int order[N_SMALL];
-	char name[64];
 
 	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
 	shuffle(order, N_SMALL, 13);
-	for (int i = 0; i < N_SMALL; i++)
-		check_bytes(&m, small_name(order[i], name, sizeof(name)),
-			    SMALL_SIZE);
+	read_in_order(&m, order);
 	wait_drained(&m, -1);
 	/* Trusted at first: nothing queued, every read comes back. */
 	ck_assert_int_eq(epoch_after_forgetting(&m, order), 0);
@@ -435,14 +440,12 @@ START_TEST(test_hints_for_cached_chunks)
 {
 	struct mnt m = {0};
 	int order[N_SMALL];
-	char **lines, name[64];
+	char **lines;
 	long long queued;
 
 	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
 	shuffle(order, N_SMALL, 11);
-	for (int i = 0; i < N_SMALL; i++)
-		check_bytes(&m, small_name(order[i], name, sizeof(name)),
-			    SMALL_SIZE);
+	read_in_order(&m, order);
 	wait_drained(&m, -1);
 	queued = stat_of(&m, "hints", "queued");
 	lines = small_hints(order, N_SMALL);
@@ -450,9 +453,7 @@ START_TEST(test_hints_for_cached_chunks)
 	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N_SMALL);
 	ck_assert_int_eq(stat_of(&m, "hints", "queued"), queued);
 	ck_assert_int_ge(stat_of(&m, "hints", "cached"), N_SMALL);
-	for (int i = 0; i < N_SMALL; i++)
-		check_bytes(&m, small_name(order[i], name, sizeof(name)),
-			    SMALL_SIZE);
+	read_in_order(&m, order);
 	free_lines(lines, N_SMALL);
 	mount_stop(&m);
 }
