@@ -17,11 +17,15 @@
 #include <unistd.h>
 
 /*
- * The engine thread owns the multi handle and every easy handle.  A caller
- * builds a struct xfer on its own stack, queues it, and sleeps on the xfer's
- * condvar; the engine attaches an easy handle, runs it, fills the result and
- * signals.  Retries and their backoff happen on the caller's thread, so the
- * engine never sleeps and a waiting retry costs no engine time.
+ * The engine thread owns the multi handle and every easy handle.  A request
+ * is a struct call: fetch_run keeps it on the caller's stack and sleeps
+ * until its callback wakes it; fetch_submit allocates it and returns.  The
+ * engine runs each attempt as a struct xfer, judges it, and either ends the
+ * call (its callback runs) or sets a timer for the next attempt after the
+ * backoff, so no thread is held by a request in flight or by a retry
+ * waiting.  A retry whose request must be signed again (req.resign) is
+ * signed on the engine's signer thread: signing may fetch a token, which
+ * needs the engine thread free.
  *
  * Each origin host (scheme://authority) has a controller (conc.h) that
  * sets how many of its transfers run at once.  A background request
@@ -41,7 +45,7 @@
 #define HEDGE_WINDOW 128
 #define HEDGE_MIN_SAMPLES 32
 #define HEDGE_EVERY 20
-#define LOW_SPEED 1024L /* bytes/s: slower is a stall */
+#define LOW_SPEED 1024L			 /* bytes/s: slower is a stall */
 #define ATTEMPT_MAX_MS (30L * 60 * 1000) /* one attempt, at most */
 #define HEDGE_BURST 8
 /* Never hedge before 10 ms: an origin that answers faster is near, and a
@@ -99,8 +103,6 @@ struct xfer {
 			    * host's waiting list */
 	struct host *host;
 	struct xfer *run_prev, *run_next; /* in the engine's running list */
-	pthread_cond_t cond;
-	bool done;
 	struct leg leg[2];
 	struct leg *winner; /* the leg whose answer counts */
 	bool hedged;
@@ -109,11 +111,11 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE];
 	char range[48];
 	struct fetch_head head; /* what the headers said beyond res */
-	uint64_t skip;	   /* bytes to drop: a 200 answer to a range */
-	bool body_checked; /* first body byte seen, status examined */
-	bool discard;	   /* not a 2xx: drop the body */
-	bool overflow;	   /* body longer than cap */
-	bool enough;	   /* got the whole range from a 200; stopped early */
+	uint64_t skip;		/* bytes to drop: a 200 answer to a range */
+	bool body_checked;	/* first body byte seen, status examined */
+	bool discard;		/* not a 2xx: drop the body */
+	bool overflow;		/* body longer than cap */
+	bool enough; /* got the whole range from a 200; stopped early */
 	int nomem;
 	size_t grow_cap; /* allocated size of res->body when growing */
 	/* Through the site cache: X-Wharf-Origin and, unless the request
@@ -122,6 +124,25 @@ struct xfer {
 	struct curl_slist via[2];
 	char via_origin[FETCH_HOST_MAX + 24];
 	char via_host[FETCH_HOST_MAX + 8];
+};
+
+/*
+ * One request through all its attempts: a copy of the caller's request
+ * (resign changes its headers), the attempt in flight (x), and the time
+ * its next attempt is due.  fetch_run keeps it on its stack, fetch_submit
+ * allocates it; nothing touches it after its callback has run.
+ */
+struct call {
+	struct fetch_req r;
+	struct fetch_res *res;
+	fetch_done_fn *done;
+	void *arg;
+	bool owned;	     /* allocated: freed before the callback */
+	unsigned n;	     /* attempts made before this one */
+	uint64_t first_fail; /* end of the first failed attempt, or 0 */
+	uint64_t due_ns;     /* in the timer list: when the next goes */
+	struct call *later;  /* in the timer list or the signer's */
+	struct xfer x;
 };
 
 struct fetch_engine {
@@ -135,23 +156,30 @@ struct fetch_engine {
 	bool stop;			 /* under lock */
 	/* Cancelled (fetch_engine_cancel): a byte in cancel_pipe, seen by
 	 * the engine thread; then `cancelled` (atomic) ends every request
-	 * and retry wait, and fails new ones.  cancel_cond wakes the
-	 * callers sleeping before a retry (with fe->lock). */
+	 * and retry wait, and fails new ones. */
 	int cancel_pipe[2];
 	bool cancelled;
-	pthread_cond_t cancel_cond;
-	bool no_redirect;		 /* set before any request */
-	unsigned running;		 /* legs in multi; engine thread only */
-	struct xfer *run_head;		 /* engine thread only */
+	/* Calls waiting out a backoff, soonest first; engine thread only. */
+	struct call *timers;
+	/* The signer thread and the retries it is to sign (under lock;
+	 * `signing` counts them until they are queued again or ended). */
+	pthread_t signer;
+	pthread_cond_t sign_cond;
+	struct call *sign_head, *sign_tail;
+	unsigned signing;
+	bool sign_stop;
+	bool no_redirect;      /* set before any request */
+	unsigned running;      /* legs in multi; engine thread only */
+	struct xfer *run_head; /* engine thread only */
 	/* Hedging, engine thread only: recent latencies per kind, and the
 	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
 	struct lat_window lat[K_NKINDS];
 	unsigned hedge_tokens;
-	struct host hosts[HOSTS_MAX];	 /* engine thread only, but pub */
-	unsigned nhosts;		 /* written under lock */
-	unsigned waiting;		 /* in hosts' lists; engine only */
-	unsigned conc_max;		 /* atomic: the largest host limit */
-	CURL *pool[POOL_MAX];		 /* engine thread only */
+	struct host hosts[HOSTS_MAX]; /* engine thread only, but pub */
+	unsigned nhosts;	      /* written under lock */
+	unsigned waiting;	      /* in hosts' lists; engine only */
+	unsigned conc_max;	      /* atomic: the largest host limit */
+	CURL *pool[POOL_MAX];	      /* engine thread only */
 	unsigned npool;
 	struct {
 		uint64_t requests, retries, errors, bytes, connects;
@@ -528,8 +556,8 @@ static bool has_header(const struct curl_slist *h, const char *name)
  * (curl sends it as Basic auth, which the cache passes on).
  * @return 0, or -EINVAL when it does not fit.
  */
-static int via_prepare(const struct fetch_engine *fe, struct xfer *x,
-		       char *url, size_t cap)
+static int via_prepare(const struct fetch_engine *fe, struct xfer *x, char *url,
+		       size_t cap)
 {
 	const char *o = x->req->url, *sep = strstr(o, "://");
 	const size_t scheme = (size_t)(sep - o);
@@ -542,9 +570,8 @@ static int via_prepare(const struct fetch_engine *fe, struct xfer *x,
 	const char *path = auth + alen;
 	int n;
 
-	n = snprintf(url, cap, "%.*s%.*s%s%s%s",
-		     (int)(cache - fe->site_cache), fe->site_cache,
-		     at ? (int)(at + 1 - auth) : 0, auth, cache,
+	n = snprintf(url, cap, "%.*s%.*s%s%s%s", (int)(cache - fe->site_cache),
+		     fe->site_cache, at ? (int)(at + 1 - auth) : 0, auth, cache,
 		     *path == '/' ? "" : "/", path);
 	if (n < 0 || (size_t)n >= cap)
 		return -EINVAL;
@@ -701,8 +728,8 @@ static bool leg_latency(const struct leg *l, uint64_t *ns)
 
 	if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
 		CURLE_OK ||
-	    curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T,
-			      &first) != CURLE_OK ||
+	    curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T, &first) !=
+		CURLE_OK ||
 	    first <= 0 || first < pre)
 		return false;
 	*ns = (uint64_t)(first - pre) * 1000;
@@ -736,14 +763,18 @@ static void latency_add(struct fetch_engine *fe, enum req_kind k, uint64_t ns)
 	}
 }
 
-/* Wakes the caller of the request: its result is final. */
+static struct call *call_of(struct xfer *x)
+{
+	return (struct call *)((char *)x - offsetof(struct call, x));
+}
+
+static void call_attempt_done(struct fetch_engine *fe, struct call *c);
+
+/* An attempt ended with cc: its call goes on or ends. */
 static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
 {
 	x->cc = cc;
-	pthread_mutex_lock(&fe->lock);
-	x->done = true;
-	pthread_cond_signal(&x->cond);
-	pthread_mutex_unlock(&fe->lock);
+	call_attempt_done(fe, call_of(x));
 }
 
 /* Publishes a host's figures for fetch_get_hosts (under the lock: the
@@ -926,10 +957,7 @@ static void engine_cancel(struct fetch_engine *fe)
 
 	while (read(fe->cancel_pipe[0], drain, sizeof(drain)) > 0)
 		;
-	pthread_mutex_lock(&fe->lock);
 	__atomic_store_n(&fe->cancelled, true, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&fe->cancel_cond);
-	pthread_mutex_unlock(&fe->lock);
 	while ((x = fe->run_head)) {
 		for (int i = 0; i < 2; i++)
 			if (x->leg[i].easy)
@@ -948,12 +976,49 @@ static void engine_cancel(struct fetch_engine *fe)
 		}
 		h->wait_tail = NULL;
 	}
+	/* Retries waiting out their backoff end too (the signer ends its
+	 * own: it sees `cancelled`). */
+	while (fe->timers) {
+		struct call *c = fe->timers;
+
+		fe->timers = c->later;
+		call_attempt_done(fe, c);
+	}
+}
+
+/* Starts an attempt, or puts it in its host's waiting list. */
+static void xfer_begin(struct fetch_engine *fe, struct xfer *x)
+{
+	struct host *h;
+
+	if (is_cancelled(fe)) {
+		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+		return;
+	}
+	x->leg[0].x = x->leg[1].x = x;
+	x->kind =
+	    x->req->head || x->req->post || x->req->grow ? K_META : K_DATA;
+	h = x->host = host_of(fe, x->req->url);
+	if (!x->req->background ||
+	    (!h->wait_head && h->running < h->conc.limit)) {
+		xfer_start(fe, x);
+		return;
+	}
+	/* Background work beyond the limit waits its turn, and tells the
+	 * controller that the limit is what holds it back. */
+	conc_waited(&h->conc);
+	if (h->wait_tail)
+		h->wait_tail->next = x;
+	else
+		h->wait_head = x;
+	h->wait_tail = x;
+	h->waiting++;
+	fe->waiting++;
 }
 
 static void engine_start_queued(struct fetch_engine *fe)
 {
 	struct xfer *q, *x;
-	struct host *h;
 
 	pthread_mutex_lock(&fe->lock);
 	q = fe->queue;
@@ -963,31 +1028,43 @@ static void engine_start_queued(struct fetch_engine *fe)
 	while ((x = q)) {
 		q = x->next;
 		x->next = NULL;
-		if (is_cancelled(fe)) {
-			xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
-			continue;
-		}
-		x->leg[0].x = x->leg[1].x = x;
-		x->kind = x->req->head || x->req->post || x->req->grow
-			      ? K_META
-			      : K_DATA;
-		h = x->host = host_of(fe, x->req->url);
-		if (!x->req->background ||
-		    (!h->wait_head && h->running < h->conc.limit)) {
-			xfer_start(fe, x);
-			continue;
-		}
-		/* Background work beyond the limit waits its turn, and tells
-		 * the controller that the limit is what holds it back. */
-		conc_waited(&h->conc);
-		if (h->wait_tail)
-			h->wait_tail->next = x;
-		else
-			h->wait_head = x;
-		h->wait_tail = x;
-		h->waiting++;
-		fe->waiting++;
+		xfer_begin(fe, x);
 	}
+}
+
+static void attempt_reset(struct fetch_engine *fe, struct call *c);
+static void signer_add(struct fetch_engine *fe, struct call *c);
+
+/* Starts the retries whose backoff is over. */
+static void timers_run(struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+	struct call *c;
+
+	while ((c = fe->timers) && c->due_ns <= now) {
+		fe->timers = c->later;
+		c->later = NULL;
+		if (c->r.resign) {
+			signer_add(fe, c);
+			continue;
+		}
+		attempt_reset(fe, c);
+		xfer_begin(fe, &c->x);
+	}
+}
+
+/* How long the engine may sleep before a retry is due (at most 1 s). */
+static long timers_wait_ms(const struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+
+	if (!fe->timers)
+		return 1000;
+	if (fe->timers->due_ns <= now)
+		return 0;
+	if (fe->timers->due_ns - now >= 1000000000ull)
+		return 1000;
+	return (long)((fe->timers->due_ns - now) / 1000000) + 1;
 }
 
 /* Each turn of the loop: lets each controller decide, then starts what
@@ -1079,10 +1156,11 @@ static void *engine_main(void *arg)
 	for (;;) {
 		CURLMsg *m;
 		int still, left;
-		long wait_ms;
+		long wait_ms, timer_ms;
 		bool stop;
 
 		engine_start_queued(fe);
+		timers_run(fe);
 		curl_multi_perform(fe->multi, &still);
 		while ((m = curl_multi_info_read(fe->multi, &left))) {
 			struct leg *l = NULL;
@@ -1095,11 +1173,15 @@ static void *engine_main(void *arg)
 		}
 		hosts_turn(fe);
 		pthread_mutex_lock(&fe->lock);
-		stop = fe->stop && !fe->queue && !fe->running && !fe->waiting;
+		stop = fe->stop && !fe->queue && !fe->running && !fe->waiting &&
+		       !fe->timers && !fe->signing;
 		pthread_mutex_unlock(&fe->lock);
 		if (stop)
 			break;
 		wait_ms = hedge_scan(fe);
+		timer_ms = timers_wait_ms(fe);
+		if (timer_ms < wait_ms)
+			wait_ms = timer_ms;
 		/* curl_multi_wakeup() ends this wait when work is queued, a
 		 * byte in the cancel pipe when the engine is cancelled. */
 		cancel.revents = 0;
@@ -1121,16 +1203,16 @@ static void curl_init(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-/* Retry waits are timed on the monotonic clock: a clock step must not
- * stretch or cut them. */
-static void cond_init_monotonic(pthread_cond_t *c)
-{
-	pthread_condattr_t ca;
+static void *signer_main(void *arg);
 
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
+/* Ends the signer thread (once the engine has nothing left for it). */
+static void signer_stop(struct fetch_engine *fe)
+{
+	pthread_mutex_lock(&fe->lock);
+	fe->sign_stop = true;
+	pthread_cond_signal(&fe->sign_cond);
+	pthread_mutex_unlock(&fe->lock);
+	pthread_join(fe->signer, NULL);
 }
 
 int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
@@ -1159,8 +1241,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 		rc = -EINVAL;
 		goto fail;
 	}
-	fe->site_cache = fe->cfg.site_cache ? strdup(fe->cfg.site_cache)
-					    : NULL;
+	fe->site_cache = fe->cfg.site_cache ? strdup(fe->cfg.site_cache) : NULL;
 	if (fe->site_cache) { /* "http://c:8080/" as "http://c:8080" */
 		size_t n = strlen(fe->site_cache);
 
@@ -1172,8 +1253,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->cfg.site_cache = fe->site_cache;
 	fe->multi = curl_multi_init();
 	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
-	    (cfg && cfg->site_cache && !fe->site_cache) ||
-	    !fe->multi) {
+	    (cfg && cfg->site_cache && !fe->site_cache) || !fe->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1194,15 +1274,20 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 		goto fail;
 	}
 	pthread_mutex_init(&fe->lock, NULL);
-	cond_init_monotonic(&fe->cancel_cond);
+	pthread_cond_init(&fe->sign_cond, NULL);
+	rc = -pthread_create(&fe->signer, NULL, signer_main, fe);
+	if (rc)
+		goto fail_sync;
 	rc = -pthread_create(&fe->thread, NULL, engine_main, fe);
 	if (rc) {
-		pthread_mutex_destroy(&fe->lock);
-		pthread_cond_destroy(&fe->cancel_cond);
-		goto fail;
+		signer_stop(fe);
+		goto fail_sync;
 	}
 	*out = fe;
 	return 0;
+fail_sync:
+	pthread_mutex_destroy(&fe->lock);
+	pthread_cond_destroy(&fe->sign_cond);
 fail:
 	if (fe->cancel_pipe[1] > 0) {
 		close(fe->cancel_pipe[0]);
@@ -1228,11 +1313,12 @@ void fetch_engine_free(struct fetch_engine *fe)
 	pthread_mutex_unlock(&fe->lock);
 	curl_multi_wakeup(fe->multi);
 	pthread_join(fe->thread, NULL);
+	signer_stop(fe);
 	for (i = 0; i < fe->npool; i++)
 		curl_easy_cleanup(fe->pool[i]);
 	curl_multi_cleanup(fe->multi);
 	pthread_mutex_destroy(&fe->lock);
-	pthread_cond_destroy(&fe->cancel_cond);
+	pthread_cond_destroy(&fe->sign_cond);
 	close(fe->cancel_pipe[0]);
 	close(fe->cancel_pipe[1]);
 	free(fe->user_agent);
@@ -1250,47 +1336,6 @@ void fetch_engine_cancel(struct fetch_engine *fe)
 int fetch_engine_cancel_fd(const struct fetch_engine *fe)
 {
 	return fe->cancel_pipe[1];
-}
-
-/* Sleeps ms before a retry; false when the engine was cancelled. */
-static bool backoff_wait(struct fetch_engine *fe, uint64_t ms)
-{
-	struct timespec until;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t)(ms / 1000);
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&fe->lock);
-	while (!is_cancelled(fe) &&
-	       pthread_cond_timedwait(&fe->cancel_cond, &fe->lock, &until) !=
-		   ETIMEDOUT)
-		;
-	pthread_mutex_unlock(&fe->lock);
-	return !is_cancelled(fe);
-}
-
-/* Runs one attempt on the engine thread and waits for it. */
-static void attempt(struct fetch_engine *fe, struct xfer *x)
-{
-	pthread_cond_init(&x->cond, NULL);
-	pthread_mutex_lock(&fe->lock);
-	if (fe->queue_tail)
-		fe->queue_tail->next = x;
-	else
-		fe->queue = x;
-	fe->queue_tail = x;
-	pthread_mutex_unlock(&fe->lock);
-	curl_multi_wakeup(fe->multi);
-
-	pthread_mutex_lock(&fe->lock);
-	while (!x->done)
-		pthread_cond_wait(&x->cond, &fe->lock);
-	pthread_mutex_unlock(&fe->lock);
-	pthread_cond_destroy(&x->cond);
 }
 
 /* The URL as logs show it: no query string (it may carry a signature). */
@@ -1377,8 +1422,8 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		*rc = -EIO;
 		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
 	}
-	snprintf(what, wcap, "HTTP %ld%s%s", st,
-		 x->head.reason[0] ? " " : "", x->head.reason);
+	snprintf(what, wcap, "HTTP %ld%s%s", st, x->head.reason[0] ? " " : "",
+		 x->head.reason);
 	if (st >= 200 && st <= 299) {
 		uint64_t want;
 
@@ -1435,116 +1480,314 @@ static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
 	return V_FAIL;
 }
 
-int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
-	      struct fetch_res *res)
-{
-	struct fetch_req r = *req;
-	uint64_t first_fail = 0, budget_ns;
-	char what[160], range[48] = "", url[256];
-	enum verdict v = V_FAIL;
-	bool via;
-	int rc = 0;
-	unsigned n;
+/* ---- a request's attempts ---- */
 
+/* The request as log lines name it: method, URL without its query, range,
+ * and the site cache it went through. */
+struct call_name {
+	char url[256], range[48];
+	bool via;
+};
+
+static void call_name(const struct fetch_engine *fe, const struct call *c,
+		      struct call_name *n)
+{
+	const struct fetch_req *req = &c->r;
+
+	url_for_log(req->url, n->url, sizeof(n->url));
+	n->range[0] = '\0';
+	if (req->range_len)
+		snprintf(n->range, sizeof(n->range),
+			 " bytes=%" PRIu64 "-%" PRIu64, req->range_off,
+			 req->range_off + req->range_len - 1);
+	n->via = fe->site_cache && via_applies(req);
+}
+
+/* Readies c's next attempt: an empty result (each attempt starts from an
+ * empty body and fresh headers) and a fresh xfer.  The thread that holds
+ * c. */
+static void attempt_reset(struct fetch_engine *fe, struct call *c)
+{
+	struct fetch_res *res = c->res;
+
+	memset(&c->x, 0, sizeof(c->x));
+	c->x.req = &c->r;
+	c->x.res = res;
+	res->len = 0;
+	res->status = 0;
+	res->etag[0] = res->content_type[0] = '\0';
+	res->mtime = 0;
+	res->content_length = -1;
+	res->total_size = 0;
+	res->ttfb_ns = 0;
+	if (c->r.grow) {
+		free(res->body);
+		res->body = NULL;
+	} else {
+		res->body = c->r.buf;
+	}
+	STAT_ADD(fe->st.requests, 1);
+}
+
+/* Hands an attempt to the engine thread. */
+static void queue_attempt(struct fetch_engine *fe, struct call *c)
+{
+	pthread_mutex_lock(&fe->lock);
+	if (fe->queue_tail)
+		fe->queue_tail->next = &c->x;
+	else
+		fe->queue = &c->x;
+	fe->queue_tail = &c->x;
+	pthread_mutex_unlock(&fe->lock);
+	curl_multi_wakeup(fe->multi);
+}
+
+/*
+ * The call's result is final: counts it, says what failed, and runs its
+ * callback.  c is freed (or, on fetch_run's stack, given back) before the
+ * callback runs, so nothing touches it after.  Any engine thread.
+ */
+static void call_end(struct fetch_engine *fe, struct call *c, int rc,
+		     const char *what)
+{
+	struct fetch_res *res = c->res;
+	fetch_done_fn *const done = c->done;
+	void *const arg = c->arg;
+	struct call_name n;
+
+	if (!rc) {
+		STAT_ADD(fe->st.hist[hist_bucket(res->ttfb_ns)], 1);
+	} else {
+		call_name(fe, c, &n);
+		snprintf(res->err, sizeof(res->err),
+			 "%s %s%s%s%s: %s (after %u attempt%s)",
+			 method_of(&c->r), n.url, n.range,
+			 n.via ? " through the site cache " : "",
+			 n.via ? fe->site_cache : "", what, res->attempts,
+			 res->attempts == 1 ? "" : "s");
+		if (rc == -ENOENT || rc == -ECANCELED)
+			log_debug("%s", res->err);
+		else
+			log_error("%s", res->err);
+		STAT_ADD(fe->st.errors, 1);
+		if (c->r.grow) {
+			free(res->body);
+			res->body = NULL;
+		}
+		res->len = 0;
+	}
+	if (c->owned)
+		free(c);
+	done(arg, rc);
+}
+
+/* Puts c in the timer list, soonest first (retries are few: a walk). */
+static void timer_add(struct fetch_engine *fe, struct call *c)
+{
+	struct call **p = &fe->timers;
+
+	while (*p && (*p)->due_ns <= c->due_ns)
+		p = &(*p)->later;
+	c->later = *p;
+	*p = c;
+}
+
+/*
+ * An attempt of c ended (engine thread): the call ends, or its next
+ * attempt is due after a backoff with full jitter (a uniform wait below
+ * the exponential bound), within the retry count and budget.
+ */
+static void call_attempt_done(struct fetch_engine *fe, struct call *c)
+{
+	struct fetch_res *res = c->res;
+	char what[160];
+	uint64_t wait_ms, now;
+	enum verdict v;
+	int rc = 0;
+
+	res->attempts = c->n + 1;
+	STAT_ADD(fe->st.bytes, res->len);
+	if (is_cancelled(fe)) {
+		call_end(fe, c, -ECANCELED, "cancelled: the mount is stopping");
+		return;
+	}
+	v = judge(&c->x, &rc, what, sizeof(what));
+	if (v == V_OK) {
+		call_end(fe, c, 0, NULL);
+		return;
+	}
+	if (!rc)
+		rc = -EIO;
+	if (v != V_RETRY || c->n >= fe->cfg.retries) {
+		call_end(fe, c, rc, what);
+		return;
+	}
+	wait_ms = BACKOFF_BASE_MS << (c->n < 16 ? c->n : 16);
+	if (wait_ms > BACKOFF_CAP_MS)
+		wait_ms = BACKOFF_CAP_MS;
+	wait_ms = rand_below(wait_ms + 1);
+	/* The budget runs from the end of the first failed attempt, so one
+	 * that stalled for the whole stall timeout (as long as the budget by
+	 * default) is still retried. */
+	now = now_ns();
+	if (!c->first_fail)
+		c->first_fail = now;
+	if (now - c->first_fail + wait_ms * 1000000ULL >
+	    (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL) {
+		call_end(fe, c, rc, what);
+		return;
+	}
+	{
+		struct call_name n;
+
+		call_name(fe, c, &n);
+		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
+			 method_of(&c->r), n.url, n.range, what, c->n + 1,
+			 wait_ms);
+	}
+	STAT_ADD(fe->st.retries, 1);
+	c->n++;
+	c->due_ns = now + wait_ms * 1000000ULL;
+	timer_add(fe, c);
+}
+
+/* A retry to sign again goes to the signer thread (engine thread). */
+static void signer_add(struct fetch_engine *fe, struct call *c)
+{
+	pthread_mutex_lock(&fe->lock);
+	c->later = NULL;
+	if (fe->sign_tail)
+		fe->sign_tail->later = c;
+	else
+		fe->sign_head = c;
+	fe->sign_tail = c;
+	fe->signing++;
+	pthread_cond_signal(&fe->sign_cond);
+	pthread_mutex_unlock(&fe->lock);
+}
+
+/* The signer thread: signs retries again (resign may fetch a token
+ * through this engine, so it cannot run on the engine thread). */
+static void *signer_main(void *arg)
+{
+	struct fetch_engine *fe = arg;
+	struct call *c;
+	char what[160];
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&fe->lock);
+		while (!fe->sign_head && !fe->sign_stop)
+			pthread_cond_wait(&fe->sign_cond, &fe->lock);
+		c = fe->sign_head;
+		if (c) {
+			fe->sign_head = c->later;
+			if (!fe->sign_head)
+				fe->sign_tail = NULL;
+		}
+		pthread_mutex_unlock(&fe->lock);
+		if (!c)
+			return NULL;
+		rc = is_cancelled(fe) ? -ECANCELED
+				      : c->r.resign(c->r.resign_arg, &c->r);
+		if (!rc) {
+			attempt_reset(fe, c);
+			/* queued before `signing` drops: the engine's stop
+			 * test sees one or the other */
+			queue_attempt(fe, c);
+		} else if (rc == -ECANCELED) {
+			call_end(fe, c, rc, "cancelled: the mount is stopping");
+		} else {
+			snprintf(what, sizeof(what),
+				 "signing the retry failed: %s", strerror(-rc));
+			call_end(fe, c, rc, what);
+		}
+		pthread_mutex_lock(&fe->lock);
+		fe->signing--;
+		pthread_mutex_unlock(&fe->lock);
+		curl_multi_wakeup(fe->multi);
+	}
+}
+
+/* Sets c up for req; -EINVAL (res->err says why) for a request that
+ * cannot be made. */
+static int call_init(struct call *c, const struct fetch_req *req,
+		     struct fetch_res *res, fetch_done_fn *done, void *arg)
+{
 	memset(res, 0, sizeof(*res));
 	res->content_length = -1;
 	if (!req->url || (!req->grow && req->cap && !req->buf)) {
 		snprintf(res->err, sizeof(res->err), "fetch: bad request");
 		return -EINVAL;
 	}
-	via = fe->site_cache && via_applies(req);
-	budget_ns = (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL;
-	url_for_log(req->url, url, sizeof(url));
-	if (req->range_len)
-		snprintf(range, sizeof(range), " bytes=%" PRIu64 "-%" PRIu64,
-			 req->range_off, req->range_off + req->range_len - 1);
+	memset(c, 0, offsetof(struct call, x));
+	c->r = *req;
+	c->res = res;
+	c->done = done;
+	c->arg = arg;
+	return 0;
+}
 
-	for (n = 0;; n++) {
-		struct xfer x;
-		uint64_t wait_ms, elapsed;
+int fetch_submit(struct fetch_engine *fe, const struct fetch_req *req,
+		 struct fetch_res *res, fetch_done_fn *done, void *arg)
+{
+	/* One allocation a request, beside the easy handle's own: the call
+	 * outlives the caller's frame. */
+	struct call *c = malloc(sizeof(*c));
+	int rc;
 
-		if (n > 0 && r.resign) {
-			rc = r.resign(r.resign_arg, &r);
-			if (rc) {
-				snprintf(what, sizeof(what),
-					 "signing the retry failed: %s",
-					 strerror(-rc));
-				v = V_FAIL;
-				break;
-			}
-		}
-		memset(&x, 0, sizeof(x));
-		x.req = &r;
-		x.res = res;
-		/* Each attempt starts from an empty body and fresh headers. */
-		res->len = 0;
-		res->status = 0;
-		res->etag[0] = res->content_type[0] = '\0';
-		res->mtime = 0;
-		res->content_length = -1;
-		res->total_size = 0;
-		res->ttfb_ns = 0;
-		if (!r.grow)
-			res->body = r.buf;
-		if (r.grow) {
-			free(res->body);
-			res->body = NULL;
-		}
-		STAT_ADD(fe->st.requests, 1);
-		attempt(fe, &x);
-		res->attempts = n + 1;
-		STAT_ADD(fe->st.bytes, res->len);
-		if (is_cancelled(fe)) {
-			snprintf(what, sizeof(what), "cancelled: %s",
-				 "the mount is stopping");
-			rc = -ECANCELED;
-			v = V_FAIL;
-			break;
-		}
-		v = judge(&x, &rc, what, sizeof(what));
-		if (v != V_RETRY)
-			break;
-		if (n >= fe->cfg.retries)
-			break;
-		/* Full jitter: a uniform wait below the exponential bound. */
-		wait_ms = BACKOFF_BASE_MS << (n < 16 ? n : 16);
-		if (wait_ms > BACKOFF_CAP_MS)
-			wait_ms = BACKOFF_CAP_MS;
-		wait_ms = rand_below(wait_ms + 1);
-		/* The budget runs from the end of the first failed attempt,
-		 * so one that stalled for the whole stall timeout (as long as
-		 * the budget by default) is still retried. */
-		if (!first_fail)
-			first_fail = now_ns();
-		elapsed = now_ns() - first_fail;
-		if (elapsed + wait_ms * 1000000ULL > budget_ns)
-			break;
-		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
-			 method_of(req), url, range, what, n + 1, wait_ms);
-		STAT_ADD(fe->st.retries, 1);
-		if (wait_ms && !backoff_wait(fe, wait_ms))
-			continue; /* the next attempt ends at once, cancelled */
+	if (!c) {
+		memset(res, 0, sizeof(*res));
+		snprintf(res->err, sizeof(res->err), "fetch: out of memory");
+		return -ENOMEM;
 	}
-	if (v == V_OK) {
-		STAT_ADD(fe->st.hist[hist_bucket(res->ttfb_ns)], 1);
-		return 0;
+	rc = call_init(c, req, res, done, arg);
+	if (rc) {
+		free(c);
+		return rc;
 	}
-	if (rc == 0)
-		rc = -EIO;
-	snprintf(res->err, sizeof(res->err),
-		 "%s %s%s%s%s: %s (after %u attempt%s)", method_of(req), url,
-		 range, via ? " through the site cache " : "",
-		 via ? fe->site_cache : "", what, res->attempts,
-		 res->attempts == 1 ? "" : "s");
-	if (rc == -ENOENT || rc == -ECANCELED)
-		log_debug("%s", res->err);
-	else
-		log_error("%s", res->err);
-	STAT_ADD(fe->st.errors, 1);
-	if (r.grow) {
-		free(res->body);
-		res->body = NULL;
-	}
-	res->len = 0;
-	return rc;
+	c->owned = true;
+	attempt_reset(fe, c);
+	queue_attempt(fe, c);
+	return 0;
+}
+
+/* fetch_run's wait for its call. */
+struct run_wait {
+	struct fetch_engine *fe;
+	pthread_cond_t cond;
+	bool done;
+	int rc;
+};
+
+static void run_woken(void *arg, int rc)
+{
+	struct run_wait *w = arg;
+	struct fetch_engine *fe = w->fe;
+
+	pthread_mutex_lock(&fe->lock);
+	w->rc = rc;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&fe->lock);
+}
+
+int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
+	      struct fetch_res *res)
+{
+	struct run_wait w = {.fe = fe};
+	struct call c;
+	int rc = call_init(&c, req, res, run_woken, &w);
+
+	if (rc)
+		return rc;
+	pthread_cond_init(&w.cond, NULL);
+	attempt_reset(fe, &c);
+	queue_attempt(fe, &c);
+	pthread_mutex_lock(&fe->lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &fe->lock);
+	pthread_mutex_unlock(&fe->lock);
+	pthread_cond_destroy(&w.cond);
+	return w.rc;
 }

@@ -3,7 +3,9 @@
 /*
  * fetch: the one libcurl multi engine a mount shares.  One thread drives a
  * curl multi handle; any thread may call fetch_run(), which queues the
- * request and sleeps until it completes.  Connections are kept alive and
+ * request and sleeps until it completes, or fetch_submit(), which queues
+ * it and returns (a callback gives the result), so that one thread may
+ * keep many requests in flight.  Connections are kept alive and
  * reused, their number bounded by fetch_config.max_connections; HTTP/2 is
  * used where TLS offers it; TLS peers are verified unless told otherwise.
  *
@@ -80,7 +82,7 @@ void fetch_config_default(struct fetch_config *cfg);
 void fetch_no_redirect(struct fetch_engine *fe);
 
 struct fetch_req {
-	const char *url;            /* caller-owned until fetch_run returns */
+	const char *url;	    /* caller-owned until the request ends */
 	struct curl_slist *headers; /* extra headers, caller-owned, may be NULL */
 	bool head;                  /* HEAD instead of GET */
 	/* POST this body instead of GET (token exchanges); caller-owned. */
@@ -98,8 +100,9 @@ struct fetch_req {
 	void *buf;
 	size_t cap;
 	bool grow;
-	/* Optional: fills `headers` again before each retry (fresh signatures or
-	 * tokens).  Returns 0 or -errno. */
+	/* Optional: fills `headers` again before each retry (fresh signatures
+	 * or tokens), on the engine's signer thread: it may block (a token
+	 * fetch) and call fetch_run.  Returns 0 or -errno. */
 	int (*resign)(void *arg, struct fetch_req *req);
 	void *resign_arg;
 	/* Nobody waits for it yet (read-ahead, hints): it waits for room
@@ -164,6 +167,22 @@ int fetch_engine_cancel_fd(const struct fetch_engine *fe);
  */
 int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	      struct fetch_res *res) WHARF_CHECK;
+
+/* A submitted request's end: rc as fetch_run would return it. */
+typedef void fetch_done_fn(void *arg, int rc);
+
+/*
+ * fetch_run without the wait: the engine makes the attempts, their
+ * backoffs on its own timers, and then calls done(arg, rc) once, on one of
+ * its threads; done must not block (it hands the result on).  req is
+ * copied, but what it points to (url, headers, buf, post, resign_arg) and
+ * res stay the caller's, untouched by the caller, until done runs.
+ * @return 0 (done will run), or -EINVAL/-ENOMEM with res->err set and
+ * done never run.
+ */
+int fetch_submit(struct fetch_engine *fe, const struct fetch_req *req,
+		 struct fetch_res *res, fetch_done_fn *done,
+		 void *arg) WHARF_CHECK;
 
 struct fetch_stats {
 	uint64_t requests;    /* attempts sent to the origin */

@@ -40,9 +40,12 @@
  * keeps the rest in check. */
 #define SPANS_MAX (1u << 18)
 
-/* Threads the pool may have beyond the fetch engine's concurrency: loads
- * also spend time in the store and in the memory cache, off the wire. */
+/* Pool jobs under way beyond the fetch engine's concurrency: loads also
+ * spend time in the store and in the memory cache, off the wire. */
 #define POOL_SLACK 8
+/* Pool threads beyond one per core: for loads from the store that wait
+ * on the disk. */
+#define POOL_SPARE 2
 /* A sequential reader's window is at most this many times the fetch
  * engine's concurrency: enough that its loads wait for the limit (which
  * tells the controller that more would help), no more. */
@@ -119,6 +122,12 @@ struct prefetch {
 	pthread_t *threads; /* cfg.threads places, nthreads started */
 	unsigned nthreads;  /* under qmu; atomic for readers */
 	unsigned idle;	    /* under qmu: threads waiting for a job */
+	unsigned ncpu;
+	/* Pool loads under way (under qmu, atomic for readers): each holds
+	 * its chunk's bytes in `inflight`; those at the origin hold no
+	 * thread, and land in `landed` for a pool thread to finish. */
+	unsigned loads;
+	struct load *landed, *landed_tail;
 
 	uint64_t hint_seq;   /* atomic: hints queued so far */
 	uint64_t read_seq;   /* atomic: newest hint a reader has reached */
@@ -299,145 +308,206 @@ static int reader_errno(int rc)
 	}
 }
 
-/* True on the pool's threads: their fetches are background work, which
- * waits for room under the host's concurrency limit, while a reader's own
- * fetch starts at once. */
-static __thread bool in_pool;
+/*
+ * A load from the origin: what its request and its end need.  A reader's
+ * load lives on its stack (fetch_run); a pool load is allocated when it
+ * goes to the origin (a few KiB beside a chunk of 64 KiB or more) and
+ * freed when it lands, so that no pool thread waits for it.
+ */
+struct load {
+	struct prefetch *pf;
+	struct pf_file *f; /* a pool load: the job's reference */
+	uint64_t idx;
+	struct chunk_key key;
+	struct chunk *c;
+	void *buf;
+	size_t want;
+	bool hint;    /* a pool load: a hint's, else read-ahead's */
+	bool renewed; /* a 401 was answered with fresh credentials */
+	int rc;	      /* the request's result */
+	struct source_read rd;
+	struct fetch_res res;
+	struct load *next; /* in the pool's list of loads that landed */
+};
 
 /*
- * GETs [off, off + want) of f from the origin into buf.  A 401 is answered
- * once with fresh credentials when the source can renew them (an expired
- * or revoked token).  *sent says whether a request went out.
- * @return fetch_run's result, or prepare_read's error (logged).
+ * Prepares ld's ranged GET of its chunk straight into its buffer.  Pool
+ * loads are background work, which waits for room under the host's
+ * concurrency limit; a reader's starts at once.
+ * @return 0, or prepare_read's error (logged).
  */
-static int fetch_chunk(struct prefetch *pf, struct pf_file *f, uint64_t off,
-		       size_t want, void *buf, struct fetch_res *res,
-		       bool *sent)
+static int load_prepare(struct load *ld, bool background)
 {
-	const struct source_ops *ops = pf->src->ops;
-	struct source_read rd;
+	struct prefetch *pf = ld->pf;
+	struct pf_file *f = ld->f;
+	const uint64_t off = ld->idx * pf->cfg.chunk_size;
 	int rc;
 
-	for (int attempt = 0;; attempt++) {
-		memset(&rd, 0, sizeof(rd));
-		rc = ops->prepare_read(pf->src, f->path, f->version, off, want,
-				       &rd);
-		/* -ENOLINK: offline, and the source said so once. */
-		if (rc && rc != -ENOLINK)
-			log_error("%s%s: bytes %llu-%llu: cannot prepare the "
-				  "request: %s",
-				  pf->src->id, f->path, (unsigned long long)off,
-				  (unsigned long long)(off + want - 1),
-				  strerror(-rc));
-		if (rc) {
-			source_read_done(&rd);
-			return rc;
-		}
-		*sent = true;
-		rd.req.background = in_pool;
-		rd.req.buf = buf;
-		rd.req.cap = want;
-		rd.req.grow = false;
-		memset(res, 0, sizeof(*res));
-		rc = fetch_run(pf->src->fetch, &rd.req, res);
-		source_read_done(&rd);
-		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
-		    ops->auth_refused &&
-		    ops->auth_refused(pf->src, rd.auth_serial))
-			continue;
+	memset(&ld->rd, 0, sizeof(ld->rd));
+	rc = pf->src->ops->prepare_read(pf->src, f->path, f->version, off,
+					ld->want, &ld->rd);
+	/* -ENOLINK: offline, and the source said so once. */
+	if (rc && rc != -ENOLINK)
+		log_error("%s%s: bytes %llu-%llu: cannot prepare the "
+			  "request: %s",
+			  pf->src->id, f->path, (unsigned long long)off,
+			  (unsigned long long)(off + ld->want - 1),
+			  strerror(-rc));
+	if (rc) {
+		source_read_done(&ld->rd);
 		return rc;
 	}
+	ld->rd.req.background = background;
+	ld->rd.req.buf = ld->buf;
+	ld->rd.req.cap = ld->want;
+	ld->rd.req.grow = false;
+	return 0;
+}
+
+/* The request of ld ended with ld->rc: true when it is to be made again,
+ * once, with fresh credentials (a 401: an expired or revoked token). */
+static bool load_renew(struct load *ld)
+{
+	const struct source_ops *ops = ld->pf->src->ops;
+
+	source_read_done(&ld->rd);
+	if (ld->rc != -EACCES || ld->res.status != 401 || ld->renewed ||
+	    !ops->auth_refused ||
+	    !ops->auth_refused(ld->pf->src, ld->rd.auth_serial))
+		return false;
+	ld->renewed = true;
+	return true;
 }
 
 /*
- * Fills chunk c (which we own) from the store, else from the origin, and
- * publishes it; on failure fails it (dropping our reference).  The chunk
+ * The origin's answer for ld's chunk is in: checks it, stores it and
+ * publishes the chunk, or fails it (dropping our reference).  The chunk
  * must be exactly as long as the object's size implies: a short or long
  * body is an error, never short data inside a file.
  */
-static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
-		      const struct chunk_key *key, struct chunk *c,
-		      bool *fetched)
+static int load_landed(struct load *ld)
 {
-	const size_t want = chunk_len(pf, f, idx);
-	const uint64_t off = idx * pf->cfg.chunk_size;
-	struct fetch_res res;
-	struct store_map m;
-	size_t len = 0;
-	void *buf;
-	int rc;
+	struct prefetch *pf = ld->pf;
+	struct pf_file *f = ld->f;
+	const uint64_t off = ld->idx * pf->cfg.chunk_size;
+	const unsigned long long idx = ld->idx;
+	int rc = ld->rc;
 
-	/* A raw chunk on disk is served from its mapping, no copy. */
-	rc = store_map(pf->st, key, want, &m, &len);
-	if (rc == 0 && len == want) {
-		chunks_adopt(pf->cc, c, m.map, m.map_len, m.data);
-		goto ready;
-	}
-	if (rc == 0)
-		munmap(m.map, m.map_len);
-	buf = chunks_fill_buffer(pf->cc, c, want);
-	if (!buf) {
-		rc = -ENOMEM;
-		log_error("%s%s: chunk %llu: out of memory", pf->src->id,
-			  f->path, (unsigned long long)idx);
-		goto fail;
-	}
-	/* Compressed, or not mappable (or no memory to map it): read it.
-	 * Absent or corrupt (and removed): fetch it. */
-	if (rc != -ENOENT && rc != -EBADMSG)
-		rc = store_get(pf->st, key, buf, want, &len);
-	if (rc == 0 && len == want)
-		goto ready;
-	if (rc == 0)
-		log_warn("%s%s: cached chunk %llu has %zu bytes, expected %zu; "
-			 "fetching it again",
-			 pf->src->id, f->path, (unsigned long long)idx, len,
-			 want);
-	else if (rc != -ENOENT && rc != -EBADMSG)
-		log_warn("%s%s: cannot read cached chunk %llu (%s); fetching "
-			 "it again",
-			 pf->src->id, f->path, (unsigned long long)idx,
-			 strerror(-rc));
-
-	rc = fetch_chunk(pf, f, off, want, buf, &res, fetched);
-	if (!*fetched)
-		goto fail;
 	STAT_ADD(pf->stats.chunks_fetched, 1);
 	if (rc) {
 		log_error("%s%s: chunk %llu (bytes %llu-%llu): %s%s",
-			  pf->src->id, f->path, (unsigned long long)idx,
-			  (unsigned long long)off,
-			  (unsigned long long)(off + want - 1),
-			  res.err[0] ? res.err : strerror(-rc),
+			  pf->src->id, f->path, idx, (unsigned long long)off,
+			  (unsigned long long)(off + ld->want - 1),
+			  ld->res.err[0] ? ld->res.err : strerror(-rc),
 			  rc == -ESTALE ? ": the object changed while open "
 					  "(its version no longer matches); "
 					  "read fails rather than mix versions"
 					: "");
 		goto fail;
 	}
-	if (res.len != want) {
+	if (ld->res.len != ld->want) {
 		log_error("%s%s: chunk %llu (bytes %llu-%llu): the origin sent "
 			  "%zu bytes, expected %zu (the object changed?)",
-			  pf->src->id, f->path, (unsigned long long)idx,
-			  (unsigned long long)off,
-			  (unsigned long long)(off + want - 1), res.len, want);
+			  pf->src->id, f->path, idx, (unsigned long long)off,
+			  (unsigned long long)(off + ld->want - 1), ld->res.len,
+			  ld->want);
 		rc = -EIO;
 		goto fail;
 	}
-	rc = store_put(pf->st, key, buf, want);
+	rc = store_put(pf->st, &ld->key, ld->buf, ld->want);
 	if (rc && rc != -ENOSPC)
 		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
-			 f->path, (unsigned long long)idx, strerror(-rc));
-ready:
-	__atomic_store_n(&f->from_store, !*fetched, __ATOMIC_RELAXED);
-	chunks_ready(pf->cc, c, want);
+			 f->path, idx, strerror(-rc));
+	__atomic_store_n(&f->from_store, false, __ATOMIC_RELAXED);
+	chunks_ready(pf->cc, ld->c, ld->want);
 	STAT_ADD(pf->stats.chunks_loaded, 1);
 	return 0;
 fail:
 	rc = reader_errno(rc);
 	STAT_ADD(pf->stats.chunk_errors, 1);
-	chunks_fail(pf->cc, c, rc);
+	chunks_fail(pf->cc, ld->c, rc);
 	return rc;
+}
+
+/*
+ * Fills ld's chunk (which we own) from the store when it holds it, and
+ * publishes it.  @return 0 (ready), 1 (not in the store: ld->buf is the
+ * chunk's buffer, to be fetched into), or -errno (the chunk is failed).
+ */
+static int load_from_store(struct load *ld)
+{
+	struct prefetch *pf = ld->pf;
+	struct pf_file *f = ld->f;
+	const unsigned long long idx = ld->idx;
+	struct store_map m;
+	size_t len = 0;
+	int rc;
+
+	/* A raw chunk on disk is served from its mapping, no copy. */
+	rc = store_map(pf->st, &ld->key, ld->want, &m, &len);
+	if (rc == 0 && len == ld->want) {
+		chunks_adopt(pf->cc, ld->c, m.map, m.map_len, m.data);
+		goto ready;
+	}
+	if (rc == 0)
+		munmap(m.map, m.map_len);
+	ld->buf = chunks_fill_buffer(pf->cc, ld->c, ld->want);
+	if (!ld->buf) {
+		log_error("%s%s: chunk %llu: out of memory", pf->src->id,
+			  f->path, idx);
+		STAT_ADD(pf->stats.chunk_errors, 1);
+		chunks_fail(pf->cc, ld->c, -ENOMEM);
+		return -ENOMEM;
+	}
+	/* Compressed, or not mappable (or no memory to map it): read it.
+	 * Absent or corrupt (and removed): fetch it. */
+	if (rc != -ENOENT && rc != -EBADMSG)
+		rc = store_get(pf->st, &ld->key, ld->buf, ld->want, &len);
+	if (rc == 0 && len == ld->want)
+		goto ready;
+	if (rc == 0)
+		log_warn("%s%s: cached chunk %llu has %zu bytes, expected %zu; "
+			 "fetching it again",
+			 pf->src->id, f->path, idx, len, ld->want);
+	else if (rc != -ENOENT && rc != -EBADMSG)
+		log_warn("%s%s: cannot read cached chunk %llu (%s); fetching "
+			 "it again",
+			 pf->src->id, f->path, idx, strerror(-rc));
+	return 1;
+ready:
+	__atomic_store_n(&f->from_store, true, __ATOMIC_RELAXED);
+	chunks_ready(pf->cc, ld->c, ld->want);
+	STAT_ADD(pf->stats.chunks_loaded, 1);
+	return 0;
+}
+
+/*
+ * A reader's load of chunk c of f (which it owns): the store, else the
+ * origin, waiting for it.  *fetched says whether a request went out.
+ * @return 0, or -errno with the chunk failed.
+ */
+static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+		      const struct chunk_key *key, struct chunk *c,
+		      bool *fetched)
+{
+	struct load ld = {.pf = pf, .f = f, .idx = idx, .key = *key, .c = c};
+	int rc;
+
+	ld.want = chunk_len(pf, f, idx);
+	rc = load_from_store(&ld);
+	if (rc <= 0)
+		return rc;
+	do {
+		rc = load_prepare(&ld, false);
+		if (rc) {
+			STAT_ADD(pf->stats.chunk_errors, 1);
+			chunks_fail(pf->cc, c, reader_errno(rc));
+			return reader_errno(rc);
+		}
+		*fetched = true;
+		ld.rc = fetch_run(pf->src->fetch, &ld.rd.req, &ld.res);
+	} while (load_renew(&ld));
+	return load_landed(&ld);
 }
 
 /* Under qmu: the highest class with a job, or NULL. */
@@ -516,17 +586,86 @@ static bool kernel_keeps(const struct prefetch *pf)
 	       __atomic_load_n(&pf->kernel_hinted, __ATOMIC_RELAXED) + 64;
 }
 
-/* A pool job: loads the chunk unless it is cached, in flight or stale. */
-static void run_job(struct prefetch *pf, const struct job *j, bool hint)
+static void job_end(struct prefetch *pf, uint64_t want);
+static void pool_grow(struct prefetch *pf);
+
+/* A pool load's request ended (on a fetch engine thread): a pool thread
+ * takes it from here. */
+static void load_done(void *arg, int rc)
+{
+	struct load *ld = arg;
+	struct prefetch *pf = ld->pf;
+
+	ld->rc = rc;
+	ld->next = NULL;
+	pthread_mutex_lock(&pf->qmu);
+	if (pf->landed_tail)
+		pf->landed_tail->next = ld;
+	else
+		pf->landed = ld;
+	pf->landed_tail = ld;
+	pthread_cond_signal(&pf->qcond);
+	pthread_mutex_unlock(&pf->qmu);
+}
+
+/* Sends a pool load to the origin without waiting for it.  @return true
+ * when it went (load_done follows); false with the chunk failed. */
+static bool load_submit(struct load *ld)
+{
+	struct prefetch *pf = ld->pf;
+	int rc = load_prepare(ld, true);
+
+	if (!rc) {
+		rc = fetch_submit(pf->src->fetch, &ld->rd.req, &ld->res,
+				  load_done, ld);
+		if (!rc)
+			return true;
+		log_error("%s%s: chunk %llu: %s", pf->src->id, ld->f->path,
+			  (unsigned long long)ld->idx, ld->res.err);
+		source_read_done(&ld->rd);
+	}
+	rc = reader_errno(rc);
+	STAT_ADD(pf->stats.chunk_errors, 1);
+	chunks_fail(pf->cc, ld->c, rc);
+	return false;
+}
+
+/* A pool load that landed (pool thread): asked again with fresh
+ * credentials, or checked, stored and published; then its job ends. */
+static void load_end(struct load *ld)
+{
+	struct prefetch *pf = ld->pf;
+
+	if (load_renew(ld)) {
+		if (load_submit(ld))
+			return;
+	} else if (!load_landed(ld)) {
+		STAT_ADD(
+		    *(ld->hint ? &pf->stats.hint_loaded : &pf->stats.ra_loaded),
+		    1);
+		chunks_put(pf->cc, ld->c);
+	}
+	file_unref(ld->f);
+	job_end(pf, ld->want);
+	free(ld);
+}
+
+/*
+ * A pool job: loads the chunk unless it is cached, in flight or stale.
+ * One in the store is loaded here; one that must come from the origin is
+ * sent there and the thread goes on.
+ * @return true when its load went to the origin: load_end ends the job.
+ */
+static bool run_job(struct prefetch *pf, const struct job *j, bool hint)
 {
 	const uint64_t rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
-	struct chunk_key key;
-	struct chunk *c;
-	bool owner, fetched = false;
+	struct load st = {.pf = pf, .f = j->f, .idx = j->idx, .hint = hint};
+	struct load *ld;
+	bool owner;
 	int rc;
 
 	if (__atomic_load_n(&j->f->closed, __ATOMIC_RELAXED))
-		return;
+		return false;
 	if (hint && j->seq + HINT_SLACK < rs) {
 		STAT_ADD(pf->stats.hint_stale, 1);
 		/* Its span too, and any other the reader left behind in a
@@ -534,35 +673,53 @@ static void run_job(struct prefetch *pf, const struct job *j, bool hint)
 		pthread_mutex_lock(&j->f->mu);
 		spans_trim(j->f, rs);
 		pthread_mutex_unlock(&j->f->mu);
-		return;
+		return false;
 	}
 	/* Read whole by the kernel already (a job queued before the reader
 	 * got there, run after): loading it again would be waste. */
 	if (!hint && kernel_had(j->f, j->idx) && kernel_keeps(pf)) {
 		STAT_ADD(pf->stats.ra_behind, 1);
-		return;
+		return false;
 	}
-	file_key(pf, j->f, j->idx, &key);
+	file_key(pf, j->f, j->idx, &st.key);
 	/* Without waiting: a chunk in flight is someone else's load, and a
 	 * ready one needs nothing. */
-	rc = chunks_get(pf->cc, &key, false, &c, &owner);
+	rc = chunks_get(pf->cc, &st.key, false, &st.c, &owner);
 	if (rc) {
 		/* -EAGAIN: another thread is loading it. */
 		if (hint && rc == -EAGAIN)
 			STAT_ADD(pf->stats.hint_cached, 1);
-		return;
+		return false;
 	}
 	if (!owner) {
 		if (hint)
 			STAT_ADD(pf->stats.hint_cached, 1);
-		chunks_put(pf->cc, c);
-		return;
+		chunks_put(pf->cc, st.c);
+		return false;
 	}
-	if (!load_chunk(pf, j->f, j->idx, &key, c, &fetched)) {
+	st.want = chunk_len(pf, j->f, j->idx);
+	rc = load_from_store(&st);
+	if (rc == 0) {
 		STAT_ADD(
 		    *(hint ? &pf->stats.hint_loaded : &pf->stats.ra_loaded), 1);
-		chunks_put(pf->cc, c);
+		chunks_put(pf->cc, st.c);
 	}
+	if (rc <= 0)
+		return false;
+	ld = malloc(sizeof(*ld));
+	if (!ld) {
+		log_error("%s%s: chunk %llu: out of memory", pf->src->id,
+			  j->f->path, (unsigned long long)j->idx);
+		STAT_ADD(pf->stats.chunk_errors, 1);
+		chunks_fail(pf->cc, st.c, -ENOMEM);
+		return false;
+	}
+	memcpy(ld, &st, offsetof(struct load, rd));
+	if (!load_submit(ld)) {
+		free(ld);
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -575,25 +732,66 @@ static bool inflight_fits(const struct prefetch *pf, uint64_t want)
 	return !pf->inflight || pf->inflight + want <= pf->cfg.inflight_bytes;
 }
 
-static void pool_grow(struct prefetch *pf);
+/* Pool loads under way at most: what the fetch engine lets run at once,
+ * plus slack, within the configured ceiling. */
+static unsigned loads_cap(const struct prefetch *pf)
+{
+	const unsigned n = fetch_concurrency(pf->src->fetch) + POOL_SLACK;
+
+	return n < pf->cfg.threads ? n : pf->cfg.threads;
+}
+
+/* A pool job of `want` bytes ended: its room goes to the next. */
+static void job_end(struct prefetch *pf, uint64_t want)
+{
+	pthread_mutex_lock(&pf->qmu);
+	__atomic_store_n(&pf->inflight, pf->inflight - want, __ATOMIC_RELAXED);
+	__atomic_store_n(&pf->loads, pf->loads - 1, __ATOMIC_RELAXED);
+	if (pf->stopping && !pf->loads) {
+		pthread_cond_broadcast(&pf->qcond);
+	} else if (queue_first(pf)) {
+		/* A thread held back by the bounds may go now, and the pool
+		 * follows a limit that has grown since these jobs were
+		 * queued. */
+		if (pf->idle)
+			pthread_cond_signal(&pf->qcond);
+		pool_grow(pf);
+	}
+	pthread_mutex_unlock(&pf->qmu);
+}
 
 static void *worker(void *arg)
 {
 	struct prefetch *pf = arg;
 	struct queue *q;
+	struct load *ld;
 	struct job j;
 	uint64_t want;
 
-	in_pool = true;
 	pthread_mutex_lock(&pf->qmu);
 	for (;;) {
-		q = queue_first(pf);
+		/* Loads that landed first: they hold memory and a reader
+		 * may be waiting for them. */
+		ld = pf->landed;
+		if (ld) {
+			pf->landed = ld->next;
+			if (!pf->landed)
+				pf->landed_tail = NULL;
+			pthread_mutex_unlock(&pf->qmu);
+			load_end(ld);
+			pthread_mutex_lock(&pf->qmu);
+			continue;
+		}
+		/* Stopping: queued jobs are dropped; loads at the origin
+		 * still land here. */
+		if (pf->stopping && !pf->loads)
+			break;
+		q = pf->stopping ? NULL : queue_first(pf);
 		want =
 		    q ? chunk_len(pf, q->jobs[q->head].f, q->jobs[q->head].idx)
 		      : 0;
-		if (pf->stopping)
-			break;
-		if (!q || !inflight_fits(pf, want)) {
+		if (!q || !inflight_fits(pf, want) ||
+		    pf->loads >= loads_cap(pf)) {
 			pf->idle++;
 			pthread_cond_wait(&pf->qcond, &pf->qmu);
 			pf->idle--;
@@ -602,45 +800,41 @@ static void *worker(void *arg)
 		j = queue_take(q);
 		__atomic_store_n(&pf->inflight, pf->inflight + want,
 				 __ATOMIC_RELAXED);
+		__atomic_store_n(&pf->loads, pf->loads + 1, __ATOMIC_RELAXED);
+		if (pf->loads > pf->stats.loads_max)
+			__atomic_store_n(&pf->stats.loads_max, pf->loads,
+					 __ATOMIC_RELAXED);
 		if (pf->inflight > pf->stats.inflight_max)
 			__atomic_store_n(&pf->stats.inflight_max, pf->inflight,
 					 __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&pf->qmu);
 
 		/* Hints carry a sequence number from 1; read-ahead none. */
-		run_job(pf, &j, j.seq != 0);
-		file_unref(j.f);
-
-		pthread_mutex_lock(&pf->qmu);
-		__atomic_store_n(&pf->inflight, pf->inflight - want,
-				 __ATOMIC_RELAXED);
-		if (queue_first(pf)) {
-			/* A thread held back by the memory bound may go now,
-			 * and the pool follows a limit that has grown since
-			 * these jobs were queued. */
-			if (pf->idle)
-				pthread_cond_signal(&pf->qcond);
-			pool_grow(pf);
+		if (!run_job(pf, &j, j.seq != 0)) {
+			file_unref(j.f);
+			job_end(pf, want);
 		}
+		pthread_mutex_lock(&pf->qmu);
 	}
 	pthread_mutex_unlock(&pf->qmu);
 	return NULL;
 }
 
-/* The threads the pool should have: what the fetch engine lets run at
- * once, plus slack, within the configured ceiling. */
+/* The threads the pool should have: one per core and a few more, for
+ * loads from the store that wait on the disk, within the configured
+ * ceiling.  Loads from the origin hold no thread. */
 static unsigned pool_target(const struct prefetch *pf)
 {
-	const unsigned n = fetch_concurrency(pf->src->fetch) + POOL_SLACK;
+	const unsigned n = pf->ncpu + POOL_SPARE;
 
 	return n < pf->cfg.threads ? n : pf->cfg.threads;
 }
 
 /*
  * Under qmu: starts threads while jobs wait that no idle thread can take
- * and the pool is below its target.  The pool only grows: a thread costs
- * an idle stack, and a limit that went down may come back.  A thread that
- * cannot start is logged; the pool goes on with the ones it has.
+ * and the pool is below its target.  The pool only grows, to its target.
+ * A thread that cannot start is logged; the pool goes on with the ones it
+ * has.
  */
 static void pool_grow(struct prefetch *pf)
 {
@@ -1064,6 +1258,11 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 	pf->window_cap = cap > 1024 ? 1024 : (uint32_t)cap;
 	if (cfg->readahead_bytes && cfg->threads && !pf->window_cap)
 		pf->window_cap = 1;
+	{
+		const long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		pf->ncpu = n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
+	}
 	pthread_mutex_init(&pf->qmu, NULL);
 	pthread_cond_init(&pf->qcond, NULL);
 	for (int k = 0; k < PF_NCLASS; k++) {
@@ -1140,7 +1339,10 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->inflight_max = STAT_GET(pf->stats.inflight_max);
 	out->inflight_cap = pf->cfg.inflight_bytes;
 	out->threads = __atomic_load_n(&pf->nthreads, __ATOMIC_RELAXED);
-	out->threads_cap = pf->cfg.threads;
+	out->threads_cap = pool_target(pf);
+	out->loads = __atomic_load_n(&pf->loads, __ATOMIC_RELAXED);
+	out->loads_max = STAT_GET(pf->stats.loads_max);
+	out->loads_cap = loads_cap(pf);
 	pthread_mutex_lock(&pf->qmu);
 	out->hint_queue = pf->q[PF_HINT].len;
 	pthread_mutex_unlock(&pf->qmu);

@@ -20,14 +20,17 @@
  * classes; demand reads never queue (they load on the reader's own
  * thread), hinted chunks come before read-ahead ones.
  *
- * The pool: threads start as jobs wait, up to the fetch engine's
- * concurrency plus a few, within the configured ceiling; the engine holds
- * their requests until the host's controller has room (fetch_req.
- * background), so it is the controller, not the thread count, that sets
- * how much goes to the origin at once.  Memory in flight is bounded in
- * bytes: a thread takes a job only while the loads in flight, each counted
- * at its chunk's length (a small object's own size), stay within
- * inflight_bytes; queued jobs hold no buffers, and a full queue drops
+ * The pool: a job (a chunk to load) is taken while the loads under way
+ * stay within the fetch engine's concurrency plus a few (and the
+ * configured ceiling) and their memory within inflight_bytes, each load
+ * counted at its chunk's length (a small object's own size).  A chunk in
+ * the store is loaded on the pool thread; one that must come from the
+ * origin is submitted to the fetch engine (fetch_submit) and holds no
+ * thread until it lands, when a pool thread checks, stores and publishes
+ * it.  So the pool has one thread per core and a few more, and it is the
+ * host's controller, not a thread count, that sets how much goes to the
+ * origin at once (the engine holds background requests until the
+ * controller has room).  Queued jobs hold no buffers; a full queue drops
  * read-ahead.
  *
  * Call order: prefetch_new -> (prefetch_open -> (prefetch_read ->
@@ -63,7 +66,8 @@ enum pf_class {
 struct prefetch_config {
 	uint32_t chunk_size;	  /* >= PF_MIN_CHUNK */
 	uint64_t readahead_bytes; /* window cap; 0 turns read-ahead off */
-	unsigned threads;	  /* ceiling on the pool; 0: no pool (no
+	unsigned threads;	  /* ceiling on pool loads at once and on
+				   * pool threads; 0: no pool (no
 				   * read-ahead, no hints) */
 	uint64_t inflight_bytes;  /* bound on bytes being loaded by the
 				   * pool; 0: PF_INFLIGHT_DEFAULT */
@@ -183,6 +187,10 @@ struct prefetch_stats {
 	/* Bytes the pool is loading now, the most seen, and the bound. */
 	uint64_t inflight, inflight_max, inflight_cap;
 	uint64_t threads, threads_cap; /* pool threads started, ceiling */
+	/* Pool loads under way now (from the store on a pool thread, or at
+	 * the origin on no thread), the most seen, and the bound now: the
+	 * fetch engine's concurrency plus a few, within --threads. */
+	uint64_t loads, loads_max, loads_cap;
 };
 void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out);
 

@@ -182,17 +182,19 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	    (unsigned long long)ps.hint_reached,
 	    (unsigned long long)ps.kernel_had,
 	    (unsigned long long)ps.kernel_lost);
-	fprintf(f,
-		"  \"prefetch\": {\"demand_fetches\": %llu, "
-		"\"inflight_bytes\": %llu, \"inflight_max\": %llu, "
-		"\"inflight_cap\": %llu, \"threads\": %llu, "
-		"\"threads_cap\": %llu},\n",
-		(unsigned long long)ps.demand_fetches,
-		(unsigned long long)ps.inflight,
-		(unsigned long long)ps.inflight_max,
-		(unsigned long long)ps.inflight_cap,
-		(unsigned long long)ps.threads,
-		(unsigned long long)ps.threads_cap);
+	fprintf(
+	    f,
+	    "  \"prefetch\": {\"demand_fetches\": %llu, "
+	    "\"inflight_bytes\": %llu, \"inflight_max\": %llu, "
+	    "\"inflight_cap\": %llu, \"threads\": %llu, "
+	    "\"threads_cap\": %llu, \"loads\": %llu, "
+	    "\"loads_max\": %llu, \"loads_cap\": %llu},\n",
+	    (unsigned long long)ps.demand_fetches,
+	    (unsigned long long)ps.inflight,
+	    (unsigned long long)ps.inflight_max,
+	    (unsigned long long)ps.inflight_cap, (unsigned long long)ps.threads,
+	    (unsigned long long)ps.threads_cap, (unsigned long long)ps.loads,
+	    (unsigned long long)ps.loads_max, (unsigned long long)ps.loads_cap);
 	fprintf(f,
 		"  \"tree\": {\"inodes\": %llu, \"bytes\": %llu, "
 		"\"skipped_entries\": %llu}\n}\n",

@@ -258,10 +258,10 @@ END_TEST
 struct par {
 	int id;
 	int fails;
-	int count;		   /* ranges to read; 0: 20 */
-	struct fetch_engine *e;	   /* NULL: the shared engine */
-	const char *url;	   /* NULL: big.bin on nginx */
-	bool background;	   /* requests wait for the host's limit */
+	int count;		/* ranges to read; 0: 20 */
+	struct fetch_engine *e; /* NULL: the shared engine */
+	const char *url;	/* NULL: big.bin on nginx */
+	bool background;	/* requests wait for the host's limit */
 };
 
 static void *par_main(void *arg)
@@ -371,8 +371,8 @@ START_TEST(hedging)
 {
 	/* 2% of answers come 1.5 s late: a hedge after the p99 (a few ms
 	 * here) gets them from another connection first. */
-	static const char *const opts[] = {"--slow", "0.02", "--stall-ms",
-					   "1500", "--ttfb-ms", "1", NULL};
+	static const char *const opts[] = {
+	    "--slow", "0.02", "--stall-ms", "1500", "--ttfb-ms", "1", NULL};
 	char url[256], log[PATH_MAX], *work = fx_tmpdir("hedge");
 	struct fetch_stats on, off;
 	pid_t pid;
@@ -884,10 +884,10 @@ START_TEST(site_cache_request_stays_the_origins)
 	req.range_len = 4;
 	ck_assert_int_eq(fetch_run(own, &req, &res), 0);
 	ck_assert_int_eq(memcmp(buf, "abcd", 4), 0);
-	ck_assert_msg(strstr(cache.sc.last,
-			     "GET /a%20b/k?x=1&y=2 HTTP/1.1\r\n") ==
-			  cache.sc.last,
-		      "%s", cache.sc.last);
+	ck_assert_msg(
+	    strstr(cache.sc.last, "GET /a%20b/k?x=1&y=2 HTTP/1.1\r\n") ==
+		cache.sc.last,
+	    "%s", cache.sc.last);
 	ck_assert_ptr_nonnull(strstr(cache.sc.last,
 				     "\r\nX-Wharf-Origin: "
 				     "https://Bucket.example:8443\r\n"));
@@ -906,9 +906,8 @@ START_TEST(site_cache_request_stays_the_origins)
 	    strstr(cache.sc.last, "\r\nHost: origin.example\r\n"));
 	ck_assert_ptr_nonnull(strstr(
 	    cache.sc.last, "\r\nX-Wharf-Origin: http://origin.example\r\n"));
-	ck_assert_ptr_nonnull(strstr(cache.sc.last,
-				     "\r\nAuthorization: Basic "
-				     "dXNlcjpwdw==\r\n"));
+	ck_assert_ptr_nonnull(strstr(cache.sc.last, "\r\nAuthorization: Basic "
+						    "dXNlcjpwdw==\r\n"));
 
 	/* A listing (no range) goes to the origin itself. */
 	scripted_start(&origin, whole, &list, buf, sizeof(buf));
@@ -926,28 +925,30 @@ END_TEST
 /* An origin that sends a byte every 250 ms until told to stop. */
 struct trickler {
 	int fd;
-	volatile bool stop;
+	bool stop; /* atomic */
 	int accepted;
 	pthread_t th;
 };
 
 static void *trickle_main(void *arg)
 {
-	static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 65536\r\n"
-				   "Connection: close\r\n\r\n";
+	static const char head[] =
+	    "HTTP/1.1 200 OK\r\nContent-Length: 65536\r\n"
+	    "Connection: close\r\n\r\n";
 	struct trickler *tr = arg;
 	int c, sent = 0;
 
 	/* 12 s at most: a client that never gives up must not hang the
 	 * test (it runs without a fork, so without Check's timeout). */
-	while (!tr->stop && (c = accept(tr->fd, NULL, NULL)) >= 0) {
+	while (!__atomic_load_n(&tr->stop, __ATOMIC_ACQUIRE) &&
+	       (c = accept(tr->fd, NULL, NULL)) >= 0) {
 		char req[4096];
 
 		__atomic_fetch_add(&tr->accepted, 1, __ATOMIC_RELAXED);
 		(void)!read(c, req, sizeof(req));
 		(void)!write(c, head, sizeof(head) - 1);
-		while (!tr->stop && sent++ < 48 &&
-		       send(c, "x", 1, MSG_NOSIGNAL) == 1)
+		while (!__atomic_load_n(&tr->stop, __ATOMIC_ACQUIRE) &&
+		       sent++ < 48 && send(c, "x", 1, MSG_NOSIGNAL) == 1)
 			usleep(250 * 1000);
 		close(c);
 		if (sent >= 48)
@@ -973,7 +974,7 @@ static void trickler_start(struct trickler *tr, struct fetch_req *req,
 
 static void trickler_stop(struct trickler *tr)
 {
-	tr->stop = true;
+	__atomic_store_n(&tr->stop, true, __ATOMIC_RELEASE);
 	shutdown(tr->fd, SHUT_RDWR);
 	close(tr->fd);
 	pthread_join(tr->th, NULL);
@@ -1086,6 +1087,216 @@ START_TEST(cancel_ends_backoff)
 	pthread_join(th, NULL);
 	fetch_engine_free(c.fe);
 	script_stop(&o.sc, o.th);
+}
+END_TEST
+
+/* ---- fetch_submit: requests that hold no thread ---- */
+
+#define LANDING_MAX 32
+
+/* Where submitted requests end: each slot's callback count and result. */
+struct landing {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int done;
+	struct landing_slot {
+		struct landing *l;
+		int calls, rc;
+		pthread_t thread; /* the thread its callback ran on */
+		struct fetch_req req;
+		struct fetch_res res;
+		uint8_t buf[65536];
+	} slot[LANDING_MAX];
+};
+
+static void landed(void *arg, int rc)
+{
+	struct landing_slot *s = arg;
+	struct landing *l = s->l;
+
+	pthread_mutex_lock(&l->mu);
+	s->calls++;
+	s->rc = rc;
+	s->thread = pthread_self();
+	l->done++;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->mu);
+}
+
+static struct landing *landing_new(void)
+{
+	struct landing *l = calloc(1, sizeof(*l));
+
+	ck_assert_ptr_nonnull(l);
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	for (int i = 0; i < LANDING_MAX; i++)
+		l->slot[i].l = l;
+	return l;
+}
+
+/* Waits until n callbacks have run. */
+static void landing_wait(struct landing *l, int n)
+{
+	pthread_mutex_lock(&l->mu);
+	while (l->done < n)
+		pthread_cond_wait(&l->cond, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+}
+
+static void landing_free(struct landing *l)
+{
+	pthread_cond_destroy(&l->cond);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+/* One thread submits 24 ranged GETs at once to an origin that answers
+ * 100 ms late and refuses (503) a ninth request in flight: it refuses
+ * some, which only requests in flight together can make it do, and
+ * every range still arrives right, its callback run once, on an engine
+ * thread. */
+START_TEST(submit_keeps_many_in_flight)
+{
+	static const char *const opts[] = {"--max-inflight", "8", "--ttfb-ms",
+					   "100", NULL};
+	char url[256], log[PATH_MAX], *work = fx_tmpdir("submit");
+	struct landing *l = landing_new();
+	struct fetch_config cfg;
+	struct fetch_engine *e;
+	const int n = 24;
+	pid_t pid;
+
+	pid = fx_origin_start(root, opts, work, "submit", url, sizeof(url));
+	ck_assert_int_gt(pid, 0);
+	strncat(url, "big.bin", sizeof(url) - strlen(url) - 1);
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	cfg.retries = 20;
+	cfg.retry_budget_ms = 60000;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &e), 0);
+	for (int i = 0; i < n; i++) {
+		struct landing_slot *s = &l->slot[i];
+
+		s->req.url = url;
+		s->req.buf = s->buf;
+		s->req.cap = sizeof(s->buf);
+		s->req.range_off = (uint64_t)i * 100003;
+		s->req.range_len = sizeof(s->buf);
+		ck_assert_int_eq(fetch_submit(e, &s->req, &s->res, landed, s),
+				 0);
+	}
+	landing_wait(l, n);
+	for (int i = 0; i < n; i++) {
+		struct landing_slot *s = &l->slot[i];
+
+		ck_assert_int_eq(s->calls, 1);
+		ck_assert_msg(s->rc == 0, "request %d: %s", i, s->res.err);
+		ck_assert_uint_eq(s->res.len, sizeof(s->buf));
+		check_bytes(s->buf, s->req.range_off, sizeof(s->buf));
+		ck_assert(!pthread_equal(s->thread, pthread_self()));
+	}
+	fetch_engine_free(e);
+	fx_stop(pid, 5000);
+	snprintf(log, sizeof(log), "%s/submit.log", work);
+	fprintf(stderr, "submit: %ld refused as a ninth in flight\n",
+		fx_origin_logged(log, "busy "));
+	ck_assert_int_gt(fx_origin_logged(log, "busy "), 0);
+	fx_rmtree(work);
+	free(work);
+	landing_free(l);
+}
+END_TEST
+
+/* A submitted request is retried by the engine, signed again before each
+ * retry (on a thread of its own, not the caller's), and ends once. */
+START_TEST(submit_retried)
+{
+#define BUSY "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"
+	static const char *const answers[] = {
+	    BUSY, BUSY,
+	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 8\r\n"
+	    "Content-Range: bytes 2-9/100\r\nConnection: close\r\n\r\n"
+	    "cdefghij",
+	    NULL};
+#undef BUSY
+	struct landing *l = landing_new();
+	struct landing_slot *s = &l->slot[0];
+	struct scripted o;
+
+	scripted_start(&o, answers, &s->req, s->buf, sizeof(s->buf));
+	s->req.range_off = 2;
+	s->req.range_len = 8;
+	s->req.resign = resign;
+	resigned = 0;
+	ck_assert_int_eq(fetch_submit(fe, &s->req, &s->res, landed, s), 0);
+	landing_wait(l, 1);
+	ck_assert_int_eq(s->calls, 1);
+	ck_assert_msg(s->rc == 0, "%s", s->res.err);
+	ck_assert_uint_eq(s->res.attempts, 3);
+	ck_assert_int_eq(resigned, 2);
+	ck_assert_uint_eq(s->res.len, 8);
+	ck_assert_int_eq(memcmp(s->buf, "cdefghij", 8), 0);
+	script_stop(&o.sc, o.th);
+	landing_free(l);
+}
+END_TEST
+
+/* A bad request is refused at once, its callback never run. */
+START_TEST(submit_bad_request)
+{
+	struct landing *l = landing_new();
+	struct landing_slot *s = &l->slot[0];
+
+	s->req.cap = 16; /* no URL, no buffer */
+	ck_assert_int_eq(fetch_submit(fe, &s->req, &s->res, landed, s),
+			 -EINVAL);
+	ck_assert_msg(strstr(s->res.err, "bad request"), "%s", s->res.err);
+	usleep(100000);
+	ck_assert_int_eq(s->calls, 0);
+	landing_free(l);
+}
+END_TEST
+
+/* A cancel ends submitted requests waiting out a backoff: each callback
+ * runs once, with -ECANCELED. */
+START_TEST(cancel_ends_submitted)
+{
+#define BUSY "HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"
+	static const char *const answers[] = {
+	    BUSY, BUSY, BUSY, BUSY, BUSY, BUSY, BUSY, BUSY, BUSY, BUSY, NULL};
+#undef BUSY
+	struct landing *l = landing_new();
+	struct canceller c = {.after_ms = 1000};
+	struct fetch_config cfg;
+	struct scripted o;
+	pthread_t th;
+
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	cfg.retries = 50;
+	cfg.retry_budget_ms = 600000;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &c.fe), 0);
+	scripted_start(&o, answers, &l->slot[0].req, l->slot[0].buf, 16);
+	l->slot[1].req = l->slot[0].req;
+	l->slot[1].req.buf = l->slot[1].buf;
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(fetch_submit(c.fe, &l->slot[i].req,
+					      &l->slot[i].res, landed,
+					      &l->slot[i]),
+				 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, cancel_later, &c), 0);
+	landing_wait(l, 2);
+	pthread_join(th, NULL);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(l->slot[i].calls, 1);
+		ck_assert_int_eq(l->slot[i].rc, -ECANCELED);
+		ck_assert_msg(strstr(l->slot[i].res.err, "cancelled"), "%s",
+			      l->slot[i].res.err);
+	}
+	fetch_engine_free(c.fe);
+	script_stop(&o.sc, o.th);
+	landing_free(l);
 }
 END_TEST
 
@@ -1480,6 +1691,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, trickle_is_a_stall);
 	tcase_add_test(tc, cancel_ends_requests);
 	tcase_add_test(tc, cancel_ends_backoff);
+	tcase_add_test(tc, submit_keeps_many_in_flight);
+	tcase_add_test(tc, submit_retried);
+	tcase_add_test(tc, submit_bad_request);
+	tcase_add_test(tc, cancel_ends_submitted);
 	suite_add_tcase(s, tc);
 	return s;
 }
