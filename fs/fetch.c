@@ -35,6 +35,7 @@
  */
 
 #define POOL_MAX 64 /* idle easy handles kept for reuse */
+#define CANCELLED "cancelled: the mount is stopping"
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
 #define HIST_SUB 4 /* sub-buckets per power of two */
@@ -769,6 +770,8 @@ static struct call *call_of(struct xfer *x)
 }
 
 static void call_attempt_done(struct fetch_engine *fe, struct call *c);
+static void call_end(struct fetch_engine *fe, struct call *c, int rc,
+		     const char *what);
 
 /* An attempt ended with cc: its call goes on or ends. */
 static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
@@ -982,7 +985,7 @@ static void engine_cancel(struct fetch_engine *fe)
 		struct call *c = fe->timers;
 
 		fe->timers = c->later;
-		call_attempt_done(fe, c);
+		call_end(fe, c, -ECANCELED, CANCELLED);
 	}
 }
 
@@ -1608,7 +1611,7 @@ static void call_attempt_done(struct fetch_engine *fe, struct call *c)
 	res->attempts = c->n + 1;
 	STAT_ADD(fe->st.bytes, res->len);
 	if (is_cancelled(fe)) {
-		call_end(fe, c, -ECANCELED, "cancelled: the mount is stopping");
+		call_end(fe, c, -ECANCELED, CANCELLED);
 		return;
 	}
 	v = judge(&c->x, &rc, what, sizeof(what));
@@ -1696,7 +1699,7 @@ static void *signer_main(void *arg)
 			 * test sees one or the other */
 			queue_attempt(fe, c);
 		} else if (rc == -ECANCELED) {
-			call_end(fe, c, rc, "cancelled: the mount is stopping");
+			call_end(fe, c, rc, CANCELLED);
 		} else {
 			snprintf(what, sizeof(what),
 				 "signing the retry failed: %s", strerror(-rc));
