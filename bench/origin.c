@@ -77,7 +77,7 @@ static struct config {
 };
 
 static struct bucket total_bucket = {.mu = PTHREAD_MUTEX_INITIALIZER};
-static volatile sig_atomic_t stopping;
+static sig_atomic_t stopping; /* atomic: set by the signal handler */
 
 static struct counters {
 	uint64_t conns, requests, bytes, e5xx, resets, truncs, stalls, slows;
@@ -944,9 +944,13 @@ static bool pump(struct worker *w, struct conn *c)
 		}
 		if (!got) {
 			uint64_t a = c->bw.rate > 0 ? bucket_wait(&c->bw) : 0;
-			uint64_t b = total_bucket.rate > 0
-					 ? bucket_wait(&total_bucket)
-					 : 0;
+			uint64_t b = 0;
+
+			if (total_bucket.rate > 0) {
+				pthread_mutex_lock(&total_bucket.mu);
+				b = bucket_wait(&total_bucket);
+				pthread_mutex_unlock(&total_bucket.mu);
+			}
 
 			set_out_interest(w, c, false);
 			if (conn_sleep(w, c, a > b ? a : b, ST_BW_WAIT)) {
@@ -1061,7 +1065,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct epoll_event ev[MAX_EVENTS];
 
-	while (!stopping) {
+	while (!__atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		int n = epoll_wait(w->ep, ev, MAX_EVENTS, 200);
 
 		for (int i = 0; i < n; i++) {
@@ -1246,7 +1250,8 @@ static int parse_prob(const char *s, double *out)
 static void on_signal(int sig)
 {
 	(void)sig;
-	stopping = 1;
+	/* atomic: the workers read it (a plain store is a data race) */
+	__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
 }
 
 int main(int argc, char **argv)
