@@ -377,6 +377,39 @@ static int node_cmp(const void *a, const void *b)
 	return c ? c : (x->parent > y->parent) - (x->parent < y->parent);
 }
 
+/*
+ * After the sort: one entry a name, for a listing that names one twice.
+ * A directory wins over a file of the same name (an S3 object "a" beside
+ * objects under "a/": the directory holds more); otherwise the first
+ * listed stays.  What goes is logged and counted as skipped.
+ */
+static void drop_twins(struct pending *p)
+{
+	char where[4096 + 256];
+	size_t w = 0;
+
+	snprintf(where, sizeof(where), "%s%s", p->t->src->id, p->dir);
+	for (size_t i = 0; i < p->n; i++) {
+		struct node *kept = w ? &p->v[w - 1] : NULL;
+
+		if (!kept || strcmp(kept->name, p->v[i].name)) {
+			p->v[w++] = p->v[i];
+			continue;
+		}
+		if (p->v[i].is_dir && !kept->is_dir) {
+			listing_skip(where, kept->name,
+				     "a file named as a directory beside it; "
+				     "the directory is shown");
+			*kept = p->v[i];
+		} else {
+			listing_skip(where, p->v[i].name,
+				     "named twice in the listing; the first "
+				     "is shown");
+		}
+	}
+	p->n = w;
+}
+
 /* Appends the collected children of dir under the write lock. */
 static int publish(struct tree *t, uint32_t dir, struct pending *p)
 {
@@ -469,6 +502,7 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 	/* Sorted whatever the origin's order: readdir is then in name order,
 	 * and so are the inode numbers, which directory read-ahead walks. */
 	qsort(p.v, p.n, sizeof(*p.v), node_cmp);
+	drop_twins(&p);
 	rc = publish(t, (uint32_t)ino, &p);
 	if (rc)
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,

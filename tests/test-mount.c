@@ -1666,7 +1666,9 @@ END_TEST
 
 /* A listing with "..", "a/b", a negative and a huge size and a name of 300
  * bytes among good entries: the good ones mount, each bad one is named
- * once in the log and counted.  The same for a manifest. */
+ * once in the log and counted.  A name listed twice is shown once: the
+ * first listed, or the directory of a file and a directory.  The same for
+ * a manifest. */
 START_TEST(test_unshowable_entries)
 {
 	static const char listing[] =
@@ -1677,7 +1679,10 @@ START_TEST(test_unshowable_entries)
 	    "{\"name\":\"huge\",\"type\":\"file\","
 	    "\"size\":9223372036854775808},"
 	    "{\"name\":\"%s\",\"type\":\"file\",\"size\":1},"
-	    "{\"name\":\"g2\",\"type\":\"file\",\"size\":200}]";
+	    "{\"name\":\"g2\",\"type\":\"file\",\"size\":200},"
+	    "{\"name\":\"g1\",\"type\":\"file\",\"size\":999},"
+	    "{\"name\":\"d\",\"type\":\"file\",\"size\":7},"
+	    "{\"name\":\"d\",\"type\":\"directory\"}]";
 	static const char manifest_text[] =
 	    "one 1\nchunk 1048576\n../x 5\na//b 3\nempty -5\n"
 	    "big 9223372036854775808\n";
@@ -1686,6 +1691,7 @@ START_TEST(test_unshowable_entries)
 	char long_name[301], *json;
 	const char *man[] = {"--manifest", manifest, NULL};
 	struct fx_nginx ng2;
+	struct stat st;
 	struct mnt m;
 	FILE *f;
 
@@ -1708,13 +1714,20 @@ START_TEST(test_unshowable_entries)
 	mnt_init(&m, "weird");
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 	list_names(m.dir, names, sizeof(names));
-	ck_assert_str_eq(names, "g1 g2 ");
+	ck_assert_str_eq(names, "d g1 g2 ");
 	ck_assert_int_eq(check_file(m.dir, "g1", 100), 0);
 	ck_assert_int_eq(check_file(m.dir, "g2", 200), 0);
+	snprintf(path, sizeof(path), "%s/d", m.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
 	json = read_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
-	ck_assert_msg(fx_json_num(json, "skipped_entries") == 5, "%s", json);
+	ck_assert_msg(fx_json_num(json, "skipped_entries") == 7, "%s", json);
 	free(json);
+	ck_assert_int_eq(count_in_file(m.log, "\"g1\" left out: named twice"),
+			 1);
+	ck_assert_int_eq(count_in_file(m.log, "\"d\" left out: a file named"),
+			 1);
 	ck_assert_int_eq(count_in_file(m.log, "\"..\" left out"), 1);
 	ck_assert_int_eq(count_in_file(m.log, "\"a/b\" left out"), 1);
 	ck_assert_int_eq(count_in_file(m.log, "\"neg\" left out"), 1);
