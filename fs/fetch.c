@@ -1693,6 +1693,10 @@ static void *signer_main(void *arg)
 			return NULL;
 		rc = is_cancelled(fe) ? -ECANCELED
 				      : c->r.resign(c->r.resign_arg, &c->r);
+		/* A token fetch cut short by the cancel fails as it may
+		 * (-EACCES): the call ends as cancelled all the same. */
+		if (rc && is_cancelled(fe))
+			rc = -ECANCELED;
 		if (!rc) {
 			attempt_reset(fe, c);
 			/* queued before `signing` drops: the engine's stop

@@ -102,7 +102,10 @@ struct fetch_req {
 	bool grow;
 	/* Optional: fills `headers` again before each retry (fresh signatures
 	 * or tokens), on the engine's signer thread: it may block (a token
-	 * fetch) and call fetch_run.  Returns 0 or -errno. */
+	 * fetch) and call fetch_run, with a request that has no resign of
+	 * its own (its retries would wait for the same thread).  One thread
+	 * signs for the whole engine: a slow one delays the others' retries,
+	 * and an unmount waits for it.  Returns 0 or -errno. */
 	int (*resign)(void *arg, struct fetch_req *req);
 	void *resign_arg;
 	/* Nobody waits for it yet (read-ahead, hints): it waits for room

@@ -118,7 +118,7 @@ struct prefetch {
 	pthread_mutex_t qmu;
 	pthread_cond_t qcond;
 	struct queue q[PF_NCLASS];
-	bool stopping;
+	bool stopping;	    /* under qmu; atomic for load_end */
 	pthread_t *threads; /* cfg.threads places, nthreads started */
 	unsigned nthreads;  /* under qmu; atomic for readers */
 	unsigned idle;	    /* under qmu: threads waiting for a job */
@@ -499,6 +499,9 @@ static int load_chunk(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		return rc;
 	do {
 		rc = load_prepare(&ld, false);
+		/* A renewal that cannot be prepared: the 401 stands. */
+		if (rc && ld.renewed)
+			break;
 		if (rc) {
 			STAT_ADD(pf->stats.chunk_errors, 1);
 			chunks_fail(pf->cc, c, reader_errno(rc));
@@ -608,26 +611,22 @@ static void load_done(void *arg, int rc)
 	pthread_mutex_unlock(&pf->qmu);
 }
 
-/* Sends a pool load to the origin without waiting for it.  @return true
- * when it went (load_done follows); false with the chunk failed. */
-static bool load_submit(struct load *ld)
+/* Sends a pool load to the origin without waiting for it.  @return 0
+ * (load_done follows), or -errno when nothing went (logged). */
+static int load_submit(struct load *ld)
 {
 	struct prefetch *pf = ld->pf;
 	int rc = load_prepare(ld, true);
 
-	if (!rc) {
-		rc = fetch_submit(pf->src->fetch, &ld->rd.req, &ld->res,
-				  load_done, ld);
-		if (!rc)
-			return true;
+	if (rc)
+		return rc;
+	rc = fetch_submit(pf->src->fetch, &ld->rd.req, &ld->res, load_done, ld);
+	if (rc) {
 		log_error("%s%s: chunk %llu: %s", pf->src->id, ld->f->path,
 			  (unsigned long long)ld->idx, ld->res.err);
 		source_read_done(&ld->rd);
 	}
-	rc = reader_errno(rc);
-	STAT_ADD(pf->stats.chunk_errors, 1);
-	chunks_fail(pf->cc, ld->c, rc);
-	return false;
+	return rc;
 }
 
 /* A pool load that landed (pool thread): asked again with fresh
@@ -636,10 +635,13 @@ static void load_end(struct load *ld)
 {
 	struct prefetch *pf = ld->pf;
 
-	if (load_renew(ld)) {
-		if (load_submit(ld))
-			return;
-	} else if (!load_landed(ld)) {
+	/* Asked again with fresh credentials, unless the pool is stopping;
+	 * one that cannot go keeps the 401 it got. */
+	if (load_renew(ld) &&
+	    !__atomic_load_n(&pf->stopping, __ATOMIC_RELAXED) &&
+	    !load_submit(ld))
+		return;
+	if (!load_landed(ld)) {
 		STAT_ADD(
 		    *(ld->hint ? &pf->stats.hint_loaded : &pf->stats.ra_loaded),
 		    1);
@@ -715,7 +717,10 @@ static bool run_job(struct prefetch *pf, const struct job *j, bool hint)
 		return false;
 	}
 	memcpy(ld, &st, offsetof(struct load, rd));
-	if (!load_submit(ld)) {
+	rc = load_submit(ld);
+	if (rc) {
+		STAT_ADD(pf->stats.chunk_errors, 1);
+		chunks_fail(pf->cc, ld->c, reader_errno(rc));
 		free(ld);
 		return false;
 	}
@@ -747,8 +752,9 @@ static void job_end(struct prefetch *pf, uint64_t want)
 	pthread_mutex_lock(&pf->qmu);
 	__atomic_store_n(&pf->inflight, pf->inflight - want, __ATOMIC_RELAXED);
 	__atomic_store_n(&pf->loads, pf->loads - 1, __ATOMIC_RELAXED);
-	if (pf->stopping && !pf->loads) {
-		pthread_cond_broadcast(&pf->qcond);
+	if (pf->stopping) {
+		if (!pf->loads)
+			pthread_cond_broadcast(&pf->qcond);
 	} else if (queue_first(pf)) {
 		/* A thread held back by the bounds may go now, and the pool
 		 * follows a limit that has grown since these jobs were
@@ -842,6 +848,8 @@ static void pool_grow(struct prefetch *pf)
 	uint64_t jobs = 0;
 	int rc;
 
+	if (pf->stopping) /* prefetch_free joins the threads it saw */
+		return;
 	for (int k = 0; k < PF_NCLASS; k++)
 		jobs += pf->q[k].len;
 	while (pf->nthreads < target && jobs > pf->idle) {
@@ -1293,14 +1301,18 @@ fail:
 void prefetch_free(struct prefetch *pf)
 {
 	struct queue *q;
+	unsigned n;
 
 	if (!pf)
 		return;
 	pthread_mutex_lock(&pf->qmu);
-	pf->stopping = true;
+	/* atomic: load_end reads it unlocked */
+	__atomic_store_n(&pf->stopping, true, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&pf->qcond);
+	/* No thread starts once stopping is set (job_end). */
+	n = pf->nthreads;
 	pthread_mutex_unlock(&pf->qmu);
-	for (unsigned i = 0; i < pf->nthreads; i++)
+	for (unsigned i = 0; i < n; i++)
 		pthread_join(pf->threads[i], NULL);
 	while ((q = queue_first(pf)))
 		file_unref(queue_take(q).f);
