@@ -1315,6 +1315,63 @@ START_TEST(mount_token_revoked)
 }
 END_TEST
 
+/* A number in one section of MOUNT/.wharf/stats, or -1. */
+static long long mounted_stat(const char *section, const char *key)
+{
+	char path[PATH_MAX + 64], pat[64];
+	long long v = -1;
+	size_t n;
+	char *json, *at;
+
+	snprintf(path, sizeof(path), "%s/.wharf/stats", mnt);
+	json = fx_read_file(path, &n);
+	if (!json)
+		return -1;
+	snprintf(pat, sizeof(pat), "\"%s\": {", section);
+	at = strstr(json, pat);
+	if (at)
+		v = fx_json_num(at, key);
+	free(json);
+	return v;
+}
+
+/* The same for a load the pool makes for a hint, with no thread waiting
+ * on it: the 401 is answered by renewing the token once and asking
+ * again, and the reader then finds the chunk loaded. */
+START_TEST(mount_token_revoked_hinted)
+{
+	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
+	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
+	char count[PATH_MAX], buf[256];
+	int i;
+	size_t n;
+	char *c;
+
+	start_fake(args);
+	snprintf(cache, sizeof(cache), "%s/cache-revoked-hinted", work);
+	counting_token_command("token-rev-h", 3600, script, count);
+	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
+	ck_assert_int_eq(mount_gs(cache, opts), 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	fake_get("/_fake/revoke?token=cmd-1", buf, sizeof(buf));
+	ck_assert_int_eq(fx_sh("printf 'chunk-1 0 0\\n' | '%s' hints '%s'",
+			       fx_wharf_bin(), mnt),
+			 0);
+	for (i = 0; i < 200 && mounted_stat("hints", "loaded") < 1; i++)
+		usleep(50000);
+	ck_assert_int_eq(mounted_stat("hints", "loaded"), 1);
+	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+	/* only "one" was read on demand */
+	ck_assert_int_eq(mounted_stat("prefetch", "demand_fetches"), 1);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 1);
+	c = fx_read_file(count, &n);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(atoi(c), 2);
+	free(c);
+}
+END_TEST
+
 /* ---- through a site cache (nginx, the shipped config) ---- */
 
 static struct fx_nginx site;
@@ -1396,6 +1453,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, list_root);
 	tcase_add_test(tc, mount_token_revoked);
+	tcase_add_test(tc, mount_token_revoked_hinted);
 	tcase_add_test(tc, pagination);
 	tcase_add_test(tc, nested);
 	tcase_add_test(tc, bytes_equal);
