@@ -36,6 +36,7 @@
 
 #define POOL_MAX 64 /* idle easy handles kept for reuse */
 #define CANCELLED "cancelled: the mount is stopping"
+#define RETRY_WARNS 20 /* retry warnings logged a second, at most */
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
 #define HIST_SUB 4 /* sub-buckets per power of two */
@@ -176,6 +177,13 @@ struct fetch_engine {
 	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
 	struct lat_window lat[K_NKINDS];
 	unsigned hedge_tokens;
+	/* Retry warnings, engine thread only: at most RETRY_WARNS a second
+	 * (a refusing origin under hundreds of loads must not have the
+	 * engine thread spend itself on logging); the rest are counted and
+	 * said with the next one. */
+	uint64_t warn_second;
+	unsigned warns;
+	uint64_t warns_dropped;
 	struct host hosts[HOSTS_MAX]; /* engine thread only, but pub */
 	unsigned nhosts;	      /* written under lock */
 	unsigned waiting;	      /* in hosts' lists; engine only */
@@ -1584,6 +1592,34 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 	done(arg, rc);
 }
 
+/* Says that c is retried, within the engine's RETRY_WARNS a second. */
+static void retry_warn(struct fetch_engine *fe, const struct call *c,
+		       const char *what, uint64_t wait_ms)
+{
+	const uint64_t second = now_ns() / 1000000000ull;
+	struct call_name n;
+	char more[64] = "";
+
+	if (second != fe->warn_second) {
+		fe->warn_second = second;
+		fe->warns = 0;
+	}
+	if (fe->warns >= RETRY_WARNS) {
+		fe->warns_dropped++;
+		return;
+	}
+	fe->warns++;
+	if (fe->warns_dropped)
+		snprintf(more, sizeof(more),
+			 "; %" PRIu64 " more retries not logged",
+			 fe->warns_dropped);
+	fe->warns_dropped = 0;
+	call_name(fe, c, &n);
+	log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms%s)",
+		 method_of(&c->r), n.url, n.range, what, c->n + 1, wait_ms,
+		 more);
+}
+
 /* Puts c in the timer list, soonest first (retries are few: a walk). */
 static void timer_add(struct fetch_engine *fe, struct call *c)
 {
@@ -1640,14 +1676,7 @@ static void call_attempt_done(struct fetch_engine *fe, struct call *c)
 		call_end(fe, c, rc, what);
 		return;
 	}
-	{
-		struct call_name n;
-
-		call_name(fe, c, &n);
-		log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
-			 method_of(&c->r), n.url, n.range, what, c->n + 1,
-			 wait_ms);
-	}
+	retry_warn(fe, c, what, wait_ms);
 	STAT_ADD(fe->st.retries, 1);
 	c->n++;
 	c->due_ns = now + wait_ms * 1000000ULL;

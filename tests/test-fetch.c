@@ -4,6 +4,7 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1092,7 +1093,7 @@ END_TEST
 
 /* ---- fetch_submit: requests that hold no thread ---- */
 
-#define LANDING_MAX 32
+#define LANDING_MAX 64
 
 /* Where submitted requests end: each slot's callback count and result. */
 struct landing {
@@ -1296,6 +1297,92 @@ START_TEST(cancel_ends_submitted)
 	}
 	fetch_engine_free(c.fe);
 	script_stop(&o.sc, o.th);
+	landing_free(l);
+}
+END_TEST
+
+/* Retry warnings are held to 20 a second: 60 requests retried at once
+ * against an origin that refuses everything log at most 20 lines in each
+ * second they span, and the ones left out are counted in the next line
+ * logged.  The requests all end, each with its error. */
+START_TEST(retry_warnings_limited)
+{
+	static const char *const opts[] = {"--fail-5xx", "1", NULL};
+	char url[256], log[PATH_MAX], *work = fx_tmpdir("warns");
+	struct landing *l = landing_new();
+	struct fetch_config cfg;
+	struct fetch_engine *e;
+	const int n = 60;
+	int saved, fd;
+	char *text;
+	size_t len;
+	pid_t pid;
+
+	pid = fx_origin_start(root, opts, work, "warns", url, sizeof(url));
+	ck_assert_int_gt(pid, 0);
+	strncat(url, "big.bin", sizeof(url) - strlen(url) - 1);
+	fetch_config_default(&cfg);
+	cfg.hedge = false;
+	cfg.retries = 1;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &e), 0);
+	snprintf(log, sizeof(log), "%s/stderr", work);
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(dup2(fd, 2), 0);
+	for (int i = 0; i < n + 1; i++) {
+		struct landing_slot *s = &l->slot[i];
+
+		/* The last one after the others, in a later second. */
+		if (i == n) {
+			landing_wait(l, n);
+			usleep(1100 * 1000);
+		}
+		s->req.url = url;
+		s->req.buf = s->buf;
+		s->req.cap = 16;
+		s->req.range_off = (uint64_t)i * 16;
+		s->req.range_len = 16;
+		ck_assert_int_eq(fetch_submit(e, &s->req, &s->res, landed, s),
+				 0);
+	}
+	landing_wait(l, n + 1);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	fetch_engine_free(e);
+	fx_stop(pid, 5000);
+	for (int i = 0; i < n + 1; i++) {
+		ck_assert_int_eq(l->slot[i].calls, 1);
+		ck_assert_int_eq(l->slot[i].rc, -EIO);
+		ck_assert_uint_eq(l->slot[i].res.attempts, 2);
+	}
+	text = fx_read_file(log, &len);
+	ck_assert_ptr_nonnull(text);
+	{
+		int lines = 0, told = 0;
+
+		for (char *p = text; (p = strstr(p, "retrying in")); p++)
+			lines++;
+		for (char *p = text; (p = strstr(p, "more retries not logged"));
+		     p++)
+			told++;
+		fprintf(stderr,
+			"retry warnings: %d logged of %d, %d saying "
+			"how many were left out\n",
+			lines, n + 1, told);
+		/* The first 60 retries come within a fraction of a second
+		 * (their backoffs are under 100 ms), so within two seconds at
+		 * most: 40 lines at most, and the last one's. */
+		ck_assert_int_le(lines, 41);
+		ck_assert_int_ge(lines, 2);
+		ck_assert_int_ge(told, 1);
+	}
+	free(text);
+	fx_rmtree(work);
+	free(work);
 	landing_free(l);
 }
 END_TEST
@@ -1695,6 +1782,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, submit_retried);
 	tcase_add_test(tc, submit_bad_request);
 	tcase_add_test(tc, cancel_ends_submitted);
+	tcase_add_test(tc, retry_warnings_limited);
 	suite_add_tcase(s, tc);
 	return s;
 }
