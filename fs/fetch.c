@@ -1817,6 +1817,14 @@ int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 
 	if (rc)
 		return rc;
+	/* Made by a resign: a retry of it would wait for the signer, which
+	 * waits for it. */
+	if (req->resign && pthread_equal(pthread_self(), fe->signer)) {
+		snprintf(res->err, sizeof(res->err),
+			 "fetch: a request made while signing a retry may not "
+			 "be signed again itself");
+		return -EDEADLK;
+	}
 	pthread_cond_init(&w.cond, NULL);
 	attempt_reset(fe, &c);
 	queue_attempt(fe, &c);

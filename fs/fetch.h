@@ -103,7 +103,8 @@ struct fetch_req {
 	/* Optional: fills `headers` again before each retry (fresh signatures
 	 * or tokens), on the engine's signer thread: it may block (a token
 	 * fetch) and call fetch_run, with a request that has no resign of
-	 * its own (its retries would wait for the same thread).  One thread
+	 * its own (its retries would wait for the same thread: fetch_run
+	 * refuses one, -EDEADLK).  One thread
 	 * signs for the whole engine: a slow one delays the others' retries,
 	 * and an unmount waits for it.  Returns 0 or -errno. */
 	int (*resign)(void *arg, struct fetch_req *req);
@@ -166,7 +167,9 @@ int fetch_engine_cancel_fd(const struct fetch_engine *fe);
  * bytes unless the object ends earlier, which total_size then shows);
  * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 (the pinned
  * version changed), -EIO after retries ran out, -EFBIG when the body
- * exceeds cap, -ENOMEM, -ECANCELED once the engine is cancelled.  On any error res->err says what happened.
+ * exceeds cap, -ENOMEM, -ECANCELED once the engine is cancelled, -EDEADLK for a
+ * request with a resign made inside a resign.  On any error res->err says what
+ * happened.
  */
 int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	      struct fetch_res *res) WHARF_CHECK;

@@ -1387,6 +1387,49 @@ START_TEST(retry_warnings_limited)
 }
 END_TEST
 
+/* A resign that makes a request of its own, itself with a resign: that
+ * request is refused (-EDEADLK) instead of hanging the signer, and the
+ * retry it was signing goes on. */
+static int inner_rc = 1;
+
+static int resign_nested(void *arg, struct fetch_req *req)
+{
+	struct fetch_req inner = {.url = "http://127.0.0.1:9/unused",
+				  .resign = resign};
+	struct fetch_res res;
+
+	(void)arg;
+	(void)req;
+	inner_rc = fetch_run(fe, &inner, &res);
+	return 0;
+}
+
+START_TEST(resign_may_not_nest)
+{
+	static const char *const answers[] = {
+	    "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n",
+	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 8\r\n"
+	    "Content-Range: bytes 2-9/100\r\nConnection: close\r\n\r\n"
+	    "cdefghij",
+	    NULL};
+	struct scripted o;
+	char buf[8];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
+	req.range_off = 2;
+	req.range_len = 8;
+	req.resign = resign_nested;
+	inner_rc = 1;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_int_eq(inner_rc, -EDEADLK);
+	ck_assert_uint_eq(res.attempts, 2);
+	ck_assert_int_eq(memcmp(buf, "cdefghij", 8), 0);
+	script_stop(&o.sc, o.th);
+}
+END_TEST
+
 START_TEST(range_ignored)
 {
 	/* a 200 with the whole object: the engine skips to the range */
@@ -1783,6 +1826,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, submit_bad_request);
 	tcase_add_test(tc, cancel_ends_submitted);
 	tcase_add_test(tc, retry_warnings_limited);
+	tcase_add_test(tc, resign_may_not_nest);
 	suite_add_tcase(s, tc);
 	return s;
 }
