@@ -1288,30 +1288,50 @@ START_TEST(mount_token_options)
 }
 END_TEST
 
-/* A token revoked while mounted: the read that gets 401 renews it once
- * and succeeds; the reader never sees the refusal. */
-START_TEST(mount_token_revoked)
+/*
+ * Mounts with a counting token command (its count into count, PATH_MAX),
+ * reads "one", then has the fake revoke the token the mount holds: its
+ * next request gets 401.
+ */
+static void mount_then_revoke(const char *tag, char *count)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
 	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
-	char count[PATH_MAX], buf[256];
-	size_t n;
-	char *c;
+	char buf[256];
 
 	start_fake(args);
-	snprintf(cache, sizeof(cache), "%s/cache-revoked", work);
-	counting_token_command("token-rev", 3600, script, count);
+	snprintf(cache, sizeof(cache), "%s/cache-%s", work, tag);
+	counting_token_command(tag, 3600, script, count);
 	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
 	ck_assert_int_eq(mount_gs(cache, opts), 0);
 	check_mounted_file("one", 1, seed_of("one"));
 	fake_get("/_fake/revoke?token=cmd-1", buf, sizeof(buf));
-	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+}
+
+/* Unmounts; the fake refused one request, and the token was renewed
+ * once (two tokens in all). */
+static void unmount_renewed_once(const char *count)
+{
+	size_t n;
+	char *c;
+
 	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
 	ck_assert_int_eq(fake_stat("unauthorized"), 1);
 	c = fx_read_file(count, &n);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_int_eq(atoi(c), 2);
 	free(c);
+}
+
+/* A token revoked while mounted: the read that gets 401 renews it once
+ * and succeeds; the reader never sees the refusal. */
+START_TEST(mount_token_revoked)
+{
+	char count[PATH_MAX];
+
+	mount_then_revoke("revoked", count);
+	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+	unmount_renewed_once(count);
 }
 END_TEST
 
@@ -1340,35 +1360,19 @@ static long long mounted_stat(const char *section, const char *key)
  * again, and the reader then finds the chunk loaded. */
 START_TEST(mount_token_revoked_hinted)
 {
-	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
-	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
-	char count[PATH_MAX], buf[256];
-	int i;
-	size_t n;
-	char *c;
+	char count[PATH_MAX];
 
-	start_fake(args);
-	snprintf(cache, sizeof(cache), "%s/cache-revoked-hinted", work);
-	counting_token_command("token-rev-h", 3600, script, count);
-	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
-	ck_assert_int_eq(mount_gs(cache, opts), 0);
-	check_mounted_file("one", 1, seed_of("one"));
-	fake_get("/_fake/revoke?token=cmd-1", buf, sizeof(buf));
+	mount_then_revoke("revoked-hinted", count);
 	ck_assert_int_eq(fx_sh("printf 'chunk-1 0 0\\n' | '%s' hints '%s'",
 			       fx_wharf_bin(), mnt),
 			 0);
-	for (i = 0; i < 200 && mounted_stat("hints", "loaded") < 1; i++)
+	for (int i = 0; i < 200 && mounted_stat("hints", "loaded") < 1; i++)
 		usleep(50000);
 	ck_assert_int_eq(mounted_stat("hints", "loaded"), 1);
 	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
 	/* only "one" was read on demand */
 	ck_assert_int_eq(mounted_stat("prefetch", "demand_fetches"), 1);
-	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
-	ck_assert_int_eq(fake_stat("unauthorized"), 1);
-	c = fx_read_file(count, &n);
-	ck_assert_ptr_nonnull(c);
-	ck_assert_int_eq(atoi(c), 2);
-	free(c);
+	unmount_renewed_once(count);
 }
 END_TEST
 
