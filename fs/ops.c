@@ -414,6 +414,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = PF_MAX_READ; /* as the max_read mount option says */
 	/* Opens are what passthrough needs: keep them coming. */
 	ctx->state->passthrough = ctx->passthrough && passthrough_offered();
+	if (ctx->prefetch)
+		prefetch_kernel_reads_cached(ctx->prefetch,
+					     ctx->state->passthrough);
 	ctx->state->no_open_ok = !ctx->state->passthrough &&
 				 (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 }

@@ -111,6 +111,9 @@ struct queue {
 struct prefetch {
 	struct prefetch_config cfg;
 	uint32_t window_cap; /* chunks */
+	/* atomic: the kernel reads a file of one raw chunk from its cache
+	 * file (prefetch_kernel_reads_cached) */
+	bool kernel_reads_cached;
 	struct source *src;
 	struct store *st;
 	struct chunk_cache *cc;
@@ -917,7 +920,13 @@ static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 	}
 	if (!kernel_has) {
 		file_key(pf, f, idx, &key);
-		if (!chunks_contains(pf->cc, &key))
+		/* Its open hands the cache file to the kernel: loaded here,
+		 * it would be read and checked twice, for nothing. */
+		if (!chunks_contains(pf->cc, &key) &&
+		    !(f->nchunks == 1 &&
+		      __atomic_load_n(&pf->kernel_reads_cached,
+				      __ATOMIC_RELAXED) &&
+		      store_has(pf->st, &key)))
 			return false;
 	}
 	STAT_ADD(pf->stats.hint_cached, 1);
@@ -1209,6 +1218,12 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	STAT_ADD(pf->stats.files, 1);
 	*out = f;
 	return 0;
+}
+
+void prefetch_kernel_reads_cached(struct prefetch *pf, bool on)
+{
+	__atomic_store_n(&pf->kernel_reads_cached, on && pf->st,
+			 __ATOMIC_RELAXED);
 }
 
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,

@@ -100,6 +100,10 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
  */
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd) WHARF_CHECK;
+/* Says that opens of files of one raw chunk in the store are handed to
+ * the kernel (prefetch_open_whole, passthrough.h): hints then load nothing
+ * for them, as their reader never asks the mount for their bytes. */
+void prefetch_kernel_reads_cached(struct prefetch *pf, bool on);
 /* The file may still be referenced by queued jobs; it is freed after them. */
 void prefetch_close(struct prefetch *pf, struct pf_file *f);
 

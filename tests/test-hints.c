@@ -112,7 +112,8 @@ static void origin_stop(struct origin *o)
 	o->pid = -1;
 }
 
-/* `wharf mount -f` on a fresh mountpoint and cache; waits for .wharf. */
+/* `wharf mount -f` on a fresh mountpoint and, unless m has one, a fresh
+ * cache; waits for .wharf. */
 static int mount_start(struct mnt *m, const char *url,
 		       const char *const extra[])
 {
@@ -121,7 +122,8 @@ static int mount_start(struct mnt *m, const char *url,
 	int n = 0;
 
 	m->dir = fx_tmpdir("hints-mnt");
-	m->cache = fx_tmpdir("hints-cache");
+	if (!m->cache)
+		m->cache = fx_tmpdir("hints-cache");
 	snprintf(m->log, sizeof(m->log), "%s/mount-%d.log", work_dir,
 		 (int)getpid());
 	fx_sh("echo '%s' >>'%s/mounts'", m->dir, work_dir);
@@ -163,6 +165,17 @@ static void mount_stop(struct mnt *m)
 		free(m->cache);
 		m->cache = NULL;
 	}
+}
+
+/* The mount stopped and started again on the same cache. */
+static int remount(struct mnt *m, const char *url, const char *const extra[])
+{
+	char *cache = m->cache;
+
+	m->cache = NULL; /* kept */
+	mount_stop(m);
+	m->cache = cache;
+	return mount_start(m, url, extra);
 }
 
 /* The number after "key": inside the JSON object named section. */
@@ -434,27 +447,76 @@ START_TEST(test_hints_when_kernel_forgets)
 }
 END_TEST
 
+/* Hints for every small file, in order, which must queue no load: each
+ * is found cached. */
+static void hints_queue_nothing(const struct mnt *m, const int *order)
+{
+	const long long queued = stat_of(m, "hints", "queued");
+	char **lines = small_hints(order, N_SMALL);
+
+	send_hints(m, lines, N_SMALL);
+	free_lines(lines, N_SMALL);
+	ck_assert_int_eq(stat_of(m, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(stat_of(m, "hints", "queued"), queued);
+	ck_assert_int_ge(stat_of(m, "hints", "cached"), N_SMALL);
+}
+
 /* Hints for chunks already in memory queue nothing: a warm epoch's hints
  * wake no pool thread. */
 START_TEST(test_hints_for_cached_chunks)
 {
 	struct mnt m = {0};
 	int order[N_SMALL];
-	char **lines;
-	long long queued;
 
 	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
 	shuffle(order, N_SMALL, 11);
 	read_in_order(&m, order);
 	wait_drained(&m, -1);
-	queued = stat_of(&m, "hints", "queued");
-	lines = small_hints(order, N_SMALL);
-	send_hints(&m, lines, N_SMALL);
-	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N_SMALL);
-	ck_assert_int_eq(stat_of(&m, "hints", "queued"), queued);
-	ck_assert_int_ge(stat_of(&m, "hints", "cached"), N_SMALL);
+	hints_queue_nothing(&m, order);
 	read_in_order(&m, order);
-	free_lines(lines, N_SMALL);
+	mount_stop(&m);
+}
+END_TEST
+
+static bool passthrough_on(const struct mnt *m)
+{
+	char path[PATH_MAX];
+	size_t len;
+	char *json;
+	bool on;
+
+	snprintf(path, sizeof(path), "%s/.wharf/stats", m->dir);
+	json = fx_read_file(path, &len);
+	on = json && strstr(json, "\"passthrough\": {\"on\": true");
+	free(json);
+	return on;
+}
+
+/* With --passthrough, after a remount, hints for files the kernel will
+ * read from their cache files load nothing: their readers never ask the
+ * mount for a byte. */
+START_TEST(test_hints_passthrough_cached)
+{
+	static const char *const opts[] = {"--passthrough", NULL};
+	struct mnt m = {0};
+	int order[N_SMALL];
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	shuffle(order, N_SMALL, 17);
+	read_in_order(&m, order);
+	wait_drained(&m, -1);
+	ck_assert_int_eq(remount(&m, plain.url, opts), 0);
+	if (!passthrough_on(&m)) {
+		fprintf(stderr, "note: no FUSE passthrough here (kernel or "
+				"user): test_hints_passthrough_cached left "
+				"out\n");
+		mount_stop(&m);
+		return;
+	}
+	hints_queue_nothing(&m, order);
+	read_in_order(&m, order);
+	ck_assert_int_ge(stat_of(&m, "passthrough", "opens"), N_SMALL);
+	ck_assert_int_eq(stat_of(&m, "reads", "chunks_loaded"), 0);
 	mount_stop(&m);
 }
 END_TEST
@@ -1027,6 +1089,7 @@ static Suite *hints_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_hints_honoured);
 	tcase_add_test(tc, test_hints_for_cached_chunks);
+	tcase_add_test(tc, test_hints_passthrough_cached);
 	tcase_add_test(tc, test_hints_when_kernel_forgets);
 	tcase_add_test(tc, test_hints_never_change_bytes);
 	tcase_add_test(tc, test_hints_ioctl);
