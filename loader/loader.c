@@ -828,6 +828,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		if (rc)
 			goto fail;
 	} else {
+		ring_populate(&l->ring); /* this process fills the slots */
 		rc = fill_init(&l->fill, false);
 		if (rc) {
 			err = loader_strdupf("loader: out of memory");

@@ -60,7 +60,8 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 	      char **err) __attribute__((warn_unused_result));
 void ring_close(struct ring *r);
 
-/* Maps every page of the ring into this process now (a forked worker). */
+/* Maps every page of the ring into this process now: one that fills slots
+ * (a forked worker, or the caller of a loader without workers). */
 void ring_populate(const struct ring *r);
 
 /* Bytes a ring of these dimensions takes (for messages and planning). */
