@@ -233,6 +233,7 @@ static void prepare(struct wharf_loader *l, uint32_t s, uint64_t b)
 	h->count = n;
 	h->cur = 0;
 	h->status = 0;
+	h->dropped = 0; /* before the task is sent: the pipe orders it */
 	struct slot_info *si = &l->slots[s];
 	si->epoch = l->epoch;
 	si->index = b;
@@ -558,10 +559,15 @@ static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
 	}
 	for (uint32_t s = 0; s < l->nslots; s++) {
 		struct slot_info *si = &l->slots[s];
-		if (si->state == SLOT_READY)
+		if (si->state == SLOT_READY) {
 			si->state = SLOT_FREE;
-		else if (si->state == SLOT_BUSY)
+		} else if (si->state == SLOT_BUSY) {
+			/* Its worker stops at the next sample rather than
+			 * read and decode a batch nobody takes. */
 			si->stale = true;
+			__atomic_store_n(&ring_hdr(&l->ring, s)->dropped, 1,
+					 __ATOMIC_RELAXED);
+		}
 	}
 	if (!l->opt.persistent && nworkers(l) && epoch != l->epoch) {
 		/* Fresh workers per epoch, as asked: wait for the stale
@@ -596,6 +602,11 @@ static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
 
 int wharf_loader_set_epoch(wharf_loader *l, uint64_t epoch)
 {
+	/* The epoch it is at, none of it taken yet (a loop that sets every
+	 * epoch, starting with the one the open began): what was read ahead
+	 * is what a restart would read again. */
+	if (!l->failed && epoch == l->epoch && l->low == 0 && l->done == 0)
+		return 0;
 	return restart(l, epoch, 0, 0);
 }
 

@@ -27,7 +27,10 @@ struct slot_hdr {
 	uint32_t skipped;
 	uint32_t worker;
 	int32_t status; /* 0 or -errno */
-	char msg[448];	/* what went wrong, when status < 0 */
+	/* Set by the caller (atomic) when it no longer wants the batch (a
+	 * restart made it stale): the worker stops at its next sample. */
+	uint32_t dropped;
+	char msg[448]; /* what went wrong, when status < 0 */
 };
 
 /* Per-worker counters at the start of the segment, one cache line each. */

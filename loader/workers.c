@@ -446,6 +446,10 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 	for (uint32_t k = 0; k < n;) {
 		uint32_t run = 0;
 		uint64_t used = 0;
+		if (__atomic_load_n(&h->dropped, __ATOMIC_RELAXED)) {
+			h->status = -ECANCELED; /* the caller ignores it */
+			break;
+		}
 		h->cur = k;
 		int rc = fill_some(c, &w, s, k, n, pos, true, &run, &used);
 		/* A merged run failed: read its first sample alone, to name

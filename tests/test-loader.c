@@ -403,6 +403,71 @@ static int pass_through(const void *in, uint64_t len, void *out,
 	return 0;
 }
 
+/* Bytes the workers read so far (batches they finished or gave up). */
+static uint64_t read_so_far(const wharf_loader *l)
+{
+	struct wharf_stats st = {.size = sizeof(st)};
+
+	ck_assert_int_eq(wharf_loader_stats(l, &st), 0);
+	return st.read_bytes;
+}
+
+/* Setting the epoch the loader is at, before taking any of it (a loop
+ * that sets every epoch), keeps what the open read ahead: every record is
+ * read once. */
+START_TEST(set_epoch_at_start_keeps_read_ahead)
+{
+	struct wharf_options o;
+	opts(&o, 50, 2);
+	o.prefetch = 2;
+	o.shuffle = 1;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	/* The open's read-ahead (4 batches of 50) is done or under way. */
+	for (int i = 0; i < 200 && read_so_far(l) < 4 * 50 * REC; i++)
+		usleep(10000);
+	ck_assert_uint_gt(read_so_far(l), 0);
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 0), 0);
+	ck_assert_int_eq(drain(l), WHARF_END);
+	ck_assert_uint_eq(read_so_far(l), (uint64_t)NREC * REC);
+	wharf_loader_close(l);
+}
+END_TEST
+
+/* A slow transform: 20 ms a sample. */
+static int slow_each_fn(void *user, uint64_t sample, const void *in,
+			uint64_t len, void *out, uint64_t cap,
+			uint64_t *out_len)
+{
+	usleep(20000);
+	return pass_through(in, len, out, out_len);
+}
+
+/* Batches a restart made stale stop at their next sample: the first batch
+ * of the new epoch does not wait for four batches nobody takes. */
+START_TEST(restart_stops_stale_batches)
+{
+	struct wharf_options o;
+	opts(&o, 10, 2);
+	o.prefetch = 2;
+	o.shuffle = 1;
+	o.sample_bytes = REC;
+	o.sample_fn = slow_each_fn;
+	wharf_loader *l;
+	struct run e1 = {0};
+	open_loader(recs, &o, &l);
+	usleep(50000); /* each worker is into its first batch of epoch 0 */
+	ck_assert_int_eq(wharf_loader_set_epoch(l, 1), 0);
+	ck_assert_int_eq(take(l, &e1, 1), 0);
+	/* Read to finish the stale batches: at least 3 of them (30
+	 * records), and the batch taken.  Stopped: a record or two each. */
+	ck_assert_uint_lt(read_so_far(l), 40 * REC);
+	ck_assert_uint_eq(e1.n, 10);
+	wharf_loader_close(l);
+	run_free(&e1);
+}
+END_TEST
+
 /* Kills its own worker on sample 123. */
 static int crash_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 		    void *out, uint64_t cap, uint64_t *out_len)
@@ -981,6 +1046,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, transforms);
 	tcase_add_loop_test(tc, resume, 0, 2);
 	tcase_add_loop_test(tc, epochs_differ_and_repeat, 0, 2);
+	tcase_add_test(tc, set_epoch_at_start_keeps_read_ahead);
+	tcase_add_test(tc, restart_stops_stale_batches);
 	tcase_add_test(tc, worker_crash_named);
 	tcase_add_loop_test(tc, transform_error_and_skip, 0, 3);
 	tcase_add_test(tc, unreadable_file);

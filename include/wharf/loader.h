@@ -349,7 +349,10 @@ int wharf_loader_release(wharf_loader *l, const struct wharf_batch *batch);
 /*
  * Starts epoch `epoch` at its first batch (the shuffle is a function of seed
  * and epoch).  Batches still held by the caller stay valid; batches read
- * ahead for the old epoch are dropped.
+ * ahead for the old epoch are dropped, and a worker busy with one stops at
+ * its next sample.  The epoch the loader is at, before any of its batches
+ * was taken (the open's epoch 0, in a loop that sets every epoch), keeps
+ * what was read ahead: it is what a restart would read again.
  * @return 0 or a negative errno.
  */
 int wharf_loader_set_epoch(wharf_loader *l, uint64_t epoch);

@@ -479,7 +479,9 @@ class Loader:
         return _c.wharf_loader_num_batches(self._handle())
 
     def set_epoch(self, epoch):
-        """Starts epoch `epoch` (the shuffle depends on seed and epoch)."""
+        """Starts epoch `epoch` (the shuffle depends on seed and epoch).
+        Batches read ahead for another epoch are dropped; the epoch the
+        loader is at, before any of its batches was taken, keeps them."""
         self.release()
         rc = getattr(_c, self._set_epoch_fn)(self._handle(), int(epoch))
         if rc:
