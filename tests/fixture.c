@@ -578,3 +578,46 @@ long long fx_json_num(const char *json, const char *key)
 	p = strstr(json, pat);
 	return p ? atoll(p + strlen(pat)) : -1;
 }
+
+char *fx_mount_stats(const char *mnt)
+{
+	char path[PATH_MAX];
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/.wharf/stats", mnt);
+	return fx_read_file(path, &len);
+}
+
+long long fx_mount_stat(const char *mnt, const char *section, const char *key)
+{
+	char *json = fx_mount_stats(mnt), pat[128];
+	const char *p = json, *end = NULL;
+	long long v = -1;
+
+	if (json && section) {
+		snprintf(pat, sizeof(pat), "\"%s\": ", section);
+		p = strstr(json, pat);
+		if (p)
+			p = strchr(p, '{');
+		if (p)
+			end = strchr(p, '}');
+	}
+	if (p) {
+		snprintf(pat, sizeof(pat), "\"%s\": ", key);
+		p = strstr(p, pat);
+		if (p && (!end || p < end))
+			v = atoll(p + strlen(pat));
+	}
+	free(json);
+	return v;
+}
+
+bool fx_mount_passthrough_on(const char *mnt)
+{
+	char *json = fx_mount_stats(mnt);
+	const bool on =
+	    json && strstr(json, "\"passthrough\": {\"on\": true") != NULL;
+
+	free(json);
+	return on;
+}

@@ -141,16 +141,9 @@ static bool mount_line(const char *mnt, char *type, char *opts)
 
 static pid_t daemon_pid(const char *mnt)
 {
-	char path[PATH_MAX];
-	char *json;
-	long long pid;
+	const long long pid = fx_mount_stat(mnt, NULL, "pid");
 
-	snprintf(path, sizeof(path), "%s/.wharf/stats", mnt);
-	json = read_text(path);
-	ck_assert_msg(json != NULL, "cannot read %s", path);
-	pid = fx_json_num(json, "pid");
-	free(json);
-	ck_assert_int_gt(pid, 0);
+	ck_assert_msg(pid > 0, "no pid in %s/.wharf/stats", mnt);
 	return (pid_t)pid;
 }
 

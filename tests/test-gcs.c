@@ -1335,26 +1335,6 @@ START_TEST(mount_token_revoked)
 }
 END_TEST
 
-/* A number in one section of MOUNT/.wharf/stats, or -1. */
-static long long mounted_stat(const char *section, const char *key)
-{
-	char path[PATH_MAX + 64], pat[64];
-	long long v = -1;
-	size_t n;
-	char *json, *at;
-
-	snprintf(path, sizeof(path), "%s/.wharf/stats", mnt);
-	json = fx_read_file(path, &n);
-	if (!json)
-		return -1;
-	snprintf(pat, sizeof(pat), "\"%s\": {", section);
-	at = strstr(json, pat);
-	if (at)
-		v = fx_json_num(at, key);
-	free(json);
-	return v;
-}
-
 /* The same for a load the pool makes for a hint, with no thread waiting
  * on it: the 401 is answered by renewing the token once and asking
  * again, and the reader then finds the chunk loaded. */
@@ -1366,12 +1346,13 @@ START_TEST(mount_token_revoked_hinted)
 	ck_assert_int_eq(fx_sh("printf 'chunk-1 0 0\\n' | '%s' hints '%s'",
 			       fx_wharf_bin(), mnt),
 			 0);
-	for (int i = 0; i < 200 && mounted_stat("hints", "loaded") < 1; i++)
+	for (int i = 0; i < 200 && fx_mount_stat(mnt, "hints", "loaded") < 1;
+	     i++)
 		usleep(50000);
-	ck_assert_int_eq(mounted_stat("hints", "loaded"), 1);
+	ck_assert_int_eq(fx_mount_stat(mnt, "hints", "loaded"), 1);
 	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
 	/* only "one" was read on demand */
-	ck_assert_int_eq(mounted_stat("prefetch", "demand_fetches"), 1);
+	ck_assert_int_eq(fx_mount_stat(mnt, "prefetch", "demand_fetches"), 1);
 	unmount_renewed_once(count);
 }
 END_TEST

@@ -178,37 +178,6 @@ static int remount(struct mnt *m, const char *url, const char *const extra[])
 	return mount_start(m, url, extra);
 }
 
-/* The number after "key": inside the JSON object named section. */
-static long long stat_of(const struct mnt *m, const char *section,
-			 const char *key)
-{
-	char path[PATH_MAX], pat[128];
-	const char *p;
-	long long v = -1;
-	size_t len;
-	char *json;
-
-	snprintf(path, sizeof(path), "%s/.wharf/stats", m->dir);
-	json = fx_read_file(path, &len);
-	if (!json)
-		return -1;
-	/* The section's object, or the first object of its array. */
-	snprintf(pat, sizeof(pat), "\"%s\": ", section);
-	p = strstr(json, pat);
-	if (p)
-		p = strchr(p, '{');
-	if (p) {
-		const char *end = strchr(p, '}');
-
-		snprintf(pat, sizeof(pat), "\"%s\": ", key);
-		p = strstr(p, pat);
-		if (p && end && p < end)
-			v = strtoll(p + strlen(pat), NULL, 10);
-	}
-	free(json);
-	return v;
-}
-
 /* The mount's hints file, opened read-only (as it must be: the mount is
  * read-only) for WHARF_IOC_HINTS. */
 static int open_hints(const struct mnt *m)
@@ -323,8 +292,9 @@ static void free_lines(char **lines, int n)
 /* Hinted chunks the pool is done with: loaded, found cached, or stale. */
 static long long hints_settled(const struct mnt *m)
 {
-	return stat_of(m, "hints", "loaded") + stat_of(m, "hints", "cached") +
-	       stat_of(m, "hints", "stale");
+	return fx_mount_stat(m->dir, "hints", "loaded") +
+	       fx_mount_stat(m->dir, "hints", "cached") +
+	       fx_mount_stat(m->dir, "hints", "stale");
 }
 
 /* Waits (bounded) until the hint queue is empty and the pool idle, and,
@@ -333,8 +303,8 @@ static long long hints_settled(const struct mnt *m)
 static void wait_drained(const struct mnt *m, long long settled)
 {
 	for (int i = 0; i < 1200; i++) {
-		if (stat_of(m, "hints", "queue") == 0 &&
-		    stat_of(m, "prefetch", "inflight_bytes") == 0 &&
+		if (fx_mount_stat(m->dir, "hints", "queue") == 0 &&
+		    fx_mount_stat(m->dir, "prefetch", "inflight_bytes") == 0 &&
 		    (settled < 0 || hints_settled(m) == settled))
 			return;
 		usleep(50000);
@@ -342,9 +312,9 @@ static void wait_drained(const struct mnt *m, long long settled)
 	dump_logs(m);
 	ck_abort_msg("the hint queue did not drain (%lld queued, %lld bytes "
 		     "in flight, %lld settled, expected %lld)",
-		     stat_of(m, "hints", "queue"),
-		     stat_of(m, "prefetch", "inflight_bytes"), hints_settled(m),
-		     settled);
+		     fx_mount_stat(m->dir, "hints", "queue"),
+		     fx_mount_stat(m->dir, "prefetch", "inflight_bytes"),
+		     hints_settled(m), settled);
 }
 
 START_TEST(test_hints_honoured)
@@ -361,15 +331,15 @@ START_TEST(test_hints_honoured)
 	for (int i = 0; i < N_SMALL; i++)
 		check_bytes(&m, small_name(order[i], name, sizeof(name)),
 			    SMALL_SIZE);
-	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N_SMALL);
-	ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 0);
-	ck_assert_int_eq(stat_of(&m, "hints", "hits") +
-			     stat_of(&m, "hints", "misses"),
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "bad_lines"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "hits") +
+			     fx_mount_stat(m.dir, "hints", "misses"),
 			 N_SMALL);
 	/* After the first window every read found its chunk fetched or in
 	 * flight: the reader never paid a first-byte latency itself. */
-	ck_assert_int_le(stat_of(&m, "hints", "misses"), FIRST_WINDOW);
-	ck_assert_int_le(stat_of(&m, "prefetch", "demand_fetches"),
+	ck_assert_int_le(fx_mount_stat(m.dir, "hints", "misses"), FIRST_WINDOW);
+	ck_assert_int_le(fx_mount_stat(m.dir, "prefetch", "demand_fetches"),
 			 FIRST_WINDOW);
 	free_lines(lines, N_SMALL);
 	mount_stop(&m);
@@ -410,7 +380,7 @@ static void forget_pages(const struct mnt *m, const char *name)
  * sent, every file read and checked.  The hints queued in it. */
 static long long epoch_after_forgetting(struct mnt *m, const int *order)
 {
-	long long queued = stat_of(m, "hints", "queued");
+	long long queued = fx_mount_stat(m->dir, "hints", "queued");
 	char **lines, name[64];
 
 	for (int i = 0; i < N_SMALL; i++)
@@ -420,7 +390,7 @@ static long long epoch_after_forgetting(struct mnt *m, const int *order)
 	read_in_order(m, order);
 	free_lines(lines, N_SMALL);
 	wait_drained(m, -1);
-	return stat_of(m, "hints", "queued") - queued;
+	return fx_mount_stat(m->dir, "hints", "queued") - queued;
 }
 
 /* Hints for chunks the kernel was sent whole load nothing while the kernel
@@ -439,8 +409,8 @@ START_TEST(test_hints_when_kernel_forgets)
 	wait_drained(&m, -1);
 	/* Trusted at first: nothing queued, every read comes back. */
 	ck_assert_int_eq(epoch_after_forgetting(&m, order), 0);
-	ck_assert_int_ge(stat_of(&m, "hints", "kernel_had"), N_SMALL);
-	ck_assert_int_ge(stat_of(&m, "hints", "kernel_lost"), N_SMALL);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "hints", "kernel_had"), N_SMALL);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "hints", "kernel_lost"), N_SMALL);
 	/* Then the hints load their chunks again. */
 	ck_assert_int_ge(epoch_after_forgetting(&m, order), N_SMALL / 2);
 	mount_stop(&m);
@@ -451,14 +421,14 @@ END_TEST
  * is found cached. */
 static void hints_queue_nothing(const struct mnt *m, const int *order)
 {
-	const long long queued = stat_of(m, "hints", "queued");
+	const long long queued = fx_mount_stat(m->dir, "hints", "queued");
 	char **lines = small_hints(order, N_SMALL);
 
 	send_hints(m, lines, N_SMALL);
 	free_lines(lines, N_SMALL);
-	ck_assert_int_eq(stat_of(m, "hints", "lines"), N_SMALL);
-	ck_assert_int_eq(stat_of(m, "hints", "queued"), queued);
-	ck_assert_int_ge(stat_of(m, "hints", "cached"), N_SMALL);
+	ck_assert_int_eq(fx_mount_stat(m->dir, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(fx_mount_stat(m->dir, "hints", "queued"), queued);
+	ck_assert_int_ge(fx_mount_stat(m->dir, "hints", "cached"), N_SMALL);
 }
 
 /* Hints for chunks already in memory queue nothing: a warm epoch's hints
@@ -478,20 +448,6 @@ START_TEST(test_hints_for_cached_chunks)
 }
 END_TEST
 
-static bool passthrough_on(const struct mnt *m)
-{
-	char path[PATH_MAX];
-	size_t len;
-	char *json;
-	bool on;
-
-	snprintf(path, sizeof(path), "%s/.wharf/stats", m->dir);
-	json = fx_read_file(path, &len);
-	on = json && strstr(json, "\"passthrough\": {\"on\": true");
-	free(json);
-	return on;
-}
-
 /* With --passthrough, after a remount, hints for files the kernel will
  * read from their cache files load nothing: their readers never ask the
  * mount for a byte. */
@@ -506,7 +462,7 @@ START_TEST(test_hints_passthrough_cached)
 	read_in_order(&m, order);
 	wait_drained(&m, -1);
 	ck_assert_int_eq(remount(&m, plain.url, opts), 0);
-	if (!passthrough_on(&m)) {
+	if (!fx_mount_passthrough_on(m.dir)) {
 		fprintf(stderr, "note: no FUSE passthrough here (kernel or "
 				"user): test_hints_passthrough_cached left "
 				"out\n");
@@ -515,8 +471,8 @@ START_TEST(test_hints_passthrough_cached)
 	}
 	hints_queue_nothing(&m, order);
 	read_in_order(&m, order);
-	ck_assert_int_ge(stat_of(&m, "passthrough", "opens"), N_SMALL);
-	ck_assert_int_eq(stat_of(&m, "reads", "chunks_loaded"), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "passthrough", "opens"), N_SMALL);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "reads", "chunks_loaded"), 0);
 	mount_stop(&m);
 }
 END_TEST
@@ -545,13 +501,13 @@ START_TEST(test_hints_never_change_bytes)
 	lines[n++] = strdup("no numbers here\n");
 	lines[n++] = strdup("small/s0001 x 0\n");
 	send_hints(&m, lines, n);
-	ck_assert_int_eq(stat_of(&m, "hints", "lines"), 2 * N_BIG);
-	ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), N_BIG + 3);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "lines"), 2 * N_BIG);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "bad_lines"), N_BIG + 3);
 	wait_drained(&m, -1);
 	for (int i = 0; i < N_BIG; i++)
 		check_bytes(&m, big_name(i, name, sizeof(name)), BIG_SIZE);
 	check_bytes(&m, "small/s0001", SMALL_SIZE);
-	ck_assert_int_gt(stat_of(&m, "hints", "loaded"), 0);
+	ck_assert_int_gt(fx_mount_stat(m.dir, "hints", "loaded"), 0);
 	for (int i = 0; i < n; i++)
 		free(lines[i]);
 	mount_stop(&m);
@@ -576,11 +532,11 @@ START_TEST(test_stale_hints_dropped)
 		check_bytes(&m, small_name(order[i], name, sizeof(name)),
 			    SMALL_SIZE);
 	wait_drained(&m, N_SMALL);
-	ck_assert_int_gt(stat_of(&m, "hints", "stale"), 0);
-	ck_assert_int_lt(stat_of(&m, "hints", "loaded"), N_SMALL);
-	ck_assert_int_eq(stat_of(&m, "hints", "loaded") +
-			     stat_of(&m, "hints", "stale") +
-			     stat_of(&m, "hints", "cached"),
+	ck_assert_int_gt(fx_mount_stat(m.dir, "hints", "stale"), 0);
+	ck_assert_int_lt(fx_mount_stat(m.dir, "hints", "loaded"), N_SMALL);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "loaded") +
+			     fx_mount_stat(m.dir, "hints", "stale") +
+			     fx_mount_stat(m.dir, "hints", "cached"),
 			 N_SMALL);
 	/* A stale hint is only a hint: the file still reads right. */
 	check_bytes(&m, small_name(order[0], name, sizeof(name)), SMALL_SIZE);
@@ -635,8 +591,9 @@ START_TEST(test_hints_ioctl)
 		/* Cut inside a line: the two halves are two bad lines. */
 		hints_ioctl(fd, b, HINT_LEN / 2);
 		hints_ioctl(fd, b + HINT_LEN / 2, HINT_LEN - HINT_LEN / 2);
-		ck_assert_int_eq(stat_of(&m, "hints", "lines"), N + 16);
-		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 2);
+		ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "lines"),
+				 N + 16);
+		ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "bad_lines"), 2);
 		/* From a shell: wharf hints. */
 		ck_assert_int_eq(fx_sh("printf 'small/s0001 0 0\\n%%s/small/"
 				       "s0002 0 0\\n' '%s' | '%s' hints '%s'",
@@ -646,8 +603,9 @@ START_TEST(test_hints_ioctl)
 				       "'%s' 2>/dev/null",
 				       fx_wharf_bin(), m.dir),
 				 1);
-		ck_assert_int_eq(stat_of(&m, "hints", "lines"), N + 18);
-		ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 2);
+		ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "lines"),
+				 N + 18);
+		ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "bad_lines"), 2);
 		h->len = WHARF_HINTS_MAX + 1;
 		ck_assert_int_eq(ioctl(fd, WHARF_IOC_HINTS, h), -1);
 		ck_assert_int_eq(errno, EINVAL);
@@ -709,23 +667,24 @@ START_TEST(test_shard_hinted_many_times)
 	}
 	ck_assert_int_gt(asprintf(&lines[n++], "big/b0 0 %d\n", REC), 0);
 	send_hints(&m, lines, n);
-	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "reached"), 0);
 	/* Its first record's head, then more of it: both reach its first
 	 * hint, not its newest (the rule that went by the newest hint naming
 	 * the file said 569, which made 300 hints stale). */
 	check_range(&m, "big/b0", 5, 512);
-	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "reached"), 1);
 	check_range(&m, "big/b0", 517, 8192);
-	ck_assert_int_eq(stat_of(&m, "hints", "reached"), 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "reached"), 1);
 	check_range(&m, "big/b0", (1 << 20) + 7, 4096);
-	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "reached"), GAP + 2);
 	/* A file that was never hinted reaches nothing. */
 	check_range(&m, "big/b1", 0, 4096);
-	ck_assert_int_eq(stat_of(&m, "hints", "reached"), GAP + 2);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "reached"), GAP + 2);
 	wait_drained(&m, n);
-	ck_assert_int_eq(stat_of(&m, "hints", "stale"), 0);
-	ck_assert_int_eq(
-	    stat_of(&m, "hints", "loaded") + stat_of(&m, "hints", "cached"), n);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "stale"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "loaded") +
+			     fx_mount_stat(m.dir, "hints", "cached"),
+			 n);
 	check_bytes(&m, "big/b0", BIG_SIZE);
 	for (int i = 0; i < n; i++)
 		free(lines[i]);
@@ -770,14 +729,14 @@ START_TEST(test_memory_cap_10000_objects)
 		ck_assert_int_gt(asprintf(&lines[i], "%s 0 0\n", name), 0);
 	}
 	send_hints(&m, lines, N);
-	ck_assert_int_eq(stat_of(&m, "hints", "lines"), N);
-	ck_assert_int_le(stat_of(&m, "hints", "queue"),
-			 stat_of(&m, "hints", "queue_cap"));
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "lines"), N);
+	ck_assert_int_le(fx_mount_stat(m.dir, "hints", "queue"),
+			 fx_mount_stat(m.dir, "hints", "queue_cap"));
 	wait_drained(&m, -1);
 	after = rss_kb(m.pid);
-	ck_assert_int_le(stat_of(&m, "prefetch", "inflight_max"),
-			 stat_of(&m, "prefetch", "inflight_cap"));
-	ck_assert_int_gt(stat_of(&m, "prefetch", "inflight_max"), 0);
+	ck_assert_int_le(fx_mount_stat(m.dir, "prefetch", "inflight_max"),
+			 fx_mount_stat(m.dir, "prefetch", "inflight_cap"));
+	ck_assert_int_gt(fx_mount_stat(m.dir, "prefetch", "inflight_max"), 0);
 	/* Memory: the 16 MiB chunk cache plus the in-flight cap plus
 	 * bookkeeping; nothing grows with the number of hints.  (Not under
 	 * AddressSanitizer, whose quarantine keeps freed memory resident, nor
@@ -785,7 +744,8 @@ START_TEST(test_memory_cap_10000_objects)
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 	ck_assert_msg(after - before <
 			  16 * 1024 +
-			      stat_of(&m, "prefetch", "inflight_cap") / 1024 +
+			      fx_mount_stat(m.dir, "prefetch", "inflight_cap") /
+				  1024 +
 			      32 * 1024,
 		      "the mount grew by %ld KiB", after - before);
 #else
@@ -818,13 +778,13 @@ START_TEST(test_demand_read_first)
 	check_bytes(&m, "small/s0002", SMALL_SIZE);
 	/* The demand read finished while the large prefetch was still
 	 * going: it did not wait behind it. */
-	queued = stat_of(&m, "hints", "queued");
-	loaded = stat_of(&m, "hints", "loaded");
+	queued = fx_mount_stat(m.dir, "hints", "queued");
+	loaded = fx_mount_stat(m.dir, "hints", "loaded");
 	ck_assert_int_eq(queued, N_BIG * (BIG_SIZE >> 20));
 	ck_assert_msg(loaded < queued,
 		      "the demand read came after all %lld hinted chunks",
 		      queued);
-	ck_assert_int_eq(stat_of(&m, "prefetch", "demand_fetches"), 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "prefetch", "demand_fetches"), 1);
 	for (int i = 0; i < N_BIG; i++)
 		free(lines[i]);
 	mount_stop(&m);
@@ -857,8 +817,8 @@ START_TEST(test_origin_faults)
 			    SMALL_SIZE);
 	for (int i = 0; i < N_BIG; i++)
 		check_bytes(&m, big_name(i, name, sizeof(name)), BIG_SIZE);
-	ck_assert_int_gt(stat_of(&m, "origin", "retries"), 0);
-	ck_assert_int_eq(stat_of(&m, "reads", "chunk_errors"), 0);
+	ck_assert_int_gt(fx_mount_stat(m.dir, "origin", "retries"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "reads", "chunk_errors"), 0);
 	free_lines(lines, N_SMALL / 2);
 	mount_stop(&m);
 	origin_stop(&bad);
@@ -889,11 +849,11 @@ START_TEST(test_origin_sheds_load)
 			    SMALL_SIZE);
 	for (int i = 0; i < N_BIG; i++)
 		check_bytes(&m, big_name(i, name, sizeof(name)), BIG_SIZE);
-	ck_assert_int_eq(stat_of(&m, "reads", "chunk_errors"), 0);
-	ck_assert_int_ge(stat_of(&m, "concurrency", "backoffs"), 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "reads", "chunk_errors"), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "concurrency", "backoffs"), 1);
 	/* It starts at 32; the store takes 4. */
-	ck_assert_int_le(stat_of(&m, "concurrency", "limit"), 8);
-	ck_assert_int_eq(stat_of(&m, "concurrency", "ceiling"), 256);
+	ck_assert_int_le(fx_mount_stat(m.dir, "concurrency", "limit"), 8);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "concurrency", "ceiling"), 256);
 	free_lines(lines, N_SMALL);
 	mount_stop(&m);
 	origin_stop(&busy);
@@ -920,23 +880,24 @@ START_TEST(test_pool_loads_hold_no_thread)
 	lines = small_hints(order, N);
 	send_hints(&m, lines, N);
 	wait_drained(&m, N);
-	threads = stat_of(&m, "prefetch", "threads");
-	loads_max = stat_of(&m, "prefetch", "loads_max");
+	threads = fx_mount_stat(m.dir, "prefetch", "threads");
+	loads_max = fx_mount_stat(m.dir, "prefetch", "loads_max");
 	fprintf(stderr, "pool: %lld threads, %lld loads at once at most\n",
 		threads, loads_max);
 	ck_assert_int_ge(threads, 1);
 	ck_assert_int_le(threads, ncpu + 2);
-	ck_assert_int_eq(stat_of(&m, "prefetch", "threads_cap"),
+	ck_assert_int_eq(fx_mount_stat(m.dir, "prefetch", "threads_cap"),
 			 ncpu + 2 < 256 ? ncpu + 2 : 256);
 	ck_assert_msg(loads_max > threads, "%lld loads at once on %lld threads",
 		      loads_max, threads);
-	ck_assert_int_le(loads_max, stat_of(&m, "prefetch", "loads_cap"));
-	ck_assert_int_eq(stat_of(&m, "hints", "loaded"), N);
+	ck_assert_int_le(loads_max,
+			 fx_mount_stat(m.dir, "prefetch", "loads_cap"));
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "loaded"), N);
 	for (int i = 0; i < N; i++)
 		check_bytes(&m, small_name(order[i], name, sizeof(name)),
 			    SMALL_SIZE);
-	ck_assert_int_eq(stat_of(&m, "prefetch", "demand_fetches"), 0);
-	ck_assert_int_eq(stat_of(&m, "reads", "chunk_errors"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "prefetch", "demand_fetches"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "reads", "chunk_errors"), 0);
 	free_lines(lines, N);
 	mount_stop(&m);
 	origin_stop(&slow);
@@ -979,7 +940,7 @@ START_TEST(test_loader_sends_hints)
 		 * come far faster than one per 200 ms here, so after 5 the
 		 * lead is past the 4 slots + 1 it starts from. */
 		if (samples == 5 * 16)
-			ck_assert_int_ge(stat_of(&m, "hints", "lines"),
+			ck_assert_int_ge(fx_mount_stat(m.dir, "hints", "lines"),
 					 (5 + 10) * 16);
 	}
 	ck_assert_int_eq(samples, N_SMALL);
@@ -987,9 +948,9 @@ START_TEST(test_loader_sends_hints)
 	wharf_index_close(idx);
 	/* Every sample was hinted, and the shuffled epoch paid at most a
 	 * first window of origin latencies itself. */
-	ck_assert_int_ge(stat_of(&m, "hints", "lines"), N_SMALL);
-	ck_assert_int_eq(stat_of(&m, "hints", "bad_lines"), 0);
-	ck_assert_int_le(stat_of(&m, "hints", "misses"), FIRST_WINDOW);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "hints", "lines"), N_SMALL);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "bad_lines"), 0);
+	ck_assert_int_le(fx_mount_stat(m.dir, "hints", "misses"), FIRST_WINDOW);
 	mount_stop(&m);
 }
 END_TEST
@@ -1023,10 +984,10 @@ START_TEST(test_prefetch_command)
 	ck_assert_ptr_nonnull(text);
 	ck_assert_msg(strstr(text, "prefetch: 600/600 objects"), "%s", text);
 	free(text);
-	before = stat_of(&m, "origin", "requests");
+	before = fx_mount_stat(m.dir, "origin", "requests");
 	for (int i = 0; i < N_SMALL; i++)
 		check_bytes(&m, small_name(i, name, sizeof(name)), SMALL_SIZE);
-	ck_assert_int_eq(stat_of(&m, "origin", "requests"), before);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin", "requests"), before);
 	/* A list with a file that is not there. */
 	snprintf(list, sizeof(list), "%s/prefetch.list", work_dir);
 	f = fopen(list, "w");
@@ -1041,10 +1002,10 @@ START_TEST(test_prefetch_command)
 	ck_assert_ptr_nonnull(text);
 	ck_assert_msg(strstr(text, "big/nope"), "%s", text);
 	free(text);
-	before = stat_of(&m, "origin", "requests");
+	before = fx_mount_stat(m.dir, "origin", "requests");
 	check_bytes(&m, big_name(0, name, sizeof(name)), BIG_SIZE);
 	check_bytes(&m, big_name(1, name, sizeof(name)), BIG_SIZE);
-	ck_assert_int_eq(stat_of(&m, "origin", "requests"), before);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin", "requests"), before);
 	mount_stop(&m);
 }
 END_TEST

@@ -473,34 +473,12 @@ START_TEST(test_read_only)
 }
 END_TEST
 
-/* The mount's .wharf/stats (caller frees), or NULL. */
-static char *read_stats(const char *dir)
-{
-	char path[PATH_MAX + 16];
-	size_t len;
-
-	snprintf(path, sizeof(path), "%s/.wharf/stats", dir);
-	return fx_read_file(path, &len);
-}
-
-/* The first number named key in the mount's stats. */
-static long long stat_of(const char *dir, const char *key)
-{
-	char *json = read_stats(dir);
-	long long v;
-
-	ck_assert_ptr_nonnull(json);
-	v = fx_json_num(json, key);
-	free(json);
-	return v;
-}
-
 START_TEST(test_stats_file)
 {
 	char *json;
 
 	ck_assert_int_eq(check_file(mnt_dir, "chunk", CHUNK), 0);
-	json = read_stats(mnt_dir);
+	json = fx_mount_stats(mnt_dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(json[0] == '{', "not JSON: %s", json);
 	ck_assert_int_ge(fx_json_num(json, "bytes_served"), CHUNK);
@@ -515,7 +493,7 @@ START_TEST(test_stats_file)
 
 		ck_assert(before >= 0);
 		usleep(20000);
-		again = read_stats(mnt_dir);
+		again = fx_mount_stats(mnt_dir);
 		ck_assert_ptr_nonnull(again);
 		p = strstr(again, "\"uptime_s\": ");
 		ck_assert_ptr_nonnull(p);
@@ -703,7 +681,7 @@ START_TEST(test_remount_from_cache_origin_down)
 	fx_nginx_stop(&ng2);
 	ck_assert_int_eq(mount_start(&m, url, cache, extra), 0);
 	check_manifest_files(m.dir, "");
-	json = read_stats(m.dir);
+	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(fx_json_num(json, "chunks_fetched") == 0,
 		      "chunks came from the origin: %s", json);
@@ -716,35 +694,19 @@ END_TEST
 /* Waits up to 5 s for the stats' number key to reach want; its last value. */
 static long long stat_reaches(const char *dir, const char *key, long long want)
 {
-	long long v = stat_of(dir, key);
+	long long v = fx_mount_stat(dir, NULL, key);
 
 	for (int i = 0; i < 250 && v < want; i++) {
 		usleep(20000);
-		v = stat_of(dir, key);
+		v = fx_mount_stat(dir, NULL, key);
 	}
 	return v;
-}
-
-/* The number key of the stats' object section (e.g. "readahead"). */
-static long long section_stat(const char *dir, const char *section,
-			      const char *key)
-{
-	char *json = read_stats(dir), *sec, head[64];
-	long long n;
-
-	ck_assert_ptr_nonnull(json);
-	snprintf(head, sizeof(head), "\"%s\": {", section);
-	sec = strstr(json, head);
-	ck_assert_ptr_nonnull(sec);
-	n = fx_json_num(sec, key);
-	free(json);
-	return n;
 }
 
 /* The read-ahead chunks queued so far. */
 static long long readahead_queued(const char *dir)
 {
-	return section_stat(dir, "readahead", "queued");
+	return fx_mount_stat(dir, "readahead", "queued");
 }
 
 /* Reading a directory's files in name order queues the files after them;
@@ -796,10 +758,10 @@ START_TEST(test_readahead_crosses_into_next_file)
 	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
 	/* big's 50 chunks and then chunk's one, loaded by the pool. */
 	ck_assert_int_eq(stat_reaches(m.dir, "chunks_fetched", 51), 51);
-	demand = stat_of(m.dir, "demand_fetches");
+	demand = fx_mount_stat(m.dir, NULL, "demand_fetches");
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
-	ck_assert_int_eq(stat_of(m.dir, "demand_fetches"), demand);
-	ck_assert_int_eq(stat_of(m.dir, "chunks_fetched"), 51);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "demand_fetches"), demand);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "chunks_fetched"), 51);
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -823,10 +785,11 @@ START_TEST(test_read_chunks_let_go)
 	/* Each chunk fetched once; a read-ahead job that took its chunk just
 	 * as the reader let go of it loads it again from disk, rarely (up to
 	 * 3 of 51 seen with 5 busy loops beside it). */
-	ck_assert_int_le(section_stat(m.dir, "memory_cache", "misses"), 56);
-	ck_assert_int_eq(section_stat(m.dir, "memory_cache", "read_whole"), 50);
+	ck_assert_int_le(fx_mount_stat(m.dir, "memory_cache", "misses"), 56);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "memory_cache", "read_whole"),
+			 50);
 	/* What is left in memory is the unread chunk of "chunk". */
-	ck_assert_int_le(section_stat(m.dir, "memory_cache", "bytes"),
+	ck_assert_int_le(fx_mount_stat(m.dir, "memory_cache", "bytes"),
 			 2 * CHUNK);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
@@ -841,11 +804,11 @@ START_TEST(test_read_chunks_let_go)
 	 * outgrows an 8 MiB cache, so some chunks are evicted before they
 	 * are read; those read whole go, and their buffers are later
 	 * loads', within the cap. */
-	ck_assert_int_gt(section_stat(m.dir, "memory_cache", "read_whole"), 0);
-	ck_assert_int_gt(section_stat(m.dir, "memory_cache", "buffers_reused"),
+	ck_assert_int_gt(fx_mount_stat(m.dir, "memory_cache", "read_whole"), 0);
+	ck_assert_int_gt(fx_mount_stat(m.dir, "memory_cache", "buffers_reused"),
 			 0);
 	{
-		char *json = read_stats(m.dir), *mc;
+		char *json = fx_mount_stats(m.dir), *mc;
 
 		ck_assert_ptr_nonnull(json);
 		mc = strstr(json, "\"memory_cache\": {");
@@ -1017,7 +980,7 @@ START_TEST(test_corrupt_chunk_refetched)
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
 	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", 3 * CHUNK + 17),
 			 0);
-	json = read_stats(m.dir);
+	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(fx_json_num(json, "chunks_fetched") >= 1,
 		      "corrupt chunks were not fetched again: %s", json);
@@ -1035,16 +998,6 @@ static bool kernel_at_least(int major, int minor)
 	       (a > major || (a == major && b >= minor));
 }
 
-/* Whether the mount at dir has the kernel read cached files itself. */
-static bool passthrough_on(const char *dir)
-{
-	char *json = read_stats(dir);
-	const bool on = json && strstr(json, "\"passthrough\": {\"on\": true");
-
-	free(json);
-	return on;
-}
-
 /* The backing files a mount holds drop as the kernel's releases (sent
  * after close returns) come in. */
 static long long backing_files_settled(const char *dir, long long want)
@@ -1052,7 +1005,7 @@ static long long backing_files_settled(const char *dir, long long want)
 	long long v = -1;
 
 	for (int i = 0; i < 250 && v != want; i++) {
-		v = stat_of(dir, "backing_files");
+		v = fx_mount_stat(dir, NULL, "backing_files");
 		if (v != want)
 			usleep(20000);
 	}
@@ -1104,7 +1057,7 @@ START_TEST(test_passthrough)
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	mnt_init(&m, "passthrough");
 	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
-	if (!passthrough_on(m.dir)) {
+	if (!fx_mount_passthrough_on(m.dir)) {
 		/* Root on Linux 6.9 or later must get it. */
 		ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
 			      "no passthrough as root on this kernel");
@@ -1141,8 +1094,8 @@ START_TEST(test_passthrough)
 	}
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
 	ck_assert_int_eq(check_mapped(m.dir, "chunk", CHUNK), 0);
-	ck_assert_int_eq(stat_of(m.dir, "bytes_served"), 0);
-	ck_assert_int_ge(stat_of(m.dir, "opens"), 21);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "opens"), 21);
 	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
 	/* Two opens at once share one backing file. */
 	snprintf(path, sizeof(path), "%s/chunk-1", m.dir);
@@ -1150,16 +1103,16 @@ START_TEST(test_passthrough)
 	fd2 = open(path, O_RDONLY);
 	ck_assert_int_ge(fd1, 0);
 	ck_assert_int_ge(fd2, 0);
-	ck_assert_int_eq(stat_of(m.dir, "backing_files"), 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "backing_files"), 1);
 	close(fd1);
 	ck_assert_int_eq(check_file(m.dir, "chunk-1", CHUNK - 1), 0);
 	close(fd2);
 	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
-	opens = stat_of(m.dir, "opens");
+	opens = fx_mount_stat(m.dir, NULL, "opens");
 	/* Two chunks: through the mount. */
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
-	ck_assert_int_gt(stat_of(m.dir, "bytes_served"), CHUNK);
-	ck_assert_int_eq(stat_of(m.dir, "opens"), opens);
+	ck_assert_int_gt(fx_mount_stat(m.dir, NULL, "bytes_served"), CHUNK);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
 	/* Damaged between mounts: fetched again, never served. */
@@ -1169,22 +1122,22 @@ START_TEST(test_passthrough)
 		snprintf(name, sizeof(name), "many/f%04d", i);
 		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
 	}
-	ck_assert_int_ge(stat_of(m.dir, "corrupt"), 20);
-	ck_assert_int_ge(stat_of(m.dir, "chunks_fetched"), 20);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "corrupt"), 20);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "chunks_fetched"), 20);
 	/* ... and once fetched again, passed through at the next open. */
 	snprintf(path, sizeof(path), "%s/many/f0003", m.dir);
-	opens = stat_of(m.dir, "opens");
+	opens = fx_mount_stat(m.dir, NULL, "opens");
 	fd3 = open(path, O_RDONLY);
 	ck_assert_int_ge(fd3, 0);
-	ck_assert_int_eq(stat_of(m.dir, "opens"), opens + 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens + 1);
 	close(fd3);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
 	/* Off by default: every read through the mount. */
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
-	ck_assert(!passthrough_on(m.dir));
+	ck_assert(!fx_mount_passthrough_on(m.dir));
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
-	ck_assert_int_ge(stat_of(m.dir, "bytes_served"), CHUNK);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "bytes_served"), CHUNK);
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -1477,7 +1430,7 @@ static void origin_stop(struct origin *o)
 static bool wait_offline(const char *dir, bool want)
 {
 	for (int waited = 0; waited < 30000; waited += 200) {
-		char *json = read_stats(dir);
+		char *json = fx_mount_stats(dir);
 		bool now = json && strstr(json, "\"offline\": true");
 
 		free(json);
@@ -1545,7 +1498,7 @@ START_TEST(test_offline_remount)
 	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
 	ck_assert_msg(seconds_now() - t0 < 20, "the mount took %.1f s",
 		      seconds_now() - t0);
-	json = read_stats(m.dir);
+	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(strstr(json, "\"offline\": true"), "%s", json);
 	free(json);
@@ -1595,7 +1548,7 @@ START_TEST(test_offline_remount)
 		ck_assert_int_eq(mount_start(&m, o.url, cache, off), 0);
 		ck_assert(wait_offline(m.dir, true));
 		ck_assert_int_eq(check_file(m.dir, "u", 3000), 0);
-		json = read_stats(m.dir);
+		json = fx_mount_stats(m.dir);
 		ck_assert_ptr_nonnull(json);
 		ck_assert_msg(fx_json_num(json, "requests") == 0, "%s", json);
 		free(json);
@@ -1720,7 +1673,7 @@ START_TEST(test_unshowable_entries)
 	snprintf(path, sizeof(path), "%s/d", m.dir);
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
-	json = read_stats(m.dir);
+	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(fx_json_num(json, "skipped_entries") == 7, "%s", json);
 	free(json);
@@ -1746,7 +1699,7 @@ START_TEST(test_unshowable_entries)
 	list_names(m.dir, names, sizeof(names));
 	ck_assert_str_eq(names, "chunk one ");
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
-	json = read_stats(m.dir);
+	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(fx_json_num(json, "skipped_entries") == 4, "%s", json);
 	free(json);
@@ -1879,7 +1832,8 @@ START_TEST(test_sigterm_during_slow_read)
 		_exit(n == 0 ? 0 : 3);
 	}
 	/* The read is under way: its first chunk is coming. */
-	for (int i = 0; i < 100 && stat_of(m.dir, "requests") < 2; i++)
+	for (int i = 0; i < 100 && fx_mount_stat(m.dir, NULL, "requests") < 2;
+	     i++)
 		usleep(50000);
 	usleep(300000);
 	t0 = seconds_now();
