@@ -7,6 +7,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -723,11 +724,17 @@ START_TEST(shard_cut_while_mapped)
 }
 END_TEST
 
+/* Made by slow_fn in the worker when it starts to hang (if set). */
+static char hang_mark[PATH_MAX];
+
 static int slow_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 		   void *out, uint64_t cap, uint64_t *out_len)
 {
-	if (sample == 30)
+	if (sample == 30) {
+		if (hang_mark[0])
+			close(open(hang_mark, O_CREAT | O_WRONLY, 0600));
 		pause(); /* until the loader kills us */
+	}
 	return pass_through(in, len, out, out_len);
 }
 
@@ -761,12 +768,20 @@ START_TEST(timeout_names_stale_sample)
 	/* The worker hangs on a batch sent before set_epoch, and the new
 	 * epoch's first batch waits behind it: the timeout must name the
 	 * sample it hangs on, not the batch waited for. */
+	snprintf(hang_mark, sizeof(hang_mark), "%s/hang-mark", root);
+	unlink(hang_mark);
 	wharf_loader *l = open_hanging(1);
 	const struct wharf_batch *b;
 	for (int i = 0; i < 3; i++) { /* samples 0..29; 30 is sent */
 		ck_assert_int_eq(wharf_loader_next(l, &b), 0);
 		ck_assert_int_eq(wharf_loader_release(l, b), 0);
 	}
+	/* Hanging already: a stale batch not yet begun would be dropped
+	 * before its first sample (restart_stops_stale_batches). */
+	for (int i = 0; i < 500 && access(hang_mark, F_OK); i++)
+		usleep(10000);
+	ck_assert_int_eq(access(hang_mark, F_OK), 0);
+	hang_mark[0] = '\0';
 	ck_assert_int_eq(wharf_loader_set_epoch(l, 1), 0);
 	ck_assert_int_eq(wharf_loader_next(l, &b), -ETIMEDOUT);
 	ck_assert_msg(strstr(wharf_loader_error(l), "sample 30 (") &&
