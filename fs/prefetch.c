@@ -112,7 +112,7 @@ struct prefetch {
 	struct prefetch_config cfg;
 	uint32_t window_cap; /* chunks */
 	/* atomic: the kernel reads a file of one raw chunk from its cache
-	 * file (prefetch_kernel_reads_cached) */
+	 * file (prefetch_kernel_reads_cached); hints skip such files */
 	bool kernel_reads_cached;
 	struct source *src;
 	struct store *st;
@@ -920,8 +920,11 @@ static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 	}
 	if (!kernel_has) {
 		file_key(pf, f, idx, &key);
-		/* Its open hands the cache file to the kernel: loaded here,
-		 * it would be read and checked twice, for nothing. */
+		/* A file of one chunk the store holds: stored raw, its open
+		 * hands the cache file to the kernel (loaded here, it would
+		 * be read and checked twice, for nothing); compressed, its
+		 * reader loads it, faster than a pool thread would for it
+		 * (as prefetch_ahead finds for any file the store holds). */
 		if (!chunks_contains(pf->cc, &key) &&
 		    !(f->nchunks == 1 &&
 		      __atomic_load_n(&pf->kernel_reads_cached,

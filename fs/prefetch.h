@@ -102,7 +102,8 @@ int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd) WHARF_CHECK;
 /* Says that opens of files of one raw chunk in the store are handed to
  * the kernel (prefetch_open_whole, passthrough.h): hints then load nothing
- * for them, as their reader never asks the mount for their bytes. */
+ * for files of one chunk the store holds, as their reader never asks the
+ * mount for their bytes (or, compressed, loads the chunk itself). */
 void prefetch_kernel_reads_cached(struct prefetch *pf, bool on);
 /* The file may still be referenced by queued jobs; it is freed after them. */
 void prefetch_close(struct prefetch *pf, struct pf_file *f);

@@ -704,6 +704,18 @@ static int resign(void *arg, struct fetch_req *req)
 	return 0;
 }
 
+/* scripted_start for bytes 2-9 of the object, signed again by fn before
+ * each retry. */
+static void scripted_resigned(struct scripted *o, const char *const *answers,
+			      struct fetch_req *req, void *buf, size_t cap,
+			      int (*fn)(void *arg, struct fetch_req *req))
+{
+	scripted_start(o, answers, req, buf, cap);
+	req->range_off = 2;
+	req->range_len = 8;
+	req->resign = fn;
+}
+
 START_TEST(short_body_retried)
 {
 	/* a 206 that stops early although the object is longer, then the
@@ -723,10 +735,7 @@ START_TEST(short_body_retried)
 	struct fetch_req req = {0};
 	struct fetch_res res;
 
-	scripted_start(&o, answers, &req, buf, sizeof(buf));
-	req.range_off = 2;
-	req.range_len = 8;
-	req.resign = resign;
+	scripted_resigned(&o, answers, &req, buf, sizeof(buf), resign);
 	resigned = 0;
 	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
 	ck_assert_uint_eq(res.attempts, 3);
@@ -1225,10 +1234,7 @@ START_TEST(submit_retried)
 	struct landing_slot *s = &l->slot[0];
 	struct scripted o;
 
-	scripted_start(&o, answers, &s->req, s->buf, sizeof(s->buf));
-	s->req.range_off = 2;
-	s->req.range_len = 8;
-	s->req.resign = resign;
+	scripted_resigned(&o, answers, &s->req, s->buf, sizeof(s->buf), resign);
 	resigned = 0;
 	ck_assert_int_eq(fetch_submit(fe, &s->req, &s->res, landed, s), 0);
 	landing_wait(l, 1);
@@ -1417,10 +1423,7 @@ START_TEST(resign_may_not_nest)
 	struct fetch_req req = {0};
 	struct fetch_res res;
 
-	scripted_start(&o, answers, &req, buf, sizeof(buf));
-	req.range_off = 2;
-	req.range_len = 8;
-	req.resign = resign_nested;
+	scripted_resigned(&o, answers, &req, buf, sizeof(buf), resign_nested);
 	inner_rc = 1;
 	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
 	ck_assert_int_eq(inner_rc, -EDEADLK);
