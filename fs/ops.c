@@ -630,11 +630,12 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 /*
  * How the kernel will serve an open of f: from f's cache file (a backing
- * id > 0, shared by all of f's opens at once) when f is one raw chunk in
- * the store and no open of f is served the other way, else through the
- * mount (0).  The chunk is verified the first time this mount hands its
- * file over, and again if the file changed: a corrupt one is removed and
- * the open is served through the mount, which fetches it.
+ * id > 0, shared by all of f's opens at once) when the store holds f
+ * whole and raw (one chunk file, or a pack of its chunks) and no open of
+ * f is served the other way, else through the mount (0).  The file is
+ * verified the first time this mount hands it over, and again if it
+ * changed: a corrupt one is removed and the open is served through the
+ * mount, which fetches it.
  */
 static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 {

@@ -924,12 +924,13 @@ static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 		 * hands the cache file to the kernel (loaded here, it would
 		 * be read and checked twice, for nothing); compressed, its
 		 * reader loads it, faster than a pool thread would for it
-		 * (as prefetch_ahead finds for any file the store holds). */
+		 * (as prefetch_ahead finds for any file the store holds).
+		 * A chunk of a pack: its open hands the pack over. */
 		if (!chunks_contains(pf->cc, &key) &&
-		    !(f->nchunks == 1 &&
-		      __atomic_load_n(&pf->kernel_reads_cached,
+		    !(__atomic_load_n(&pf->kernel_reads_cached,
 				      __ATOMIC_RELAXED) &&
-		      store_has(pf->st, &key)))
+		      (f->nchunks == 1 ? store_has(pf->st, &key)
+				       : store_packed(pf->st, &key))))
 			return false;
 	}
 	STAT_ADD(pf->stats.hint_cached, 1);
@@ -1236,14 +1237,30 @@ int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 	size_t len = 0;
 	int rc;
 
-	if (!pf->st || f->nchunks != 1)
+	struct chunk_key *keys;
+
+	if (!pf->st || f->nchunks == 0)
 		return -ENOTSUP;
-	file_key(pf, f, 0, &key);
-	rc = store_open_raw(pf->st, &key, f->size, checked, fd, &len);
-	if (!rc && len != f->size) {
-		close(*fd);
-		rc = -ENOTSUP;
+	if (f->nchunks == 1) {
+		file_key(pf, f, 0, &key);
+		rc = store_open_raw(pf->st, &key, f->size, checked, fd, &len);
+		if (!rc && len != f->size) {
+			close(*fd);
+			rc = -ENOTSUP;
+		}
+		return rc;
 	}
+	if (f->nchunks > UINT32_MAX)
+		return -ENOTSUP;
+	/* Per open of a file of many chunks, not per read. */
+	keys = malloc(f->nchunks * sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < f->nchunks; i++)
+		file_key(pf, f, i, &keys[i]);
+	rc = store_open_object(pf->st, keys, (uint32_t)f->nchunks,
+			       pf->cfg.chunk_size, f->size, checked, fd);
+	free(keys);
 	return rc;
 }
 

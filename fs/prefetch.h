@@ -90,20 +90,24 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 		  uint64_t size, int64_t mtime,
 		  struct pf_file **out) WHARF_CHECK;
 /*
- * Opens the cache file that holds all of f's bytes and nothing else (f is
- * one chunk, stored raw with its header beside the file), verified unless
- * it is the file *checked names (see store_open_raw): for passthrough.h.
- * No origin request is made.
- * @return 0 with *fd (the caller closes it); -ENOENT (not cached);
- * -ENOTSUP (more than one chunk, compressed, no store, or a format 1
- * file); -EBADMSG (the cached chunk was corrupt and is removed); -EIO.
+ * Opens the cache file that holds all of f's bytes and nothing else,
+ * verified unless it is the file *checked names: for passthrough.h.  A
+ * file of one chunk is its chunk file (stored raw, its header beside it:
+ * store_open_raw); a file of many is a pack of its chunks, made from
+ * their chunk files at the first such open (store_open_object).  No
+ * origin request is made.
+ * @return 0 with *fd (the caller closes it); -ENOENT (not all cached);
+ * -ENOTSUP (compressed, no store, or a format 1 file); -EBADMSG (a cached
+ * chunk was corrupt and is removed); -ENOSPC (no room for the pack); -EIO;
+ * -ENOMEM.
  */
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd) WHARF_CHECK;
-/* Says that opens of files of one raw chunk in the store are handed to
- * the kernel (prefetch_open_whole, passthrough.h): hints then load nothing
- * for files of one chunk the store holds, as their reader never asks the
- * mount for their bytes (or, compressed, loads the chunk itself). */
+/* Says that opens of files the store holds whole and raw are handed to
+ * the kernel (prefetch_open_whole, passthrough.h): hints then load
+ * nothing for files of one chunk the store holds, nor for chunks in a
+ * pack, as their reader never asks the mount for their bytes (or, for a
+ * compressed chunk, loads it itself). */
 void prefetch_kernel_reads_cached(struct prefetch *pf, bool on);
 /* The file may still be referenced by queued jobs; it is freed after them. */
 void prefetch_close(struct prefetch *pf, struct pf_file *f);

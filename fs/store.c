@@ -87,6 +87,9 @@
 #define SAMPLE_SIZE (64 * 1024)
 #define SAMPLE_MIN_CHUNK (256 * 1024)
 #define TOUCH_EVERY_S 60
+/* store_walk's flag for the scan at open, which holds the lock: a bad
+ * pack is removed as it is found. */
+#define WALK_LOCKED 0x100
 
 static const uint8_t magic[4] = {'W', 'H', 'C', 'K'};
 
@@ -586,36 +589,51 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
  * 2.4-2.8 GB/s (bench/RESULTS.md, 2026-11-24).
  * Chunk files are never written in place (a new one is renamed in;
  * eviction unlinks), so the bytes verified are the bytes mapped, and the
- * mapping stays valid until unmapped.
+ * mapping stays valid until unmapped.  map_checked maps and verifies len
+ * bytes at off (a chunk file's payload, or a chunk in a pack).
  * @return 0; -ENOTSUP for a compressed chunk or a file that cannot be
  * mapped; -EBADMSG with *why.
  */
+static int map_checked(int fd, uint64_t off, uint64_t len, uint8_t sum_kind,
+		       uint64_t seed, uint64_t sum, struct store_map *m,
+		       const char **why)
+{
+	/* A pack's chunk may start anywhere when the chunk size is not a
+	 * multiple of the page size. */
+	const uint64_t lead = off % (uint64_t)sysconf(_SC_PAGESIZE);
+	const size_t map_len = (size_t)(lead + len);
+	uint8_t *p;
+
+	/* Nothing to map (an empty chunk): read it instead. */
+	if (!map_len)
+		return -ENOTSUP;
+	p = mmap(NULL, map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
+		 (off_t)(off - lead));
+	/* A cache on a filesystem that cannot map files: read it instead. */
+	if (p == MAP_FAILED)
+		return -ENOTSUP;
+	if (chunk_sum(sum_kind, p + lead, len, seed) != sum) {
+		munmap(p, map_len);
+		*why = "checksum mismatch";
+		return -EBADMSG;
+	}
+	m->map = p;
+	m->map_len = map_len;
+	m->data = p + lead;
+	return 0;
+}
+
 static int map_raw(int fd, const struct hdr *h, struct store_map *m,
 		   const char **why)
 {
-	const size_t len = (size_t)h->payload + h->stored_len;
-	uint8_t *p;
-
 	if (h->codec != CODEC_RAW)
 		return -ENOTSUP;
 	if (h->stored_len != h->raw_len) {
 		*why = "raw chunk's lengths differ";
 		return -EBADMSG;
 	}
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-	/* A cache on a filesystem that cannot map files: read it instead. */
-	if (p == MAP_FAILED)
-		return -ENOTSUP;
-	if (chunk_sum(h->sum_kind, p + h->payload, h->raw_len,
-		      key_seed(&h->key)) != h->sum) {
-		munmap(p, len);
-		*why = "checksum mismatch";
-		return -EBADMSG;
-	}
-	m->map = p;
-	m->map_len = len;
-	m->data = p + h->payload;
-	return 0;
+	return map_checked(fd, (uint64_t)h->payload, h->raw_len, h->sum_kind,
+			   key_seed(&h->key), h->sum, m, why);
 }
 
 /*
@@ -751,12 +769,42 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 
 /* ---- the store ---- */
 
+/* A pack (see "packs" below) as the index knows it.  Freed with the last
+ * sentry that points to it. */
+struct spack {
+	struct chunk_key key; /* chunk 0's: it names the pack's files */
+	uint64_t chunk_size, size;
+	uint32_t n;
+	uint8_t sum_kind;
+	unsigned refs; /* sentries and callers holding it (atomic) */
+	struct pack_ent {
+		struct chunk_key key;
+		uint64_t sum; /* of the chunk's bytes */
+	} ent[];	      /* n */
+};
+
 struct sentry {
 	struct chunk_key key;
 	uint64_t disk, raw;
 	struct sentry *hnext;
 	struct sentry *prev, *next; /* LRU: lru.next is the most recent */
+	/* NULL: the chunk is a chunk file; else chunk idx of this pack. */
+	struct spack *pack;
+	uint32_t idx;
 };
+
+static void pack_unref(struct spack *p)
+{
+	if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(p);
+}
+
+static void sentry_free(struct sentry *e)
+{
+	if (e)
+		pack_unref(e->pack);
+	free(e);
+}
 
 struct store {
 	char *dir;
@@ -881,6 +929,27 @@ static void index_remove(struct store *st, struct sentry *e)
 	st->raw -= e->raw;
 }
 
+/* Under mu: takes e out of the index onto *victims, and the other chunks
+ * of its pack with it (a pack's file goes whole). */
+static void evict_entry(struct store *st, struct sentry *e,
+			struct sentry **victims)
+{
+	struct spack *p = e->pack;
+
+	index_remove(st, e);
+	e->hnext = *victims;
+	*victims = e;
+	for (uint32_t i = 0; p && i < p->n; i++) {
+		struct sentry *o = index_find(st, &p->ent[i].key);
+
+		if (o && o->pack == p) {
+			index_remove(st, o);
+			o->hnext = *victims;
+			*victims = o;
+		}
+	}
+}
+
 /*
  * Under mu: takes least recently used chunks out of the index until
  * used + reserved + need <= target, and returns them (chained by hnext)
@@ -891,15 +960,12 @@ static struct sentry *evict_locked(struct store *st, uint64_t target,
 {
 	struct sentry *victims = NULL;
 
-	while (st->n && st->used + st->reserved + need > target) {
-		struct sentry *e = st->lru.prev;
-
-		index_remove(st, e);
-		e->hnext = victims;
-		victims = e;
-	}
+	while (st->n && st->used + st->reserved + need > target)
+		evict_entry(st, st->lru.prev, &victims);
 	return victims;
 }
+
+static int pack_remove_files(struct store *st, const struct spack *p);
 
 /* Unlinks the victims' files and frees them; counts them into chunks and bytes.
  */
@@ -914,6 +980,10 @@ static void evict_files(struct store *st, struct sentry *victims,
 		bool again, gone = false;
 
 		victims = e->hnext;
+		if (e->pack) {
+			gone = pack_remove_files(st, e->pack) == 0;
+			goto done;
+		}
 		store_key_hex(&e->key, hex);
 		pthread_mutex_lock(&st->stripe[fan]);
 		/* Written again since it was picked: that copy stays. */
@@ -929,6 +999,7 @@ static void evict_files(struct store *st, struct sentry *victims,
 					 strerror(errno));
 		}
 		pthread_mutex_unlock(&st->stripe[fan]);
+	done:
 		if (gone && st->cfg.evicted)
 			st->cfg.evicted(st->cfg.evicted_arg, &e->key);
 		STAT_ADD(st->evictions, 1);
@@ -936,7 +1007,7 @@ static void evict_files(struct store *st, struct sentry *victims,
 			(*chunks)++;
 		if (bytes)
 			*bytes += e->disk;
-		free(e);
+		sentry_free(e);
 	}
 }
 
@@ -956,7 +1027,7 @@ static void index_forget(struct store *st, const struct chunk_key *key,
 	if (e)
 		index_remove(st, e);
 	pthread_mutex_unlock(&st->mu);
-	free(e);
+	sentry_free(e);
 }
 
 /* Removes the file `name` in dirfd if it is still the inode fd reads. */
@@ -969,6 +1040,26 @@ static int unlink_if_same(int dirfd, const char *name, int fd)
 	if (a.st_ino != b.st_ino || a.st_dev != b.st_dev)
 		return -ESTALE;
 	return unlinkat(dirfd, name, 0) ? -errno : 0;
+}
+
+/* Chunk file fd of key is corrupt: removes it (unless it was replaced
+ * meanwhile) and says so. */
+static void chunk_file_bad(struct store *st, const struct chunk_key *key,
+			   int fd, const char *why)
+{
+	const unsigned fan = key->b[0];
+	char hex[33], rel[36];
+
+	store_key_hex(key, hex);
+	chunk_relpath(key, rel);
+	log_warn("%s/%s: cached chunk %s is corrupt (%s); removed, it will be "
+		 "fetched again",
+		 st->chunkdir, rel, hex, why);
+	STAT_ADD(st->corrupt, 1);
+	pthread_mutex_lock(&st->stripe[fan]);
+	if (unlink_if_same(st->dirfd[fan], hex, fd) == 0)
+		index_forget(st, key, hex);
+	pthread_mutex_unlock(&st->stripe[fan]);
 }
 
 /* Whether a is the file b was (chunk files are never written in place:
@@ -986,7 +1077,10 @@ static bool same_file(const struct store_file_id *a,
 
 /*
  * Checks a raw chunk file whose header h was read: the file must hold the
- * payload alone, and the payload its checksum.  It is read in pieces into
+ * payload alone, and the payload its checksum (check_range: len bytes of
+ * fd at start, as a pack's chunk is checked; with copy_to >= 0 they are
+ * also written there at copy_off, as a pack is made).  It is read in
+ * pieces into
  * a buffer on the stack (the codec pool's buffers are one per CPU, and
  * parallel opens would queue for them) and hashed as it comes rather than
  * mapped: in a threaded daemon, mapping and unmapping a file per open
@@ -996,8 +1090,27 @@ static bool same_file(const struct store_file_id *a,
  * @return 0; -ENOTSUP (compressed, or the header in the file);
  * -EOVERFLOW; -EBADMSG with *why; -EIO.
  */
-static int check_raw_file(int fd, const struct hdr *h, size_t cap,
-			  const char **why)
+static int pwrite_full(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+	while (n) {
+		const ssize_t k = pwrite(fd, p, n, (off_t)off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 && errno != ENOSPC && errno != EDQUOT
+				   ? -EIO
+				   : -ENOSPC;
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+static int check_range(int fd, uint64_t start, uint64_t len, uint8_t sum_kind,
+		       uint64_t seed, uint64_t sum, const char **why,
+		       int copy_to, uint64_t copy_off)
 {
 	uint8_t buf[CHECK_PIECE];
 	struct sum_state s;
@@ -1005,28 +1118,787 @@ static int check_raw_file(int fd, const struct hdr *h, size_t cap,
 	size_t n;
 	int rc;
 
-	if (h->codec != CODEC_RAW || h->payload)
-		return -ENOTSUP;
-	if (h->raw_len > cap)
-		return -EOVERFLOW;
-	sum_init(&s, h->sum_kind, key_seed(&h->key));
-	for (off = 0; off < h->raw_len; off += n) {
-		n = h->raw_len - off < CHECK_PIECE ? h->raw_len - off
-						   : CHECK_PIECE;
-		rc = pread_full(fd, buf, n, (off_t)off);
+	sum_init(&s, sum_kind, seed);
+	for (off = 0; off < len; off += n) {
+		n = len - off < CHECK_PIECE ? len - off : CHECK_PIECE;
+		rc = pread_full(fd, buf, n, (off_t)(start + off));
 		if (rc == -ENODATA) {
 			*why = "truncated";
 			return -EBADMSG;
 		}
+		if (!rc && copy_to >= 0)
+			rc = pwrite_full(copy_to, buf, n, copy_off + off);
 		if (rc)
 			return rc;
 		sum_update(&s, buf, n);
 	}
-	if (sum_digest(&s) != h->sum) {
+	if (sum_digest(&s) != sum) {
 		*why = "checksum mismatch";
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+static int check_raw_file(int fd, const struct hdr *h, size_t cap,
+			  const char **why)
+{
+	if (h->codec != CODEC_RAW || h->payload)
+		return -ENOTSUP;
+	if (h->raw_len > cap)
+		return -EOVERFLOW;
+	return check_range(fd, 0, h->raw_len, h->sum_kind, key_seed(&h->key),
+			   h->sum, why, -1, 0);
+}
+
+/* The recency survives a remount: open() ranks chunks by atime, which
+ * relatime or noatime would otherwise leave stale.  A minute's precision
+ * is enough for that, and spares an inode write per read of a hot chunk.
+ * used_s: the file's atime or mtime, whichever is later. */
+static void touch_file(int fd, int64_t used_s)
+{
+	static const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
+						 {.tv_nsec = UTIME_OMIT}};
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (now.tv_sec - used_s > TOUCH_EVERY_S)
+		(void)futimens(fd, touch);
+}
+
+/* ---- packs ---- */
+
+/*
+ * A pack holds the chunks of one object, all stored raw, back to back in
+ * one file (chunk i at i * chunk size), so that the kernel can read the
+ * whole object from it in the mount's place (passthrough.h): it takes one
+ * file per open file, and an object of many chunks has as many chunk
+ * files.  store_open_object makes a pack from the chunk files the first
+ * time a mount hands the object to the kernel, then removes them.
+ *
+ * chunks/XX/KEY.pack holds the object's bytes and nothing else; KEY.idx
+ * beside it is its index (KEY is chunk 0's key, XX its first byte), all
+ * little-endian:
+ *   0  magic "WHPK"   4  version (1)   5  checksum kind   6  reserved (0)
+ *   8  chunks (n, 32 bits)   12 reserved (0)   16 chunk size
+ *   24 the object's size (the .pack's length)
+ *   32 the checksum of bytes 40 to the end, seeded as chunk 0's
+ *   40 chunk 0's key
+ *   56 n entries of 24 bytes: a chunk's key, the checksum of its bytes
+ * A chunk's checksum is the one its chunk file had, so a chunk in a pack
+ * is verified as a chunk file is: whenever it is loaded into memory, and
+ * before a mount first hands the pack to the kernel.
+ * The .idx is renamed in before the .pack and removed after it, so a
+ * .pack never stands alone; a .idx alone is a pack being made, or one a
+ * crash cut short (the scan at mount removes it).  A pack is never
+ * written in place, and goes whole: evicting any of its chunks evicts it.
+ */
+#define PACK_HDR 56
+#define PACK_ENTRY 24
+#define PACK_VERSION 1
+#define PACK_MAX_CHUNKS (1u << 22)
+#define PACK_NAME_MAX 40
+
+static const uint8_t pack_magic[4] = {'W', 'H', 'P', 'K'};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
+static void pack_names(const struct chunk_key *key, char data[PACK_NAME_MAX],
+		       char idx[PACK_NAME_MAX])
+{
+	char hex[33];
+
+	store_key_hex(key, hex);
+	snprintf(data, PACK_NAME_MAX, "%s.pack", hex);
+	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
+}
+
+static uint64_t pack_chunk_len(const struct spack *p, uint32_t i)
+{
+	return i + 1 < p->n ? p->chunk_size
+			    : p->size - (uint64_t)i * p->chunk_size;
+}
+
+static struct spack *pack_new(uint32_t n)
+{
+	struct spack *p = calloc(1, sizeof(*p) + (size_t)n * sizeof(p->ent[0]));
+
+	if (p) {
+		p->n = n;
+		p->refs = 1;
+	}
+	return p;
+}
+
+/* The index file's bytes (caller frees), NULL without memory. */
+static uint8_t *pack_encode(const struct spack *p, size_t *len)
+{
+	const size_t n = PACK_HDR + (size_t)p->n * PACK_ENTRY;
+	uint8_t *b = calloc(1, n);
+
+	if (!b)
+		return NULL;
+	memcpy(b, pack_magic, 4);
+	b[4] = PACK_VERSION;
+	b[5] = p->sum_kind;
+	put32(b + 8, p->n);
+	put64(b + 16, p->chunk_size);
+	put64(b + 24, p->size);
+	memcpy(b + 40, p->key.b, 16);
+	for (uint32_t i = 0; i < p->n; i++) {
+		memcpy(b + PACK_HDR + (size_t)i * PACK_ENTRY, p->ent[i].key.b,
+		       16);
+		put64(b + PACK_HDR + (size_t)i * PACK_ENTRY + 16,
+		      p->ent[i].sum);
+	}
+	put64(b + 32,
+	      chunk_sum(p->sum_kind, b + 40, n - 40, key_seed(&p->key)));
+	*len = n;
+	return b;
+}
+
+/* @return NULL with *out (a reference), or what is wrong (*out NULL also
+ * without memory: then "out of memory"). */
+static const char *pack_decode(const uint8_t *b, size_t len,
+			       const struct chunk_key *name, struct spack **out)
+{
+	uint64_t cs, size;
+	struct spack *p;
+	uint32_t n;
+
+	*out = NULL;
+	if (len < PACK_HDR || memcmp(b, pack_magic, 4))
+		return "not a wharf pack index";
+	if (b[4] != PACK_VERSION)
+		return "unknown pack version";
+	if (b[5] != SUM_XXH64 && b[5] != SUM_XXH3)
+		return "unknown checksum";
+	n = rd32(b + 8);
+	cs = rd64(b + 16);
+	size = rd64(b + 24);
+	if (n < 2 || n > PACK_MAX_CHUNKS ||
+	    len != PACK_HDR + (size_t)n * PACK_ENTRY)
+		return "bad chunk count or index length";
+	if (memcmp(b + 40, name->b, 16))
+		return "names another pack";
+	if (chunk_sum(b[5], b + 40, len - 40, key_seed(name)) != rd64(b + 32))
+		return "checksum mismatch in the index";
+	/* Checked after the sum: corruption, else a bug of ours. */
+	if (!cs || cs > MAX_RAW || size <= (uint64_t)(n - 1) * cs ||
+	    size > (uint64_t)n * cs || memcmp(b + PACK_HDR, name->b, 16))
+		return "inconsistent pack index";
+	p = pack_new(n);
+	if (!p)
+		return "out of memory";
+	p->key = *name;
+	p->chunk_size = cs;
+	p->size = size;
+	p->sum_kind = b[5];
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(p->ent[i].key.b, b + PACK_HDR + (size_t)i * PACK_ENTRY,
+		       16);
+		p->ent[i].sum =
+		    rd64(b + PACK_HDR + (size_t)i * PACK_ENTRY + 16);
+	}
+	*out = p;
+	return NULL;
+}
+
+/* Reads the index of pack `key` in dirfd.  @return 0 with *out; -ENOENT;
+ * -EBADMSG with *why; -ENOMEM; -EIO. */
+static int pack_load(int dirfd, const struct chunk_key *key, struct spack **out,
+		     const char **why)
+{
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
+	struct stat sb;
+	uint8_t *b;
+	int fd, rc;
+
+	pack_names(key, data, idx);
+	fd = openat(dirfd, idx, CHUNK_OPEN | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(dirfd, idx, CHUNK_OPEN);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -EIO;
+	if (fstat(fd, &sb)) {
+		close(fd);
+		return -EIO;
+	}
+	if (!S_ISREG(sb.st_mode) ||
+	    (uint64_t)sb.st_size >
+		PACK_HDR + (uint64_t)PACK_MAX_CHUNKS * PACK_ENTRY) {
+		close(fd);
+		*why = S_ISREG(sb.st_mode) ? "pack index too long"
+					   : "pack index not a regular file";
+		return -EBADMSG;
+	}
+	b = malloc((size_t)sb.st_size + 1);
+	rc = b ? pread_full(fd, b, (size_t)sb.st_size, 0) : -ENOMEM;
+	close(fd);
+	if (rc == -ENODATA) {
+		*why = "pack index truncated";
+		rc = -EBADMSG;
+	}
+	if (!rc) {
+		*why = pack_decode(b, (size_t)sb.st_size, key, out);
+		rc = !*why				     ? 0
+		     : *out || strcmp(*why, "out of memory") ? -EBADMSG
+							     : -ENOMEM;
+	}
+	free(b);
+	return rc;
+}
+
+/* Opens pack p's bytes (flags added to CHUNK_OPEN), checked to be a
+ * regular file of p's size; *sb gets its stat.
+ * @return 0 with *fd; -ENOENT; -EBADMSG with *why; -EIO. */
+static int pack_open_data(int dirfd, const struct spack *p, int flags, int *fd,
+			  struct stat *sb, const char **why)
+{
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
+
+	pack_names(&p->key, data, idx);
+	*fd = openat(dirfd, data, CHUNK_OPEN | flags);
+	if (*fd < 0 && errno == EPERM && flags)
+		*fd = openat(dirfd, data, CHUNK_OPEN);
+	if (*fd < 0)
+		return errno == ENOENT ? -ENOENT : -EIO;
+	if (fstat(*fd, sb)) {
+		close(*fd);
+		*fd = -1;
+		return -EIO;
+	}
+	if (S_ISREG(sb->st_mode) && (uint64_t)sb->st_size == p->size)
+		return 0;
+	*why = !S_ISREG(sb->st_mode) ? "pack not a regular file"
+	       : (uint64_t)sb->st_size < p->size
+		   ? "pack truncated"
+		   : "pack longer than its index says";
+	close(*fd);
+	*fd = -1;
+	return -EBADMSG;
+}
+
+static struct store_file_id file_id(const struct stat *sb)
+{
+	return (struct store_file_id){.dev = sb->st_dev,
+				      .ino = sb->st_ino,
+				      .mtime_ns = ts_ns(&sb->st_mtim),
+				      .size = (uint64_t)sb->st_size};
+}
+
+/* Checks every chunk of pack p (open as fd).  @return 0, -EBADMSG with
+ * *why and *bad (the first bad chunk), -EIO. */
+static int pack_check(int fd, const struct spack *p, uint32_t *bad,
+		      const char **why)
+{
+	for (uint32_t i = 0; i < p->n; i++) {
+		const int rc = check_range(fd, (uint64_t)i * p->chunk_size,
+					   pack_chunk_len(p, i), p->sum_kind,
+					   key_seed(&p->ent[i].key),
+					   p->ent[i].sum, why, -1, 0);
+
+		if (rc) {
+			*bad = i;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Removes pack p's files (the .pack first), where they exist.
+ * @return 0 or -errno of the first failure. */
+static int pack_unlink(int dirfd, const struct chunk_key *key)
+{
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
+	int rc = 0;
+
+	pack_names(key, data, idx);
+	if (unlinkat(dirfd, data, 0) && errno != ENOENT)
+		rc = -errno;
+	if (unlinkat(dirfd, idx, 0) && errno != ENOENT && !rc)
+		rc = -errno;
+	return rc;
+}
+
+/* Under mu: takes the chunks that point to p out of the index, onto
+ * *gone (chained by hnext) for the caller to free after dropping mu. */
+static void pack_forget_locked(struct store *st, const struct spack *p,
+			       struct sentry **gone)
+{
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct sentry *e = index_find(st, &p->ent[i].key);
+
+		if (e && e->pack == p) {
+			index_remove(st, e);
+			e->hnext = *gone;
+			*gone = e;
+		}
+	}
+}
+
+static void free_chain(struct sentry *e)
+{
+	while (e) {
+		struct sentry *next = e->hnext;
+
+		sentry_free(e);
+		e = next;
+	}
+}
+
+/* Removes evicted pack p's files, unless a pack of the same name was
+ * made since (its chunks point to another spack).  @return 0 when they
+ * are gone. */
+static int pack_remove_files(struct store *st, const struct spack *p)
+{
+	const unsigned fan = p->key.b[0];
+	struct sentry *e;
+	bool again;
+	int rc = 0;
+
+	pthread_mutex_lock(&st->stripe[fan]);
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, &p->key);
+	again = e && e->pack && e->pack != p;
+	pthread_mutex_unlock(&st->mu);
+	if (!again) {
+		rc = pack_unlink(st->dirfd[fan], &p->key);
+		if (rc) {
+			char hex[33];
+
+			store_key_hex(&p->key, hex);
+			log_warn("%s/%.2s/%s.pack: cannot evict: %s",
+				 st->chunkdir, hex, hex, strerror(-rc));
+		}
+	}
+	pthread_mutex_unlock(&st->stripe[fan]);
+	return rc;
+}
+
+/* Pack p (open as fd) is bad: removes it and forgets its chunks, which
+ * will be fetched again. */
+static void pack_drop_bad(struct store *st, const struct spack *p, int fd,
+			  uint32_t bad, const char *why)
+{
+	const unsigned fan = p->key.b[0];
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
+	struct sentry *gone = NULL;
+
+	pack_names(&p->key, data, idx);
+	log_warn("%s/%.2s/%s: chunk %u of this cached pack is corrupt (%s); "
+		 "removed, its %u chunks will be fetched again",
+		 st->chunkdir, data, data, bad, why, p->n);
+	STAT_ADD(st->corrupt, 1);
+	pthread_mutex_lock(&st->stripe[fan]);
+	if (fd < 0 || unlink_if_same(st->dirfd[fan], data, fd) == 0)
+		(void)unlinkat(st->dirfd[fan], idx, 0);
+	pthread_mutex_lock(&st->mu);
+	pack_forget_locked(st, p, &gone);
+	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_unlock(&st->stripe[fan]);
+	free_chain(gone);
+}
+
+/* The pack holding key, with a reference, or NULL. */
+static struct spack *pack_of(struct store *st, const struct chunk_key *key,
+			     uint32_t *idx)
+{
+	struct spack *p = NULL;
+	struct sentry *e;
+
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e && e->pack) {
+		p = e->pack;
+		*idx = e->idx;
+		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return p;
+}
+
+/* Marks a use of pack p: its chunks become the most recent, and its
+ * file's time moves (as touch_file does for a chunk file). */
+static void pack_used(struct store *st, const struct spack *p, int fd,
+		      const struct stat *sb)
+{
+	pthread_mutex_lock(&st->mu);
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct sentry *e = index_find(st, &p->ent[i].key);
+
+		if (e && e->pack == p) {
+			lru_unlink(e);
+			lru_push_front(st, e);
+		}
+	}
+	pthread_mutex_unlock(&st->mu);
+	touch_file(fd,
+		   sb->st_atime > sb->st_mtime ? sb->st_atime : sb->st_mtime);
+}
+
+/* get() for chunk idx of pack p. */
+static int get_packed(struct store *st, struct spack *p, uint32_t idx,
+		      void *buf, size_t cap, size_t *len, struct store_map *m)
+{
+	const uint64_t off = (uint64_t)idx * p->chunk_size;
+	const uint64_t n = pack_chunk_len(p, idx);
+	const uint64_t seed = key_seed(&p->ent[idx].key);
+	const char *why = NULL;
+	struct sentry *gone = NULL;
+	struct stat sb;
+	int fd, rc;
+
+	rc = pack_open_data(st->dirfd[p->key.b[0]], p, 0, &fd, &sb, &why);
+	if (rc == -ENOENT) {
+		/* Removed by hand, or by `wharf cache verify`. */
+		STAT_ADD(st->misses, 1);
+		pthread_mutex_lock(&st->mu);
+		pack_forget_locked(st, p, &gone);
+		pthread_mutex_unlock(&st->mu);
+		free_chain(gone);
+		return -ENOENT;
+	}
+	if (rc == -EBADMSG) {
+		STAT_ADD(st->misses, 1);
+		pack_drop_bad(st, p, -1, idx, why);
+		return rc;
+	}
+	if (rc)
+		goto miss;
+	if (n > cap) {
+		rc = -EOVERFLOW;
+	} else if (m) {
+		rc = map_checked(fd, off, n, p->sum_kind, seed, p->ent[idx].sum,
+				 m, &why);
+	} else {
+		rc = pread_full(fd, buf, (size_t)n, (off_t)off);
+		if (rc == -ENODATA)
+			why = "truncated";
+		else if (!rc && chunk_sum(p->sum_kind, buf, n, seed) !=
+				    p->ent[idx].sum)
+			why = "checksum mismatch";
+		if (why)
+			rc = -EBADMSG;
+	}
+	if (rc == -EBADMSG) {
+		STAT_ADD(st->misses, 1);
+		pack_drop_bad(st, p, fd, idx, why);
+		close(fd);
+		return rc;
+	}
+	if (rc == -ENOTSUP) {
+		close(fd);
+		return rc;
+	}
+	if (rc)
+		goto miss;
+	*len = n;
+	STAT_ADD(st->hits, 1);
+	pack_used(st, p, fd, &sb);
+	close(fd);
+	return 0;
+miss:
+	STAT_ADD(st->misses, 1);
+	if (rc == -EIO)
+		log_warn("%s/%.2x: read error on a cached pack", st->chunkdir,
+			 p->key.b[0]);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Copies chunk i of p (a raw chunk file with its header beside it) into
+ * out, and its checksum into p.  A corrupt chunk file is removed, as a
+ * read would. */
+static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
+			   int out)
+{
+	const struct chunk_key *key = &p->ent[i].key;
+	const unsigned fan = key->b[0];
+	const char *why = NULL;
+	char hex[33];
+	struct hdr h;
+	int fd, rc;
+
+	store_key_hex(key, hex);
+	fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -EIO;
+	rc = read_chunk(fd, key, NULL, NULL, 0, &h, &why, NULL);
+	if (!rc && (h.codec != CODEC_RAW || h.payload ||
+		    h.raw_len != pack_chunk_len(p, i) ||
+		    (i && h.sum_kind != p->sum_kind)))
+		rc = -ENOTSUP;
+	if (!rc) {
+		p->sum_kind = h.sum_kind;
+		p->ent[i].sum = h.sum;
+		rc = check_range(fd, 0, h.raw_len, h.sum_kind, key_seed(key),
+				 h.sum, &why, out, (uint64_t)i * p->chunk_size);
+	}
+	if (rc == -EBADMSG)
+		chunk_file_bad(st, key, fd, why);
+	close(fd);
+	return rc;
+}
+
+/* Writes buf to a new file `name` in dirfd.  @return 0 or -errno. */
+static int write_new(int dirfd, const char *name, const void *buf, size_t len)
+{
+	const int fd =
+	    openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ssize_t w;
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	w = write(fd, buf, len);
+	if (w != (ssize_t)len)
+		rc = w < 0 ? -errno : -ENOSPC;
+	if (close(fd) && !rc)
+		rc = -errno;
+	return rc;
+}
+
+/* Under mu: whether every chunk of p is in the index, as a chunk file
+ * (packed: a pack made meanwhile) of the length p gives it. */
+static bool pack_members_present(struct store *st, const struct spack *p,
+				 bool packed, uint64_t *disk)
+{
+	*disk = 0;
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct sentry *e = index_find(st, &p->ent[i].key);
+
+		if (!e || (e->pack != NULL) != packed ||
+		    e->raw != pack_chunk_len(p, i))
+			return false;
+		*disk += e->disk;
+	}
+	return true;
+}
+
+/*
+ * Makes pack p (its key, sizes and chunk keys set) from its chunk files,
+ * which it then removes.  While it is written the store holds both: its
+ * size is reserved under the cap like a chunk's (and -ENOSPC when the cap
+ * cannot hold both).  The chunks are moved to the front of the LRU so
+ * that making room never evicts them.  On success p is in the index (the
+ * caller keeps its reference) and *made names the file written.
+ * @return 0, -ENOENT (a chunk is not cached, or went meanwhile), -ENOTSUP
+ * (a chunk is compressed or has its header in its file), -EBADMSG (a
+ * chunk was corrupt: removed), -ENOSPC, -EIO, -ENOMEM.
+ */
+static int pack_make(struct store *st, struct spack *p,
+		     struct store_file_id *made)
+{
+	static unsigned long tmp_seq;
+	const unsigned fan = p->key.b[0];
+	const uint64_t pdisk = disk_bytes(p->size);
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
+	char tdata[80], tidx[80];
+	struct sentry *victims = NULL;
+	uint64_t members;
+	uint8_t *ib = NULL;
+	size_t ilen;
+	struct stat sb;
+	int out = -1, rc = 0;
+
+	if (!st->hdr_xattr)
+		return -ENOTSUP;
+	pthread_mutex_lock(&st->mu);
+	if (!pack_members_present(st, p, false, &members)) {
+		rc = -ENOENT;
+	} else if (st->cfg.max_bytes &&
+		   st->reserved + members + pdisk > st->cfg.max_bytes) {
+		rc = -ENOSPC;
+	} else {
+		for (uint32_t i = p->n; i-- > 0;) {
+			struct sentry *e = index_find(st, &p->ent[i].key);
+
+			lru_unlink(e);
+			lru_push_front(st, e);
+		}
+		if (st->cfg.max_bytes)
+			victims = evict_locked(st, st->cfg.max_bytes, pdisk);
+		st->reserved += pdisk;
+	}
+	pthread_mutex_unlock(&st->mu);
+	if (rc)
+		return rc;
+	evict_files(st, victims, NULL, NULL);
+
+	pack_names(&p->key, data, idx);
+	snprintf(tdata, sizeof(tdata), TMP_PREFIX "%s.%d.%lu", data,
+		 (int)getpid(),
+		 __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
+	snprintf(tidx, sizeof(tidx), TMP_PREFIX "%s.%d.%lu", idx, (int)getpid(),
+		 __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
+	out = openat(st->dirfd[fan], tdata,
+		     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0)
+		rc = -errno;
+	for (uint32_t i = 0; !rc && i < p->n; i++)
+		rc = pack_copy_chunk(st, p, i, out);
+	if (!rc && fstat(out, &sb))
+		rc = -errno;
+	if (out >= 0 && close(out) && !rc)
+		rc = -errno;
+	if (!rc) {
+		*made = file_id(&sb);
+		ib = pack_encode(p, &ilen);
+		rc = ib ? write_new(st->dirfd[fan], tidx, ib, ilen) : -ENOMEM;
+		free(ib);
+	}
+	if (!rc) {
+		pthread_mutex_lock(&st->stripe[fan]);
+		if (renameat(st->dirfd[fan], tidx, st->dirfd[fan], idx) ||
+		    renameat(st->dirfd[fan], tdata, st->dirfd[fan], data)) {
+			rc = -errno;
+			(void)pack_unlink(st->dirfd[fan], &p->key);
+		}
+		pthread_mutex_lock(&st->mu);
+		/* A chunk evicted or written again meanwhile: the pack
+		 * would not be whole. */
+		if (!rc && !pack_members_present(st, p, false, &members))
+			rc = -ENOENT;
+		for (uint32_t i = 0; !rc && i < p->n; i++) {
+			struct sentry *e = index_find(st, &p->ent[i].key);
+
+			e->pack = p;
+			e->idx = i;
+			__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+		}
+		pthread_mutex_unlock(&st->mu);
+		if (rc == -ENOENT)
+			(void)pack_unlink(st->dirfd[fan], &p->key);
+		pthread_mutex_unlock(&st->stripe[fan]);
+	}
+	(void)unlinkat(st->dirfd[fan], tdata, 0);
+	(void)unlinkat(st->dirfd[fan], tidx, 0);
+	/* The chunk files the pack replaces (a chunk written again since is
+	 * a chunk file in the index again, and stays). */
+	for (uint32_t i = 0; !rc && i < p->n; i++) {
+		const struct chunk_key *key = &p->ent[i].key;
+		struct sentry *e;
+		char hex[33];
+
+		store_key_hex(key, hex);
+		pthread_mutex_lock(&st->stripe[key->b[0]]);
+		pthread_mutex_lock(&st->mu);
+		e = index_find(st, key);
+		pthread_mutex_unlock(&st->mu);
+		if (e && e->pack == p)
+			(void)unlinkat(st->dirfd[key->b[0]], hex, 0);
+		pthread_mutex_unlock(&st->stripe[key->b[0]]);
+	}
+	pthread_mutex_lock(&st->mu);
+	st->reserved -= pdisk;
+	pthread_mutex_unlock(&st->mu);
+	if (rc == -EDQUOT)
+		rc = -ENOSPC;
+	if (rc && rc != -ENOSPC && rc != -ENOENT && rc != -ENOTSUP &&
+	    rc != -EBADMSG && rc != -ENOMEM) {
+		log_warn("%s/%.2x/%s: cannot write pack: %s", st->chunkdir, fan,
+			 data, strerror(-rc));
+		rc = -EIO;
+	}
+	return rc;
+}
+
+int store_open_object(struct store *st, const struct chunk_key *keys,
+		      uint32_t n, uint64_t chunk_size, uint64_t size,
+		      struct store_file_id *checked, int *fdout)
+{
+	struct store_file_id made = {0};
+	const char *why = NULL;
+	struct spack *p;
+	uint32_t idx = 0, bad = 0;
+	struct stat sb;
+	int fd, rc;
+
+	if (n < 2 || n > PACK_MAX_CHUNKS || !chunk_size ||
+	    chunk_size > MAX_RAW || size <= (uint64_t)(n - 1) * chunk_size ||
+	    size > (uint64_t)n * chunk_size)
+		return -EINVAL;
+	p = pack_of(st, &keys[0], &idx);
+	if (p && (idx || p->n != n || p->size != size ||
+		  p->chunk_size != chunk_size ||
+		  memcmp(p->ent[n - 1].key.b, keys[n - 1].b, 16))) {
+		/* Chunk 0's key is a hash of the object and the chunk size:
+		 * a pack of other sizes under it is a bug, not a cache. */
+		pack_unref(p);
+		return -ENOTSUP;
+	}
+	if (!p) {
+		p = pack_new(n);
+		if (!p)
+			return -ENOMEM;
+		p->key = keys[0];
+		p->chunk_size = chunk_size;
+		p->size = size;
+		for (uint32_t i = 0; i < n; i++)
+			p->ent[i].key = keys[i];
+		rc = pack_make(st, p, &made);
+		if (rc) {
+			pack_unref(p);
+			return rc;
+		}
+		*checked = made;
+	}
+	rc = pack_open_data(st->dirfd[p->key.b[0]], p, 0, &fd, &sb, &why);
+	if (!rc) {
+		const struct store_file_id id = file_id(&sb);
+
+		if (!same_file(&id, checked))
+			rc = pack_check(fd, p, &bad, &why);
+		if (!rc)
+			*checked = id;
+		else if (rc != -EBADMSG)
+			close(fd);
+	}
+	if (rc == -EBADMSG) {
+		pack_drop_bad(st, p, fd, bad, why);
+		if (fd >= 0)
+			close(fd);
+	} else if (rc == -ENOENT) {
+		struct sentry *gone = NULL;
+
+		pthread_mutex_lock(&st->mu);
+		pack_forget_locked(st, p, &gone);
+		pthread_mutex_unlock(&st->mu);
+		free_chain(gone);
+	}
+	if (rc) {
+		STAT_ADD(st->misses, 1);
+	} else {
+		STAT_ADD(st->hits, 1);
+		pack_used(st, p, fd, &sb);
+		*fdout = fd;
+	}
+	pack_unref(p);
+	return rc;
+}
+
+bool store_packed(struct store *st, const struct chunk_key *key)
+{
+	bool packed;
+	struct sentry *e;
+
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	packed = e && e->pack;
+	pthread_mutex_unlock(&st->mu);
+	return packed;
 }
 
 /* store_get; store_map when m is not NULL (buf is then unused);
@@ -1037,16 +1909,24 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	       struct store_file_id *checked)
 {
 	const unsigned fan = key->b[0];
-	const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
-					  {.tv_nsec = UTIME_OMIT}};
-	struct timespec now;
 	struct tctx *t = NULL;
 	const char *why = NULL;
 	char hex[33], rel[36];
 	struct sentry *e;
+	struct spack *p;
+	uint32_t idx = 0;
 	struct hdr h;
 	int fd, rc;
 
+	p = pack_of(st, key, &idx);
+	if (p) {
+		/* store_open_raw hands over files of one chunk: never a
+		 * pack's. */
+		rc =
+		    fdout ? -ENOTSUP : get_packed(st, p, idx, buf, cap, len, m);
+		pack_unref(p);
+		return rc;
+	}
 	store_key_hex(key, hex);
 	fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
 	if (fd < 0) {
@@ -1080,16 +1960,8 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	}
 	codec_give(t);
 	if (rc == -EBADMSG) {
-		chunk_relpath(key, rel);
-		log_warn("%s/%s: cached chunk %s is corrupt (%s); removed, it "
-			 "will be fetched again",
-			 st->chunkdir, rel, hex, why);
-		STAT_ADD(st->corrupt, 1);
 		STAT_ADD(st->misses, 1);
-		pthread_mutex_lock(&st->stripe[fan]);
-		if (unlink_if_same(st->dirfd[fan], hex, fd) == 0)
-			index_forget(st, key, hex);
-		pthread_mutex_unlock(&st->stripe[fan]);
+		chunk_file_bad(st, key, fd, why);
 		goto out;
 	}
 	/* store_map: compressed, or not mappable; store_open_raw: compressed,
@@ -1107,13 +1979,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	}
 	*len = h.raw_len;
 	STAT_ADD(st->hits, 1);
-	/* The recency survives a remount: open() ranks chunks by atime,
-	 * which relatime or noatime would otherwise leave stale.  A minute's
-	 * precision is enough for that, and spares an inode write per read
-	 * of a hot chunk. */
-	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	if (now.tv_sec - h.used_s > TOUCH_EVERY_S)
-		(void)futimens(fd, touch);
+	touch_file(fd, h.used_s);
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);
 	if (e) {
@@ -1273,7 +2139,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	e = calloc(1, sizeof(*e));
 	t = codec_take();
 	if (!e || !t) {
-		free(e);
+		sentry_free(e);
 		codec_give(t);
 		return -ENOMEM;
 	}
@@ -1299,7 +2165,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	if (st->cfg.max_bytes && st->reserved + disk > st->cfg.max_bytes) {
 		pthread_mutex_unlock(&st->mu);
 		codec_give(t);
-		free(e);
+		sentry_free(e);
 		return -ENOSPC;
 	}
 	/* Then eviction can always make room (an empty index uses none). */
@@ -1338,7 +2204,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 		st->reserved -= disk;
 		pthread_mutex_unlock(&st->mu);
 	}
-	free(e);
+	sentry_free(e);
 	if (rc && rc != -ENOSPC) {
 		chunk_relpath(key, rel);
 		log_warn("%s/%s: cannot write chunk: %s", st->chunkdir, rel,
@@ -1405,6 +2271,98 @@ static int walk_verify(struct walker *w, int fd, const struct chunk_key *key,
 	return read_chunk(fd, key, &w->tp, w->raw, w->rawcap, h, why, NULL);
 }
 
+/* Whether name is "KEY" + suffix, with KEY into *key. */
+static bool name_is(const char *name, const char *suffix, struct chunk_key *key)
+{
+	char hex[33];
+
+	if (strlen(name) != 32 + strlen(suffix) || strcmp(name + 32, suffix))
+		return false;
+	memcpy(hex, name, 32);
+	hex[32] = '\0';
+	return store_key_parse(hex, key) == 0;
+}
+
+/*
+ * Visits the chunks of pack `key` (its KEY.idx is in dir d), one entry
+ * each.  A pack is good or bad whole: a bad index or size, or with
+ * STORE_WALK_VERIFY a bad chunk, makes every chunk's entry bad, and the
+ * pack is removed when the walk verifies or its caller holds the lock
+ * (WALK_LOCKED).  A .idx without its .pack is a pack being made: skipped.
+ */
+static int walk_pack(const char *chunkdir, DIR *d, const char *fan,
+		     const struct chunk_key *key, unsigned flags,
+		     store_walk_fn fn, void *arg)
+{
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX], path[PATH_MAX];
+	const char *why = NULL;
+	struct spack *p = NULL;
+	uint32_t bad = UINT32_MAX;
+	bool removed = false;
+	struct stat sb;
+	int fd = -1, r, rc = 0;
+
+	pack_names(key, data, idx);
+	/* Being made (or removed) now: its index comes first and goes
+	 * last. */
+	if (faccessat(dirfd(d), data, F_OK, AT_SYMLINK_NOFOLLOW) &&
+	    errno == ENOENT)
+		return 0;
+	r = pack_load(dirfd(d), key, &p, &why);
+	if (r == -ENOENT)
+		return 0; /* removed meanwhile */
+	if (!r)
+		r = pack_open_data(dirfd(d), p, O_NOATIME, &fd, &sb, &why);
+	if (r == -ENOENT) {
+		pack_unref(p);
+		return 0;
+	}
+	if (!r && (flags & STORE_WALK_VERIFY))
+		r = pack_check(fd, p, &bad, &why);
+	if (r == -EBADMSG && (flags & (STORE_WALK_VERIFY | WALK_LOCKED)))
+		removed = (fd < 0 || unlink_if_same(dirfd(d), data, fd) == 0) &&
+			  pack_unlink(dirfd(d), key) == 0;
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "%s/%s/%s", chunkdir, fan, p ? data : idx);
+	if (!p) {
+		/* The index itself is bad: one entry, for chunk 0. */
+		struct store_entry e = {.key = *key,
+					.path = path,
+					.error = r,
+					.removed = removed,
+					.why =
+					    r == -EBADMSG ? why : strerror(-r)};
+
+		return fn(&e, arg);
+	}
+	for (uint32_t i = 0; !rc && i < p->n; i++) {
+		struct store_entry e = {.key = p->ent[i].key,
+					.path = path,
+					.pack = p,
+					.pack_index = i,
+					.error = r,
+					.removed = removed};
+
+		e.disk_bytes = disk_bytes(pack_chunk_len(p, i));
+		if (!r) {
+			e.raw_bytes = pack_chunk_len(p, i);
+			e.atime_ns = ts_ns(&sb.st_atim) > ts_ns(&sb.st_mtim)
+					 ? ts_ns(&sb.st_atim)
+					 : ts_ns(&sb.st_mtim);
+		} else if (r == -EBADMSG) {
+			e.why = bad == UINT32_MAX || bad == i
+				    ? why
+				    : "in a pack with a bad chunk";
+		} else {
+			e.why = strerror(-r);
+		}
+		rc = fn(&e, arg);
+	}
+	pack_unref(p);
+	return rc;
+}
+
 static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		    unsigned flags, struct walker *w, store_walk_fn fn,
 		    void *arg)
@@ -1425,8 +2383,15 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		struct hdr h;
 		int fd, r;
 
+		if (name_is(de->d_name, ".idx", &e.key)) {
+			rc =
+			    walk_pack(chunkdir, d, fan, &e.key, flags, fn, arg);
+			continue;
+		}
+		/* ".", "..", temp files, a pack's bytes (visited by its
+		 * index), strangers */
 		if (store_key_parse(de->d_name, &e.key))
-			continue; /* ".", "..", temp files, strangers */
+			continue;
 		snprintf(path, sizeof(path), "%s/%s/%s", chunkdir, fan,
 			 de->d_name);
 		e.path = path;
@@ -1681,11 +2646,13 @@ static int scan_one(const struct store_entry *e, void *arg)
 		return 0;
 	}
 	if (e->error == -EBADMSG) {
-		/* Ours to remove: we hold the lock. */
+		/* Ours to remove: we hold the lock (a pack's walk removed
+		 * it already). */
 		if (++s->bad <= SCAN_BAD_LOGGED)
 			log_warn("%s: removing a bad cached chunk (%s)",
 				 e->path, e->why);
-		unlink(e->path);
+		if (!e->removed && !e->pack)
+			unlink(e->path);
 		return 0;
 	}
 	/* Unreadable now (an I/O error): indexed all the same, so that it
@@ -1709,6 +2676,11 @@ static int scan_one(const struct store_entry *e, void *arg)
 	se->key = e->key;
 	se->disk = e->disk_bytes;
 	se->raw = e->raw_bytes;
+	if (e->pack) {
+		se->pack = (struct spack *)e->pack;
+		se->idx = e->pack_index;
+		__atomic_add_fetch(&se->pack->refs, 1, __ATOMIC_RELAXED);
+	}
 	s->v[s->n].time = e->atime_ns;
 	s->v[s->n++].e = se;
 	return 0;
@@ -1722,9 +2694,22 @@ static int by_time_desc(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Removes temp files that a crash left behind. */
-static void remove_tmp(struct store *st)
+/* Whether dirfd holds name, KEY with another suffix. */
+static bool sibling_exists(int dirfd, const char *name, const char *suffix)
 {
+	char other[PACK_NAME_MAX];
+
+	snprintf(other, sizeof(other), "%.32s%s", name, suffix);
+	return faccessat(dirfd, other, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+	       errno != ENOENT;
+}
+
+/* Removes what a crash left behind: temp files, and half a pack (its
+ * index alone, or its bytes alone). */
+static void remove_strays(struct store *st)
+{
+	struct chunk_key key;
+
 	for (unsigned i = 0; i < FANOUT; i++) {
 		int fd = dup(st->dirfd[i]);
 		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -1737,7 +2722,12 @@ static void remove_tmp(struct store *st)
 		}
 		while ((de = readdir(d)))
 			if (!strncmp(de->d_name, TMP_PREFIX,
-				     strlen(TMP_PREFIX)))
+				     strlen(TMP_PREFIX)) ||
+			    (name_is(de->d_name, ".idx", &key) &&
+			     !sibling_exists(st->dirfd[i], de->d_name,
+					     ".pack")) ||
+			    (name_is(de->d_name, ".pack", &key) &&
+			     !sibling_exists(st->dirfd[i], de->d_name, ".idx")))
 				unlinkat(st->dirfd[i], de->d_name, 0);
 		closedir(d);
 	}
@@ -1749,8 +2739,8 @@ static int scan(struct store *st, char **err)
 	struct scan s = {0};
 	int rc;
 
-	remove_tmp(st);
-	rc = store_walk(st->dir, 0, scan_one, &s, err);
+	remove_strays(st);
+	rc = store_walk(st->dir, WALK_LOCKED, scan_one, &s, err);
 	if (s.bad > SCAN_BAD_LOGGED)
 		log_warn("%s: removed %zu bad cached chunks in all, %zu not "
 			 "named above; they will be fetched again (a copy of "
@@ -1763,13 +2753,31 @@ static int scan(struct store *st, char **err)
 		qsort(s.v, s.n, sizeof(*s.v), by_time_desc);
 		pthread_mutex_lock(&st->mu);
 		for (size_t i = 0; i < s.n; i++) {
-			index_insert(st, s.v[i].e, false);
-			s.v[i].e = NULL;
+			struct sentry *e = s.v[i].e;
+			struct sentry *old = index_find(st, &e->key);
+
+			/* A chunk both in a pack and in a chunk file: a crash
+			 * stopped the pack's maker from removing the file.
+			 * The pack wins; the file is removed below. */
+			if (old && (old->pack || !e->pack))
+				continue;
+			if (old)
+				index_remove(st, old);
+			index_insert(st, e, false);
+			s.v[i].e = old;
 		}
 		pthread_mutex_unlock(&st->mu);
 	}
-	for (size_t i = 0; i < s.n; i++)
-		free(s.v[i].e);
+	for (size_t i = 0; i < s.n; i++) {
+		struct sentry *e = s.v[i].e;
+		char hex[33];
+
+		if (e && !e->pack) {
+			store_key_hex(&e->key, hex);
+			(void)unlinkat(st->dirfd[e->key.b[0]], hex, 0);
+		}
+		sentry_free(e);
+	}
 	free(s.v);
 	return rc;
 }
@@ -1991,7 +2999,7 @@ void store_close(struct store *st)
 		return;
 	for (e = st->lru.next; e && e != &st->lru; e = next) {
 		next = e->next;
-		free(e);
+		sentry_free(e);
 	}
 	for (unsigned i = 0; i < FANOUT; i++) {
 		if (st->dirfd[i] >= 0)

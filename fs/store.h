@@ -4,8 +4,10 @@
  * store: the on-disk chunk cache under --cache-dir.  One file per chunk,
  * one zstd frame each, or raw bytes when compression saves less than the
  * threshold, with a header (lengths, codec, checksum) in an xattr where
- * the filesystem keeps them; every chunk carries a checksum that is
- * verified on every read from disk.  Writes are atomic (temp file + rename).  The total is capped;
+ * the filesystem keeps them; or, for an object handed whole to the
+ * kernel, one file of all its raw chunks (a pack: store_open_object).
+ * Every chunk carries a checksum that is verified on every read from
+ * disk.  Writes are atomic (temp file + rename).  The total is capped;
  * eviction is least-recently-used and keeps the cap while the mount runs.
  * One mount per cache dir (an flock on DIR/lock); the dir is created 0700.
  */
@@ -117,6 +119,30 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
 		   struct store_file_id *checked, int *fd,
 		   size_t *len) WHARF_CHECK;
 
+/*
+ * As store_open_raw, for an object of n chunks (keys, in order; n >= 2),
+ * each chunk_size long but the last, size bytes in all: opens a file that
+ * holds the object's bytes alone, a pack (see store.c).  The first call
+ * for an object makes its pack from its chunk files, which must all be in
+ * the store, raw, with their headers beside them; the pack then replaces
+ * them.  While it is made the store holds both (its size is reserved
+ * under the cap).  A pack is verified whole when made, and once per
+ * mount after that (*checked); its chunks are read as chunk files are,
+ * and any of them evicted evicts it whole.
+ * @return 0 with *fd (read-only, the caller's); -ENOENT (not all cached);
+ * -ENOTSUP (a chunk compressed or in a format 1 file, or a cache without
+ * xattrs); -EBADMSG (corrupt: removed, the chunks are fetched again);
+ * -ENOSPC (the cap or the disk cannot hold the pack beside its chunk
+ * files for a moment); -EINVAL (sizes that do not fit n); -EIO; -ENOMEM.
+ */
+int store_open_object(struct store *st, const struct chunk_key *keys,
+		      uint32_t n, uint64_t chunk_size, uint64_t size,
+		      struct store_file_id *checked, int *fd) WHARF_CHECK;
+
+/* Whether the store holds the chunk in a pack (by its index, as
+ * store_has). */
+bool store_packed(struct store *st, const struct chunk_key *key);
+
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
  * @return 0, -ENOSPC (disk full, or the chunk is larger than the cap: it
  * is simply not cached, no partial file is left), -EIO (logged), -ENOMEM,
@@ -189,6 +215,10 @@ struct store_entry {
 	int error;	 /* 0; -EBADMSG: corrupt; else unreadable */
 	bool removed;	 /* a corrupt file that was removed */
 	const char *why; /* what is wrong, when error */
+	/* Where the chunk is in a pack (path is the pack's bytes): the
+	 * store's own, for its scan; NULL for a chunk file. */
+	const struct spack *pack;
+	uint32_t pack_index;
 };
 typedef int (*store_walk_fn)(const struct store_entry *e, void *arg);
 int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,

@@ -940,6 +940,12 @@ static int corrupt_chunks(const char *dir)
 	return fx_sh("%s", cmd);
 }
 
+/* How many packs (files of an object's chunks) cache dir holds. */
+static int count_packs(const char *dir)
+{
+	return fx_sh("exit $(find '%s' -name '*.pack' | wc -l)", dir);
+}
+
 static bool cache_verify_available(void)
 {
 	return fx_sh("'%s' cache verify --help >/dev/null 2>&1",
@@ -1042,8 +1048,10 @@ static int check_mapped(const char *root, const char *name, uint64_t size)
  * which goes when the last closes; a file opened while its chunk was not
  * yet cached keeps being served through the mount while that open lasts,
  * and a second open then succeeds; a chunk damaged between mounts is never
- * served but fetched again; a file of several chunks reads through the
- * mount; without --passthrough, all reads go through the mount.
+ * served but fetched again; a file of several chunks is read by the kernel
+ * from a pack of them, made at its first open and found again after a
+ * remount, and a damaged pack is fetched again; without --passthrough, all
+ * reads go through the mount.
  */
 START_TEST(test_passthrough)
 {
@@ -1109,21 +1117,32 @@ START_TEST(test_passthrough)
 	close(fd2);
 	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
 	opens = fx_mount_stat(m.dir, NULL, "opens");
-	/* Two chunks: through the mount. */
+	/* Two chunks: the kernel reads a pack of them, made from their
+	 * chunk files at the first open. */
+	ck_assert_int_eq(count_packs(cache), 0);
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
-	ck_assert_int_gt(fx_mount_stat(m.dir, NULL, "bytes_served"), CHUNK);
-	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
+	ck_assert_int_eq(check_mapped(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens + 2);
+	ck_assert_int_eq(count_packs(cache), 1);
+	ck_assert_int_eq(mount_stop(&m), 0);
+	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "chunks_fetched"), 0);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
-	/* Damaged between mounts: fetched again, never served. */
+	/* Damaged between mounts (the pack too): fetched again, never
+	 * served. */
 	ck_assert_int_ge(corrupt_chunks(cache), 20);
 	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
 	for (int i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "many/f%04d", i);
 		ck_assert_int_eq(check_file(m.dir, name, small_size(i)), 0);
 	}
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
 	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "corrupt"), 20);
-	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "chunks_fetched"), 20);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "chunks_fetched"), 22);
 	/* ... and once fetched again, passed through at the next open. */
 	snprintf(path, sizeof(path), "%s/many/f0003", m.dir);
 	opens = fx_mount_stat(m.dir, NULL, "opens");

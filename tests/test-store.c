@@ -1589,6 +1589,422 @@ START_TEST(cli_bad_options)
 }
 END_TEST
 
+/* ---- packs: an object's chunks in one file (store_open_object) ---- */
+
+/* A pack test's chunk size: not a multiple of the page size, so that a
+ * chunk in a pack starts within a page. */
+#define PCS 70000
+#define PN 4
+#define PSIZE (3 * PCS + 1234)
+
+static void obj_keys(struct chunk_key k[PN], const char *path)
+{
+	for (unsigned i = 0; i < PN; i++)
+		store_key(&k[i], "http://origin/", path, "etag-9", PSIZE,
+			  1700000000, PCS, i);
+}
+
+static size_t obj_chunk_len(unsigned i)
+{
+	return i + 1 < PN ? PCS : PSIZE - (size_t)i * PCS;
+}
+
+/* Stores the object's chunks (data, PSIZE bytes) one by one. */
+static void put_object(struct store *st, const struct chunk_key k[PN],
+		       const uint8_t *data)
+{
+	for (unsigned i = 0; i < PN; i++)
+		ck_assert_int_eq(store_put(st, &k[i], data + (size_t)i * PCS,
+					   obj_chunk_len(i)),
+				 0);
+}
+
+static void pack_path(const char *d, const struct chunk_key *k0,
+		      const char *suffix, char *out, size_t len)
+{
+	char hex[33];
+
+	store_key_hex(k0, hex);
+	snprintf(out, len, "%s/chunks/%.2s/%s%s", d, hex, hex, suffix);
+}
+
+/* Opens the object's pack and checks that it holds exactly data. */
+static void object_reads(struct store *st, const struct chunk_key k[PN],
+			 const uint8_t *data, struct store_file_id *checked)
+{
+	uint8_t *back = malloc(PSIZE + 1);
+	int fd = -1;
+
+	ck_assert_int_eq(store_open_object(st, k, PN, PCS, PSIZE, checked, &fd),
+			 0);
+	ck_assert_int_eq(pread(fd, back, PSIZE + 1, 0), PSIZE);
+	ck_assert_mem_eq(back, data, PSIZE);
+	ck_assert_int_eq(close(fd), 0);
+	free(back);
+}
+
+/* Each chunk reads back from the store, copied and mapped (a chunk in a
+ * pack from within a page of it). */
+static void chunks_read(struct store *st, const struct chunk_key k[PN],
+			const uint8_t *data)
+{
+	uint8_t *back = malloc(PCS);
+	const long page = sysconf(_SC_PAGESIZE);
+
+	for (unsigned i = 0; i < PN; i++) {
+		struct store_map m;
+		size_t len = 0;
+
+		ck_assert_int_eq(store_get(st, &k[i], back, PCS, &len), 0);
+		ck_assert_uint_eq(len, obj_chunk_len(i));
+		ck_assert_mem_eq(back, data + (size_t)i * PCS, len);
+		ck_assert_int_eq(store_map(st, &k[i], PCS, &m, &len), 0);
+		ck_assert_uint_eq(len, obj_chunk_len(i));
+		ck_assert_mem_eq(m.data, data + (size_t)i * PCS, len);
+		if (store_packed(st, &k[i]))
+			ck_assert_int_eq((uint8_t *)m.data - (uint8_t *)m.map,
+					 (long)i * PCS % page);
+		ck_assert_int_eq(munmap(m.map, m.map_len), 0);
+	}
+	free(back);
+}
+
+/*
+ * The first store_open_object makes the pack from the chunk files and
+ * removes them; the pack holds the object's bytes alone; each chunk still
+ * reads, copied and mapped; all of it survives a reopen (the scan), and a
+ * walk sees each chunk once.  What cannot be packed says why: a chunk
+ * missing, compressed, or with its header in its file.
+ */
+START_TEST(pack_made_and_read)
+{
+	struct store *st = open_store(dir, 0);
+	uint8_t *data = malloc(PSIZE);
+	struct store_file_id checked = {0};
+	struct chunk_key k[PN], k2[PN];
+	struct store_stats ss;
+	char path[1024];
+	struct stat sb;
+	struct tally t;
+	int fd = -1;
+
+	fill_random(data, PSIZE, 71);
+	obj_keys(k, "/data/obj.bin");
+	ck_assert_int_eq(
+	    store_open_object(st, k, PN, PCS, PSIZE, &checked, &fd), -ENOENT);
+	put_object(st, k, data);
+	ck_assert(!store_packed(st, &k[0]));
+	ck_assert_int_eq(
+	    store_open_object(st, k, PN, PCS, PSIZE - PCS, &checked, &fd),
+	    -EINVAL);
+	object_reads(st, k, data, &checked);
+	pack_path(dir, &k[0], ".pack", path, sizeof(path));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_size, PSIZE);
+	ck_assert_uint_eq(checked.ino, sb.st_ino);
+	pack_path(dir, &k[0], ".idx", path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), 0);
+	for (unsigned i = 0; i < PN; i++) {
+		chunk_path(dir, &k[i], path, sizeof(path));
+		ck_assert_int_eq(access(path, F_OK), -1);
+		ck_assert(store_packed(st, &k[i]));
+		ck_assert(store_has(st, &k[i]));
+	}
+	chunks_read(st, k, data);
+	object_reads(st, k, data, &checked);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.chunks, PN);
+	ck_assert_uint_eq(ss.corrupt, 0);
+	store_close(st);
+
+	st = open_store(dir, 0);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.chunks, PN);
+	for (unsigned i = 0; i < PN; i++)
+		ck_assert(store_packed(st, &k[i]));
+	chunks_read(st, k, data);
+	memset(&checked, 0, sizeof(checked));
+	object_reads(st, k, data, &checked);
+	t = tally(dir, 0);
+	ck_assert_uint_eq(t.n, PN);
+	ck_assert_uint_eq(t.bad, 0);
+	t = tally(dir, STORE_WALK_VERIFY);
+	ck_assert_uint_eq(t.n, PN);
+	ck_assert_uint_eq(t.bad, 0);
+
+	/* Not all cached: nothing made. */
+	obj_keys(k2, "/data/partial.bin");
+	for (unsigned i = 0; i + 1 < PN; i++)
+		ck_assert_int_eq(store_put(st, &k2[i], data, obj_chunk_len(i)),
+				 0);
+	ck_assert_int_eq(
+	    store_open_object(st, k2, PN, PCS, PSIZE, &checked, &fd), -ENOENT);
+	chunk_path(dir, &k2[0], path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), 0);
+	/* Compressed: read through the mount. */
+	fill_text(data, PSIZE, 72);
+	obj_keys(k2, "/data/text.bin");
+	put_object(st, k2, data);
+	ck_assert_int_eq(
+	    store_open_object(st, k2, PN, PCS, PSIZE, &checked, &fd), -ENOTSUP);
+	ck_assert(!store_packed(st, &k2[0]));
+	store_close(st);
+
+	/* Headers in the files (a cache without xattrs): no pack. */
+	inline_hdr = true;
+	st = open_store(dir, 0);
+	fill_random(data, PSIZE, 73);
+	obj_keys(k2, "/data/inline.bin");
+	put_object(st, k2, data);
+	ck_assert_int_eq(
+	    store_open_object(st, k2, PN, PCS, PSIZE, &checked, &fd), -ENOTSUP);
+	chunks_read(st, k2, data);
+	store_close(st);
+	free(data);
+}
+END_TEST
+
+/* Truncates path to n bytes. */
+static void cut_to(const char *path, off_t n)
+{
+	ck_assert_int_eq(truncate(path, n), 0);
+}
+
+/*
+ * A pack damaged between mounts is never served, and goes whole (its
+ * chunks are fetched again): found by the open that hands it over (0), by
+ * a read of one chunk (1), by `wharf cache verify`'s walk (2), or by the
+ * scan at open: a pack cut short (3), a damaged index (4).
+ */
+START_TEST(pack_damaged)
+{
+	struct store *st = open_store(dir, 0);
+	uint8_t *data = malloc(PSIZE), *back = malloc(PCS);
+	struct store_file_id checked = {0};
+	char path[1024], idx[1024];
+	struct chunk_key k[PN];
+	struct store_stats ss;
+	struct timespec ts[2];
+	struct stat sb;
+	struct tally t;
+	size_t len;
+	int fd = -1;
+
+	fill_random(data, PSIZE, 81 + _i);
+	obj_keys(k, "/data/obj.bin");
+	put_object(st, k, data);
+	object_reads(st, k, data, &checked);
+	store_close(st);
+	pack_path(dir, &k[0], ".pack", path, sizeof(path));
+	pack_path(dir, &k[0], ".idx", idx, sizeof(idx));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	switch (_i) {
+	case 0:
+	case 1:
+	case 2:
+		/* In chunk 1, the mtime kept: only the bytes tell. */
+		flip_byte(path, PCS + 999, 0x20);
+		ts[0] = sb.st_atim;
+		ts[1] = sb.st_mtim;
+		ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+		break;
+	case 3:
+		cut_to(path, PSIZE - 1);
+		break;
+	default:
+		flip_byte(idx, 70, 0x01);
+		break;
+	}
+	if (_i == 2) {
+		t = tally(dir, STORE_WALK_VERIFY);
+		ck_assert_uint_eq(t.n, PN);
+		ck_assert_uint_eq(t.bad, PN);
+		ck_assert_uint_eq(t.removed, PN);
+	}
+	st = open_store(dir, 0);
+	if (_i == 0) {
+		/* checked names this very file: a new mount checks anew. */
+		memset(&checked, 0, sizeof(checked));
+		ck_assert_int_eq(
+		    store_open_object(st, k, PN, PCS, PSIZE, &checked, &fd),
+		    -EBADMSG);
+	} else if (_i == 1) {
+		ck_assert_int_eq(store_get(st, &k[0], back, PCS, &len), 0);
+		ck_assert_int_eq(store_get(st, &k[1], back, PCS, &len),
+				 -EBADMSG);
+	}
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(access(idx, F_OK), -1);
+	for (unsigned i = 0; i < PN; i++) {
+		ck_assert(!store_has(st, &k[i]));
+		ck_assert_int_eq(store_get(st, &k[i], back, PCS, &len),
+				 -ENOENT);
+	}
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.chunks, 0);
+	ck_assert_uint_eq(ss.corrupt, _i < 2 ? 1 : 0);
+	/* Fetched again, it is packed again. */
+	put_object(st, k, data);
+	memset(&checked, 0, sizeof(checked));
+	object_reads(st, k, data, &checked);
+	store_close(st);
+	free(data);
+	free(back);
+}
+END_TEST
+
+struct evicted {
+	struct chunk_key k[PN];
+	unsigned n, of_object;
+};
+
+static void count_evicted(void *arg, const struct chunk_key *key)
+{
+	struct evicted *ev = arg;
+
+	ev->n++;
+	for (unsigned i = 0; i < PN; i++)
+		ev->of_object += !memcmp(key->b, ev->k[i].b, 16);
+}
+
+/*
+ * A pack is evicted whole, and an open of it keeps reading its bytes
+ * after that (the kernel holds the file); a cap that cannot hold the pack
+ * beside its chunk files for a moment makes none.
+ */
+START_TEST(pack_evicted_whole)
+{
+	struct evicted ev = {0};
+	/* The chunks' blocks twice (chunk files and pack), and a little. */
+	struct store_config cfg = {.dir = dir,
+				   .max_bytes = 2 * PN * 73728 + 8192,
+				   .evicted = count_evicted,
+				   .evicted_arg = &ev};
+	struct store_file_id checked = {0};
+	uint8_t *data = malloc(PSIZE), *back = malloc(PSIZE);
+	struct store *st = NULL;
+	struct store_stats ss;
+	struct chunk_key k;
+	char path[1024];
+	char *err = NULL;
+	int fd = -1;
+
+	ck_assert_int_eq(store_open(&cfg, &st, &err), 0);
+	fill_random(data, PSIZE, 91);
+	obj_keys(ev.k, "/data/obj.bin");
+	put_object(st, ev.k, data);
+	ck_assert_int_eq(
+	    store_open_object(st, ev.k, PN, PCS, PSIZE, &checked, &fd), 0);
+	ck_assert_uint_eq(ev.n, 0);
+	/* Newer chunks push the pack out: all of it at once. */
+	for (unsigned i = 0; ev.of_object == 0; i++) {
+		ck_assert_uint_lt(i, 20);
+		fill_random(back, PCS, 100 + i);
+		key_n(&k, i);
+		ck_assert_int_eq(store_put(st, &k, back, PCS), 0);
+		store_get_stats(st, &ss);
+		ck_assert_uint_le(ss.bytes_on_disk, cfg.max_bytes);
+	}
+	ck_assert_uint_eq(ev.of_object, PN);
+	pack_path(dir, &ev.k[0], ".pack", path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	pack_path(dir, &ev.k[0], ".idx", path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	for (unsigned i = 0; i < PN; i++)
+		ck_assert(!store_has(st, &ev.k[i]));
+	ck_assert_int_eq(pread(fd, back, PSIZE, 0), PSIZE);
+	ck_assert_mem_eq(back, data, PSIZE);
+	ck_assert_int_eq(close(fd), 0);
+	store_close(st);
+
+	/* Room for the chunks, not for the pack beside them. */
+	fx_rmtree(dir);
+	cfg.max_bytes = PN * 73728 + 8192;
+	ck_assert_int_eq(store_open(&cfg, &st, &err), 0);
+	put_object(st, ev.k, data);
+	ck_assert_int_eq(
+	    store_open_object(st, ev.k, PN, PCS, PSIZE, &checked, &fd),
+	    -ENOSPC);
+	chunks_read(st, ev.k, data);
+	store_close(st);
+	free(data);
+	free(back);
+}
+END_TEST
+
+/* Copies file from to to, with its header xattr. */
+static void copy_chunk_file(const char *from, const char *to)
+{
+	uint8_t h[HDR];
+	size_t n = 0;
+	void *buf;
+	FILE *f;
+
+	ck_assert_int_eq(getxattr(from, HDR_XATTR, h, HDR), HDR);
+	buf = fx_read_file(from, &n);
+	ck_assert_ptr_nonnull(buf);
+	f = fopen(to, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(setxattr(to, HDR_XATTR, h, HDR, 0), 0);
+	free(buf);
+}
+
+/*
+ * What a crash while a pack is made leaves is cleaned up at open: a chunk
+ * file beside the pack that holds it (the pack wins), an index alone, a
+ * pack's bytes alone.
+ */
+START_TEST(pack_crash_leftovers)
+{
+	struct store *st = open_store(dir, 0);
+	uint8_t *data = malloc(PSIZE);
+	struct store_file_id checked = {0};
+	char chunk[1024], aside[1024], path[1024];
+	struct chunk_key k[PN], k2[PN];
+	struct store_stats ss;
+	struct tally t;
+	FILE *f;
+
+	fill_random(data, PSIZE, 95);
+	obj_keys(k, "/data/obj.bin");
+	put_object(st, k, data);
+	chunk_path(dir, &k[2], chunk, sizeof(chunk));
+	snprintf(aside, sizeof(aside), "%s/aside", dir);
+	copy_chunk_file(chunk, aside);
+	object_reads(st, k, data, &checked);
+	store_close(st);
+	ck_assert_int_eq(rename(aside, chunk), 0);
+	/* Halves of a pack of another object. */
+	obj_keys(k2, "/data/other.bin");
+	pack_path(dir, &k2[0], ".idx", path, sizeof(path));
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fclose(f), 0);
+	pack_path(dir, &k2[1], ".pack", path, sizeof(path));
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fclose(f), 0);
+	/* A walk while such a pack is being made skips it. */
+	t = tally(dir, 0);
+	ck_assert_uint_eq(t.bad, 0);
+
+	st = open_store(dir, 0);
+	ck_assert_int_eq(access(chunk, F_OK), -1);
+	pack_path(dir, &k2[0], ".idx", path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	pack_path(dir, &k2[1], ".pack", path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.chunks, PN);
+	ck_assert(store_packed(st, &k[2]));
+	chunks_read(st, k, data);
+	store_close(st);
+	free(data);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1627,6 +2043,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, disk_full);
 	tcase_add_test(tc, concurrency);
 	tcase_add_test(tc, prune_and_clear);
+	tcase_add_test(tc, pack_made_and_read);
+	tcase_add_loop_test(tc, pack_damaged, 0, 5);
+	tcase_add_test(tc, pack_evicted_whole);
+	tcase_add_test(tc, pack_crash_leftovers);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(cli, setup, teardown);
