@@ -813,6 +813,7 @@ struct store {
 	int lockfd;
 	bool locked;
 	bool hdr_xattr;	   /* chunk headers go in an xattr (version 2) */
+	unsigned ncpu;	   /* online CPUs at open */
 	int dirfd[FANOUT]; /* the fan-out dirs, for *at() calls */
 	pthread_mutex_t stripe[FANOUT];
 
@@ -1197,6 +1198,7 @@ static void touch_file(int fd, int64_t used_s)
 #define PACK_VERSION 1
 #define PACK_MAX_CHUNKS (1u << 22)
 #define PACK_NAME_MAX 40
+#define PACK_CHECK_THREADS 8
 
 static const uint8_t pack_magic[4] = {'W', 'H', 'P', 'K'};
 
@@ -1397,23 +1399,77 @@ static struct store_file_id file_id(const struct stat *sb)
 				      .size = (uint64_t)sb->st_size};
 }
 
-/* Checks every chunk of pack p (open as fd).  @return 0, -EBADMSG with
- * *why and *bad (the first bad chunk), -EIO. */
-static int pack_check(int fd, const struct spack *p, uint32_t *bad,
-		      const char **why)
+/* A pack's check, shared by the threads that run it. */
+struct pack_checker {
+	int fd;
+	const struct spack *p;
+	uint32_t next; /* the next chunk to check (atomic) */
+	bool failed;   /* atomic: the others stop */
+	pthread_mutex_t mu;
+	int rc; /* under mu: the failure of the first bad chunk found */
+	uint32_t bad;
+	const char *why;
+};
+
+static void *pack_check_run(void *arg)
 {
-	for (uint32_t i = 0; i < p->n; i++) {
-		const int rc = check_range(fd, (uint64_t)i * p->chunk_size,
+	struct pack_checker *c = arg;
+	const struct spack *p = c->p;
+	uint32_t i;
+
+	while (!__atomic_load_n(&c->failed, __ATOMIC_RELAXED) &&
+	       (i = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED)) < p->n) {
+		const char *why = NULL;
+		const int rc = check_range(c->fd, (uint64_t)i * p->chunk_size,
 					   pack_chunk_len(p, i), p->sum_kind,
 					   key_seed(&p->ent[i].key),
-					   p->ent[i].sum, why, -1, 0);
+					   p->ent[i].sum, &why, -1, 0);
 
-		if (rc) {
-			*bad = i;
-			return rc;
+		if (!rc)
+			continue;
+		pthread_mutex_lock(&c->mu);
+		if (!c->rc || i < c->bad) {
+			c->rc = rc;
+			c->bad = i;
+			c->why = why;
 		}
+		pthread_mutex_unlock(&c->mu);
+		__atomic_store_n(&c->failed, true, __ATOMIC_RELAXED);
 	}
-	return 0;
+	return NULL;
+}
+
+/*
+ * Checks every chunk of pack p (open as fd), on up to `threads` threads:
+ * a reader waits for this at the open that hands the pack over (its first
+ * in a mount), and the chunks' checksums are independent, so every CPU
+ * can take a share (a 256 MiB pack: 45 ms on one core here).  Threads
+ * are made per check: that costs microseconds, against milliseconds of
+ * work per chunk.
+ * @return 0, -EBADMSG with *why and *bad (a bad chunk), -EIO.
+ */
+static int pack_check(int fd, const struct spack *p, unsigned threads,
+		      uint32_t *bad, const char **why)
+{
+	struct pack_checker c = {.fd = fd, .p = p};
+	pthread_t helper[PACK_CHECK_THREADS];
+	unsigned made = 0;
+
+	if (threads > p->n)
+		threads = p->n;
+	if (threads > PACK_CHECK_THREADS)
+		threads = PACK_CHECK_THREADS;
+	pthread_mutex_init(&c.mu, NULL);
+	while (made + 1 < threads &&
+	       !pthread_create(&helper[made], NULL, pack_check_run, &c))
+		made++;
+	pack_check_run(&c);
+	for (unsigned i = 0; i < made; i++)
+		pthread_join(helper[i], NULL);
+	pthread_mutex_destroy(&c.mu);
+	*bad = c.bad;
+	*why = c.why;
+	return c.rc;
 }
 
 /* Removes pack p's files (the .pack first), where they exist.
@@ -1860,7 +1916,7 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		const struct store_file_id id = file_id(&sb);
 
 		if (!same_file(&id, checked))
-			rc = pack_check(fd, p, &bad, &why);
+			rc = pack_check(fd, p, st->ncpu, &bad, &why);
 		if (!rc)
 			*checked = id;
 		else if (rc != -EBADMSG)
@@ -2318,7 +2374,7 @@ static int walk_pack(const char *chunkdir, DIR *d, const char *fan,
 		return 0;
 	}
 	if (!r && (flags & STORE_WALK_VERIFY))
-		r = pack_check(fd, p, &bad, &why);
+		r = pack_check(fd, p, 1, &bad, &why);
 	if (r == -EBADMSG && (flags & (STORE_WALK_VERIFY | WALK_LOCKED)))
 		removed = (fd < 0 || unlink_if_same(dirfd(d), data, fd) == 0) &&
 			  pack_unlink(dirfd(d), key) == 0;
@@ -2956,6 +3012,11 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		goto fail;
 	}
 	st->hdr_xattr = !cfg->inline_headers && xattr_works(st->lockfd);
+	{
+		const long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		st->ncpu = n < 1 ? 1 : (unsigned)n;
+	}
 	rc = open_private_subdir(top, "chunks", st->dir, &chunks, err);
 	for (unsigned i = 0; !rc && i < FANOUT; i++) {
 		char fan[3];
