@@ -66,7 +66,7 @@ struct mount_opts {
 	bool foreground;
 	bool debug;
 	bool offline; /* --offline */
-	bool passthrough; /* --passthrough */
+	enum ops_passthrough passthrough; /* --passthrough */
 	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
 	/* Long options given as -o name=value, parsed after the rest. */
@@ -118,7 +118,7 @@ static const struct option mount_longopts[] = {
     {"zstd-level", required_argument, NULL, OPT_ZSTD_LEVEL},
     {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"threads", required_argument, NULL, OPT_THREADS},
-    {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
+    {"passthrough", optional_argument, NULL, OPT_PASSTHROUGH},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"retries", required_argument, NULL, OPT_RETRIES},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -178,13 +178,14 @@ static void mount_usage(FILE *out)
 	    "  --threads N           ceiling on read-ahead and hint loads at "
 	    "once (default:\n"
 	    "                        --max-connections)\n"
-	    "  --passthrough         let the kernel read a file cached whole "
-	    "in "
-	    "one raw\n"
-	    "                        chunk from its cache file (root, Linux "
-	    "6.9+): faster\n"
-	    "                        first reads, slower re-reads of small "
-	    "files\n"
+	    "  --passthrough[=WHEN]  let the kernel read a file cached whole "
+	    "and raw from\n"
+	    "                        its cache file (root, Linux 6.9+): auto "
+	    "(default) for\n"
+	    "                        files of many chunks while they are a "
+	    "share of the\n"
+	    "                        opens; on (no WHEN) for every such file; "
+	    "off\n"
 	    "Origin:\n"
 	    "  --max-connections N   ceiling on requests in parallel (default "
 	    "256); the\n"
@@ -358,7 +359,8 @@ static int mount_o(struct mount_opts *o, const char *arg)
 		const struct option *lo = long_opt_named(item, n);
 		char **v;
 
-		if (lo && (lo->has_arg == no_argument) != !item[n])
+		if (lo && ((lo->has_arg == no_argument && item[n]) ||
+			   (lo->has_arg == required_argument && !item[n])))
 			return cmd_usage_error(
 			    "mount", "-o %.*s %s", (int)n, item,
 			    item[n] ? "takes no value" : "needs a value");
@@ -476,7 +478,17 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->fetch.hedge = false;
 			break;
 		case OPT_PASSTHROUGH:
-			o->passthrough = true;
+			if (!optarg || !strcmp(optarg, "on"))
+				o->passthrough = OPS_PASSTHROUGH_ON;
+			else if (!strcmp(optarg, "auto"))
+				o->passthrough = OPS_PASSTHROUGH_AUTO;
+			else if (!strcmp(optarg, "off"))
+				o->passthrough = OPS_PASSTHROUGH_OFF;
+			else
+				return cmd_usage_error(
+				    "mount",
+				    "--passthrough=%s: auto, on or off",
+				    optarg);
 			break;
 		case OPT_ENDPOINT:
 			o->src.endpoint = optarg;
@@ -558,6 +570,7 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	o->cache_size = 10ull << 30;
 	o->memory_cache = 512ull << 20;
 	o->chunk_size = 4u << 20;
+	o->passthrough = OPS_PASSTHROUGH_AUTO;
 	o->zstd_level = 3;
 	o->readahead = 256ull << 20;
 	o->origin_wait_ms = 30000;
@@ -827,6 +840,8 @@ static int mount_open(struct mount_state *m)
 	    .gid = o->gid >= 0 ? (gid_t)o->gid : getgid(),
 	    .mounted_at = time(NULL),
 	    .walk_readahead = o->readahead > 0,
+	    .passthrough = o->passthrough,
+	    .chunk_size = o->chunk_size,
 	    .stats = {.fetch = m->fe,
 		      .store = m->st,
 		      .chunks = m->cc,
@@ -1083,18 +1098,22 @@ static int serve(struct mount_opts *o, int ready_fd)
 		goto out;
 	}
 	m.mounted = true;
-	/* Before the loop reads INIT, where the kernel offers it.  Not the
-	 * default: it needs an OPEN and a RELEASE round trip per open, which
+	/* Before the loop reads INIT, where the kernel offers it.  By
+	 * default only for files of many chunks, and only while they make a
+	 * share of the opens (ops.h): every open is then a round trip, which
 	 * made a loader's warm epochs over small files 2-3x slower than the
 	 * kernel's page cache without opens (bench/RESULTS.md, 2026-11-25). */
-	if (o->passthrough) {
+	if (o->passthrough != OPS_PASSTHROUGH_OFF) {
 		rc = passthrough_attach(m.se);
-		m.ctx.passthrough = rc == 0;
 		if (rc)
+			m.ctx.passthrough = OPS_PASSTHROUGH_OFF;
+		if (rc && o->passthrough == OPS_PASSTHROUGH_ON)
 			log_warn("--passthrough: %s",
 				 rc == -EPERM ? "needs CAP_SYS_ADMIN (root): "
 						"reads go through the mount"
 					      : strerror(-rc));
+		else if (rc)
+			log_debug("passthrough: %s", strerror(-rc));
 	}
 	rc = store_set_mountpoint(m.st, m.mountpoint);
 	if (rc)

@@ -110,7 +110,15 @@ struct stats_file {
 struct ops_state {
 	struct fuse_session *se;
 	bool passthrough;	 /* opens may be served by the kernel */
+	bool passthrough_auto;	 /* ... of files of many chunks, for now */
 	bool passthrough_failed; /* ... but it refused a backing file */
+	uint64_t auto_opens;	 /* atomic: opens counted by keep_opens */
+	uint64_t auto_many;	 /* atomic: of files of many chunks, since
+				  * keep_opens last looked */
+	/* Files with a backing file now, or being given one, and whether
+	 * keep_opens is about to stop opens (both atomic: see there). */
+	unsigned backing_live;
+	bool stopping;
 	bool no_open_ok;	 /* the kernel can do without OPEN/RELEASE */
 	bool no_open;		 /* ... and was told so (atomic) */
 	pthread_mutex_t stats_mu;
@@ -412,13 +420,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->time_gran = 1000000000;
 	conn->max_read = PF_MAX_READ; /* as the max_read mount option says */
-	/* Opens are what passthrough needs: keep them coming. */
-	ctx->state->passthrough = ctx->passthrough && passthrough_offered();
-	if (ctx->prefetch)
-		prefetch_kernel_reads_cached(ctx->prefetch,
-					     ctx->state->passthrough);
-	ctx->state->no_open_ok = !ctx->state->passthrough &&
-				 (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+	/* Opens are what passthrough needs: keep them coming (in auto
+	 * mode, for as long as keep_opens says). */
+	ctx->state->passthrough =
+	    ctx->passthrough != OPS_PASSTHROUGH_OFF && passthrough_offered();
+	ctx->state->passthrough_auto =
+	    ctx->state->passthrough && ctx->passthrough == OPS_PASSTHROUGH_AUTO;
+	if (ctx->prefetch && ctx->state->passthrough)
+		prefetch_kernel_reads_cached(
+		    ctx->prefetch, ctx->state->passthrough_auto
+				       ? PF_KERNEL_PACKS
+				       : PF_KERNEL_ONE_CHUNK | PF_KERNEL_PACKS);
+	ctx->state->no_open_ok =
+	    (!ctx->state->passthrough || ctx->state->passthrough_auto) &&
+	    (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -628,6 +643,70 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	do_readdir(req, ino, size, off, true);
 }
 
+/* Whether f is one the mount may hand to the kernel: in auto mode files of one
+ * chunk are served through the mount, from its memory and the kernel's page
+ * cache of the file. */
+static bool passthrough_wanted(const struct ops_ctx *ctx,
+			       const struct ops_file *f)
+{
+	return !ctx->state->passthrough_auto || f->size > ctx->chunk_size;
+}
+
+/*
+ * Whether the kernel should keep sending opens, at an open of f (the
+ * mount can do without them, no_open_ok).  In auto mode: yes while files
+ * of many chunks make one open in OPS_AUTO_SHARE or more, looked at every
+ * OPS_AUTO_WINDOW opens; else it is told to stop, for good (the kernel
+ * takes that answer once per mount), and files of one chunk are then
+ * opened and re-read from its page cache without a round trip each.
+ */
+static bool keep_opens(struct ops_ctx *ctx, const struct ops_file *f)
+{
+	struct ops_state *st = ctx->state;
+	uint64_t many;
+
+	if (!st->passthrough_auto ||
+	    __atomic_load_n(&st->no_open, __ATOMIC_ACQUIRE))
+		return false;
+	if (f->size > ctx->chunk_size)
+		__atomic_add_fetch(&st->auto_many, 1, __ATOMIC_RELAXED);
+	if (__atomic_add_fetch(&st->auto_opens, 1, __ATOMIC_RELAXED) %
+	    OPS_AUTO_WINDOW)
+		return true;
+	many = __atomic_exchange_n(&st->auto_many, 0, __ATOMIC_RELAXED);
+	if (many * OPS_AUTO_SHARE >= OPS_AUTO_WINDOW)
+		return true;
+	/* Not while a file is open by passthrough: the kernel fails with
+	 * EIO an open it makes itself (no OPEN sent) of an inode it reads
+	 * by passthrough.  backing_take counts itself in before it looks at
+	 * stopping, this looks at the count after setting it: one of the
+	 * two sees the other. */
+	__atomic_store_n(&st->stopping, true, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&st->backing_live, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&st->stopping, false, __ATOMIC_SEQ_CST);
+		return true; /* looked at again after the next window */
+	}
+	passthrough_stop();
+	if (ctx->prefetch)
+		prefetch_kernel_reads_cached(ctx->prefetch, 0);
+	log_info("passthrough: %llu of the last %d opens were of files of "
+		 "many chunks; opens stop coming to the mount, and every file "
+		 "is read through it",
+		 (unsigned long long)many, OPS_AUTO_WINDOW);
+	return false;
+}
+
+/* Counts a file in among those with a backing file, unless keep_opens
+ * is stopping opens.  @return whether it was. */
+static bool backing_may_start(struct ops_state *st)
+{
+	__atomic_add_fetch(&st->backing_live, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&st->stopping, __ATOMIC_SEQ_CST))
+		return true;
+	__atomic_sub_fetch(&st->backing_live, 1, __ATOMIC_SEQ_CST);
+	return false;
+}
+
 /*
  * How the kernel will serve an open of f: from f's cache file (a backing
  * id > 0, shared by all of f's opens at once) when the store holds f
@@ -648,25 +727,30 @@ static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 		id = f->backing_id;
 		goto out;
 	}
-	if (!f->cached_opens &&
+	if (!f->cached_opens && passthrough_wanted(ctx, f) &&
 	    !__atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED) &&
-	    prefetch_open_whole(ctx->prefetch, f->pf, &f->checked, &fd) == 0) {
-		id = passthrough_open(fd);
-		if (id > 0) {
-			f->backing_fd = fd;
-			f->backing_id = id;
-			f->backing_opens = 1;
-			goto out;
+	    backing_may_start(st)) {
+		if (prefetch_open_whole(ctx->prefetch, f->pf, &f->checked,
+					&fd) == 0) {
+			id = passthrough_open(fd);
+			if (id > 0) {
+				f->backing_fd = fd;
+				f->backing_id = id;
+				f->backing_opens = 1;
+				goto out;
+			}
+			close(fd);
+			/* The kernel's answer does not change while
+			 * mounted. */
+			if (!__atomic_exchange_n(&st->passthrough_failed, true,
+						 __ATOMIC_RELAXED))
+				log_warn("the kernel refused a cache file for "
+					 "passthrough (%s): reads go through "
+					 "the mount",
+					 strerror(-id));
+			id = 0;
 		}
-		close(fd);
-		/* The kernel's answer does not change while mounted. */
-		if (!__atomic_exchange_n(&st->passthrough_failed, true,
-					 __ATOMIC_RELAXED))
-			log_warn("the kernel refused a cache file for "
-				 "passthrough (%s): reads go through the "
-				 "mount",
-				 strerror(-id));
-		id = 0;
+		__atomic_sub_fetch(&st->backing_live, 1, __ATOMIC_SEQ_CST);
 	}
 	f->cached_opens++;
 out:
@@ -675,12 +759,13 @@ out:
 }
 
 /* An open of f ends (how it was served: FH_*). */
-static void backing_drop(struct ops_file *f, uint64_t how)
+static void backing_drop(struct ops_state *st, struct ops_file *f, uint64_t how)
 {
 	pthread_mutex_lock(&f->mu);
 	if (how == FH_PASSTHROUGH && f->backing_opens && !--f->backing_opens) {
 		passthrough_close(f->backing_id);
 		close(f->backing_fd);
+		__atomic_sub_fetch(&st->backing_live, 1, __ATOMIC_SEQ_CST);
 	} else if (how == FH_CACHED && f->cached_opens) {
 		f->cached_opens--;
 	}
@@ -704,7 +789,7 @@ static void open_counted(struct ops_ctx *ctx, struct ops_file *f,
 	passthrough_disarm();
 	/* Its opener is gone: no release will come. */
 	if (rc)
-		backing_drop(f, fi->fh);
+		backing_drop(ctx->state, f, fi->fh);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -747,7 +832,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (ctx->state->no_open_ok) {
+	if (ctx->state->no_open_ok && !keep_opens(ctx, f)) {
 		/* Not an error: the kernel stops sending opens. */
 		__atomic_store_n(&ctx->state->no_open, true, __ATOMIC_RELEASE);
 		fuse_reply_err(req, ENOSYS);
@@ -902,7 +987,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		stats_close(ctx, fi->fh);
 	else if (ctx->state->passthrough && !is_virtual(ino) &&
 		 !file_of(ctx, ino, &f))
-		backing_drop(f, fi->fh);
+		backing_drop(ctx->state, f, fi->fh);
 	/* A file's read state stays with its inode. */
 	fuse_reply_err(req, 0);
 }

@@ -19,6 +19,21 @@ struct fuse_args;
 struct fuse_session;
 struct ops_state;
 
+/*
+ * --passthrough: OFF, never; ON, every file the store holds whole and raw;
+ * AUTO (the default), files of many chunks (packs), while they make at
+ * least one open in OPS_AUTO_SHARE: opens cost a round trip each, which
+ * files of one chunk re-read in a mount do not repay, and once those make
+ * nearly all opens the kernel is told to stop sending them.
+ */
+enum ops_passthrough {
+	OPS_PASSTHROUGH_OFF,
+	OPS_PASSTHROUGH_AUTO,
+	OPS_PASSTHROUGH_ON
+};
+#define OPS_AUTO_WINDOW 64 /* opens between two looks */
+#define OPS_AUTO_SHARE 16
+
 struct ops_ctx {
 	struct tree *tree;
 	struct prefetch *prefetch;
@@ -27,8 +42,10 @@ struct ops_ctx {
 	gid_t gid;
 	time_t mounted_at;	 /* mtime of the virtual inodes */
 	bool walk_readahead;	 /* queue files ahead of a directory walk */
-	bool passthrough;	 /* serve cached files by passthrough.h when
-				  * the kernel offers it */
+	/* When to serve cached files by passthrough.h, where the kernel
+	 * offers it (--passthrough). */
+	enum ops_passthrough passthrough;
+	uint64_t chunk_size;	 /* the store's: which files are of many */
 	struct ops_state *state; /* private to ops.c */
 };
 

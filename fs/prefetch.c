@@ -111,9 +111,9 @@ struct queue {
 struct prefetch {
 	struct prefetch_config cfg;
 	uint32_t window_cap; /* chunks */
-	/* atomic: the kernel reads a file of one raw chunk from its cache
-	 * file (prefetch_kernel_reads_cached); hints skip such files */
-	bool kernel_reads_cached;
+	/* atomic: which files the kernel reads from their cache files
+	 * (PF_KERNEL_*: prefetch_kernel_reads_cached); hints skip them */
+	unsigned kernel_reads_cached;
 	struct source *src;
 	struct store *st;
 	struct chunk_cache *cc;
@@ -919,6 +919,9 @@ static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 		kernel_has = kernel_keeps(pf);
 	}
 	if (!kernel_has) {
+		const unsigned kernel =
+		    __atomic_load_n(&pf->kernel_reads_cached, __ATOMIC_RELAXED);
+
 		file_key(pf, f, idx, &key);
 		/* A file of one chunk the store holds: stored raw, its open
 		 * hands the cache file to the kernel (loaded here, it would
@@ -927,10 +930,10 @@ static bool needs_no_load(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 		 * (as prefetch_ahead finds for any file the store holds).
 		 * A chunk of a pack: its open hands the pack over. */
 		if (!chunks_contains(pf->cc, &key) &&
-		    !(__atomic_load_n(&pf->kernel_reads_cached,
-				      __ATOMIC_RELAXED) &&
-		      (f->nchunks == 1 ? store_has(pf->st, &key)
-				       : store_packed(pf->st, &key))))
+		    !(f->nchunks == 1 ? (kernel & PF_KERNEL_ONE_CHUNK) &&
+					    store_has(pf->st, &key)
+				      : (kernel & PF_KERNEL_PACKS) &&
+					    store_packed(pf->st, &key)))
 			return false;
 	}
 	STAT_ADD(pf->stats.hint_cached, 1);
@@ -1224,9 +1227,9 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 	return 0;
 }
 
-void prefetch_kernel_reads_cached(struct prefetch *pf, bool on)
+void prefetch_kernel_reads_cached(struct prefetch *pf, unsigned what)
 {
-	__atomic_store_n(&pf->kernel_reads_cached, on && pf->st,
+	__atomic_store_n(&pf->kernel_reads_cached, pf->st ? what : 0,
 			 __ATOMIC_RELAXED);
 }
 

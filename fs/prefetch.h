@@ -103,12 +103,16 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
  */
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd) WHARF_CHECK;
-/* Says that opens of files the store holds whole and raw are handed to
- * the kernel (prefetch_open_whole, passthrough.h): hints then load
- * nothing for files of one chunk the store holds, nor for chunks in a
- * pack, as their reader never asks the mount for their bytes (or, for a
- * compressed chunk, loads it itself). */
-void prefetch_kernel_reads_cached(struct prefetch *pf, bool on);
+/* Says which opens of files the store holds whole and raw are handed to
+ * the kernel (prefetch_open_whole, passthrough.h; PF_KERNEL_* flags, 0:
+ * none): hints then load nothing for such files of one chunk the store
+ * holds, or for chunks in a pack, as their reader never asks the mount
+ * for their bytes (or, for a compressed chunk, loads it itself). */
+enum {
+	PF_KERNEL_ONE_CHUNK = 1, /* files of one raw chunk */
+	PF_KERNEL_PACKS = 2	 /* files of many, in packs */
+};
+void prefetch_kernel_reads_cached(struct prefetch *pf, unsigned what);
 /* The file may still be referenced by queued jobs; it is freed after them. */
 void prefetch_close(struct prefetch *pf, struct pf_file *f);
 

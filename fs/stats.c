@@ -40,12 +40,13 @@ static void put_passthrough(FILE *f)
 	struct passthrough_stats p;
 
 	passthrough_get_stats(&p);
-	fprintf(f,
-		"  \"passthrough\": {\"on\": %s, \"opens\": %llu, "
-		"\"backing_files\": %llu, \"refused\": %llu},\n",
-		p.offered ? "true" : "false", (unsigned long long)p.opens,
-		(unsigned long long)p.backing,
-		(unsigned long long)p.open_errors);
+	fprintf(
+	    f,
+	    "  \"passthrough\": {\"on\": %s, \"stopped\": %s, "
+	    "\"opens\": %llu, \"backing_files\": %llu, \"refused\": %llu},\n",
+	    p.offered ? "true" : "false", p.stopped ? "true" : "false",
+	    (unsigned long long)p.opens, (unsigned long long)p.backing,
+	    (unsigned long long)p.open_errors);
 }
 
 static void put_hosts(FILE *f, struct fetch_engine *fe)

@@ -16,7 +16,7 @@
  *                     last_change_s_ago, why}, ...],
  *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
  *              chunk_errors, files},
- *    "passthrough": {on, opens, backing_files, refused},
+ *    "passthrough": {on, stopped, opens, backing_files, refused},
  *    "readahead": {queued, loaded, dropped},
  *    "hints": {lines, bad_lines, queued, loaded, cached, dropped, stale,
  *              hits, misses, queue, queue_cap},
@@ -24,8 +24,9 @@
  *                 inflight_cap, threads, threads_cap},
  *    "tree": {inodes, bytes, skipped_entries}}
  * passthrough: whether the kernel reads cached files itself (see
- * passthrough.h), the opens it served so, the cache files it holds now,
- * and the ones it refused.
+ * passthrough.h), whether the mount stopped that (--passthrough=auto,
+ * when files of one chunk made nearly all opens), the opens it served so,
+ * the cache files it holds now, and the ones it refused.
  * offline: true while listings come from the snapshot and reads that need
  * the origin fail (see offline.h).
  * skipped_entries: listing entries left out because no filesystem can show

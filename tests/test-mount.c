@@ -1056,6 +1056,7 @@ static int check_mapped(const char *root, const char *name, uint64_t size)
 START_TEST(test_passthrough)
 {
 	static const char *const on[] = {"--passthrough", NULL};
+	static const char *const off[] = {"--passthrough=off", NULL};
 	char *cache = fx_tmpdir("mount-passthrough");
 	char url[256], path[PATH_MAX + 64], name[64];
 	struct mnt m;
@@ -1152,11 +1153,102 @@ START_TEST(test_passthrough)
 	close(fd3);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
-	/* Off by default: every read through the mount. */
-	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	/* Off: every read through the mount. */
+	ck_assert_int_eq(mount_start(&m, url, cache, off), 0);
 	ck_assert(!fx_mount_passthrough_on(m.dir));
 	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
-	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "bytes_served"), CHUNK);
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "bytes_served"),
+			 2 * CHUNK + 1);
+	own_mount_end(&m, cache);
+}
+END_TEST
+
+/* Opens and closes mnt/name n times. */
+static void open_close_n(const char *mnt, const char *name, int n)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", mnt, name);
+	for (int i = 0; i < n; i++) {
+		const int fd = open(path, O_RDONLY);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(close(fd), 0);
+	}
+}
+
+/*
+ * Passthrough by default (auto): after a remount a file of many chunks
+ * is read by the kernel from its pack, one of one chunk through the
+ * mount; once files of one chunk make nearly all of 64 opens, opens stop
+ * coming to the mount (the statistics say so) and every file is read
+ * through it, the large one too; a remount starts over.
+ */
+START_TEST(test_passthrough_auto)
+{
+	char *cache = fx_tmpdir("mount-passthrough-auto");
+	char url[256], path[PATH_MAX + 64], *json, buf[16];
+	long long served, opens;
+	struct mnt m;
+	int big;
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	mnt_init(&m, "passthrough-auto");
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	if (!fx_mount_passthrough_on(m.dir)) {
+		ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
+			      "no passthrough as root on this kernel");
+		own_mount_end(&m, cache);
+		return;
+	}
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(check_file(m.dir, "many/f0000", small_size(0)), 0);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	ck_assert(fx_mount_passthrough_on(m.dir));
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
+	ck_assert_int_eq(count_packs(cache), 1);
+	opens = fx_mount_stat(m.dir, NULL, "opens");
+	ck_assert_int_eq(opens, 1);
+	ck_assert_int_eq(check_file(m.dir, "many/f0000", small_size(0)), 0);
+	served = fx_mount_stat(m.dir, NULL, "bytes_served");
+	ck_assert_int_eq(served, (long long)small_size(0));
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
+	/* Opens of small files alone: the mount stops them, once no file
+	 * is open by passthrough (the kernel would fail opens of it). */
+	snprintf(path, sizeof(path), "%s/chunk+1", m.dir);
+	big = open(path, O_RDONLY);
+	ck_assert_int_ge(big, 0);
+	open_close_n(m.dir, "many/f0000", 70);
+	ck_assert(fx_mount_passthrough_on(m.dir));
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(pread(big, buf, sizeof(buf), CHUNK - 2), 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(
+		    (uint8_t)buf[i],
+		    fx_byte(seed_of("chunk+1"), CHUNK - 2 + (uint64_t)i));
+	ck_assert_int_eq(close(big), 0);
+	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
+	opens = fx_mount_stat(m.dir, NULL, "opens");
+	open_close_n(m.dir, "many/f0000", 64);
+	ck_assert(!fx_mount_passthrough_on(m.dir));
+	json = fx_mount_stats(m.dir);
+	ck_assert_ptr_nonnull(json);
+	ck_assert_ptr_nonnull(strstr(json, "\"stopped\": true"));
+	free(json);
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "bytes_served"),
+			 served + CHUNK + 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
+	ck_assert_int_eq(mount_stop(&m), 0);
+
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	ck_assert(fx_mount_passthrough_on(m.dir));
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -2249,6 +2341,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_size_cap_holds);
 	tcase_add_test(tc, test_corrupt_chunk_refetched);
 	tcase_add_test(tc, test_passthrough);
+	tcase_add_test(tc, test_passthrough_auto);
 	tcase_add_test(tc, test_object_replaced_mid_read);
 	tcase_add_test(tc, test_origin_errors_map);
 	tcase_add_test(tc, test_html_listing_without_entry);
