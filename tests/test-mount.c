@@ -1041,6 +1041,20 @@ static int check_mapped(const char *root, const char *name, uint64_t size)
 	return bad;
 }
 
+/* Whether mount m got passthrough; if not (which root on Linux 6.9 or
+ * later must not see), ends it and says its checks are left out. */
+static bool passthrough_or_end(struct mnt *m, char *cache)
+{
+	if (fx_mount_passthrough_on(m->dir))
+		return true;
+	ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
+		      "no passthrough as root on this kernel");
+	fprintf(stderr, "note: this kernel (or this user) offers no FUSE "
+			"passthrough: its checks are left out\n");
+	own_mount_end(m, cache);
+	return false;
+}
+
 /*
  * Passthrough: after a remount, a file held whole by one raw chunk is
  * read by the kernel from its cache file (no read reaches the mount), byte
@@ -1066,15 +1080,8 @@ START_TEST(test_passthrough)
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	mnt_init(&m, "passthrough");
 	ck_assert_int_eq(mount_start(&m, url, cache, on), 0);
-	if (!fx_mount_passthrough_on(m.dir)) {
-		/* Root on Linux 6.9 or later must get it. */
-		ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
-			      "no passthrough as root on this kernel");
-		fprintf(stderr, "note: this kernel (or this user) offers no "
-				"FUSE passthrough: its checks are left out\n");
-		own_mount_end(&m, cache);
+	if (!passthrough_or_end(&m, cache))
 		return;
-	}
 	/* Cold: an open made before the chunk is cached is served through
 	 * the mount; a second open while it lasts must not fail. */
 	snprintf(path, sizeof(path), "%s/many/f0001", m.dir);
@@ -1196,12 +1203,8 @@ START_TEST(test_passthrough_auto)
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	mnt_init(&m, "passthrough-auto");
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
-	if (!fx_mount_passthrough_on(m.dir)) {
-		ck_assert_msg(geteuid() || !kernel_at_least(6, 9),
-			      "no passthrough as root on this kernel");
-		own_mount_end(&m, cache);
+	if (!passthrough_or_end(&m, cache))
 		return;
-	}
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
 	ck_assert_int_eq(check_file(m.dir, "many/f0000", small_size(0)), 0);
 	ck_assert_int_eq(mount_stop(&m), 0);
