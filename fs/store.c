@@ -1025,6 +1025,8 @@ static void index_forget(struct store *st, const struct chunk_key *key,
 		return;
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);
+	if (e && e->pack)
+		e = NULL; /* in a pack since: its chunk file went for that */
 	if (e)
 		index_remove(st, e);
 	pthread_mutex_unlock(&st->mu);
@@ -1972,9 +1974,18 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	struct spack *p;
 	uint32_t idx = 0;
 	struct hdr h;
-	int fd, rc;
+	int fd = -1, open_errno = 0, rc;
 
 	p = pack_of(st, key, &idx);
+	if (!p) {
+		store_key_hex(key, hex);
+		fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
+		open_errno = errno;
+		/* Put in a pack between the look and the open, which then
+		 * found its chunk file removed. */
+		if (fd < 0 && open_errno == ENOENT)
+			p = pack_of(st, key, &idx);
+	}
 	if (p) {
 		/* store_open_raw hands over files of one chunk: never a
 		 * pack's. */
@@ -1983,10 +1994,8 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		pack_unref(p);
 		return rc;
 	}
-	store_key_hex(key, hex);
-	fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
 	if (fd < 0) {
-		rc = errno;
+		rc = open_errno;
 		STAT_ADD(st->misses, 1);
 		if (rc != ENOENT) {
 			chunk_relpath(key, rel);
@@ -2192,6 +2201,9 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 
 	if (len > MAX_RAW)
 		return -EFBIG; /* no chunk is that big: a caller's bug */
+	/* Fetched while its object was being packed: the pack has it. */
+	if (store_packed(st, key))
+		return 0;
 	e = calloc(1, sizeof(*e));
 	t = codec_take();
 	if (!e || !t) {

@@ -1715,6 +1715,11 @@ START_TEST(pack_made_and_read)
 	store_get_stats(st, &ss);
 	ck_assert_uint_eq(ss.chunks, PN);
 	ck_assert_uint_eq(ss.corrupt, 0);
+	/* A chunk fetched again meanwhile: the pack has it already. */
+	ck_assert_int_eq(store_put(st, &k[1], data + PCS, PCS), 0);
+	chunk_path(dir, &k[1], path, sizeof(path));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert(store_packed(st, &k[1]));
 	store_close(st);
 
 	st = open_store(dir, 0);
