@@ -1233,14 +1233,31 @@ void prefetch_kernel_reads_cached(struct prefetch *pf, unsigned what)
 			 __ATOMIC_RELAXED);
 }
 
+/* The keys of all of f's chunks, in a malloc'd array (per open of a
+ * file of many chunks, not per read).  @return 0, -ENOTSUP, -ENOMEM. */
+static int file_keys(struct prefetch *pf, struct pf_file *f,
+		     struct chunk_key **out)
+{
+	struct chunk_key *keys;
+
+	*out = NULL;
+	if (f->nchunks > UINT32_MAX)
+		return -ENOTSUP;
+	keys = malloc(f->nchunks * sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < f->nchunks; i++)
+		file_key(pf, f, i, &keys[i]);
+	*out = keys;
+	return 0;
+}
+
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd)
 {
-	struct chunk_key key;
+	struct chunk_key key, *keys;
 	size_t len = 0;
 	int rc;
-
-	struct chunk_key *keys;
 
 	if (!pf->st || f->nchunks == 0)
 		return -ENOTSUP;
@@ -1253,16 +1270,31 @@ int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 		}
 		return rc;
 	}
-	if (f->nchunks > UINT32_MAX)
+	/* A pack is made apart (prefetch_pack_whole): making it here would
+	 * hold this open for a copy of the whole file. */
+	file_key(pf, f, 0, &key);
+	if (!store_packed(pf->st, &key))
+		return -EAGAIN;
+	rc = file_keys(pf, f, &keys);
+	if (!rc)
+		rc =
+		    store_open_object(pf->st, keys, (uint32_t)f->nchunks,
+				      pf->cfg.chunk_size, f->size, checked, fd);
+	free(keys);
+	return rc;
+}
+
+int prefetch_pack_whole(struct prefetch *pf, struct pf_file *f)
+{
+	struct chunk_key *keys = NULL;
+	int rc;
+
+	if (!pf->st || f->nchunks < 2)
 		return -ENOTSUP;
-	/* Per open of a file of many chunks, not per read. */
-	keys = malloc(f->nchunks * sizeof(*keys));
-	if (!keys)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < f->nchunks; i++)
-		file_key(pf, f, i, &keys[i]);
-	rc = store_open_object(pf->st, keys, (uint32_t)f->nchunks,
-			       pf->cfg.chunk_size, f->size, checked, fd);
+	rc = file_keys(pf, f, &keys);
+	if (!rc)
+		rc = store_pack_object(pf->st, keys, (uint32_t)f->nchunks,
+				       pf->cfg.chunk_size, f->size);
 	free(keys);
 	return rc;
 }

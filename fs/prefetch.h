@@ -93,16 +93,20 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
  * Opens the cache file that holds all of f's bytes and nothing else,
  * verified unless it is the file *checked names: for passthrough.h.  A
  * file of one chunk is its chunk file (stored raw, its header beside it:
- * store_open_raw); a file of many is a pack of its chunks, made from
- * their chunk files at the first such open (store_open_object).  No
- * origin request is made.
+ * store_open_raw); a file of many is a pack of its chunks
+ * (store_open_object), once prefetch_pack_whole made it.  No origin
+ * request is made.
  * @return 0 with *fd (the caller closes it); -ENOENT (not all cached);
- * -ENOTSUP (compressed, no store, or a format 1 file); -EBADMSG (a cached
- * chunk was corrupt and is removed); -ENOSPC (no room for the pack); -EIO;
- * -ENOMEM.
+ * -EAGAIN (many chunks, no pack yet); -ENOTSUP (compressed, no store, or
+ * a format 1 file); -EBADMSG (a cached chunk was corrupt and is removed);
+ * -EIO; -ENOMEM.
  */
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd) WHARF_CHECK;
+/* Makes the pack of f, a file of many chunks all in the store and raw, if
+ * it has none (a copy of the whole file: run it off the read path).
+ * @return 0, or store_pack_object's errors. */
+int prefetch_pack_whole(struct prefetch *pf, struct pf_file *f) WHARF_CHECK;
 /* Says which opens of files the store holds whole and raw are handed to
  * the kernel (prefetch_open_whole, passthrough.h; PF_KERNEL_* flags, 0:
  * none): hints then load nothing for such files of one chunk the store

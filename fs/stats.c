@@ -125,11 +125,12 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	fprintf(
 	    f,
 	    "  \"disk_cache\": {\"hits\": %llu, \"misses\": %llu, "
-	    "\"chunks\": %llu, \"bytes_on_disk\": %llu, "
+	    "\"chunks\": %llu, \"packs\": %llu, \"bytes_on_disk\": %llu, "
 	    "\"bytes_raw\": %llu, \"max_bytes\": %llu, "
 	    "\"evictions\": %llu, \"corrupt\": %llu},\n",
 	    (unsigned long long)ss.hits, (unsigned long long)ss.misses,
-	    (unsigned long long)ss.chunks, (unsigned long long)ss.bytes_on_disk,
+	    (unsigned long long)ss.chunks, (unsigned long long)ss.packs,
+	    (unsigned long long)ss.bytes_on_disk,
 	    (unsigned long long)ss.bytes_raw, (unsigned long long)ss.max_bytes,
 	    (unsigned long long)ss.evictions, (unsigned long long)ss.corrupt);
 	fprintf(f,

@@ -7,8 +7,8 @@
  * Layout (all counters since the mount started; sizes in bytes):
  *   {"source", "mountpoint", "cache_dir", "pid", "uptime_s", "offline",
  *    "memory_cache": {hits, misses, waits, bytes, cap, evictions},
- *    "disk_cache": {hits, misses, chunks, bytes_on_disk, bytes_raw,
- *                   max_bytes, evictions, corrupt},
+ *    "disk_cache": {hits, misses, chunks, packs, bytes_on_disk,
+ *                   bytes_raw, max_bytes, evictions, corrupt},
  *    "origin": {requests, retries, errors, bytes_fetched,
  *               "ttfb_ms": {p50, p90, p99}},
  *    "concurrency": [{host, limit, ceiling, in_flight, waiting, latency_ms,

@@ -776,7 +776,8 @@ struct spack {
 	uint64_t chunk_size, size;
 	uint32_t n;
 	uint8_t sum_kind;
-	unsigned refs; /* sentries and callers holding it (atomic) */
+	unsigned refs;	  /* sentries and callers holding it (atomic) */
+	uint32_t indexed; /* its chunks in the index, under mu */
 	struct pack_ent {
 		struct chunk_key key;
 		uint64_t sum; /* of the chunk's bytes */
@@ -822,6 +823,7 @@ struct store {
 	size_t tabsize, n;
 	struct sentry lru;
 	uint64_t used, raw, reserved;
+	uint64_t packs; /* with a chunk in the index */
 
 	uint64_t hits, misses, evictions, corrupt; /* atomic */
 };
@@ -910,6 +912,8 @@ static void index_insert(struct store *st, struct sentry *e, bool front)
 	st->n++;
 	st->used += e->disk;
 	st->raw += e->raw;
+	if (e->pack && !e->pack->indexed++)
+		st->packs++;
 	if (front)
 		lru_push_front(st, e);
 	else
@@ -928,6 +932,8 @@ static void index_remove(struct store *st, struct sentry *e)
 	st->n--;
 	st->used -= e->disk;
 	st->raw -= e->raw;
+	if (e->pack && !--e->pack->indexed)
+		st->packs--;
 }
 
 /* Under mu: takes e out of the index onto *victims, and the other chunks
@@ -1836,6 +1842,10 @@ static int pack_make(struct store *st, struct spack *p,
 			e->idx = i;
 			__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
 		}
+		if (!rc) {
+			p->indexed = p->n;
+			st->packs++;
+		}
 		pthread_mutex_unlock(&st->mu);
 		if (rc == -ENOENT)
 			(void)pack_unlink(st->dirfd[fan], &p->key);
@@ -1873,16 +1883,15 @@ static int pack_make(struct store *st, struct spack *p,
 	return rc;
 }
 
-int store_open_object(struct store *st, const struct chunk_key *keys,
-		      uint32_t n, uint64_t chunk_size, uint64_t size,
-		      struct store_file_id *checked, int *fdout)
+/* The object's pack, with a reference, made if need be (*made then names
+ * its file, else it is left alone).  @return 0 or pack_make's errors. */
+static int pack_find_or_make(struct store *st, const struct chunk_key *keys,
+			     uint32_t n, uint64_t chunk_size, uint64_t size,
+			     struct spack **out, struct store_file_id *made)
 {
-	struct store_file_id made = {0};
-	const char *why = NULL;
 	struct spack *p;
-	uint32_t idx = 0, bad = 0;
-	struct stat sb;
-	int fd, rc;
+	uint32_t idx = 0;
+	int rc;
 
 	if (n < 2 || n > PACK_MAX_CHUNKS || !chunk_size ||
 	    chunk_size > MAX_RAW || size <= (uint64_t)(n - 1) * chunk_size ||
@@ -1906,13 +1915,45 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		p->size = size;
 		for (uint32_t i = 0; i < n; i++)
 			p->ent[i].key = keys[i];
-		rc = pack_make(st, p, &made);
+		rc = pack_make(st, p, made);
 		if (rc) {
 			pack_unref(p);
 			return rc;
 		}
-		*checked = made;
 	}
+	*out = p;
+	return 0;
+}
+
+int store_pack_object(struct store *st, const struct chunk_key *keys,
+		      uint32_t n, uint64_t chunk_size, uint64_t size)
+{
+	struct store_file_id made;
+	struct spack *p;
+	const int rc =
+	    pack_find_or_make(st, keys, n, chunk_size, size, &p, &made);
+
+	if (!rc)
+		pack_unref(p);
+	return rc;
+}
+
+int store_open_object(struct store *st, const struct chunk_key *keys,
+		      uint32_t n, uint64_t chunk_size, uint64_t size,
+		      struct store_file_id *checked, int *fdout)
+{
+	struct store_file_id made = {0};
+	const char *why = NULL;
+	struct spack *p;
+	uint32_t bad = 0;
+	struct stat sb;
+	int fd, rc;
+
+	rc = pack_find_or_make(st, keys, n, chunk_size, size, &p, &made);
+	if (rc)
+		return rc;
+	if (made.ino)
+		*checked = made;
 	rc = pack_open_data(st->dirfd[p->key.b[0]], p, 0, &fd, &sb, &why);
 	if (!rc) {
 		const struct store_file_id id = file_id(&sb);
@@ -2286,6 +2327,7 @@ void store_get_stats(struct store *st, struct store_stats *out)
 {
 	pthread_mutex_lock(&st->mu);
 	out->chunks = st->n;
+	out->packs = st->packs;
 	out->bytes_on_disk = st->used;
 	out->bytes_raw = st->raw;
 	pthread_mutex_unlock(&st->mu);

@@ -139,6 +139,13 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		      uint32_t n, uint64_t chunk_size, uint64_t size,
 		      struct store_file_id *checked, int *fd) WHARF_CHECK;
 
+/* Makes the object's pack, as store_open_object would, and opens
+ * nothing: for a pack made ahead of the open that hands it over.
+ * @return 0 (made, or there already), or store_open_object's errors. */
+int store_pack_object(struct store *st, const struct chunk_key *keys,
+		      uint32_t n, uint64_t chunk_size,
+		      uint64_t size) WHARF_CHECK;
+
 /* Whether the store holds the chunk in a pack (by its index, as
  * store_has). */
 bool store_packed(struct store *st, const struct chunk_key *key);
@@ -151,7 +158,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	      size_t len) WHARF_CHECK;
 
 struct store_stats {
-	uint64_t chunks, bytes_on_disk, bytes_raw, max_bytes;
+	uint64_t chunks, packs, bytes_on_disk, bytes_raw, max_bytes;
 	uint64_t hits, misses, evictions, corrupt;
 };
 void store_get_stats(struct store *st, struct store_stats *out);

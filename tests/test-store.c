@@ -1714,6 +1714,7 @@ START_TEST(pack_made_and_read)
 	object_reads(st, k, data, &checked);
 	store_get_stats(st, &ss);
 	ck_assert_uint_eq(ss.chunks, PN);
+	ck_assert_uint_eq(ss.packs, 1);
 	ck_assert_uint_eq(ss.corrupt, 0);
 	/* A chunk fetched again meanwhile: the pack has it already. */
 	ck_assert_int_eq(store_put(st, &k[1], data + PCS, PCS), 0);
@@ -1725,6 +1726,7 @@ START_TEST(pack_made_and_read)
 	st = open_store(dir, 0);
 	store_get_stats(st, &ss);
 	ck_assert_uint_eq(ss.chunks, PN);
+	ck_assert_uint_eq(ss.packs, 1);
 	for (unsigned i = 0; i < PN; i++)
 		ck_assert(store_packed(st, &k[i]));
 	chunks_read(st, k, data);
@@ -1847,6 +1849,7 @@ START_TEST(pack_damaged)
 	}
 	store_get_stats(st, &ss);
 	ck_assert_uint_eq(ss.chunks, 0);
+	ck_assert_uint_eq(ss.packs, 0);
 	ck_assert_uint_eq(ss.corrupt, _i < 2 ? 1 : 0);
 	/* Fetched again, it is packed again. */
 	put_object(st, k, data);
@@ -1911,6 +1914,7 @@ START_TEST(pack_evicted_whole)
 		ck_assert_uint_le(ss.bytes_on_disk, cfg.max_bytes);
 	}
 	ck_assert_uint_eq(ev.of_object, PN);
+	ck_assert_uint_eq(ss.packs, 0);
 	pack_path(dir, &ev.k[0], ".pack", path, sizeof(path));
 	ck_assert_int_eq(access(path, F_OK), -1);
 	pack_path(dir, &ev.k[0], ".idx", path, sizeof(path));
