@@ -66,7 +66,7 @@ struct opts {
 /* ---- stats ---- */
 
 struct totals {
-	uint64_t chunks, disk, raw, zstd, unreadable;
+	uint64_t chunks, disk, raw, zstd, packed, unreadable;
 };
 
 static int add_entry(const struct store_entry *e, void *arg)
@@ -81,6 +81,7 @@ static int add_entry(const struct store_entry *e, void *arg)
 	t->disk += e->disk_bytes;
 	t->raw += e->raw_bytes;
 	t->zstd += e->zstd;
+	t->packed += e->pack != NULL;
 	return 0;
 }
 
@@ -216,9 +217,11 @@ static int do_stats(const struct opts *o)
 		json_put_str(stdout, o->dir);
 		printf(", \"chunks\": %llu, \"bytes_on_disk\": %llu, "
 		       "\"bytes_raw\": %llu, \"zstd_chunks\": %llu, "
+		       "\"packed_chunks\": %llu, "
 		       "\"unreadable\": %llu, \"mounted\": %s",
 		       (unsigned long long)t.chunks, (unsigned long long)t.disk,
 		       (unsigned long long)t.raw, (unsigned long long)t.zstd,
+		       (unsigned long long)t.packed,
 		       (unsigned long long)t.unreadable,
 		       mounted ? "true" : "false");
 		print_snapshots(o);
@@ -238,6 +241,8 @@ static int do_stats(const struct opts *o)
 		       format_size(t.disk, a, sizeof(a)),
 		       format_size(t.raw, b, sizeof(b)),
 		       (unsigned long long)t.zstd);
+		if (t.packed)
+			printf(", %llu in packs", (unsigned long long)t.packed);
 		if (t.unreadable)
 			printf(", %llu unreadable",
 			       (unsigned long long)t.unreadable);

@@ -87,6 +87,13 @@ struct ops_file {
 	struct store_file_id checked; /* the cache file last verified */
 };
 
+/* A file whose pack the packer is to make or check (pack_later). */
+struct pack_job {
+	struct ops_file *f;
+	bool check; /* check f's pack ahead of its open (check_next) */
+};
+#define PACK_QUEUE 64
+
 /* fi->fh of a file's open while passthrough is on: how it is served. */
 enum { FH_CACHED, FH_PASSTHROUGH };
 
@@ -119,11 +126,13 @@ struct ops_state {
 	 * keep_opens is about to stop opens (both atomic: see there). */
 	unsigned backing_live;
 	bool stopping;
-	/* The packer (pack_later): one thread at a time makes a pack. */
+	/* The packer (pack_later), all under pack_mu. */
 	pthread_mutex_t pack_mu;
+	struct pack_job packs[PACK_QUEUE];
+	unsigned npacks;
 	pthread_t packer;
-	bool packer_started;	 /* under pack_mu: to be joined */
-	bool packer_busy;	 /* atomic */
+	bool packer_started;	 /* to be joined */
+	bool packer_running;	 /* it takes jobs */
 	bool no_open_ok;	 /* the kernel can do without OPEN/RELEASE */
 	bool no_open;		 /* ... and was told so (atomic) */
 	pthread_mutex_t stats_mu;
@@ -712,12 +721,6 @@ static bool backing_may_start(struct ops_state *st)
 	return false;
 }
 
-struct pack_job {
-	struct ops_ctx *ctx;
-	struct ops_file *f;
-	bool check; /* check f's pack ahead of its open (check_next) */
-};
-
 /* Checks f's pack, as its first passthrough open in this mount would, if
  * nothing has it open: that open then finds it checked (f->checked).
  * f->mu is held meanwhile, so an open that comes sooner waits for the
@@ -737,61 +740,74 @@ static int check_ahead(struct ops_ctx *ctx, struct ops_file *f)
 	return rc;
 }
 
+/* The packer: takes jobs off st->packs until none is left. */
 static void *packer_run(void *arg)
 {
-	struct pack_job *j = arg;
-	int rc = j->check ? check_ahead(j->ctx, j->f) : -EAGAIN;
+	struct ops_ctx *ctx = arg;
+	struct ops_state *st = ctx->state;
 
-	if (rc == -EAGAIN)
-		rc = prefetch_pack_whole(j->ctx->prefetch, j->f->pf);
-	/* Not cached whole, compressed, no room, open: nothing to do. */
-	if (rc && rc != -ENOENT && rc != -ENOTSUP && rc != -ENOSPC &&
-	    rc != -EBUSY)
-		log_debug("cannot make or check a pack: %s", strerror(-rc));
-	__atomic_store_n(&j->ctx->state->packer_busy, false, __ATOMIC_RELEASE);
-	free(j);
-	return NULL;
+	for (;;) {
+		struct pack_job j;
+		int rc;
+
+		pthread_mutex_lock(&st->pack_mu);
+		if (!st->npacks) {
+			st->packer_running = false;
+			pthread_mutex_unlock(&st->pack_mu);
+			return NULL;
+		}
+		j = st->packs[0];
+		memmove(st->packs, st->packs + 1,
+			--st->npacks * sizeof(st->packs[0]));
+		pthread_mutex_unlock(&st->pack_mu);
+		rc = j.check ? check_ahead(ctx, j.f) : -EAGAIN;
+		if (rc == -EAGAIN)
+			rc = prefetch_pack_whole(ctx->prefetch, j.f->pf);
+		/* Not cached whole, compressed, no room, open: nothing to
+		 * do. */
+		if (rc && rc != -ENOENT && rc != -ENOTSUP && rc != -ENOSPC &&
+		    rc != -EBUSY)
+			log_debug("cannot make or check a pack: %s",
+				  strerror(-rc));
+	}
 }
 
 /*
  * Has the pack of f made off the read path, if f is a file of many chunks
- * the kernel may be handed and no pack is being made (a later open or
- * release asks again).  A pack is a copy of the whole file into fresh
- * pages: made at the open that needs it, it held that open for longer
- * than reading the file through the mount takes (578 against 1952 MB/s
- * for two 256 MiB shards here).  So the open that finds no pack is served
- * through the mount, and so is the release of a file read through it
- * (its first read, from the origin): the next open finds the pack.
- * With check, the pack is checked instead where it exists (check_next).
+ * the kernel may be handed: queued for the packer, one thread that makes
+ * one pack at a time (a full queue drops it; a later open or release asks
+ * again).  A pack is a copy of the whole file into fresh pages: made at
+ * the open that needs it, it held that open for longer than reading the
+ * file through the mount takes (578 against 1952 MB/s for two 256 MiB
+ * shards here).  So the open that finds no pack is served through the
+ * mount, and so is the release of a file read through it (its first read,
+ * from the origin): the next open finds the pack.  With check, the pack
+ * is checked instead where it exists (check_next).
  */
 static void pack_later(struct ops_ctx *ctx, struct ops_file *f, bool check)
 {
 	struct ops_state *st = ctx->state;
-	struct pack_job *j;
 
 	if (!st->passthrough || f->size <= ctx->chunk_size ||
 	    __atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&st->no_open, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&st->packer_busy, __ATOMIC_ACQUIRE))
+	    __atomic_load_n(&st->no_open, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&st->pack_mu);
-	if (__atomic_load_n(&st->packer_busy, __ATOMIC_ACQUIRE))
+	for (unsigned i = 0; i < st->npacks; i++)
+		if (st->packs[i].f == f)
+			goto out;
+	if (st->npacks == PACK_QUEUE)
 		goto out;
-	if (st->packer_started) {
-		pthread_join(st->packer, NULL); /* done: it is not busy */
-		st->packer_started = false;
-	}
-	j = malloc(sizeof(*j));
-	if (!j)
+	st->packs[st->npacks++] = (struct pack_job){.f = f, .check = check};
+	if (st->packer_running)
 		goto out;
-	*j = (struct pack_job){.ctx = ctx, .f = f, .check = check};
-	__atomic_store_n(&st->packer_busy, true, __ATOMIC_RELAXED);
-	if (pthread_create(&st->packer, NULL, packer_run, j)) {
-		__atomic_store_n(&st->packer_busy, false, __ATOMIC_RELAXED);
-		free(j);
-		goto out;
-	}
-	st->packer_started = true;
+	/* The one before is done: it said so under pack_mu. */
+	if (st->packer_started)
+		pthread_join(st->packer, NULL);
+	st->packer_started = st->packer_running =
+	    !pthread_create(&st->packer, NULL, packer_run, ctx);
+	if (!st->packer_running)
+		st->npacks = 0;
 out:
 	pthread_mutex_unlock(&st->pack_mu);
 }
@@ -1373,7 +1389,11 @@ void ops_cleanup(struct ops_ctx *ctx)
 
 	if (!st)
 		return;
-	/* A pack being made finishes first: it uses the file's state. */
+	/* The packer stops after the pack it is on: it uses the files'
+	 * state. */
+	pthread_mutex_lock(&st->pack_mu);
+	st->npacks = 0;
+	pthread_mutex_unlock(&st->pack_mu);
 	if (st->packer_started)
 		pthread_join(st->packer, NULL);
 	pthread_mutex_destroy(&st->pack_mu);

@@ -1683,7 +1683,7 @@ START_TEST(pack_made_and_read)
 	struct store_file_id checked = {0};
 	struct chunk_key k[PN], k2[PN];
 	struct store_stats ss;
-	char path[1024];
+	char path[1024], args[1200], *out = NULL;
 	struct stat sb;
 	struct tally t;
 	int fd = -1;
@@ -1738,6 +1738,13 @@ START_TEST(pack_made_and_read)
 	t = tally(dir, STORE_WALK_VERIFY);
 	ck_assert_uint_eq(t.n, PN);
 	ck_assert_uint_eq(t.bad, 0);
+	store_close(st);
+	snprintf(args, sizeof(args), "stats --cache-dir '%s'", dir);
+	ck_assert_int_eq(wharf(args, &out), 0);
+	ck_assert_ptr_nonnull(strstr(out, "4 chunks,"));
+	ck_assert_ptr_nonnull(strstr(out, ", 4 in packs"));
+	free(out);
+	st = open_store(dir, 0);
 
 	/* Not all cached: nothing made. */
 	obj_keys(k2, "/data/partial.bin");
