@@ -93,6 +93,7 @@ struct pack_job {
 	bool check; /* check f's pack ahead of its open (check_next) */
 };
 #define PACK_QUEUE 64
+#define PACKS_AT_UNMOUNT_NS (5 * 1000000000ull)
 
 /* fi->fh of a file's open while passthrough is on: how it is served. */
 enum { FH_CACHED, FH_PASSTHROUGH };
@@ -133,6 +134,7 @@ struct ops_state {
 	pthread_t packer;
 	bool packer_started;	 /* to be joined */
 	bool packer_running;	 /* it takes jobs */
+	uint64_t packs_until_ns; /* unmounting: jobs left then are dropped */
 	bool no_open_ok;	 /* the kernel can do without OPEN/RELEASE */
 	bool no_open;		 /* ... and was told so (atomic) */
 	pthread_mutex_t stats_mu;
@@ -751,6 +753,14 @@ static void *packer_run(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&st->pack_mu);
+		if (st->npacks && st->packs_until_ns &&
+		    now_ns() > st->packs_until_ns) {
+			log_info("%u files left without a pack at unmount: "
+				 "the next mount reads them through itself "
+				 "once, then packs them",
+				 st->npacks);
+			st->npacks = 0;
+		}
 		if (!st->npacks) {
 			st->packer_running = false;
 			pthread_mutex_unlock(&st->pack_mu);
@@ -780,9 +790,10 @@ static void *packer_run(void *arg)
  * the open that needs it, it held that open for longer than reading the
  * file through the mount takes (578 against 1952 MB/s for two 256 MiB
  * shards here).  So the open that finds no pack is served through the
- * mount, and so is the release of a file read through it (its first read,
- * from the origin): the next open finds the pack.  With check, the pack
- * is checked instead where it exists (check_next).
+ * mount, and its release, as that of any file read through it (its first
+ * read, from the origin), has the pack made, after the read rather than
+ * beside it: the next open finds the pack.  With check, the pack is
+ * checked instead where it exists (check_next).
  */
 static void pack_later(struct ops_ctx *ctx, struct ops_file *f, bool check)
 {
@@ -857,10 +868,9 @@ static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 	if (!f->cached_opens && passthrough_wanted(ctx, f) &&
 	    !__atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED) &&
 	    backing_may_start(st)) {
+		/* No pack yet (-EAGAIN): its release has one made. */
 		rc =
 		    prefetch_open_whole(ctx->prefetch, f->pf, &f->checked, &fd);
-		if (rc == -EAGAIN)
-			pack_later(ctx, f, false);
 		if (rc == 0) {
 			id = passthrough_open(fd);
 			if (id > 0) {
@@ -1389,10 +1399,12 @@ void ops_cleanup(struct ops_ctx *ctx)
 
 	if (!st)
 		return;
-	/* The packer stops after the pack it is on: it uses the files'
-	 * state. */
+	/* The packer finishes its queue, for a few seconds at most (`wharf
+	 * umount` waits 10 for the process to end): packs left for later
+	 * make the next mount's first read of those files a read through
+	 * it beside the making of their packs. */
 	pthread_mutex_lock(&st->pack_mu);
-	st->npacks = 0;
+	st->packs_until_ns = now_ns() + PACKS_AT_UNMOUNT_NS;
 	pthread_mutex_unlock(&st->pack_mu);
 	if (st->packer_started)
 		pthread_join(st->packer, NULL);
