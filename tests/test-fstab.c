@@ -189,10 +189,10 @@ static void check_released(pid_t pid, const char *mnt, const char *cache)
 
 /* The options an fstab line would carry, mount(8)'s own among them. */
 #define FSTAB_OPTS                                                             \
-	"chunk_size=64K,memory_cache=8M,readahead=256K,max_connections=4,"    \
-	"origin_wait=20,"                                                     \
-	"ro,nosuid,nodev,noatime,allow_other,default_permissions,_netdev,"   \
-	"nofail,noauto,x-systemd.automount,X-mount.mkdir,"                  \
+	"chunk_size=64K,memory_cache=8M,readahead=256K,max_connections=4,"     \
+	"origin_wait=20,passthrough=off,"                                      \
+	"ro,nosuid,nodev,noatime,allow_other,default_permissions,_netdev,"     \
+	"nofail,noauto,x-systemd.automount,X-mount.mkdir,"                     \
 	"user,comment=x"
 
 START_TEST(test_helper_as_mount_runs_it)
@@ -278,6 +278,7 @@ START_TEST(test_bad_options_refused_by_name)
 	    {"insecure=yes", "-o insecure takes no value"},
 	    {"manifest", "-o manifest needs a value"},
 	    {"chunk_size=1K", "--chunk-size: 1K is outside 64K to 256M"},
+	    {"passthrough=always", "--passthrough=always: auto, on or off"},
 	};
 	char mnt[PATH_MAX], cache[PATH_MAX], err[PATH_MAX], *text;
 

@@ -2132,6 +2132,11 @@ START_TEST(test_cli_usage)
 			       fx_wharf_bin()),
 			 0);
 	ck_assert_int_eq(
+	    fx_sh("'%s' mount --passthrough=yes a b 2>&1 | "
+		  "grep -q -- '--passthrough=yes: auto, on or off'",
+		  fx_wharf_bin()),
+	    0);
+	ck_assert_int_eq(
 	    fx_sh("'%s' mount --help | grep -q -- '0: no cap'", fx_wharf_bin()),
 	    0);
 }
