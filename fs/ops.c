@@ -792,16 +792,17 @@ static void *packer_run(void *arg)
  * shards here).  So the open that finds no pack is served through the
  * mount, and its release, as that of any file read through it (its first
  * read, from the origin), has the pack made, after the read rather than
- * beside it: the next open finds the pack.  With check, the pack is
- * checked instead where it exists (check_next).
+ * beside it: the next open finds the pack.  So does a read to the end of
+ * a file through the mount, as releases stop coming once opens do (auto
+ * mode): that mount no longer hands files over, the next one will.  With
+ * check, the pack is checked instead where it exists (check_next).
  */
 static void pack_later(struct ops_ctx *ctx, struct ops_file *f, bool check)
 {
 	struct ops_state *st = ctx->state;
 
 	if (!st->passthrough || f->size <= ctx->chunk_size ||
-	    __atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&st->no_open, __ATOMIC_ACQUIRE))
+	    __atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&st->pack_mu);
 	for (unsigned i = 0; i < st->npacks; i++)
@@ -1119,6 +1120,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* After the reply: the reader need not wait for it. */
 	if (rd.spill && ctx->walk_readahead)
 		spill_to_next(ctx, ino, f, rd.spill);
+	/* Read to its end through the mount: have its pack made, also when
+	 * opens (and releases) no longer come, for the next mount. */
+	if (rc == 0 && (uint64_t)off + size >= f->size)
+		pack_later(ctx, f, false);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,

@@ -17,6 +17,8 @@
 
 /* Before <syslog.h>: its LOG_INFO macro (6) would shadow ours (2). */
 static enum log_level log_level = LOG_INFO;
+/* Atomic: the thread that sees the mount up detaches, while the others
+ * log. */
 static bool use_syslog;
 
 #include <syslog.h>
@@ -29,7 +31,7 @@ void log_set_level(enum log_level level)
 void log_to_syslog(const char *ident)
 {
 	openlog(ident, LOG_PID, LOG_DAEMON);
-	use_syslog = true;
+	__atomic_store_n(&use_syslog, true, __ATOMIC_RELEASE);
 }
 
 void wlog(enum log_level level, const char *fmt, ...)
@@ -44,7 +46,7 @@ void wlog(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (use_syslog)
+	if (__atomic_load_n(&use_syslog, __ATOMIC_ACQUIRE))
 		syslog(prio[level], "%s", msg);
 	else
 		fprintf(stderr, "wharf: %s: %s\n", tag[level], msg);

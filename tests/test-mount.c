@@ -1223,8 +1223,10 @@ static void open_close_n(const char *mnt, const char *name, int n)
  * Passthrough by default (auto): after a remount a file of many chunks
  * is read by the kernel from its pack, one of one chunk through the
  * mount; once files of one chunk make nearly all of 64 opens, opens stop
- * coming to the mount (the statistics say so) and every file is read
- * through it, the large one too; a remount starts over.
+ * coming to the mount (the statistics say so, and not while a file is
+ * open by passthrough) and every file is read through it, the large one
+ * too, while a file of many chunks read to its end still gets its pack;
+ * a remount starts over.
  */
 START_TEST(test_passthrough_auto)
 {
@@ -1280,11 +1282,18 @@ START_TEST(test_passthrough_auto)
 	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "bytes_served"),
 			 served + CHUNK + 1);
 	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
+	/* A file of many chunks read to its end meanwhile (no release
+	 * comes now) still gets its pack, for the next mount. */
+	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", 3 * CHUNK + 17),
+			 0);
+	ck_assert_int_eq(wait_packs(m.dir, 2), 0);
 	ck_assert_int_eq(mount_stop(&m), 0);
 
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 	ck_assert(fx_mount_passthrough_on(m.dir));
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", 3 * CHUNK + 17),
+			 0);
 	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
 	own_mount_end(&m, cache);
 }
