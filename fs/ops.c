@@ -90,9 +90,12 @@ struct ops_file {
 /* A file whose pack the packer is to make or check (pack_later). */
 struct pack_job {
 	struct ops_file *f;
-	bool check; /* check f's pack ahead of its open (check_next) */
+	bool check;	/* check f's pack ahead of its open (check_next) */
+	unsigned tries; /* made when not all of f was in the store yet */
 };
 #define PACK_QUEUE 64
+#define PACK_TRIES 3
+#define PACK_RETRY_US 100000
 #define PACKS_AT_UNMOUNT_NS (5 * 1000000000ull)
 
 /* fi->fh of a file's open while passthrough is on: how it is served. */
@@ -773,6 +776,17 @@ static void *packer_run(void *arg)
 		rc = j.check ? check_ahead(ctx, j.f) : -EAGAIN;
 		if (rc == -EAGAIN)
 			rc = prefetch_pack_whole(ctx->prefetch, j.f->pf);
+		/* A read's last chunks can reach the store after its reply:
+		 * look again a little later, a few times. */
+		if (rc == -ENOENT && j.tries < PACK_TRIES) {
+			j.tries++;
+			pthread_mutex_lock(&st->pack_mu);
+			if (st->npacks < PACK_QUEUE)
+				st->packs[st->npacks++] = j;
+			pthread_mutex_unlock(&st->pack_mu);
+			usleep(PACK_RETRY_US);
+			continue;
+		}
 		/* Not cached whole, compressed, no room, open: nothing to
 		 * do. */
 		if (rc && rc != -ENOENT && rc != -ENOTSUP && rc != -ENOSPC &&
