@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <sched.h>
 #include <wharf/hints.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,7 +751,13 @@ static void *packer_run(void *arg)
 {
 	struct ops_ctx *ctx = arg;
 	struct ops_state *st = ctx->state;
+	const struct sched_param idle = {0};
 
+	/* Only on a CPU nothing else wants: a pack is for later reads, and
+	 * made beside a cold read it slowed that read by 40% on 2 cores
+	 * (512 MiB from a local origin: 0.59-0.83 s alone, 0.81-1.50 s
+	 * beside the packer). */
+	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 	for (;;) {
 		struct pack_job j;
 		int rc;
