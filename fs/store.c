@@ -581,7 +581,7 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
  * Maps a raw chunk's file for the memory cache instead of copying it into
  * a fresh buffer (on a virtual machine whose host takes freed memory back,
  * the first touch of each fresh page costs ten times a copy), and verifies
- * it by hashing the mapping itself.  MAP_POPULATE fills the page table in
+ * it by hashing the mapping itself.  Populating it fills the page table in
  * one call: the hash then takes no fault per page, and the kernel's copy
  * into the FUSE reply finds the pages mapped.  Against a pread into a
  * reused buffer and a hash of that (the way before), this saves one copy
@@ -607,11 +607,17 @@ static int map_checked(int fd, uint64_t off, uint64_t len, uint8_t sum_kind,
 	/* Nothing to map (an empty chunk): read it instead. */
 	if (!map_len)
 		return -ENOTSUP;
-	p = mmap(NULL, map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
-		 (off_t)(off - lead));
+	p = mmap(NULL, map_len, PROT_READ, MAP_SHARED, fd, (off_t)(off - lead));
 	/* A cache on a filesystem that cannot map files: read it instead. */
 	if (p == MAP_FAILED)
 		return -ENOTSUP;
+	/* Unlike MAP_POPULATE, this reports a read error (which a touch of
+	 * the page would raise as SIGBUS); kernels before 5.14 lack it
+	 * (EINVAL), and the hash then faults the pages in. */
+	if (madvise(p, map_len, MADV_POPULATE_READ) && errno != EINVAL) {
+		munmap(p, map_len);
+		return -EIO;
+	}
 	if (chunk_sum(sum_kind, p + lead, len, seed) != sum) {
 		munmap(p, map_len);
 		*why = "checksum mismatch";
@@ -1148,6 +1154,23 @@ static int check_range(int fd, uint64_t start, uint64_t len, uint8_t sum_kind,
 	return 0;
 }
 
+/* check_range, by hashing a mapping of the range (which the file is known
+ * to hold): no copy into a buffer. */
+static int check_mapped(int fd, uint64_t start, uint64_t len, uint8_t sum_kind,
+			uint64_t seed, uint64_t sum, const char **why)
+{
+	struct store_map m;
+	int rc;
+
+	rc = map_checked(fd, start, len, sum_kind, seed, sum, &m, why);
+	if (rc == -ENOTSUP)
+		return check_range(fd, start, len, sum_kind, seed, sum, why, -1,
+				   0);
+	if (!rc)
+		munmap(m.map, m.map_len);
+	return rc;
+}
+
 static int check_raw_file(int fd, const struct hdr *h, size_t cap,
 			  const char **why)
 {
@@ -1155,8 +1178,8 @@ static int check_raw_file(int fd, const struct hdr *h, size_t cap,
 		return -ENOTSUP;
 	if (h->raw_len > cap)
 		return -EOVERFLOW;
-	return check_range(fd, 0, h->raw_len, h->sum_kind, key_seed(&h->key),
-			   h->sum, why, -1, 0);
+	return check_mapped(fd, 0, h->raw_len, h->sum_kind, key_seed(&h->key),
+			    h->sum, why);
 }
 
 /* The recency survives a remount: open() ranks chunks by atime, which
@@ -1407,9 +1430,35 @@ static struct store_file_id file_id(const struct stat *sb)
 				      .size = (uint64_t)sb->st_size};
 }
 
+/*
+ * Checks len bytes at off in map (a whole file's read-only mapping):
+ * populates them first, which reports a read error where a touch would
+ * raise SIGBUS.  One mapping for the whole check: a mapping per chunk
+ * made the checking threads queue on the address space's lock.
+ */
+static int check_in_map(const uint8_t *map, uint64_t off, uint64_t len,
+			uint8_t sum_kind, uint64_t seed, uint64_t sum,
+			const char **why)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uint64_t lead = off % page;
+
+	if (len &&
+	    madvise((void *)(map + off - lead), lead + len,
+		    MADV_POPULATE_READ) &&
+	    errno != EINVAL)
+		return -EIO;
+	if (chunk_sum(sum_kind, map + off, len, seed) != sum) {
+		*why = "checksum mismatch";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 /* A pack's check, shared by the threads that run it. */
 struct pack_checker {
 	int fd;
+	const uint8_t *map; /* the whole pack, or NULL: read it */
 	const struct spack *p;
 	uint32_t next; /* the next chunk to check (atomic) */
 	bool failed;   /* atomic: the others stop */
@@ -1428,10 +1477,14 @@ static void *pack_check_run(void *arg)
 	while (!__atomic_load_n(&c->failed, __ATOMIC_RELAXED) &&
 	       (i = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED)) < p->n) {
 		const char *why = NULL;
-		const int rc = check_range(c->fd, (uint64_t)i * p->chunk_size,
-					   pack_chunk_len(p, i), p->sum_kind,
-					   key_seed(&p->ent[i].key),
-					   p->ent[i].sum, &why, -1, 0);
+		const uint64_t off = (uint64_t)i * p->chunk_size;
+		const int rc =
+		    c->map ? check_in_map(c->map, off, pack_chunk_len(p, i),
+					  p->sum_kind, key_seed(&p->ent[i].key),
+					  p->ent[i].sum, &why)
+			   : check_range(c->fd, off, pack_chunk_len(p, i),
+					 p->sum_kind, key_seed(&p->ent[i].key),
+					 p->ent[i].sum, &why, -1, 0);
 
 		if (!rc)
 			continue;
@@ -1451,7 +1504,7 @@ static void *pack_check_run(void *arg)
  * Checks every chunk of pack p (open as fd), on up to `threads` threads:
  * a reader waits for this at the open that hands the pack over (its first
  * in a mount), and the chunks' checksums are independent, so every CPU
- * can take a share (a 256 MiB pack: 45 ms on one core here).  Threads
+ * can take a share (a 256 MiB pack: 27-37 ms on one core here).  Threads
  * are made per check: that costs microseconds, against milliseconds of
  * work per chunk.
  * @return 0, -EBADMSG with *why and *bad (a bad chunk), -EIO.
@@ -1462,6 +1515,16 @@ static int pack_check(int fd, const struct spack *p, unsigned threads,
 	struct pack_checker c = {.fd = fd, .p = p};
 	pthread_t helper[PACK_CHECK_THREADS];
 	unsigned made = 0;
+	void *map;
+
+	/* Hashing a mapping spares copying each byte into a buffer: a
+	 * 256 MiB pack in the page cache, on 2 threads, took 22-23 ms read
+	 * through a buffer and takes 16-19 ms (bench/RESULTS.md,
+	 * 2026-11-26 23:50). */
+	map = p->size ? mmap(NULL, p->size, PROT_READ, MAP_SHARED, fd, 0)
+		      : MAP_FAILED;
+	if (map != MAP_FAILED)
+		c.map = map;
 
 	if (threads > p->n)
 		threads = p->n;
@@ -1475,6 +1538,8 @@ static int pack_check(int fd, const struct spack *p, unsigned threads,
 	for (unsigned i = 0; i < made; i++)
 		pthread_join(helper[i], NULL);
 	pthread_mutex_destroy(&c.mu);
+	if (c.map)
+		munmap(map, p->size);
 	*bad = c.bad;
 	*why = c.why;
 	return c.rc;
