@@ -1518,9 +1518,9 @@ static int pack_check(int fd, const struct spack *p, unsigned threads,
 	void *map;
 
 	/* Hashing a mapping spares copying each byte into a buffer: a
-	 * 256 MiB pack in the page cache, on 2 threads, took 22-23 ms read
-	 * through a buffer and takes 16-19 ms (bench/RESULTS.md,
-	 * 2026-11-26 23:50). */
+	 * 256 MiB pack in the page cache, on 2 threads, took 22-24 ms read
+	 * through a buffer and takes 16-23 ms (bench/RESULTS.md,
+	 * 2026-11-26 23:40). */
 	map = p->size ? mmap(NULL, p->size, PROT_READ, MAP_SHARED, fd, 0)
 		      : MAP_FAILED;
 	if (map != MAP_FAILED)
