@@ -33,7 +33,6 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
-#include <sched.h>
 #include <wharf/hints.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +85,7 @@ struct ops_file {
 	unsigned cached_opens, backing_opens;
 	int backing_id, backing_fd;
 	struct store_file_id checked; /* the cache file last verified */
+	bool no_pack; /* atomic: the store cannot pack it (compressed) */
 };
 
 /* A file whose pack the packer is to make or check (pack_later). */
@@ -751,13 +751,9 @@ static void *packer_run(void *arg)
 {
 	struct ops_ctx *ctx = arg;
 	struct ops_state *st = ctx->state;
-	const struct sched_param idle = {0};
 
-	/* Only on a CPU nothing else wants: a pack is for later reads, and
-	 * made beside a cold read it slowed that read by 40% on 2 cores
-	 * (512 MiB from a local origin: 0.59-0.83 s alone, 0.81-1.50 s
-	 * beside the packer). */
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+	/* At the mount's priority: an open may wait for a check made here,
+	 * and the store copies into a pack at idle priority itself. */
 	for (;;) {
 		struct pack_job j;
 		int rc;
@@ -794,6 +790,9 @@ static void *packer_run(void *arg)
 			usleep(PACK_RETRY_US);
 			continue;
 		}
+		/* Compressed: asked no more in this mount. */
+		if (rc == -ENOTSUP)
+			__atomic_store_n(&j.f->no_pack, true, __ATOMIC_RELAXED);
 		/* Not cached whole, compressed, no room, open: nothing to
 		 * do. */
 		if (rc && rc != -ENOENT && rc != -ENOTSUP && rc != -ENOSPC &&
@@ -823,6 +822,7 @@ static void pack_later(struct ops_ctx *ctx, struct ops_file *f, bool check)
 	struct ops_state *st = ctx->state;
 
 	if (!st->passthrough || f->size <= ctx->chunk_size ||
+	    __atomic_load_n(&f->no_pack, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&st->passthrough_failed, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&st->pack_mu);
@@ -905,11 +905,14 @@ static int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 			/* The kernel's answer does not change while
 			 * mounted. */
 			if (!__atomic_exchange_n(&st->passthrough_failed, true,
-						 __ATOMIC_RELAXED))
+						 __ATOMIC_RELAXED)) {
 				log_warn("the kernel refused a cache file for "
 					 "passthrough (%s): reads go through "
 					 "the mount",
 					 strerror(-id));
+				/* Hints load those files again. */
+				prefetch_kernel_reads_cached(ctx->prefetch, 0);
+			}
 			id = 0;
 		}
 		__atomic_sub_fetch(&st->backing_live, 1, __ATOMIC_SEQ_CST);

@@ -51,6 +51,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -777,6 +778,8 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 
 /* A pack (see "packs" below) as the index knows it.  Freed with the last
  * sentry that points to it. */
+#define PACK_USED_EVERY_NS 1000000000ull
+
 struct spack {
 	struct chunk_key key; /* chunk 0's: it names the pack's files */
 	uint64_t chunk_size, size;
@@ -784,6 +787,7 @@ struct spack {
 	uint8_t sum_kind;
 	unsigned refs;	  /* sentries and callers holding it (atomic) */
 	uint32_t indexed; /* its chunks in the index, under mu */
+	uint64_t used_ns; /* its chunks last moved up the LRU (atomic) */
 	struct pack_ent {
 		struct chunk_key key;
 		uint64_t sum; /* of the chunk's bytes */
@@ -798,6 +802,7 @@ struct sentry {
 	/* NULL: the chunk is a chunk file; else chunk idx of this pack. */
 	struct spack *pack;
 	uint32_t idx;
+	bool zstd; /* stored compressed: it cannot join a pack */
 };
 
 static void pack_unref(struct spack *p)
@@ -1394,7 +1399,8 @@ static int pack_load(int dirfd, const struct chunk_key *key, struct spack **out,
 
 /* Opens pack p's bytes (flags added to CHUNK_OPEN), checked to be a
  * regular file of p's size; *sb gets its stat.
- * @return 0 with *fd; -ENOENT; -EBADMSG with *why; -EIO. */
+ * @return 0 with *fd; -ENOENT; -EBADMSG with *why and *fd still open, so
+ * that the file judged is the one removed; -EIO. */
 static int pack_open_data(int dirfd, const struct spack *p, int flags, int *fd,
 			  struct stat *sb, const char **why)
 {
@@ -1417,8 +1423,6 @@ static int pack_open_data(int dirfd, const struct spack *p, int flags, int *fd,
 	       : (uint64_t)sb->st_size < p->size
 		   ? "pack truncated"
 		   : "pack longer than its index says";
-	close(*fd);
-	*fd = -1;
 	return -EBADMSG;
 }
 
@@ -1625,7 +1629,7 @@ static void pack_drop_bad(struct store *st, const struct spack *p, int fd,
 	struct sentry *gone = NULL;
 
 	pack_names(&p->key, data, idx);
-	log_warn("%s/%.2s/%s: chunk %u of this cached pack is corrupt (%s); "
+	log_warn("%s/%.2s/%s: cannot use chunk %u of this cached pack (%s); "
 		 "removed, its %u chunks will be fetched again",
 		 st->chunkdir, data, data, bad, why, p->n);
 	STAT_ADD(st->corrupt, 1);
@@ -1659,19 +1663,29 @@ static struct spack *pack_of(struct store *st, const struct chunk_key *key,
 
 /* Marks a use of pack p: its chunks become the most recent, and its
  * file's time moves (as touch_file does for a chunk file). */
-static void pack_used(struct store *st, const struct spack *p, int fd,
+static void pack_used(struct store *st, struct spack *p, int fd,
 		      const struct stat *sb)
 {
-	pthread_mutex_lock(&st->mu);
-	for (uint32_t i = 0; i < p->n; i++) {
-		struct sentry *e = index_find(st, &p->ent[i].key);
+	const uint64_t now = now_ns();
+	uint64_t last = __atomic_load_n(&p->used_ns, __ATOMIC_RELAXED);
 
-		if (e && e->pack == p) {
-			lru_unlink(e);
-			lru_push_front(st, e);
+	/* Every chunk moves (eviction takes the pack whole), which costs n
+	 * steps under mu: at most once a second per pack, not per read (a
+	 * 4 GiB file of 64 KiB chunks made each read hold mu for 0.8 ms). */
+	if ((!last || now - last >= PACK_USED_EVERY_NS) &&
+	    __atomic_compare_exchange_n(&p->used_ns, &last, now, false,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&st->mu);
+		for (uint32_t i = 0; i < p->n; i++) {
+			struct sentry *e = index_find(st, &p->ent[i].key);
+
+			if (e && e->pack == p) {
+				lru_unlink(e);
+				lru_push_front(st, e);
+			}
 		}
+		pthread_mutex_unlock(&st->mu);
 	}
-	pthread_mutex_unlock(&st->mu);
 	touch_file(fd,
 		   sb->st_atime > sb->st_mtime ? sb->st_atime : sb->st_mtime);
 }
@@ -1700,7 +1714,8 @@ static int get_packed(struct store *st, struct spack *p, uint32_t idx,
 	}
 	if (rc == -EBADMSG) {
 		STAT_ADD(st->misses, 1);
-		pack_drop_bad(st, p, -1, idx, why);
+		pack_drop_bad(st, p, fd, idx, why);
+		close(fd);
 		return rc;
 	}
 	if (rc)
@@ -1720,9 +1735,11 @@ static int get_packed(struct store *st, struct spack *p, uint32_t idx,
 		if (why)
 			rc = -EBADMSG;
 	}
-	if (rc == -EBADMSG) {
+	/* A read error too: a pack is never written in place, so its chunk
+	 * would be fetched again at every read, and never cached. */
+	if (rc == -EBADMSG || rc == -EIO) {
 		STAT_ADD(st->misses, 1);
-		pack_drop_bad(st, p, fd, idx, why);
+		pack_drop_bad(st, p, fd, idx, why ? why : "read error");
 		close(fd);
 		return rc;
 	}
@@ -1770,10 +1787,26 @@ static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
 		    (i && h.sum_kind != p->sum_kind)))
 		rc = -ENOTSUP;
 	if (!rc) {
+		int policy;
+		struct sched_param was;
+		const struct sched_param idle = {0};
+		const bool lowered =
+		    !pthread_getschedparam(pthread_self(), &policy, &was) &&
+		    !pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+
 		p->sum_kind = h.sum_kind;
 		p->ent[i].sum = h.sum;
+		/* The copy runs only on a CPU nothing else wants: a pack is
+		 * for later reads, and beside a CPU-bound cold read the
+		 * copying slowed it by 40% on 2 cores (bench/RESULTS.md,
+		 * 2026-11-26 17:15).  Only the copy, where no lock is held:
+		 * a thread preempted at idle priority can wait a second for
+		 * a CPU, and so would a reader waiting on its lock. */
 		rc = check_range(fd, 0, h.raw_len, h.sum_kind, key_seed(key),
 				 h.sum, &why, out, (uint64_t)i * p->chunk_size);
+		if (lowered)
+			(void)pthread_setschedparam(pthread_self(), policy,
+						    &was);
 	}
 	if (rc == -EBADMSG)
 		chunk_file_bad(st, key, fd, why);
@@ -1797,6 +1830,16 @@ static int write_new(int dirfd, const char *name, const void *buf, size_t len)
 	if (close(fd) && !rc)
 		rc = -errno;
 	return rc;
+}
+
+/* Under mu: whether any chunk of p (every one in the index) is stored
+ * compressed. */
+static bool pack_members_compressed(struct store *st, const struct spack *p)
+{
+	for (uint32_t i = 0; i < p->n; i++)
+		if (index_find(st, &p->ent[i].key)->zstd)
+			return true;
+	return false;
 }
 
 /* Under mu: whether every chunk of p is in the index, as a chunk file
@@ -1847,6 +1890,9 @@ static int pack_make(struct store *st, struct spack *p,
 	pthread_mutex_lock(&st->mu);
 	if (!pack_members_present(st, p, false, &members)) {
 		rc = -ENOENT;
+	} else if (pack_members_compressed(st, p)) {
+		/* Found before making room: it would evict for nothing. */
+		rc = -ENOTSUP;
 	} else if (st->cfg.max_bytes &&
 		   st->reserved + members + pdisk > st->cfg.max_bytes) {
 		rc = -ENOSPC;
@@ -1923,6 +1969,7 @@ static int pack_make(struct store *st, struct spack *p,
 	for (uint32_t i = 0; !rc && i < p->n; i++) {
 		const struct chunk_key *key = &p->ent[i].key;
 		struct sentry *e;
+		bool removed;
 		char hex[33];
 
 		store_key_hex(key, hex);
@@ -1930,9 +1977,12 @@ static int pack_make(struct store *st, struct spack *p,
 		pthread_mutex_lock(&st->mu);
 		e = index_find(st, key);
 		pthread_mutex_unlock(&st->mu);
-		if (e && e->pack == p)
-			(void)unlinkat(st->dirfd[key->b[0]], hex, 0);
+		removed = e && e->pack == p &&
+			  !unlinkat(st->dirfd[key->b[0]], hex, 0);
 		pthread_mutex_unlock(&st->stripe[key->b[0]]);
+		/* A mapping of the file would keep its blocks. */
+		if (removed && st->cfg.evicted)
+			st->cfg.evicted(st->cfg.evicted_arg, key);
 	}
 	pthread_mutex_lock(&st->mu);
 	st->reserved -= pdisk;
@@ -2027,10 +2077,12 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 			rc = pack_check(fd, p, st->ncpu, &bad, &why);
 		if (!rc)
 			*checked = id;
+		else if (rc == -EIO)
+			why = "read error"; /* dropped too: see get_packed */
 		else if (rc != -EBADMSG)
 			close(fd);
 	}
-	if (rc == -EBADMSG) {
+	if (rc == -EBADMSG || (rc == -EIO && why)) {
 		pack_drop_bad(st, p, fd, bad, why);
 		if (fd >= 0)
 			close(fd);
@@ -2331,6 +2383,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	e->key = *key;
 	e->disk = disk;
 	e->raw = len;
+	e->zstd = h.codec == CODEC_ZSTD;
 
 	/* Make room first, so the files on disk never exceed the cap. */
 	pthread_mutex_lock(&st->mu);
@@ -2851,6 +2904,7 @@ static int scan_one(const struct store_entry *e, void *arg)
 	se->key = e->key;
 	se->disk = e->disk_bytes;
 	se->raw = e->raw_bytes;
+	se->zstd = e->zstd;
 	if (e->pack) {
 		se->pack = (struct spack *)e->pack;
 		se->idx = e->pack_index;
@@ -2943,11 +2997,13 @@ static int scan(struct store *st, char **err)
 		}
 		pthread_mutex_unlock(&st->mu);
 	}
+	/* Left over: chunk files a pack holds too.  After a failed scan none
+	 * went into the index, and every file stays. */
 	for (size_t i = 0; i < s.n; i++) {
 		struct sentry *e = s.v[i].e;
 		char hex[33];
 
-		if (e && !e->pack) {
+		if (!rc && e && !e->pack) {
 			store_key_hex(&e->key, hex);
 			(void)unlinkat(st->dirfd[e->key.b[0]], hex, 0);
 		}

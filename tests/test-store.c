@@ -1788,7 +1788,8 @@ static void cut_to(const char *path, off_t n)
  * A pack damaged between mounts is never served, and goes whole (its
  * chunks are fetched again): found by the open that hands it over (0), by
  * a read of one chunk (1), by `wharf cache verify`'s walk (2), or by the
- * scan at open: a pack cut short (3), a damaged index (4).
+ * scan at open: a pack cut short (3), a damaged index (4).  A pack cut
+ * short while the store is open goes whole at its next read (5).
  */
 START_TEST(pack_damaged)
 {
@@ -1825,9 +1826,11 @@ START_TEST(pack_damaged)
 	case 3:
 		cut_to(path, PSIZE - 1);
 		break;
-	default:
+	case 4:
 		flip_byte(idx, 70, 0x01);
 		break;
+	default:
+		break; /* cut below, while the store is open */
 	}
 	if (_i == 2) {
 		t = tally(dir, STORE_WALK_VERIFY);
@@ -1846,6 +1849,11 @@ START_TEST(pack_damaged)
 		ck_assert_int_eq(store_get(st, &k[0], back, PCS, &len), 0);
 		ck_assert_int_eq(store_get(st, &k[1], back, PCS, &len),
 				 -EBADMSG);
+	} else if (_i == 5) {
+		/* Both of its files go, not the index alone. */
+		cut_to(path, PSIZE - 1);
+		ck_assert_int_eq(store_get(st, &k[1], back, PCS, &len),
+				 -EBADMSG);
 	}
 	ck_assert_int_eq(access(path, F_OK), -1);
 	ck_assert_int_eq(access(idx, F_OK), -1);
@@ -1857,7 +1865,7 @@ START_TEST(pack_damaged)
 	store_get_stats(st, &ss);
 	ck_assert_uint_eq(ss.chunks, 0);
 	ck_assert_uint_eq(ss.packs, 0);
-	ck_assert_uint_eq(ss.corrupt, _i < 2 ? 1 : 0);
+	ck_assert_uint_eq(ss.corrupt, _i < 2 || _i == 5 ? 1 : 0);
 	/* Fetched again, it is packed again. */
 	put_object(st, k, data);
 	memset(&checked, 0, sizeof(checked));
@@ -1910,7 +1918,11 @@ START_TEST(pack_evicted_whole)
 	put_object(st, ev.k, data);
 	ck_assert_int_eq(
 	    store_open_object(st, ev.k, PN, PCS, PSIZE, &checked, &fd), 0);
-	ck_assert_uint_eq(ev.n, 0);
+	/* The chunk files the pack replaced are reported gone: a mapping
+	 * of one would keep its blocks. */
+	ck_assert_uint_eq(ev.n, PN);
+	ck_assert_uint_eq(ev.of_object, PN);
+	ev.n = ev.of_object = 0;
 	/* Newer chunks push the pack out: all of it at once. */
 	for (unsigned i = 0; ev.of_object == 0; i++) {
 		ck_assert_uint_lt(i, 20);
@@ -1945,6 +1957,50 @@ START_TEST(pack_evicted_whole)
 	store_close(st);
 	free(data);
 	free(back);
+}
+END_TEST
+
+/*
+ * An object stored compressed makes no pack, and asking for one evicts
+ * nothing: the store finds that out before it makes room for the pack.
+ */
+START_TEST(pack_compressed_evicts_nothing)
+{
+	const uint64_t pdisk = (PSIZE + 4095) / 4096 * 4096;
+	struct store_config cfg = {.dir = dir};
+	uint8_t *data = malloc(PSIZE), *other = malloc(PCS);
+	struct store *st = NULL;
+	struct store_stats ss;
+	struct chunk_key k[PN], o;
+	char *err = NULL;
+
+	fill_text(data, PSIZE, 95);
+	obj_keys(k, "/data/text.bin");
+	fill_random(other, PCS, 96);
+	key_n(&o, 7);
+	st = open_store(dir, 0);
+	put_object(st, k, data);
+	ck_assert_int_eq(store_put(st, &o, other, PCS), 0);
+	store_get_stats(st, &ss);
+	store_close(st);
+	/* Room for the object's chunks and a pack beside them, but not for
+	 * the other chunk too: making the pack would evict it. */
+	cfg.max_bytes = ss.bytes_on_disk - 73728 + pdisk + 73728 / 2;
+	ck_assert_int_eq(store_open(&cfg, &st, &err), 0);
+	ck_assert_int_eq(store_pack_object(st, k, PN, PCS, PSIZE), -ENOTSUP);
+	ck_assert(store_has(st, &o));
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.evictions, 0);
+	ck_assert_uint_eq(ss.packs, 0);
+	for (unsigned i = 0; i < PN; i++) {
+		size_t len = 0;
+
+		ck_assert_int_eq(store_get(st, &k[i], other, PCS, &len), 0);
+		ck_assert_mem_eq(other, data + (size_t)i * PCS, len);
+	}
+	store_close(st);
+	free(data);
+	free(other);
 }
 END_TEST
 
@@ -2060,8 +2116,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, concurrency);
 	tcase_add_test(tc, prune_and_clear);
 	tcase_add_test(tc, pack_made_and_read);
-	tcase_add_loop_test(tc, pack_damaged, 0, 5);
+	tcase_add_loop_test(tc, pack_damaged, 0, 6);
 	tcase_add_test(tc, pack_evicted_whole);
+	tcase_add_test(tc, pack_compressed_evicts_nothing);
 	tcase_add_test(tc, pack_crash_leftovers);
 	suite_add_tcase(s, tc);
 
