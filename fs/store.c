@@ -1879,6 +1879,7 @@ static int pack_make(struct store *st, struct spack *p,
 	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
 	char tdata[80], tidx[80];
 	struct sentry *victims = NULL;
+	bool renamed = false;
 	uint64_t members;
 	uint8_t *ib = NULL;
 	size_t ilen;
@@ -1936,8 +1937,17 @@ static int pack_make(struct store *st, struct spack *p,
 	}
 	if (!rc) {
 		pthread_mutex_lock(&st->stripe[fan]);
-		if (renameat(st->dirfd[fan], tidx, st->dirfd[fan], idx) ||
-		    renameat(st->dirfd[fan], tdata, st->dirfd[fan], data)) {
+		/* Made by another meanwhile: renaming over its files and then
+		 * finding the chunks packed would remove them. */
+		pthread_mutex_lock(&st->mu);
+		renamed = pack_members_present(st, p, false, &members);
+		pthread_mutex_unlock(&st->mu);
+		if (!renamed) {
+			rc = -ENOENT;
+		} else if (renameat(st->dirfd[fan], tidx, st->dirfd[fan],
+				    idx) ||
+			   renameat(st->dirfd[fan], tdata, st->dirfd[fan],
+				    data)) {
 			rc = -errno;
 			(void)pack_unlink(st->dirfd[fan], &p->key);
 		}
@@ -1958,7 +1968,7 @@ static int pack_make(struct store *st, struct spack *p,
 			st->packs++;
 		}
 		pthread_mutex_unlock(&st->mu);
-		if (rc == -ENOENT)
+		if (rc == -ENOENT && renamed)
 			(void)pack_unlink(st->dirfd[fan], &p->key);
 		pthread_mutex_unlock(&st->stripe[fan]);
 	}
