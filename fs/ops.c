@@ -85,7 +85,7 @@ struct ops_file {
 	unsigned cached_opens, backing_opens;
 	int backing_id, backing_fd;
 	struct store_file_id checked; /* the cache file last verified */
-	bool no_pack; /* atomic: the store cannot pack it (compressed) */
+	bool no_pack; /* atomic: the store cannot pack it (compressed chunks) */
 };
 
 /* A file whose pack the packer is to make or check (pack_later). */

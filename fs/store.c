@@ -579,6 +579,33 @@ static int pread_full(int fd, void *buf, size_t n, off_t off)
 }
 
 /*
+ * Checks len bytes at off in map (a read-only mapping of a file from a
+ * page boundary): populates them first, which fills the page table in one
+ * call and, unlike MAP_POPULATE, reports a read error where a touch of
+ * the page would raise SIGBUS (kernels before 5.14 lack it: EINVAL, and
+ * the hash then faults the pages in).
+ * @return 0, -EBADMSG with *why, -EIO.
+ */
+static int check_in_map(const uint8_t *map, uint64_t off, uint64_t len,
+			uint8_t sum_kind, uint64_t seed, uint64_t sum,
+			const char **why)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uint64_t lead = off % page;
+
+	if (len &&
+	    madvise((void *)(map + off - lead), lead + len,
+		    MADV_POPULATE_READ) &&
+	    errno != EINVAL)
+		return -EIO;
+	if (chunk_sum(sum_kind, map + off, len, seed) != sum) {
+		*why = "checksum mismatch";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/*
  * Maps a raw chunk's file for the memory cache instead of copying it into
  * a fresh buffer (on a virtual machine whose host takes freed memory back,
  * the first touch of each fresh page costs ten times a copy), and verifies
@@ -604,6 +631,7 @@ static int map_checked(int fd, uint64_t off, uint64_t len, uint8_t sum_kind,
 	const uint64_t lead = off % (uint64_t)sysconf(_SC_PAGESIZE);
 	const size_t map_len = (size_t)(lead + len);
 	uint8_t *p;
+	int rc;
 
 	/* Nothing to map (an empty chunk): read it instead. */
 	if (!map_len)
@@ -612,17 +640,10 @@ static int map_checked(int fd, uint64_t off, uint64_t len, uint8_t sum_kind,
 	/* A cache on a filesystem that cannot map files: read it instead. */
 	if (p == MAP_FAILED)
 		return -ENOTSUP;
-	/* Unlike MAP_POPULATE, this reports a read error (which a touch of
-	 * the page would raise as SIGBUS); kernels before 5.14 lack it
-	 * (EINVAL), and the hash then faults the pages in. */
-	if (madvise(p, map_len, MADV_POPULATE_READ) && errno != EINVAL) {
+	rc = check_in_map(p, lead, len, sum_kind, seed, sum, why);
+	if (rc) {
 		munmap(p, map_len);
-		return -EIO;
-	}
-	if (chunk_sum(sum_kind, p + lead, len, seed) != sum) {
-		munmap(p, map_len);
-		*why = "checksum mismatch";
-		return -EBADMSG;
+		return rc;
 	}
 	m->map = p;
 	m->map_len = map_len;
@@ -776,10 +797,11 @@ static int read_chunk(int fd, const struct chunk_key *key, struct tctx **tp,
 
 /* ---- the store ---- */
 
-/* A pack (see "packs" below) as the index knows it.  Freed with the last
- * sentry that points to it. */
+/* How often a pack's chunks move up the LRU (pack_used). */
 #define PACK_USED_EVERY_NS 1000000000ull
 
+/* A pack (see "packs" below) as the index knows it.  Freed with the last
+ * sentry that points to it. */
 struct spack {
 	struct chunk_key key; /* chunk 0's: it names the pack's files */
 	uint64_t chunk_size, size;
@@ -1159,32 +1181,26 @@ static int check_range(int fd, uint64_t start, uint64_t len, uint8_t sum_kind,
 	return 0;
 }
 
-/* check_range, by hashing a mapping of the range (which the file is known
- * to hold): no copy into a buffer. */
-static int check_mapped(int fd, uint64_t start, uint64_t len, uint8_t sum_kind,
-			uint64_t seed, uint64_t sum, const char **why)
-{
-	struct store_map m;
-	int rc;
-
-	rc = map_checked(fd, start, len, sum_kind, seed, sum, &m, why);
-	if (rc == -ENOTSUP)
-		return check_range(fd, start, len, sum_kind, seed, sum, why, -1,
-				   0);
-	if (!rc)
-		munmap(m.map, m.map_len);
-	return rc;
-}
-
+/* Checks a raw chunk file whole, by hashing a mapping of it (no copy into
+ * a buffer), or reading it where it cannot be mapped. */
 static int check_raw_file(int fd, const struct hdr *h, size_t cap,
 			  const char **why)
 {
+	const uint64_t seed = key_seed(&h->key);
+	struct store_map m;
+	int rc;
+
 	if (h->codec != CODEC_RAW || h->payload)
 		return -ENOTSUP;
 	if (h->raw_len > cap)
 		return -EOVERFLOW;
-	return check_mapped(fd, 0, h->raw_len, h->sum_kind, key_seed(&h->key),
-			    h->sum, why);
+	rc = map_checked(fd, 0, h->raw_len, h->sum_kind, seed, h->sum, &m, why);
+	if (rc == -ENOTSUP)
+		return check_range(fd, 0, h->raw_len, h->sum_kind, seed, h->sum,
+				   why, -1, 0);
+	if (!rc)
+		munmap(m.map, m.map_len);
+	return rc;
 }
 
 /* The recency survives a remount: open() ranks chunks by atime, which
@@ -1434,31 +1450,6 @@ static struct store_file_id file_id(const struct stat *sb)
 				      .size = (uint64_t)sb->st_size};
 }
 
-/*
- * Checks len bytes at off in map (a whole file's read-only mapping):
- * populates them first, which reports a read error where a touch would
- * raise SIGBUS.  One mapping for the whole check: a mapping per chunk
- * made the checking threads queue on the address space's lock.
- */
-static int check_in_map(const uint8_t *map, uint64_t off, uint64_t len,
-			uint8_t sum_kind, uint64_t seed, uint64_t sum,
-			const char **why)
-{
-	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	const uint64_t lead = off % page;
-
-	if (len &&
-	    madvise((void *)(map + off - lead), lead + len,
-		    MADV_POPULATE_READ) &&
-	    errno != EINVAL)
-		return -EIO;
-	if (chunk_sum(sum_kind, map + off, len, seed) != sum) {
-		*why = "checksum mismatch";
-		return -EBADMSG;
-	}
-	return 0;
-}
-
 /* A pack's check, shared by the threads that run it. */
 struct pack_checker {
 	int fd;
@@ -1634,7 +1625,7 @@ static void pack_drop_bad(struct store *st, const struct spack *p, int fd,
 		 st->chunkdir, data, data, bad, why, p->n);
 	STAT_ADD(st->corrupt, 1);
 	pthread_mutex_lock(&st->stripe[fan]);
-	if (fd < 0 || unlink_if_same(st->dirfd[fan], data, fd) == 0)
+	if (unlink_if_same(st->dirfd[fan], data, fd) == 0)
 		(void)unlinkat(st->dirfd[fan], idx, 0);
 	pthread_mutex_lock(&st->mu);
 	pack_forget_locked(st, p, &gone);
@@ -1672,7 +1663,7 @@ static void pack_used(struct store *st, struct spack *p, int fd,
 	/* Every chunk moves (eviction takes the pack whole), which costs n
 	 * steps under mu: at most once a second per pack, not per read (a
 	 * 4 GiB file of 64 KiB chunks made each read hold mu for 0.8 ms). */
-	if ((!last || now - last >= PACK_USED_EVERY_NS) &&
+	if (now - last >= PACK_USED_EVERY_NS &&
 	    __atomic_compare_exchange_n(&p->used_ns, &last, now, false,
 					__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&st->mu);
@@ -1879,7 +1870,7 @@ static int pack_make(struct store *st, struct spack *p,
 	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
 	char tdata[80], tidx[80];
 	struct sentry *victims = NULL;
-	bool renamed = false;
+	bool still_whole = false;
 	uint64_t members;
 	uint8_t *ib = NULL;
 	size_t ilen;
@@ -1940,9 +1931,9 @@ static int pack_make(struct store *st, struct spack *p,
 		/* Made by another meanwhile: renaming over its files and then
 		 * finding the chunks packed would remove them. */
 		pthread_mutex_lock(&st->mu);
-		renamed = pack_members_present(st, p, false, &members);
+		still_whole = pack_members_present(st, p, false, &members);
 		pthread_mutex_unlock(&st->mu);
-		if (!renamed) {
+		if (!still_whole) {
 			rc = -ENOENT;
 		} else if (renameat(st->dirfd[fan], tidx, st->dirfd[fan],
 				    idx) ||
@@ -1968,7 +1959,7 @@ static int pack_make(struct store *st, struct spack *p,
 			st->packs++;
 		}
 		pthread_mutex_unlock(&st->mu);
-		if (rc == -ENOENT && renamed)
+		if (rc == -ENOENT && still_whole)
 			(void)pack_unlink(st->dirfd[fan], &p->key);
 		pthread_mutex_unlock(&st->stripe[fan]);
 	}
@@ -2087,15 +2078,14 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 			rc = pack_check(fd, p, st->ncpu, &bad, &why);
 		if (!rc)
 			*checked = id;
-		else if (rc == -EIO)
-			why = "read error"; /* dropped too: see get_packed */
-		else if (rc != -EBADMSG)
-			close(fd);
 	}
-	if (rc == -EBADMSG || (rc == -EIO && why)) {
-		pack_drop_bad(st, p, fd, bad, why);
-		if (fd >= 0)
-			close(fd);
+	/* A read error in the check too: see get_packed.  (-EIO from
+	 * pack_open_data leaves no fd.) */
+	if (rc == -EBADMSG || (rc == -EIO && fd >= 0)) {
+		pack_drop_bad(st, p, fd, bad, why ? why : "read error");
+		close(fd);
+	} else if (rc && fd >= 0) {
+		close(fd);
 	} else if (rc == -ENOENT) {
 		struct sentry *gone = NULL;
 
