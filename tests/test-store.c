@@ -1850,10 +1850,33 @@ START_TEST(pack_damaged)
 		ck_assert_int_eq(store_get(st, &k[1], back, PCS, &len),
 				 -EBADMSG);
 	} else if (_i == 5) {
-		/* Both of its files go, not the index alone. */
+		char log[1100], *said;
+		size_t said_len;
+		int saved;
+		FILE *f;
+
+		/* Both of its files go, not the index alone, and the log
+		 * says why. */
 		cut_to(path, PSIZE - 1);
+		snprintf(log, sizeof(log), "%s.log", dir);
+		fflush(stderr);
+		saved = dup(STDERR_FILENO);
+		f = fopen(log, "w");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_ge(dup2(fileno(f), STDERR_FILENO), 0);
 		ck_assert_int_eq(store_get(st, &k[1], back, PCS, &len),
 				 -EBADMSG);
+		fflush(stderr);
+		ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
+		close(saved);
+		fclose(f);
+		said = fx_read_file(log, &said_len);
+		ck_assert_ptr_nonnull(said);
+		ck_assert_msg(strstr(said, "pack truncated") &&
+				  strstr(said, "will be fetched again"),
+			      "log: %s", said);
+		free(said);
+		unlink(log);
 	}
 	ck_assert_int_eq(access(path, F_OK), -1);
 	ck_assert_int_eq(access(idx, F_OK), -1);
