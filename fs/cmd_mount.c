@@ -1176,7 +1176,7 @@ int cmd_mount(int argc, char **argv)
 		return rc < 0 ? 0 : rc;
 	}
 	if (o.debug)
-		log_set_level(LOG_DEBUG);
+		log_set_level(WHARF_LOG_DEBUG);
 	if (o.foreground) {
 		rc = serve(&o, -1);
 		mount_opts_free(&o);

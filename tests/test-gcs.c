@@ -321,7 +321,7 @@ static void log_to(const char *path)
 	ck_assert_int_ge(fd, 0);
 	dup2(fd, 2);
 	close(fd);
-	log_set_level(LOG_DEBUG);
+	log_set_level(WHARF_LOG_DEBUG);
 }
 
 /* Puts stderr back; @return what was logged since log_to(path). */
@@ -334,7 +334,7 @@ static char *log_end(const char *path)
 	dup2(log_saved, 2);
 	close(log_saved);
 	log_saved = -1;
-	log_set_level(LOG_INFO);
+	log_set_level(WHARF_LOG_INFO);
 	log = fx_read_file(path, &n);
 	ck_assert_ptr_nonnull(log);
 	return log;

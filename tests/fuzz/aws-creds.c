@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	unsetenv("AWS_PROFILE");

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *err = NULL;
 	int rc;
 
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	rc = gcp_key_file_check(fuzz_file(data, size), &err);
 	FUZZ_ASSERT(rc <= 0);
 	FUZZ_ASSERT(rc == 0 || rc == -ENOMEM || err);

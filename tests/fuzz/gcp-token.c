@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char tok[GCP_TOKEN_MAX];
 	uint64_t expires = 7;
 
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	if (!gcp_token_json(text, size, tok, &expires, "fuzz", &err))
 		check_token(tok);
 	free(err);

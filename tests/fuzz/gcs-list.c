@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t count = 0;
 	int rc;
 
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	if (size < 1)
 		return 0;
 	rc = gcs_parse_list_page((const char *)data + 1, size - 1,

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t count = 0;
 	int rc;
 
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	rc = listing_parse_json(body, size, fuzz_check_entry, &count, &err);
 	FUZZ_ASSERT(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	FUZZ_ASSERT(rc != -EINVAL || err);

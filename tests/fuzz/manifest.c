@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t count = 0;
 	int rc;
 
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	rc = manifest_parse((const char *)data, size, &m, &err);
 	FUZZ_ASSERT(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	free(err);

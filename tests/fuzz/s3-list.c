@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t count = 0;
 	int rc;
 
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	if (size < 1)
 		return 0;
 	memset(&page, 0, sizeof(page));

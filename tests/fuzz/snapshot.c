@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	log_set_level(LOG_ERROR);
+	log_set_level(WHARF_LOG_ERROR);
 	if (data[0] & 1) {
 		text = with_end(data + 1, size - 1, &len);
 		path = fuzz_file((const uint8_t *)text, len);

@@ -1,29 +1,17 @@
 #ifndef WHARF_UTIL_H
 #define WHARF_UTIL_H
-/* Small helpers shared by every fs/ module and the CLI: logging, sizes, time.
- */
+/* util: small helpers shared by the mount, the loader and the CLI: sizes,
+ * times, formatted strings, files, child processes, URL and option text. */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "log.h"
+
 #define WHARF_CHECK __attribute__((warn_unused_result))
-#define WHARF_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
-
-/* Logs go to stderr, or to syslog once log_to_syslog() is called (a daemonized
- * mount).  Messages name the object: URL, range, chunk, what the origin said.
- */
-void log_set_level(enum log_level level);
-void log_to_syslog(const char *ident);
-void wlog(enum log_level level, const char *fmt, ...) WHARF_PRINTF(2, 3);
-#define log_error(...) wlog(LOG_ERROR, __VA_ARGS__)
-#define log_warn(...) wlog(LOG_WARN, __VA_ARGS__)
-#define log_info(...) wlog(LOG_INFO, __VA_ARGS__)
-#define log_debug(...) wlog(LOG_DEBUG, __VA_ARGS__)
 
 /* "4M", "512k", "10G", "123" (bytes; binary multiples) -> bytes.
  * @return 0, or -EINVAL for anything else (negative, overflow, junk). */

@@ -15,43 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Before <syslog.h>: its LOG_INFO macro (6) would shadow ours (2). */
-static enum log_level log_level = LOG_INFO;
-/* Atomic: the thread that sees the mount up detaches, while the others
- * log. */
-static bool use_syslog;
-
-#include <syslog.h>
-
-void log_set_level(enum log_level level)
-{
-	log_level = level;
-}
-
-void log_to_syslog(const char *ident)
-{
-	openlog(ident, LOG_PID, LOG_DAEMON);
-	__atomic_store_n(&use_syslog, true, __ATOMIC_RELEASE);
-}
-
-void wlog(enum log_level level, const char *fmt, ...)
-{
-	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_DEBUG};
-	static const char *const tag[] = {"error", "warning", "info", "debug"};
-	char msg[2048];
-	va_list ap;
-
-	if (level > log_level)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (__atomic_load_n(&use_syslog, __ATOMIC_ACQUIRE))
-		syslog(prio[level], "%s", msg);
-	else
-		fprintf(stderr, "wharf: %s: %s\n", tag[level], msg);
-}
-
 int parse_size(const char *s, uint64_t *out)
 {
 	char *end;

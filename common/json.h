@@ -1,5 +1,5 @@
-#ifndef WHARF_FS_JSON_H
-#define WHARF_FS_JSON_H
+#ifndef WHARF_COMMON_JSON_H
+#define WHARF_COMMON_JSON_H
 /*
  * json: a small pull scanner for the JSON that origins answer (nginx
  * listings, GCS pages and token responses).  The caller walks the shape it
