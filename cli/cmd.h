@@ -1,12 +1,13 @@
-#ifndef WHARF_CMD_H
-#define WHARF_CMD_H
+#ifndef WHARF_CLI_CMD_H
+#define WHARF_CLI_CMD_H
 #include <getopt.h>
 
 #include "util.h"
 
-/* The `wharf` subcommands.  Each gets argv starting at its own name
- * (argv[0] == "mount"), parses, calls a library, prints, and returns the
- * process exit status: 0 ok, 1 failure, 2 usage error. */
+/* cmd: the `wharf` subcommands (their table is in main.c).  Each gets argv
+ * starting at its own name (argv[0] == "mount"), parses, calls the mount or
+ * the loader, prints, and returns the process exit status: 0 ok, 1
+ * failure, 2 usage error. */
 
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
@@ -26,13 +27,7 @@ int cmd_usage_error(const char *sub, const char *fmt, ...)
 /* The usage error for what getopt_long returned as '?' or ':' (run with
  * opterr = 0 and an optstring that starts with ':'), naming the option:
  * see getopt_problem.  Returns 2. */
-static inline int cmd_bad_option(const char *sub, int c, char *const *argv,
-				 const struct option *longopts)
-{
-	char msg[256];
-
-	return cmd_usage_error(
-	    sub, "%s", getopt_problem(c, argv, longopts, msg, sizeof(msg)));
-}
+int cmd_bad_option(const char *sub, int c, char *const *argv,
+		   const struct option *longopts);
 
 #endif

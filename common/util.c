@@ -186,6 +186,22 @@ int url_encode(const char *s, bool keep_slash, char *out, size_t cap)
 	return (int)k;
 }
 
+char *path_absolute(const char *path)
+{
+	char *cwd, *abs;
+
+	if (path[0] == '/')
+		return strdup(path);
+	cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return NULL;
+	abs = malloc(strlen(cwd) + 1 + strlen(path) + 1);
+	if (abs)
+		sprintf(abs, "%s%s%s", cwd, cwd[1] ? "/" : "", path);
+	free(cwd);
+	return abs;
+}
+
 int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
 		     char **err)
 {

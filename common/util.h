@@ -31,6 +31,10 @@ uint64_t now_ns(void);
 char *strdupf(const char *fmt, ...) WHARF_PRINTF(1, 2);
 void err_set(char **err, const char *fmt, ...) WHARF_PRINTF(2, 3);
 
+/* path made absolute against the current directory (not resolved: links
+ * and ".." stay), malloc'd.  @return NULL with errno set on failure. */
+char *path_absolute(const char *path);
+
 /* Reads a whole file of at most cap bytes into a malloc'd, NUL-terminated
  * buffer (the caller frees it).  @return 0, or -errno with *err saying
  * "PATH: what" (-EFBIG when it is larger than cap). */

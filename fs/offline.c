@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "offline.h"
+#include "origins.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -452,16 +453,10 @@ void offline_stop(struct source *src)
  */
 static int load_snapshot(struct offline_src *os, bool needed, char **err)
 {
-	char *lerr = NULL, *dir = NULL;
-	char cwd[PATH_MAX];
+	char *lerr = NULL;
 	int rc;
 
-	/* Absolute: a daemon saves it after its chdir("/"). */
-	if (os->cfg.cache_dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
-		dir = strdupf("%s/%s", cwd, os->cfg.cache_dir);
-	os->snap_path =
-	    store_snapshot_path(dir ? dir : os->cfg.cache_dir, os->base.id);
-	free(dir);
+	os->snap_path = store_snapshot_path(os->cfg.cache_dir, os->base.id);
 	if (!os->snap_path)
 		return -ENOMEM;
 	rc = snapshot_load(os->snap_path, os->base.id, &os->snap, &lerr);

@@ -31,7 +31,7 @@ struct offline_config {
 	const char *spec;		  /* as given to source_open */
 	const struct source_options *opt; /* outlives the source */
 	const struct fetch_config *fetch; /* the mount's, for the probes */
-	const char *cache_dir;		  /* where the snapshot lives */
+	const char *cache_dir;		  /* absolute: the snapshot's dir */
 	bool forced;			  /* --offline: never ask the origin */
 	unsigned probe_ms;		  /* first try offline; 0: 5000 */
 };

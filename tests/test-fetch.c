@@ -18,7 +18,7 @@
 #include "conc.h"
 #include "fetch.h"
 #include "fixture.h"
-#include "source.h"
+#include "origins.h"
 
 #define SEED 7
 #define BIG_SIZE (3 * 1024 * 1024 + 17)

@@ -19,7 +19,7 @@
 
 #include "fetch.h"
 #include "fixture.h"
-#include "source.h"
+#include "origins.h"
 
 #define BUCKET "wharf-test"
 #define SPEC "gs://" BUCKET "/ds"
@@ -1325,6 +1325,35 @@ static void unmount_renewed_once(const char *count)
 
 /* A token revoked while mounted: the read that gets 401 renews it once
  * and succeeds; the reader never sees the refusal. */
+/*
+ * A relative --token-file is read from the directory the mount was started
+ * in, also after the daemon has detached (it runs in "/"): a token revoked
+ * while mounted is read again from the file, which then holds a new one.
+ */
+START_TEST(mount_token_file_relative)
+{
+	static const char *const args[] = {"--accept-prefix", "file-", NULL};
+	char tok[PATH_MAX], buf[256];
+
+	start_fake(args);
+	snprintf(tok, sizeof(tok), "%s/token", work);
+	write_text(tok, "file-1\n", 0600);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", work);
+	ck_assert_int_eq(fx_mkdirs(mnt), 0);
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache-rel "
+			       "--chunk-size 1M --retries 2 --endpoint '%s' "
+			       "--token-file token " SPEC " mnt >>mount.log 2>&1",
+			       work, fx_wharf_bin(), fake_url),
+			 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	write_text(tok, "file-2\n", 0600);
+	fake_get("/_fake/revoke?token=file-1", buf, sizeof(buf));
+	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 1);
+}
+END_TEST
+
 START_TEST(mount_token_revoked)
 {
 	char count[PATH_MAX];
@@ -1438,6 +1467,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, list_root);
 	tcase_add_test(tc, mount_token_revoked);
+	tcase_add_test(tc, mount_token_file_relative);
 	tcase_add_test(tc, mount_token_revoked_hinted);
 	tcase_add_test(tc, pagination);
 	tcase_add_test(tc, nested);

@@ -660,6 +660,60 @@ static void own_mount_end(struct mnt *m, char *cache)
 	free(cache);
 }
 
+/*
+ * Paths on the command line are settled before the daemon detaches (it
+ * runs in "/"): a daemonized mount given a relative --ca-file, --manifest
+ * and --cache-dir reads every file over TLS after it has detached, and
+ * its chunks land in the cache under the directory it was started from.
+ */
+START_TEST(test_relative_paths_after_detach)
+{
+	struct fx_nginx tls;
+	char *rel = fx_tmpdir("mount-relative");
+	char url[256], path[PATH_MAX], cwd[PATH_MAX], *lock;
+	ssize_t n;
+	size_t len;
+	long pid;
+
+	ck_assert_msg(fx_nginx_tls_start(&tls, data_dir) == 0,
+		      "nginx over TLS did not start (openssl and nginx?)");
+	ck_assert_int_eq(fx_sh("mkdir -p '%s/tls' '%s/mnt' && cp '%s/cert.pem' "
+			       "'%s/tls/cert.pem'",
+			       rel, rel, tls.dir, rel),
+			 0);
+	snprintf(path, sizeof(path), "%s/manifest.txt", rel);
+	write_manifest(path, "", NULL);
+	snprintf(url, sizeof(url), "%s/plain/", tls.base);
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache "
+			       "--ca-file tls/cert.pem --manifest manifest.txt "
+			       "'%s' mnt >>mount.log 2>&1",
+			       rel, fx_wharf_bin(), url),
+			 0);
+	/* Detached: the daemon named in the cache's lock runs in "/". */
+	snprintf(path, sizeof(path), "%s/cache/lock", rel);
+	lock = fx_read_file(path, &len);
+	ck_assert_ptr_nonnull(lock);
+	pid = strtol(lock, NULL, 10);
+	free(lock);
+	ck_assert_int_gt(pid, 0);
+	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
+	n = readlink(path, cwd, sizeof(cwd) - 1);
+	ck_assert_int_gt(n, 0);
+	cwd[n] = '\0';
+	ck_assert_str_eq(cwd, "/");
+	snprintf(path, sizeof(path), "%s/mnt", rel);
+	check_manifest_files(path, "");
+	ck_assert_int_eq(fx_sh("test -n \"$(ls -A '%s/cache/chunks')\"", rel),
+			 0);
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' umount mnt", rel,
+			       fx_wharf_bin()),
+			 0);
+	fx_nginx_stop(&tls);
+	fx_rmtree(rel);
+	free(rel);
+}
+END_TEST
+
 START_TEST(test_remount_from_cache_origin_down)
 {
 	struct fx_nginx ng2;
@@ -2386,6 +2440,7 @@ static Suite *mount_suite(void)
 	tcase_add_test(tc, test_second_mount_refused);
 	tcase_add_test(tc, test_unreachable_origin);
 	tcase_add_test(tc, test_remount_from_cache_origin_down);
+	tcase_add_test(tc, test_relative_paths_after_detach);
 	tcase_add_test(tc, test_directory_readahead);
 	tcase_add_test(tc, test_readahead_crosses_into_next_file);
 	tcase_add_test(tc, test_read_chunks_let_go);

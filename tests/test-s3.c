@@ -33,7 +33,7 @@
 #include "fetch.h"
 #include "fixture.h"
 #include "sigv4.h"
-#include "source.h"
+#include "origins.h"
 #include "source_s3.h"
 
 #define BUCKET "wharf-test"

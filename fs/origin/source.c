@@ -1,3 +1,4 @@
+/* source: what every backend shares (see source.h). */
 #include "config.h"
 
 #include "source.h"
@@ -8,28 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int source_open(const char *spec, const struct source_options *opt,
-		struct fetch_engine *fe, struct source **out, char **err)
-{
-	static const struct source_options none;
-
-	*out = NULL;
-	if (!opt)
-		opt = &none;
-	if (!strncasecmp(spec, "http://", 7) ||
-	    !strncasecmp(spec, "https://", 8))
-		return source_http_open(spec, opt, fe, out, err);
-	if (!strncasecmp(spec, "s3://", 5))
-		return source_s3_open(spec, opt, fe, out, err);
-	if (!strncasecmp(spec, "gs://", 5))
-		return source_gcs_open(spec, opt, fe, out, err);
-	err_set(err,
-		"%s: unknown source type (expected http://, https://, s3:// "
-		"or gs://)",
-		spec);
-	return -EINVAL;
-}
 
 void source_close(struct source *src)
 {

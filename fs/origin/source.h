@@ -1,8 +1,9 @@
-#ifndef WHARF_SOURCE_H
-#define WHARF_SOURCE_H
+#ifndef WHARF_FS_ORIGIN_SOURCE_H
+#define WHARF_FS_ORIGIN_SOURCE_H
 /*
- * source: one interface over the origins a mount can show (HTTP(S) prefix,
- * S3-compatible prefix, Google Cloud Storage prefix).  A source lists one
+ * source: the one interface over the origins a mount can show (HTTP(S)
+ * prefix, S3-compatible prefix, Google Cloud Storage prefix), and the
+ * helpers every backend shares.  origins.h opens one by its scheme.  A source lists one
  * directory at a time, stats one object, and prepares ranged reads; the
  * transfers themselves go through the shared fetch engine.
  *
@@ -115,23 +116,20 @@ struct source_options {
 	bool no_check;
 };
 
-/*
- * Opens the source for spec ("http://…", "https://…", "s3://bucket/prefix",
- * "gs://bucket/prefix"), checking that the prefix can be listed or the
- * manifest read.  @return 0, or -errno with *err a malloc'd message
- * (the caller frees it) that names the URL and what went wrong.
- */
-int source_open(const char *spec, const struct source_options *opt,
-		struct fetch_engine *fe, struct source **out,
-		char **err) WHARF_CHECK;
+/* Frees a source (NULL: nothing). */
 void source_close(struct source *src);
 
-/* Backends' constructors, called by source_open only. */
-int source_http_open(const char *spec, const struct source_options *opt,
-		     struct fetch_engine *fe, struct source **out, char **err);
-int source_s3_open(const char *spec, const struct source_options *opt,
-		   struct fetch_engine *fe, struct source **out, char **err);
-int source_gcs_open(const char *spec, const struct source_options *opt,
+/*
+ * One kind of origin: the spec prefixes it answers to and its constructor.
+ * Each backend defines one (origin_http, origin_s3, origin_gcs in its
+ * header); origins.c holds the table and source_open.
+ */
+struct origin_scheme {
+	const char *name;	    /* "http", "s3", "gs" */
+	const char *prefixes[3]; /* "s3://" ...; NULL-terminated, any case */
+	/* Opens a source for spec: see source_open. */
+	int (*open)(const char *spec, const struct source_options *opt,
 		    struct fetch_engine *fe, struct source **out, char **err);
+};
 
 #endif

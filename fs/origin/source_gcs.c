@@ -658,8 +658,8 @@ static char *endpoint_of(const struct source_options *opt, bool *emulator)
 	return out;
 }
 
-int source_gcs_open(const char *spec, const struct source_options *opt,
-		    struct fetch_engine *fe, struct source **out, char **err)
+static int source_gcs_open(const char *spec, const struct source_options *opt,
+			   struct fetch_engine *fe, struct source **out, char **err)
 {
 	struct gcp_creds_options co = {0};
 	const char *b = spec + 5, *slash; /* after "gs://" */
@@ -744,3 +744,9 @@ fail:
 	gcs_destroy(&gs->base);
 	return rc;
 }
+
+const struct origin_scheme origin_gcs = {
+    .name = "gs",
+    .prefixes = {"gs://", NULL},
+    .open = source_gcs_open,
+};

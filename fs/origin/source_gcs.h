@@ -3,7 +3,7 @@
 /*
  * source_gcs: what the GCS backend shares with its fuzz target: the parser
  * of one objects.list page.  The backend itself is reached through
- * source_open.
+ * source_open (origins.h).
  */
 #include <stddef.h>
 
@@ -18,5 +18,8 @@
  */
 int gcs_parse_list_page(const char *body, size_t len, const char *prefix,
 			source_list_cb cb, void *arg, char **err) WHARF_CHECK;
+
+/* The scheme origins.c picks for this backend. */
+extern const struct origin_scheme origin_gcs;
 
 #endif

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "source.h"
+#include "source_http.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -633,8 +633,8 @@ static int read_manifest(struct http_src *hs, const char *where, char **text,
 	return rc;
 }
 
-int source_http_open(const char *spec, const struct source_options *opt,
-		     struct fetch_engine *fe, struct source **out, char **err)
+static int source_http_open(const char *spec, const struct source_options *opt,
+			    struct fetch_engine *fe, struct source **out, char **err)
 {
 	struct http_src *hs;
 	char *text = NULL, *perr = NULL;
@@ -686,3 +686,9 @@ fail:
 	http_destroy(&hs->base);
 	return rc;
 }
+
+const struct origin_scheme origin_http = {
+    .name = "http",
+    .prefixes = {"http://", "https://", NULL},
+    .open = source_http_open,
+};

@@ -1014,8 +1014,8 @@ out:
 	return rc;
 }
 
-int source_s3_open(const char *spec, const struct source_options *opt,
-		   struct fetch_engine *fe, struct source **out, char **err)
+static int source_s3_open(const char *spec, const struct source_options *opt,
+			  struct fetch_engine *fe, struct source **out, char **err)
 {
 	struct s3_src *s;
 	char *lerr = NULL, *cerr = NULL;
@@ -1082,3 +1082,9 @@ fail:
 	s3_destroy(&s->base);
 	return rc;
 }
+
+const struct origin_scheme origin_s3 = {
+    .name = "s3",
+    .prefixes = {"s3://", NULL},
+    .open = source_s3_open,
+};

@@ -2,7 +2,7 @@
 #define WHARF_FS_SOURCE_S3_H
 /*
  * source_s3: what the S3 backend shares with its tests: the parser of one
- * ListObjectsV2 page.  The backend itself is reached through source_open.
+ * ListObjectsV2 page.  The backend itself is reached through source_open (origins.h).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,5 +27,8 @@ struct s3_page {
 int s3_parse_list_page(const char *xml, size_t len, const char *prefix,
 		       source_list_cb cb, void *arg, struct s3_page *page,
 		       char **err) WHARF_CHECK;
+
+/* The scheme origins.c picks for this backend. */
+extern const struct origin_scheme origin_s3;
 
 #endif

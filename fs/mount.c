@@ -1,0 +1,539 @@
+/*
+ * mount: a whole mount from a settled mount_config (see mount.h): opens the
+ * fetch engine, the source (or its offline stand-in), the memory cache, the
+ * store, the prefetcher and the tree, then the FUSE session; serves it;
+ * tears it down in reverse order.
+ *
+ * A mount is checked before anything is mounted: the source is opened (its
+ * root listed or its manifest read) and the cache dir locked, and every
+ * failure there is one line on the terminal and exit status 1.
+ *
+ * Daemonizing: the fetch engine and the read-ahead pool are threads, and a
+ * fork keeps only the thread that forks, so the CLI forks first, before
+ * any thread exists, and calls mount_serve in the child.  The child does
+ * all the work and tells the parent, through a pipe, once the kernel mount
+ * is in place (or that it failed, after printing why on the inherited
+ * terminal); only then does it let go of the terminal.
+ */
+#include "config.h"
+
+#define FUSE_USE_VERSION 312
+
+#include "mount.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunks.h"
+#include "mountinfo.h"
+#include "offline.h"
+#include "passthrough.h"
+#include "prefetch.h"
+#include "stats.h"
+#include "store.h"
+#include "tree.h"
+#include "util.h"
+
+void mount_config_default(struct mount_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->cache_size = 10ull << 30;
+	c->memory_cache = 512ull << 20;
+	c->chunk_size = 4u << 20;
+	c->passthrough = OPS_PASSTHROUGH_AUTO;
+	c->zstd_level = 3;
+	c->readahead = 256ull << 20;
+	c->origin_wait_ms = 30000;
+	c->uid = c->gid = -1;
+	fetch_config_default(&c->fetch);
+}
+
+/* DIR must be an empty directory.  @return 0 or -1 after a message. */
+static int check_mountpoint(const char *dir)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	if (stat(dir, &st)) {
+		fprintf(stderr, "wharf mount: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "wharf mount: %s is not a directory\n", dir);
+		return -1;
+	}
+	d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "wharf mount: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			break;
+	closedir(d);
+	if (de) {
+		fprintf(stderr,
+			"wharf mount: %s is not empty (is something mounted "
+			"there already?)\n",
+			dir);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Sets the kernel's read-ahead for the mount's backing device: by default
+ * FUSE gets the kernel's 128 KiB, which is small for remote data.  Best
+ * effort: a failure only costs speed.
+ */
+static void set_kernel_readahead(const char *mountpoint, uint64_t readahead)
+{
+	char dev[32], type[64], path[96];
+	uint64_t kb = readahead >> 10;
+	FILE *f;
+
+	if (kb < 1024)
+		kb = 1024;
+	if (kb > 16384)
+		kb = 16384;
+	if (mountinfo_find(mountpoint, dev, type) != 1)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (!f)
+		return;
+	fprintf(f, "%llu\n", (unsigned long long)kb);
+	if (fclose(f))
+		log_debug("%s: cannot set the kernel read-ahead", path);
+}
+
+/* What a running mount holds, torn down in reverse order. */
+struct mount_state {
+	const struct mount_config *o;
+	char mountpoint[PATH_MAX];
+	struct fetch_engine *fe;
+	struct source *src;
+	struct store *st;
+	struct chunk_cache *cc;
+	struct prefetch *pf;
+	struct tree *tree;
+	struct ops_ctx ctx;
+	struct fuse_args args;
+	struct fuse_session *se;
+	bool handlers, mounted;
+	pthread_t waiter; /* see mount_ready() */
+	bool waiting;
+	/* The waiter may stop the session only while its loop runs: a stat
+	 * the waiter still has in flight fails only when the session is
+	 * destroyed (its fd closed), so the join must come after that. */
+	pthread_mutex_t se_mu;
+	bool se_gone; /* under se_mu: the session loop has returned */
+	bool failed;  /* the mount never answered */
+	int ready_fd; /* the daemonizing parent's pipe, or -1 */
+};
+
+/* Opens everything a mount needs, up to the FUSE session (not mounted).
+ * @return 0, or -1 after one line on stderr. */
+static int mount_open(struct mount_state *m)
+{
+	const struct mount_config *o = m->o;
+	struct store_config sc = {
+	    .dir = o->cache_dir,
+	    .max_bytes = o->cache_size,
+	    .zstd_level = o->zstd_level,
+	    /* Level 0: every chunk raw, as if zstd never saved enough. */
+	    .min_saving_pct = o->zstd_level ? 0 : 100,
+	};
+	struct prefetch_config pc = {
+	    .chunk_size = (uint32_t)o->chunk_size,
+	    .readahead_bytes = o->readahead,
+	    .threads = o->threads, /* read-ahead and hints */
+	    /* Loaded chunks land in the memory cache: half of it may be in
+	     * flight, so that read-ahead does not evict itself. */
+	    .inflight_bytes = o->memory_cache / 2,
+	};
+	struct offline_config oc = {
+	    .spec = o->spec,
+	    .opt = &o->src,
+	    .fetch = &o->fetch,
+	    .cache_dir = o->cache_dir,
+	    .forced = o->offline,
+	};
+	char *err = NULL, *fsname = NULL, *mopts = NULL;
+	int rc;
+
+	rc = fetch_engine_new(&o->fetch, &m->fe);
+	if (rc) {
+		fprintf(stderr,
+			"wharf mount: cannot start the fetch engine: "
+			"%s\n",
+			strerror(-rc));
+		return -1;
+	}
+	/* Comes up from the listing snapshot when the origin cannot be
+	 * reached; the cache lock is not held yet, but only a mount writes
+	 * a snapshot, and it does so once it holds the lock. */
+	rc = offline_open(&oc, m->fe, &m->src, &err);
+	if (rc)
+		goto fail;
+	/* The memory cache first: it maps chunk files, and lets them go
+	 * when the store evicts them (or disk use would exceed the cap). */
+	rc = chunks_new(o->memory_cache, &m->cc);
+	if (rc) {
+		err_set(&err, "cannot set up the mount: %s", strerror(-rc));
+		goto fail;
+	}
+	sc.evicted = chunks_file_removed;
+	sc.evicted_arg = m->cc;
+	rc = store_open(&sc, &m->st, &err);
+	if (rc)
+		goto fail;
+	rc = prefetch_new(&pc, m->src, m->st, m->cc, &m->pf);
+	if (!rc)
+		rc = tree_new(m->src, &m->tree);
+	if (!rc)
+		rc = offline_start(m->src, m->tree);
+	if (rc) {
+		err_set(&err, "cannot set up the mount: %s", strerror(-rc));
+		goto fail;
+	}
+
+	m->ctx = (struct ops_ctx){
+	    .tree = m->tree,
+	    .prefetch = m->pf,
+	    .uid = o->uid >= 0 ? (uid_t)o->uid : getuid(),
+	    .gid = o->gid >= 0 ? (gid_t)o->gid : getgid(),
+	    .mounted_at = time(NULL),
+	    .walk_readahead = o->readahead > 0,
+	    .passthrough = o->passthrough,
+	    .chunk_size = o->chunk_size,
+	    .stats = {.fetch = m->fe,
+		      .store = m->st,
+		      .chunks = m->cc,
+		      .prefetch = m->pf,
+		      .tree = m->tree,
+		      .source_id = m->src->id,
+		      .source = m->src,
+		      .mountpoint = m->mountpoint,
+		      .cache_dir = o->cache_dir,
+		      .started_ns = now_ns()},
+	};
+	/* A comma in fsname would split the option string. */
+	fsname = strdupf("wharf:%s", m->src->id);
+	for (char *p = fsname; *p; p++)
+		if (*p == ',')
+			*p = '_';
+	/* "ro": the mount table says what the mount is, and the kernel
+	 * refuses writes before they reach ops.c.  Hints come by ioctl. */
+	mopts = strdupf("ro,default_permissions,subtype=wharf,fsname=%s,"
+			"max_read=%u",
+			fsname, PF_MAX_READ);
+	if (fuse_opt_add_arg(&m->args, "wharf") ||
+	    fuse_opt_add_arg(&m->args, "-o") ||
+	    fuse_opt_add_arg(&m->args, mopts) ||
+	    (o->debug && fuse_opt_add_arg(&m->args, "-d"))) {
+		err_set(&err, "out of memory");
+		goto fail;
+	}
+	for (unsigned i = 0; i < o->n_fuse_opts; i++)
+		if (fuse_opt_add_arg(&m->args, "-o") ||
+		    fuse_opt_add_arg(&m->args, o->fuse_opts[i])) {
+			err_set(&err, "out of memory");
+			goto fail;
+		}
+	free(fsname);
+	free(mopts);
+	fsname = mopts = NULL;
+	m->se = ops_session_new(&m->args, &m->ctx);
+	if (!m->se) {
+		/* libfuse said why (a bad -o option, say). */
+		err_set(&err, "cannot start a FUSE session (see above)");
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "wharf mount: %s\n", err ? err : strerror(-rc));
+	free(err);
+	free(fsname);
+	free(mopts);
+	return -1;
+}
+
+/*
+ * SIGHUP, SIGINT and SIGTERM: libfuse's handler ends the session loop,
+ * and ours, around it, cancels the fetches in flight.  The loop joins its
+ * threads before it returns, so a read waiting on an origin that trickles
+ * would otherwise keep the daemon up for as long as the origin takes.
+ */
+static const int stop_signals[] = {SIGHUP, SIGINT, SIGTERM};
+#define N_STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
+static struct sigaction fuse_stop_action[N_STOP_SIGNALS];
+static bool stop_caught[N_STOP_SIGNALS];
+static volatile sig_atomic_t stop_cancel_fd = -1;
+
+static void on_stop_signal(int sig)
+{
+	const int saved = errno;
+
+	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+		if (stop_signals[i] == sig)
+			fuse_stop_action[i].sa_handler(sig);
+	if (stop_cancel_fd >= 0)
+		(void)!write(stop_cancel_fd, "", 1);
+	errno = saved;
+}
+
+/*
+ * After fuse_set_signal_handlers; a signal it left alone (SIGHUP under
+ * nohup is ignored) stays alone.  The signals are then unblocked: a
+ * launcher may have blocked them (the mask is inherited), and one sent
+ * during start-up, pending until now, is taken here.
+ */
+static void stop_signals_catch(struct fetch_engine *fe)
+{
+	struct sigaction sa = {.sa_handler = on_stop_signal};
+	sigset_t caught;
+
+	/* No SA_RESTART, as libfuse: the loop's wait must end with EINTR. */
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&caught);
+	stop_cancel_fd = fe ? fetch_engine_cancel_fd(fe) : -1;
+	for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+		struct sigaction *fa = &fuse_stop_action[i];
+
+		stop_caught[i] =
+		    !sigaction(stop_signals[i], NULL, fa) &&
+		    fa->sa_handler != SIG_IGN && fa->sa_handler != SIG_DFL &&
+		    !(fa->sa_flags & SA_SIGINFO) &&
+		    !sigaction(stop_signals[i], &sa, NULL);
+		if (stop_caught[i])
+			sigaddset(&caught, stop_signals[i]);
+	}
+	pthread_sigmask(SIG_UNBLOCK, &caught, NULL);
+}
+
+/* Before fuse_remove_signal_handlers, which removes only its own. */
+static void stop_signals_release(void)
+{
+	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+		if (stop_caught[i])
+			sigaction(stop_signals[i], &fuse_stop_action[i], NULL);
+	stop_cancel_fd = -1;
+}
+
+/* Undoes mount_open and the mount, in reverse order. */
+static void mount_close(struct mount_state *m)
+{
+	if (m->handlers) {
+		stop_signals_release();
+		fuse_remove_signal_handlers(m->se);
+	}
+	if (m->mounted)
+		fuse_session_unmount(m->se);
+	pthread_mutex_lock(&m->se_mu);
+	m->se_gone = true;
+	pthread_mutex_unlock(&m->se_mu);
+	if (m->se)
+		fuse_session_destroy(m->se);
+	/* After the destroy: a stat still waiting on the mount has failed. */
+	if (m->waiting)
+		pthread_join(m->waiter, NULL);
+	pthread_mutex_destroy(&m->se_mu);
+	ops_cleanup(&m->ctx);
+	prefetch_free(m->pf);
+	if (m->src)
+		offline_stop(m->src);
+	tree_free(m->tree);
+	store_close(m->st); /* first: it may call into the memory cache */
+	chunks_free(m->cc);
+	source_close(m->src);
+	if (m->fe)
+		fetch_engine_free(m->fe);
+	fuse_opt_free_args(&m->args);
+}
+
+/* Lets go of the terminal: the parent has exited by the time it matters. */
+static void detach(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	log_to_syslog("wharf");
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	if (chdir("/"))
+		log_debug("cannot chdir to /");
+	setsid();
+}
+
+/* Tells the daemonizing parent how it went (0: up, 1: failed), once. */
+static void tell_parent(struct mount_state *m, char status)
+{
+	if (m->ready_fd < 0)
+		return;
+	if (write(m->ready_fd, &status, 1) != 1)
+		log_warn("the waiting parent is gone");
+	close(m->ready_fd);
+	m->ready_fd = -1;
+}
+
+/*
+ * Runs beside the FUSE loop: a stat of the mountpoint returns once the
+ * kernel's INIT has been answered and a request served, so the mount is
+ * up.  Only then can the kernel read-ahead be raised (INIT lowers it to
+ * what was offered at mount time), and only then is the parent told.
+ */
+static void *mount_ready(void *arg)
+{
+	struct mount_state *m = arg;
+	struct stat st;
+
+	if (stat(m->mountpoint, &st)) {
+		const int err = errno;
+		bool ended;
+
+		/* A session already ended (a signal during start-up) fails
+		 * the stat; that is a stop, not a failure. */
+		pthread_mutex_lock(&m->se_mu);
+		ended = m->se_gone || fuse_session_exited(m->se);
+		if (!ended)
+			fuse_session_exit(m->se);
+		pthread_mutex_unlock(&m->se_mu);
+		if (ended) {
+			log_info("%s: stopped before it was up",
+				 m->mountpoint);
+		} else {
+			log_error("%s does not answer: %s", m->mountpoint,
+				  strerror(err));
+			m->failed = true;
+		}
+		tell_parent(m, 1);
+		return NULL;
+	}
+	set_kernel_readahead(m->mountpoint, m->o->readahead);
+	if (m->ready_fd >= 0) {
+		tell_parent(m, 0);
+		detach();
+	}
+	log_info("mounted %s on %s (cache %s%s%s)", m->src->id, m->mountpoint,
+		 m->o->cache_dir,
+		 m->o->fetch.site_cache ? "; chunk reads through the site cache "
+					: "",
+		 m->o->fetch.site_cache ? m->o->fetch.site_cache : "");
+	return NULL;
+}
+
+/* FUSE session threads, at most and kept idle. */
+#define FUSE_THREADS 64
+
+int mount_serve(const struct mount_config *o, int ready_fd)
+{
+	struct mount_state m = {.o = o,
+				.args = FUSE_ARGS_INIT(0, NULL),
+				.ready_fd = ready_fd,
+				.se_mu = PTHREAD_MUTEX_INITIALIZER};
+	struct fuse_loop_config *lc = NULL;
+	int rc, status = 1;
+
+	assert(o->mountpoint[0] == '/' && o->cache_dir[0] == '/');
+	if (snprintf(m.mountpoint, sizeof(m.mountpoint), "%s",
+		     o->mountpoint) >= (int)sizeof(m.mountpoint)) {
+		fprintf(stderr, "wharf mount: %s: %s\n", o->mountpoint,
+			strerror(ENAMETOOLONG));
+		goto out;
+	}
+	if (check_mountpoint(m.mountpoint) || mount_open(&m))
+		goto out;
+	if (fuse_set_signal_handlers(m.se)) {
+		fprintf(stderr, "wharf mount: cannot set signal handlers\n");
+		goto out;
+	}
+	m.handlers = true;
+	stop_signals_catch(m.fe);
+	if (fuse_session_mount(m.se, m.mountpoint)) {
+		fprintf(stderr, "wharf mount: cannot mount on %s (see above)\n",
+			m.mountpoint);
+		goto out;
+	}
+	m.mounted = true;
+	/* Before the loop reads INIT, where the kernel offers it.  By
+	 * default only for files of many chunks, and only while they make a
+	 * share of the opens (ops.h): every open is then a round trip, which
+	 * made a loader's warm epochs over small files 2-3x slower than the
+	 * kernel's page cache without opens (bench/RESULTS.md, 2026-11-25). */
+	if (o->passthrough != OPS_PASSTHROUGH_OFF) {
+		rc = passthrough_attach(m.se);
+		if (rc)
+			m.ctx.passthrough = OPS_PASSTHROUGH_OFF;
+		if (rc && o->passthrough == OPS_PASSTHROUGH_ON)
+			log_warn("--passthrough: %s",
+				 rc == -EPERM ? "needs CAP_SYS_ADMIN (root): "
+						"reads go through the mount"
+					      : strerror(-rc));
+		else if (rc)
+			log_debug("passthrough: %s", strerror(-rc));
+	}
+	rc = store_set_mountpoint(m.st, m.mountpoint);
+	if (rc)
+		log_warn(
+		    "%s: cannot record the mountpoint in its lock file: %s",
+		    o->cache_dir, strerror(-rc));
+	lc = fuse_loop_cfg_create();
+	if (!lc) {
+		fprintf(stderr, "wharf mount: out of memory\n");
+		goto out;
+	}
+	/* A thread per channel keeps requests from queuing on one fd; the
+	 * cap bounds threads blocked on origin fetches.  Idle threads are
+	 * kept: with 8 kept, 8 parallel readers made the loop start and end
+	 * 33 threads over 3,000 files, each with a fresh 1 MiB buffer to
+	 * fault in. */
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, FUSE_THREADS);
+	fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS);
+
+	rc = pthread_create(&m.waiter, NULL, mount_ready, &m);
+	if (rc) {
+		fprintf(stderr, "wharf mount: cannot start a thread: %s\n",
+			strerror(rc));
+		goto out;
+	}
+	m.waiting = true;
+	rc = fuse_session_loop_mt(m.se, lc);
+	pthread_mutex_lock(&m.se_mu);
+	m.se_gone = true;
+	pthread_mutex_unlock(&m.se_mu);
+	/* Unmounted (0) or stopped by a signal (its number): both clean. */
+	if (rc < 0)
+		log_error("the FUSE session of %s ended: %s", m.mountpoint,
+			  strerror(-rc));
+	else
+		status = 0;
+	log_info("unmounting %s", m.mountpoint);
+out:
+	if (lc)
+		fuse_loop_cfg_destroy(lc);
+	mount_close(&m);
+	if (m.failed)
+		status = 1;
+	/* A failure before the mount was up (the waiter has been joined). */
+	tell_parent(&m, 1);
+	return status;
+}

@@ -1,0 +1,59 @@
+#ifndef WHARF_FS_MOUNT_H
+#define WHARF_FS_MOUNT_H
+/*
+ * mount: a whole wharf mount built from a settled configuration: the
+ * fetch engine, the source, the caches, the FUSE session, its signals and
+ * its daemonizing.  The CLI parses and settles; nothing here resolves a
+ * user's input again.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fetch.h"
+#include "ops.h"
+#include "source.h"
+
+/* The type the kernel's mount table shows for a wharf mount. */
+#define MOUNT_FSTYPE "fuse.wharf"
+
+/*
+ * Everything a mount is made of.  Settled: every path is absolute (the
+ * daemon runs in "/"), every value is checked, and the defaults are filled
+ * in (mount_config_default, then the options).
+ */
+struct mount_config {
+	const char *spec;	/* the source: "https://…", "s3://…", "gs://…" */
+	const char *mountpoint; /* absolute, resolved */
+	const char *cache_dir;	/* absolute */
+	uint64_t cache_size;
+	uint64_t memory_cache;
+	uint64_t chunk_size;
+	int zstd_level;
+	uint64_t readahead;
+	unsigned threads; /* the read-ahead and hint pool */
+	/* Paths in them (ca_file, manifest, token_file) are absolute. */
+	struct fetch_config fetch;
+	struct source_options src;
+	const char *fuse_opts[16]; /* -o options for the kernel, libfuse's */
+	unsigned n_fuse_opts;
+	bool debug;
+	bool offline; /* --offline */
+	enum ops_passthrough passthrough;
+	unsigned origin_wait_ms;
+	long uid, gid; /* owner shown; -1: the mounting user's */
+};
+
+/* The defaults of every field (the paths and spec stay NULL). */
+void mount_config_default(struct mount_config *c);
+
+/*
+ * Mounts and serves until unmounted or stopped by SIGHUP, SIGINT or
+ * SIGTERM: in the foreground process (ready_fd -1), or in the child of a
+ * daemonizing one, which writes one byte to ready_fd (0: mounted, 1:
+ * failed) and then detaches from the terminal.  Failures before the mount
+ * is up are one line on stderr, "wharf mount: …".  @return the exit
+ * status (0 or 1).
+ */
+int mount_serve(const struct mount_config *c, int ready_fd);
+
+#endif

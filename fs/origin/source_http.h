@@ -1,0 +1,12 @@
+#ifndef WHARF_FS_ORIGIN_SOURCE_HTTP_H
+#define WHARF_FS_ORIGIN_SOURCE_HTTP_H
+/*
+ * source_http: an HTTP(S) prefix whose directories list (nginx autoindex,
+ * Apache and python index pages, JSON) or a manifest names the objects.
+ * Reached through source_open (origins.h).
+ */
+#include "source.h"
+
+extern const struct origin_scheme origin_http;
+
+#endif
