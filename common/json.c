@@ -1,3 +1,4 @@
+/* json: the pull scanner of JSON that origins answer (see json.h). */
 #include "config.h"
 
 #include "json.h"

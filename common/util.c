@@ -1,3 +1,5 @@
+/* util: small helpers shared by the mount, the loader and the CLI (see
+ * util.h). */
 #include "config.h"
 
 #include "util.h"

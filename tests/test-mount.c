@@ -683,7 +683,7 @@ START_TEST(test_relative_paths_after_detach)
 			 0);
 	snprintf(path, sizeof(path), "%s/manifest.txt", rel);
 	write_manifest(path, "", NULL);
-	snprintf(url, sizeof(url), "%s/plain/", tls.base);
+	snprintf(url, sizeof(url), "%s/", tls.base);
 	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache "
 			       "--ca-file tls/cert.pem --manifest manifest.txt "
 			       "'%s' mnt >>mount.log 2>&1",

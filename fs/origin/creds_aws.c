@@ -1,3 +1,4 @@
+/* creds_aws: AWS credentials, region and endpoint (see creds_aws.h). */
 #include "config.h"
 
 #include "creds_aws.h"

@@ -1,3 +1,5 @@
+/* creds_gcp: the OAuth token of GCS requests, found and renewed (see
+ * creds_gcp.h). */
 #include "config.h"
 
 #include "creds_gcp.h"

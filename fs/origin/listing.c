@@ -1,3 +1,5 @@
+/* listing: parsers of HTTP directory listings and manifests (see
+ * listing.h). */
 #define _GNU_SOURCE /* strptime, timegm, memmem, strncasecmp */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* sigv4: AWS Signature Version 4 request signing (see sigv4.h). */
 #include "config.h"
 
 #include "sigv4.h"

@@ -1,3 +1,5 @@
+/* source_gcs: a Google Cloud Storage prefix through the JSON API (see
+ * source_gcs.h). */
 #define _GNU_SOURCE /* timegm */
 #include "config.h"
 

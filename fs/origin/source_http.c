@@ -1,3 +1,5 @@
+/* source_http: an HTTP(S) prefix, listed or given by a manifest (see
+ * source_http.h). */
 #include "config.h"
 
 #include "source_http.h"

@@ -1,3 +1,5 @@
+/* source_s3: an S3-compatible prefix, signed with SigV4 (see
+ * source_s3.h). */
 #include "config.h"
 
 #include "source_s3.h"
