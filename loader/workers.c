@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "index.h"
-#include "loader_i.h"
 #include "ring.h"
 #include "sampler.h"
 #include "workers.h"
@@ -367,16 +367,15 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 				    "slot is full: raise "
 				    "slot_bytes");
 		uint64_t out_len = 0;
-		loader_user_error_clear();
-		loader_sample_seed_set(
-		    sampler_sample_seed(c->seed, h->epoch, id));
+		error_transform_clear();
+		error_seed_set(sampler_sample_seed(c->seed, h->epoch, id));
 		rc = c->sample_fn(c->user, id, c->scratch, len, data + pos,
 				  out_cap, &out_len);
 		if (rc)
 			return fail(w, rc < 0 ? rc : -EINVAL,
 				    "transform failed: %s",
-				    loader_user_error()[0]
-					? loader_user_error()
+				    error_transform()[0]
+					? error_transform()
 					: strerror(rc < 0 ? -rc : EINVAL));
 		if (out_len > out_cap ||
 		    (c->sample_size && out_len != c->sample_size))
@@ -498,14 +497,14 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 			    .count = out,
 			    .worker = worker,
 			};
-			loader_user_error_clear();
+			error_transform_clear();
 			int rc = c->batch_fn(c->user, &b);
 			if (rc) {
 				h->status = rc < 0 ? rc : -EINVAL;
 				snprintf(h->msg, sizeof(h->msg),
 					 "batch transform failed: %s",
-					 loader_user_error()[0]
-					     ? loader_user_error()
+					 error_transform()[0]
+					     ? error_transform()
 					     : strerror(-h->status));
 			} else if (b.bytes > r->data_cap ||
 				   (b.sample_size &&
@@ -657,13 +656,13 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 		m.status = rc;
 		snprintf(m.msg, sizeof(m.msg), "out of memory");
 	} else if (init) {
-		loader_user_error_clear();
+		error_transform_clear();
 		rc = init(user, i);
 		if (rc) {
 			m.status = rc < 0 ? rc : -EINVAL;
 			snprintf(m.msg, sizeof(m.msg), "worker_init: %s",
-				 loader_user_error()[0] ? loader_user_error()
-							: strerror(-m.status));
+				 error_transform()[0] ? error_transform()
+						      : strerror(-m.status));
 		}
 	}
 	if (write_all(done_wr, &m, sizeof(m)) || m.status)
@@ -704,7 +703,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		w->fifo = calloc(depth, sizeof(*w->fifo));
 		if (!w->fifo) {
 			rc = -ENOMEM;
-			*err = loader_strdupf("workers: out of memory");
+			*err = strdupf("workers: out of memory");
 			goto fail;
 		}
 		/* The task channel is a socket so that writing to a dead
@@ -716,8 +715,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tp)) {
 			rc = -errno;
 			pthread_mutex_unlock(&spawn_mu);
-			*err =
-			    loader_strdupf("workers: pipe: %s", strerror(-rc));
+			*err = strdupf("workers: pipe: %s", strerror(-rc));
 			goto fail;
 		}
 		if (pipe2(dp, O_CLOEXEC)) {
@@ -725,8 +723,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 			close(tp[0]);
 			close(tp[1]);
 			pthread_mutex_unlock(&spawn_mu);
-			*err =
-			    loader_strdupf("workers: pipe: %s", strerror(-rc));
+			*err = strdupf("workers: pipe: %s", strerror(-rc));
 			goto fail;
 		}
 		w->task_fd = tp[1];
@@ -743,8 +740,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		close(dp[1]);
 		pthread_mutex_unlock(&spawn_mu);
 		if (rc) {
-			*err =
-			    loader_strdupf("workers: fork: %s", strerror(-rc));
+			*err = strdupf("workers: fork: %s", strerror(-rc));
 			goto fail;
 		}
 		w->pid = pid;
@@ -758,12 +754,12 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		if (r == 1) {
 			rc = m.status;
 			m.msg[sizeof(m.msg) - 1] = '\0';
-			*err = loader_strdupf("worker %u: %s", i, m.msg);
+			*err = strdupf("worker %u: %s", i, m.msg);
 		} else {
 			rc = -ECHILD;
-			*err = loader_strdupf("worker %u (pid %d) died while "
-					      "starting",
-					      i, (int)ws->w[i].pid);
+			*err = strdupf("worker %u (pid %d) died while "
+				       "starting",
+				       i, (int)ws->w[i].pid);
 		}
 		goto fail;
 	}
@@ -791,15 +787,14 @@ static char *death(struct worker *w, uint32_t i)
 	pid_t pid = w->pid;
 	w->pid = -1;
 	if (r < 0)
-		return loader_strdupf("worker %u (pid %d) went away", i,
-				      (int)pid);
+		return strdupf("worker %u (pid %d) went away", i, (int)pid);
 	if (WIFSIGNALED(st))
-		return loader_strdupf("worker %u (pid %d) was killed by "
-				      "signal %d (%s)",
-				      i, (int)pid, WTERMSIG(st),
-				      strsignal(WTERMSIG(st)));
-	return loader_strdupf("worker %u (pid %d) exited with status %d", i,
-			      (int)pid, WEXITSTATUS(st));
+		return strdupf("worker %u (pid %d) was killed by "
+			       "signal %d (%s)",
+			       i, (int)pid, WTERMSIG(st),
+			       strsignal(WTERMSIG(st)));
+	return strdupf("worker %u (pid %d) exited with status %d", i, (int)pid,
+		       WEXITSTATUS(st));
 }
 
 int workers_send(struct workers *ws, uint32_t i, uint32_t s, char **err)
