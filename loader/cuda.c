@@ -26,6 +26,7 @@
 #include "cuda.h"
 #include "error.h"
 #include "loader_i.h"
+#include "log.h"
 
 void wharf_cuda_options_init(struct wharf_cuda_options *opt)
 {
@@ -333,12 +334,11 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 			(void)cudaGetLastError();
 			static int said;
 			if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-				fprintf(stderr,
-					"libwharf: cudaHostRegister of the "
-					"%zu-byte batch ring failed (%s): "
-					"copying through pinned staging "
-					"buffers instead\n",
-					size, cudaGetErrorString(e));
+				log_warn("cudaHostRegister of the %zu-byte "
+					 "batch ring failed (%s): copying "
+					 "through pinned staging buffers "
+					 "instead",
+					 size, cudaGetErrorString(e));
 		}
 	}
 	c->stats.registered = c->registered;

@@ -21,12 +21,18 @@
 #include "error.h"
 #include "hints.h"
 #include "loader_i.h"
+#include "log.h"
 
 #define WINDOW 64
 
 unsigned wharf_version_number(void)
 {
 	return WHARF_VERSION_NUMBER;
+}
+
+void wharf_log_set_func(wharf_log_func fn, void *arg)
+{
+	log_set_func(fn, arg);
 }
 
 static uint64_t mono_ns(void)
@@ -44,6 +50,15 @@ int loader_fail(struct wharf_loader *l, int rc, char *msg)
 	l->fail_rc = rc;
 	error_note(msg);
 	return rc;
+}
+
+/* A worker found dead fails the loader, and is logged as well: a process
+ * gone (the OOM killer, a crash in a transform) is news that the caller's
+ * logs should carry even where the caller handles the error. */
+static int fail_worker_gone(struct wharf_loader *l, char *msg)
+{
+	log_error("%s", msg);
+	return loader_fail(l, -ECHILD, msg);
 }
 
 void wharf_options_init(struct wharf_options *o)
@@ -231,11 +246,11 @@ static int pump(struct wharf_loader *l)
 		if (rc == -EPIPE)
 			return 0; /* the next wait names the batch it held */
 		if (rc) {
-			rc = loader_fail(
-			    l, rc,
-			    strdupf("%s (found sending it batch %llu)",
-				    err ? err : "a worker",
-				    (unsigned long long)b));
+			assert(rc == -ECHILD);
+			rc = fail_worker_gone(
+			    l, strdupf("%s (found sending it batch %llu)",
+				       err ? err : "a worker",
+				       (unsigned long long)b));
 			free(err);
 			return rc;
 		}
@@ -447,9 +462,8 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		if (rc == -ECHILD && err) {
 			char *wh = slot != UINT32_MAX ? where(l, slot)
 						      : strdupf("no batch");
-			rc = loader_fail(
-			    l, -ECHILD,
-			    strdupf("%s while reading %s", err, wh));
+			rc = fail_worker_gone(
+			    l, strdupf("%s while reading %s", err, wh));
 			free(wh);
 			free(err);
 			break;

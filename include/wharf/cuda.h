@@ -9,7 +9,9 @@
  * process, so the host-to-device copy reads straight from the slot a worker
  * filled.  When registration is refused, batches go through one pinned
  * staging buffer per device buffer instead (one extra memcpy); the library
- * says so once on stderr and in wharf_cuda_stats.registered.
+ * says so once, as a warning through the log function (<wharf/log.h>:
+ * stderr unless the program installed its own), and in
+ * wharf_cuda_stats.registered.
  *
  * Call order:
  *
