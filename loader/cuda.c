@@ -1,8 +1,11 @@
 /*
- * Pinned CUDA prefetch: the ring registered as pinned memory, N device
- * buffers filled on a private copy stream, events that order the caller's
- * stream after the copy and the next copy into a buffer after the caller's
- * last use of it.
+ * cuda: pinned CUDA prefetch, on top of the public loader.  It drives the
+ * loader through wharf_loader_next() and _release() and the hooks of
+ * loader_i.h; loader.c reaches it only through those hooks.
+ *
+ * The ring registered as pinned memory, N device buffers filled on a
+ * private copy stream, events that order the caller's stream after the
+ * copy and the next copy into a buffer after the caller's last use of it.
  *
  * A device buffer goes FREE -> QUEUED (copy enqueued, not handed out) ->
  * HELD (handed out) -> FREE (released: an event on the caller's stream, which

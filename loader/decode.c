@@ -1,6 +1,7 @@
 /*
- * Built-in decoders: per-sample transforms chosen by a spec string, so that
- * callers in other languages never run their own code in the workers.
+ * decode: built-in decoders, per-sample transforms chosen by a spec string,
+ * so that callers in other languages never run their own code in the
+ * workers.
  */
 #include "config.h"
 

@@ -1,6 +1,7 @@
 /*
- * The index file: open (map, check the header), verify (checksum every
- * section) and build (from a directory, a list, or fixed-size records).
+ * index: the index file: open (map, check the header), verify (checksum
+ * every section) and build (from a directory, a list, or fixed-size
+ * records).
  *
  * Builders stream each array into its own unnamed temporary file next to the
  * output, so memory does not grow with the number of samples (the directory

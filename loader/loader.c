@@ -1,7 +1,8 @@
 /*
- * The public loader: ties index, sampler, ring and workers together, keeps
- * the ring's slots moving (dispatch, in-order or first-ready delivery,
- * release), and turns every failure into one message.
+ * loader: the public loader API, which ties index, sampler, ring, workers
+ * and hints together, keeps the ring's slots moving (dispatch, in-order or
+ * first-ready delivery, release), and turns every failure into one message;
+ * with the library-wide calls (version, log function).
  *
  * Slots go FREE -> BUSY (a worker fills it) -> READY -> HELD (the caller has
  * the view) -> FREE.  Dispatch runs in sampler order and never more than 64

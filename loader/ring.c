@@ -1,7 +1,8 @@
 /*
- * The batch ring segment.  Reserving every page at open is the point: a
- * tmpfs that runs out of room while a worker writes a slot would deliver a
- * SIGBUS mid-epoch; posix_fallocate makes the same shortage an error at open.
+ * ring: the batch ring segment.  Reserving every page at open is the point:
+ * a tmpfs that runs out of room while a worker writes a slot would deliver
+ * a SIGBUS mid-epoch; posix_fallocate makes the same shortage an error at
+ * open.
  */
 #include "config.h"
 

@@ -1,5 +1,5 @@
 /*
- * The sampler: a keyed bijection of [0, n) per epoch, and the rank's share.
+ * sampler: a keyed bijection of [0, n) per epoch, and the rank's share.
  */
 #include "config.h"
 

@@ -1,5 +1,6 @@
 /*
- * Filling a slot (the reading code), and the forked processes that do it.
+ * workers: filling ring slots, by the reading code and the forked processes
+ * that run it (or the caller itself, without workers).
  *
  * A byte travels once from the page cache into the slot when there is no
  * sample transform (pread straight into the slot, adjacent ranges of one file
