@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <wharf/cuda.h>
 
@@ -30,6 +29,7 @@
 #include "error.h"
 #include "loader_i.h"
 #include "log.h"
+#include "util.h"
 
 void wharf_cuda_options_init(struct wharf_cuda_options *opt)
 {
@@ -156,13 +156,6 @@ struct loader_cuda {
 	size_t off_labels, off_offsets, buf_bytes;
 	struct wharf_cuda_stats stats;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cuda_rc(cudaError_t e)
 {
@@ -492,12 +485,12 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	}
 	if (!c->registered) {
 		/* The last copy out of stage is done (settle waited). */
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = now_ns();
 		memcpy(b->stage, data, hb->bytes);
 		memcpy(b->stage + c->off_labels, labels, lab);
 		if (offs)
 			memcpy(b->stage + c->off_offsets, offsets, offs);
-		c->stats.staged_ns += mono_ns() - t0;
+		c->stats.staged_ns += now_ns() - t0;
 		data = b->stage;
 		labels = b->stage + c->off_labels;
 		offsets = b->stage + c->off_offsets;
@@ -549,7 +542,7 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 			     const struct wharf_device_batch **out)
 {
 	struct loader_cuda *c = l->cuda;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = now_ns();
 	int rc;
 
 	*out = NULL;
@@ -606,7 +599,7 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 	*out = &b->view;
 	rc = 0;
 out:
-	c->stats.wait_ns += mono_ns() - t0;
+	c->stats.wait_ns += now_ns() - t0;
 	return rc;
 }
 

@@ -17,12 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
 #include "hints.h"
 #include "loader_i.h"
 #include "log.h"
+#include "util.h"
 
 #define WINDOW 64
 
@@ -34,13 +34,6 @@ unsigned wharf_version_number(void)
 void wharf_log_set_func(wharf_log_func fn, void *arg)
 {
 	log_set_func(fn, arg);
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 int loader_fail(struct wharf_loader *l, int rc, char *msg)
@@ -147,7 +140,7 @@ static void hint_lead_init(struct wharf_loader *l)
 /* A batch goes to the caller: the lead follows the consumption rate. */
 static void hint_lead_update(struct wharf_loader *l)
 {
-	uint64_t now = mono_ns(), gap, want;
+	uint64_t now = now_ns(), gap, want;
 
 	if (!l->hints)
 		return;
@@ -395,7 +388,7 @@ static int deliver(struct wharf_loader *l, uint32_t s,
 
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = now_ns();
 	int rc = 0;
 
 	*out = NULL;
@@ -431,7 +424,7 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 			goto nobufs;
 		int timeout = -1;
 		if (l->opt.timeout_ms) {
-			uint64_t spent = (mono_ns() - t0) / 1000000u;
+			uint64_t spent = (now_ns() - t0) / 1000000u;
 			timeout = spent >= l->opt.timeout_ms
 				      ? 0
 				      : (int)(l->opt.timeout_ms - spent);
@@ -474,10 +467,10 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		    l, rc, strdupf("waiting for workers: %s", strerror(-rc)));
 		break;
 	}
-	l->stats.wait_ns += mono_ns() - t0;
+	l->stats.wait_ns += now_ns() - t0;
 	return rc;
 nobufs:
-	l->stats.wait_ns += mono_ns() - t0;
+	l->stats.wait_ns += now_ns() - t0;
 	return error_set(-ENOBUFS, strdupf("all %u ring slots hold batches not "
 					   "released yet: release some (or "
 					   "raise prefetch)",
@@ -639,7 +632,7 @@ int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st)
 	struct wharf_stats s = l->stats;
 	s.size = sizeof(s);
 	s.num_workers = nworkers(l);
-	s.open_ns = mono_ns() - l->open_ns;
+	s.open_ns = now_ns() - l->open_ns;
 	for (uint32_t i = 0; i < l->ring.nstats; i++) {
 		const struct ring_worker_stats *w = ring_stats(&l->ring, i);
 		s.read_bytes +=
@@ -806,7 +799,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 			}
 		}
 	}
-	l->open_ns = mono_ns();
+	l->open_ns = now_ns();
 	l->stats.size = sizeof(l->stats);
 	rc = restart(l, 0, 0, 0);
 	if (rc) {

@@ -35,6 +35,7 @@
 #include "index.h"
 #include "ring.h"
 #include "sampler.h"
+#include "util.h"
 #include "workers.h"
 
 #define FD_CACHE 64
@@ -73,13 +74,6 @@ struct done_msg {
 	int32_t status;
 	char msg[244];
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void fd_drop(struct fd_cache *fc, unsigned k)
 {
@@ -434,7 +428,7 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 	int32_t *labels = ring_labels(r, s);
 	uint64_t *offs = ring_offsets(r, s);
 	struct where w = {.hdr = h, .idx = c->idx, .file = UINT32_MAX};
-	uint64_t t0 = mono_ns(), pos = 0;
+	uint64_t t0 = now_ns(), pos = 0;
 	uint32_t n = h->count, out = 0;
 
 	h->status = 0;
@@ -525,7 +519,7 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 	}
 	if (c->ring->nstats) {
 		struct ring_worker_stats *st = ring_stats(r, worker);
-		__atomic_fetch_add(&st->busy_ns, mono_ns() - t0,
+		__atomic_fetch_add(&st->busy_ns, now_ns() - t0,
 				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&st->read_bytes, h->read_bytes,
 				   __ATOMIC_RELAXED);
