@@ -1,8 +1,11 @@
 /*
- * Pinned CUDA prefetch: the ring registered as pinned memory, N device
- * buffers filled on a private copy stream, events that order the caller's
- * stream after the copy and the next copy into a buffer after the caller's
- * last use of it.
+ * cuda: pinned CUDA prefetch, on top of the public loader.  It drives the
+ * loader through wharf_loader_next() and _release() and the hooks of
+ * loader_i.h; loader.c reaches it only through those hooks.
+ *
+ * The ring registered as pinned memory, N device buffers filled on a
+ * private copy stream, events that order the caller's stream after the
+ * copy and the next copy into a buffer after the caller's last use of it.
  *
  * A device buffer goes FREE -> QUEUED (copy enqueued, not handed out) ->
  * HELD (handed out) -> FREE (released: an event on the caller's stream, which
@@ -19,12 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <wharf/cuda.h>
 
 #include "cuda.h"
+#include "error.h"
 #include "loader_i.h"
+#include "log.h"
+#include "util.h"
 
 void wharf_cuda_options_init(struct wharf_cuda_options *opt)
 {
@@ -37,8 +42,7 @@ void wharf_cuda_options_init(struct wharf_cuda_options *opt)
 
 static int no_cuda(void)
 {
-	return loader_error_set(
-	    -ENOTSUP, loader_strdupf("libwharf was built without CUDA"));
+	return error_set(-ENOTSUP, strdupf("libwharf was built without CUDA"));
 }
 
 int wharf_cuda_available(void)
@@ -153,13 +157,6 @@ struct loader_cuda {
 	struct wharf_cuda_stats stats;
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int cuda_rc(cudaError_t e)
 {
 	switch (e) {
@@ -179,10 +176,9 @@ static int cuda_rc(cudaError_t e)
 static int cuda_fail(cudaError_t e, const char *what)
 {
 	(void)cudaGetLastError();
-	return loader_error_set(cuda_rc(e),
-				loader_strdupf("CUDA %s: %s (%s)", what,
-					       cudaGetErrorString(e),
-					       cudaGetErrorName(e)));
+	return error_set(cuda_rc(e),
+			 strdupf("CUDA %s: %s (%s)", what,
+				 cudaGetErrorString(e), cudaGetErrorName(e)));
 }
 
 /* A CUDA failure in the middle of the pipeline leaves buffers in an unknown
@@ -191,9 +187,8 @@ static int pipe_fail(struct loader_cuda *c, cudaError_t e, const char *what)
 {
 	(void)cudaGetLastError();
 	return loader_fail(c->l, cuda_rc(e),
-			   loader_strdupf("CUDA %s: %s (%s)", what,
-					  cudaGetErrorString(e),
-					  cudaGetErrorName(e)));
+			   strdupf("CUDA %s: %s (%s)", what,
+				   cudaGetErrorString(e), cudaGetErrorName(e)));
 }
 
 #define CU(call, what)                                                         \
@@ -260,8 +255,7 @@ int wharf_cuda_available(void)
 		return 0;
 	}
 	if (n == 0) {
-		(void)loader_error_set(-ENODEV,
-				       loader_strdupf("no CUDA device found"));
+		(void)error_set(-ENODEV, strdupf("no CUDA device found"));
 		return 0;
 	}
 	return 1;
@@ -284,7 +278,7 @@ static int buf_init(struct loader_cuda *c, struct dbuf *b, uint32_t batch)
 	b->samples = calloc(batch, sizeof(*b->samples));
 	b->labels = calloc(batch, sizeof(*b->labels));
 	if (!b->samples || !b->labels)
-		return loader_error_set(-ENOMEM, NULL);
+		return error_set(-ENOMEM, NULL);
 	return 0;
 }
 
@@ -301,19 +295,18 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 		memcpy(&o, opt, opt->size < sizeof(o) ? opt->size : sizeof(o));
 	o.size = sizeof(o);
 	if (l->cuda)
-		return loader_error_set(
-		    -EEXIST, loader_strdupf("cuda_enable: CUDA prefetch is "
-					    "already on for this loader"));
+		return error_set(-EEXIST,
+				 strdupf("cuda_enable: CUDA prefetch is "
+					 "already on for this loader"));
 	if (o.buffers < 1 || o.buffers > 64)
-		return loader_error_set(
-		    -EINVAL, loader_strdupf("cuda_enable: buffers is %u; "
-					    "it must be 1 to 64",
-					    o.buffers));
+		return error_set(-EINVAL, strdupf("cuda_enable: buffers is %u; "
+						  "it must be 1 to 64",
+						  o.buffers));
 	if (!wharf_cuda_available())
 		return -ENODEV;
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return loader_error_set(-ENOMEM, NULL);
+		return error_set(-ENOMEM, NULL);
 	c->l = l;
 	c->nbuf = o.buffers;
 	c->stats.size = sizeof(c->stats);
@@ -337,12 +330,11 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 			(void)cudaGetLastError();
 			static int said;
 			if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-				fprintf(stderr,
-					"libwharf: cudaHostRegister of the "
-					"%zu-byte batch ring failed (%s): "
-					"copying through pinned staging "
-					"buffers instead\n",
-					size, cudaGetErrorString(e));
+				log_warn("cudaHostRegister of the %zu-byte "
+					 "batch ring failed (%s): copying "
+					 "through pinned staging buffers "
+					 "instead",
+					 size, cudaGetErrorString(e));
 		}
 	}
 	c->stats.registered = c->registered;
@@ -353,7 +345,7 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 	}
 	c->bufs = calloc(c->nbuf, sizeof(*c->bufs));
 	if (!c->bufs) {
-		rc = loader_error_set(-ENOMEM, NULL);
+		rc = error_set(-ENOMEM, NULL);
 		goto fail;
 	}
 	for (uint32_t i = 0; i < c->nbuf; i++)
@@ -369,9 +361,9 @@ fail:
 
 static int not_enabled(void)
 {
-	return loader_error_set(
-	    -EINVAL, loader_strdupf("CUDA prefetch is not on for this loader: "
-				    "call wharf_loader_cuda_enable() first"));
+	return error_set(-EINVAL,
+			 strdupf("CUDA prefetch is not on for this loader: "
+				 "call wharf_loader_cuda_enable() first"));
 }
 
 /* Accounts the timing of the copy last made into b (and how much of it the
@@ -493,12 +485,12 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	}
 	if (!c->registered) {
 		/* The last copy out of stage is done (settle waited). */
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = now_ns();
 		memcpy(b->stage, data, hb->bytes);
 		memcpy(b->stage + c->off_labels, labels, lab);
 		if (offs)
 			memcpy(b->stage + c->off_offsets, offsets, offs);
-		c->stats.staged_ns += mono_ns() - t0;
+		c->stats.staged_ns += now_ns() - t0;
 		data = b->stage;
 		labels = b->stage + c->off_labels;
 		offsets = b->stage + c->off_offsets;
@@ -550,15 +542,14 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 			     const struct wharf_device_batch **out)
 {
 	struct loader_cuda *c = l->cuda;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = now_ns();
 	int rc;
 
 	*out = NULL;
 	if (!c)
 		return not_enabled();
 	if (l->failed)
-		return loader_error_set(l->fail_rc,
-					loader_strdupf("%s", l->error));
+		return error_set(l->fail_rc, strdupf("%s", l->error));
 	CU(cudaSetDevice(c->device), "cudaSetDevice");
 	if ((rc = reap(c, false)) < 0)
 		goto out;
@@ -592,12 +583,11 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 			rc = WHARF_END;
 			goto out;
 		}
-		rc = loader_error_set(
-		    -ENOBUFS, loader_strdupf("all %u device buffers hold "
-					     "batches not released yet: "
-					     "release some (or raise "
-					     "buffers)",
-					     c->nbuf));
+		rc = error_set(-ENOBUFS, strdupf("all %u device buffers hold "
+						 "batches not released yet: "
+						 "release some (or raise "
+						 "buffers)",
+						 c->nbuf));
 		goto out;
 	}
 	cudaStream_t us = stream;
@@ -609,7 +599,7 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 	*out = &b->view;
 	rc = 0;
 out:
-	c->stats.wait_ns += mono_ns() - t0;
+	c->stats.wait_ns += now_ns() - t0;
 	return rc;
 }
 
@@ -622,10 +612,10 @@ int wharf_loader_release_device(wharf_loader *l,
 		return not_enabled();
 	if (!db || db->buffer >= c->nbuf || &c->bufs[db->buffer].view != db ||
 	    c->bufs[db->buffer].state != BUF_HELD)
-		return loader_error_set(
-		    -EINVAL, loader_strdupf("release_device: not a batch this "
-					    "loader handed out, or released "
-					    "already"));
+		return error_set(-EINVAL,
+				 strdupf("release_device: not a batch this "
+					 "loader handed out, or released "
+					 "already"));
 	struct dbuf *b = &c->bufs[db->buffer];
 	cudaError_t e = cudaEventRecord(b->released, (cudaStream_t)stream);
 	if (e != cudaSuccess)
@@ -709,12 +699,12 @@ int wharf_loader_device_state_save(wharf_loader *l, struct wharf_state *st)
 		const struct dbuf *b = &c->bufs[i];
 		if (b->state == BUF_QUEUED && b->view.epoch == st->epoch &&
 		    unmark(st, b->view.index) < 0)
-			return loader_error_set(
+			return error_set(
 			    -EOVERFLOW,
-			    loader_strdupf("state_save: batch %llu, read "
-					   "ahead, lies more than 64 batches "
-					   "behind those returned",
-					   (unsigned long long)b->view.index));
+			    strdupf("state_save: batch %llu, read "
+				    "ahead, lies more than 64 batches "
+				    "behind those returned",
+				    (unsigned long long)b->view.index));
 	}
 	return 0;
 }

@@ -1,6 +1,7 @@
 /*
- * Built-in decoders: per-sample transforms chosen by a spec string, so that
- * callers in other languages never run their own code in the workers.
+ * decode: built-in decoders, per-sample transforms chosen by a spec string,
+ * so that callers in other languages never run their own code in the
+ * workers.
  */
 #include "config.h"
 
@@ -16,7 +17,7 @@
 
 #include <wharf/decode.h>
 
-#include "loader_i.h"
+#include "error.h"
 #ifdef HAVE_JPEG
 #include "jpeg.h"
 #endif
@@ -51,8 +52,7 @@ struct wharf_decoder {
 
 static int decode_fail(int rc, const char *spec, const char *what)
 {
-	return loader_error_set(
-	    rc, loader_strdupf("decoder \"%s\": %s", spec, what));
+	return error_set(rc, strdupf("decoder \"%s\": %s", spec, what));
 }
 
 static int dtype_size(const char *t)
@@ -270,15 +270,14 @@ static int load_plugin(struct wharf_decoder *d, const char *spec,
 	if (!d->dl) {
 		const char *why = dlerror();
 
-		return loader_error_set(-ENOENT,
-					loader_strdupf("decoder \"%s\": %s",
-						       spec, why ? why : path));
+		return error_set(-ENOENT, strdupf("decoder \"%s\": %s", spec,
+						  why ? why : path));
 	}
 	*(void **)&d->plugin_fn = dlsym(d->dl, symbol);
 	if (!d->plugin_fn)
-		return loader_error_set(
-		    -ENOENT, loader_strdupf("decoder \"%s\": %s exports no %s",
-					    spec, path, symbol));
+		return error_set(-ENOENT,
+				 strdupf("decoder \"%s\": %s exports no %s",
+					 spec, path, symbol));
 	if ((size_t)snprintf(name, sizeof(name), "%s_init", symbol) <
 	    sizeof(name))
 		*(void **)&d->plugin_init = dlsym(d->dl, name);
@@ -453,7 +452,7 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 	copy = strdup(spec);
 	d = calloc(1, sizeof(*d));
 	if (!copy || !d) {
-		rc = loader_error_set(-ENOMEM, loader_strdupf("out of memory"));
+		rc = error_set(-ENOMEM, strdupf("out of memory"));
 		goto out;
 	}
 	name_len = strcspn(copy, " \t");
@@ -461,10 +460,9 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 	copy[name_len] = '\0';
 	rc = split_words(rest, &w, &bad);
 	if (rc) {
-		rc = loader_error_set(
-		    rc, loader_strdupf("decoder \"%s\": bad word \"%s\" "
-				       "(expected key=value)",
-				       spec, bad));
+		rc = error_set(rc, strdupf("decoder \"%s\": bad word \"%s\" "
+					   "(expected key=value)",
+					   spec, bad));
 		goto out;
 	}
 	if (!strcmp(copy, "raw") || !*copy) {
@@ -500,10 +498,10 @@ out:
 int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 {
 	if (opt->size < offsetof(struct wharf_options, user) + sizeof(void *))
-		return loader_error_set(
-		    -EINVAL, loader_strdupf("wharf_decoder_apply: options of "
-					    "%u bytes are too old",
-					    opt->size));
+		return error_set(-EINVAL,
+				 strdupf("wharf_decoder_apply: options of "
+					 "%u bytes are too old",
+					 opt->size));
 	opt->user = d;
 	opt->worker_init = NULL;
 	switch (d->kind) {

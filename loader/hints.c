@@ -1,5 +1,6 @@
 /*
- * Read-order hints for a wharf mount (see hints.h and wharf(1), "Hints").
+ * hints: read-order hints for a wharf mount (see hints.h and wharf(1),
+ * "Hints").
  *
  * Detection, once: the first file of the index must lie on a FUSE
  * filesystem (statfs) and one of its parent directories on the same device

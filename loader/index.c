@@ -1,6 +1,7 @@
 /*
- * The index file: open (map, check the header), verify (checksum every
- * section) and build (from a directory, a list, or fixed-size records).
+ * index: the index file: open (map, check the header), verify (checksum
+ * every section) and build (from a directory, a list, or fixed-size
+ * records).
  *
  * Builders stream each array into its own unnamed temporary file next to the
  * output, so memory does not grow with the number of samples (the directory
@@ -21,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "index.h"
-#include "loader_i.h"
 
 #define ALIGN 64u
 
@@ -71,59 +72,56 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		*err = loader_strdupf("index %s: %s", path, strerror(-rc));
+		*err = strdupf("index %s: %s", path, strerror(-rc));
 		return rc;
 	}
 	if (fstat(fd, &st)) {
 		rc = -errno;
-		*err = loader_strdupf("index %s: %s", path, strerror(-rc));
+		*err = strdupf("index %s: %s", path, strerror(-rc));
 		goto out;
 	}
 	rc = -EINVAL;
 	if ((uint64_t)st.st_size < INDEX_HEADER_SIZE) {
-		*err = loader_strdupf("index %s: %lld bytes, too short for an "
-				      "index (header is %u bytes)",
-				      path, (long long)st.st_size, INDEX_HEADER_SIZE);
+		*err = strdupf("index %s: %lld bytes, too short for an "
+			       "index (header is %u bytes)",
+			       path, (long long)st.st_size, INDEX_HEADER_SIZE);
 		goto out;
 	}
 	map = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		rc = -errno;
-		*err =
-		    loader_strdupf("index %s: mmap: %s", path, strerror(-rc));
+		*err = strdupf("index %s: mmap: %s", path, strerror(-rc));
 		goto out;
 	}
 	memcpy(&h, map, sizeof(h));
 	if (memcmp(h.magic, INDEX_MAGIC, 8)) {
-		*err = loader_strdupf("index %s: not a wharf index (bad magic)",
-				      path);
+		*err = strdupf("index %s: not a wharf index (bad magic)", path);
 		goto out;
 	}
 	if (h.version != INDEX_VERSION || h.header_size != INDEX_HEADER_SIZE) {
-		*err =
-		    loader_strdupf("index %s: version %u, this library reads "
-				   "version %u",
-				   path, h.version, INDEX_VERSION);
+		*err = strdupf("index %s: version %u, this library reads "
+			       "version %u",
+			       path, h.version, INDEX_VERSION);
 		goto out;
 	}
 	if (index_header_hash(&h) != h.header_hash) {
-		*err = loader_strdupf("index %s: header checksum mismatch "
-				      "(corrupted)",
-				      path);
+		*err = strdupf("index %s: header checksum mismatch "
+			       "(corrupted)",
+			       path);
 		goto out;
 	}
 	if (h.file_size != (uint64_t)st.st_size) {
-		*err = loader_strdupf("index %s: file is %lld bytes, header "
-				      "says %llu (truncated or appended to)",
-				      path, (long long)st.st_size,
-				      (unsigned long long)h.file_size);
+		*err = strdupf("index %s: file is %lld bytes, header "
+			       "says %llu (truncated or appended to)",
+			       path, (long long)st.st_size,
+			       (unsigned long long)h.file_size);
 		goto out;
 	}
 	/* The body checksum runs over 8-byte words. */
 	if (h.file_size % 8) {
-		*err = loader_strdupf("index %s: %llu bytes is not a whole "
-				      "number of 8-byte words (corrupt)",
-				      path, (unsigned long long)h.file_size);
+		*err = strdupf("index %s: %llu bytes is not a whole "
+			       "number of 8-byte words (corrupt)",
+			       path, (unsigned long long)h.file_size);
 		goto out;
 	}
 	if (h.count > UINT64_MAX / 8 || h.nfiles > UINT32_MAX ||
@@ -135,9 +133,9 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 	    !section_ok(&h, h.off_blob, h.blob_size) ||
 	    !section_ok(&h, h.off_root, h.root_size) || h.root_size == 0 ||
 	    h.blob_size == 0) {
-		*err = loader_strdupf("index %s: a section lies outside the "
-				      "file (corrupted)",
-				      path);
+		*err = strdupf("index %s: a section lies outside the "
+			       "file (corrupted)",
+			       path);
 		goto out;
 	}
 	const char *base = map;
@@ -145,15 +143,15 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 	if (base[h.off_blob + h.blob_size - 1] != '\0' ||
 	    base[h.off_root + h.root_size - 1] != '\0' ||
 	    pathoff[h.nfiles] != h.blob_size) {
-		*err = loader_strdupf("index %s: path table is inconsistent "
-				      "(corrupted)",
-				      path);
+		*err = strdupf("index %s: path table is inconsistent "
+			       "(corrupted)",
+			       path);
 		goto out;
 	}
 	idx = calloc(1, sizeof(*idx));
 	if (!idx) {
 		rc = -ENOMEM;
-		*err = loader_strdupf("index %s: out of memory", path);
+		*err = strdupf("index %s: out of memory", path);
 		goto out;
 	}
 	idx->count = h.count;
@@ -175,7 +173,7 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 	idx->path = strdup(path);
 	if (!idx->path) {
 		rc = -ENOMEM;
-		*err = loader_strdupf("index %s: out of memory", path);
+		*err = strdupf("index %s: out of memory", path);
 		goto out;
 	}
 	map = MAP_FAILED;
@@ -216,9 +214,9 @@ int index_verify(const struct index *idx, char **err)
 	    hash_words(HASH_SEED, (const char *)idx->map + h->header_size,
 		       h->file_size - h->header_size);
 	if (sum != h->body_hash) {
-		*err = loader_strdupf("index %s: checksum mismatch over the "
-				      "sample arrays and paths (corrupted)",
-				      idx->path);
+		*err = strdupf("index %s: checksum mismatch over the "
+			       "sample arrays and paths (corrupted)",
+			       idx->path);
 		return -EINVAL;
 	}
 	return 0;
@@ -302,15 +300,15 @@ static int writer_init(struct writer *w, const char *out, const char *root,
 	char *dir = dir_of(out);
 	if (!w->root || !dir) {
 		free(dir);
-		*err = loader_strdupf("index %s: out of memory", out);
+		*err = strdupf("index %s: out of memory", out);
 		return -ENOMEM;
 	}
 	for (int i = 0; i < S_COUNT; i++) {
 		w->sec[i] = temp_stream(dir);
 		if (!w->sec[i]) {
 			int rc = -errno;
-			*err = loader_strdupf("index %s: temporary file: %s",
-					      out, strerror(-rc));
+			*err = strdupf("index %s: temporary file: %s", out,
+				       strerror(-rc));
 			free(dir);
 			return rc;
 		}
@@ -335,8 +333,8 @@ static int writer_put(struct writer *w, int s, const void *p, size_t len)
 {
 	if (fwrite(p, 1, len, w->sec[s]) != len) {
 		int rc = errno ? -errno : -EIO;
-		*w->err = loader_strdupf("index %s: writing: %s", w->out,
-					 strerror(-rc));
+		*w->err =
+		    strdupf("index %s: writing: %s", w->out, strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -347,8 +345,8 @@ static int writer_file(struct writer *w, const char *path, uint32_t *id)
 {
 	size_t len = strlen(path) + 1;
 	if (w->nfiles >= UINT32_MAX) {
-		*w->err = loader_strdupf("index %s: more than %u files", w->out,
-					 UINT32_MAX - 1);
+		*w->err = strdupf("index %s: more than %u files", w->out,
+				  UINT32_MAX - 1);
 		return -EOVERFLOW;
 	}
 	int rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
@@ -418,8 +416,7 @@ static int copy_section(struct writer *w, FILE *in, int fd, uint64_t *pos,
 	return 0;
 fail:;
 	int rc = errno ? -errno : -EIO;
-	*w->err =
-	    loader_strdupf("index %s: writing: %s", w->out, strerror(-rc));
+	*w->err = strdupf("index %s: writing: %s", w->out, strerror(-rc));
 	return rc;
 }
 
@@ -440,19 +437,19 @@ static int writer_finish(struct writer *w)
 			return rc;
 		w->blob_size = 1;
 	}
-	w->tmp_path = loader_strdupf("%s.tmp-XXXXXX", w->out);
+	w->tmp_path = strdupf("%s.tmp-XXXXXX", w->out);
 	fd = mkstemp(w->tmp_path);
 	if (fd < 0) {
 		rc = -errno;
 		free(w->tmp_path);
 		w->tmp_path = NULL;
-		*w->err = loader_strdupf("index %s: %s", w->out, strerror(-rc));
+		*w->err = strdupf("index %s: %s", w->out, strerror(-rc));
 		return rc;
 	}
 	buf = malloc(cap + ALIGN);
 	if (!buf) {
 		rc = -ENOMEM;
-		*w->err = loader_strdupf("index %s: out of memory", w->out);
+		*w->err = strdupf("index %s: out of memory", w->out);
 		goto out;
 	}
 	uint64_t pos = INDEX_HEADER_SIZE, hash = HASH_SEED;
@@ -470,7 +467,7 @@ static int writer_finish(struct writer *w)
 	char *rbuf = calloc(1, rlen);
 	if (!rbuf) {
 		rc = -ENOMEM;
-		*w->err = loader_strdupf("index %s: out of memory", w->out);
+		*w->err = strdupf("index %s: out of memory", w->out);
 		goto out;
 	}
 	memcpy(rbuf, w->root, h.root_size);
@@ -507,8 +504,7 @@ static int writer_finish(struct writer *w)
 	goto out;
 fail:
 	rc = errno ? -errno : -EIO;
-	*w->err =
-	    loader_strdupf("index %s: writing: %s", w->out, strerror(-rc));
+	*w->err = strdupf("index %s: writing: %s", w->out, strerror(-rc));
 out:
 	free(buf);
 	close(fd);
@@ -573,7 +569,7 @@ static int walk(int dirfd, const char *rel, struct pathset *ps,
 	if (!d) {
 		int rc = -errno;
 		close(dirfd);
-		*err = loader_strdupf("%s/%s: %s", root, rel, strerror(-rc));
+		*err = strdupf("%s/%s: %s", root, rel, strerror(-rc));
 		return rc;
 	}
 	int rc = 0;
@@ -587,8 +583,8 @@ static int walk(int dirfd, const char *rel, struct pathset *ps,
 			       : snprintf(path, sizeof(path), "%s", nm);
 		if (n < 0 || (size_t)n >= sizeof(path)) {
 			rc = -ENAMETOOLONG;
-			*err = loader_strdupf("%s/%s/%s: path too long", root,
-					      rel, nm);
+			*err =
+			    strdupf("%s/%s/%s: path too long", root, rel, nm);
 			break;
 		}
 		struct stat st;
@@ -596,8 +592,8 @@ static int walk(int dirfd, const char *rel, struct pathset *ps,
 		if (!is_dir) {
 			if (fstatat(dirfd, nm, &st, 0)) {
 				rc = -errno;
-				*err = loader_strdupf("%s/%s: %s", root, path,
-						      strerror(-rc));
+				*err = strdupf("%s/%s: %s", root, path,
+					       strerror(-rc));
 				break;
 			}
 			/* Directories behind symbolic links are not followed:
@@ -611,8 +607,8 @@ static int walk(int dirfd, const char *rel, struct pathset *ps,
 					O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			if (fd < 0) {
 				rc = -errno;
-				*err = loader_strdupf("%s/%s: %s", root, path,
-						      strerror(-rc));
+				*err = strdupf("%s/%s: %s", root, path,
+					       strerror(-rc));
 				break;
 			}
 			rc = walk(fd, path, ps, root, err);
@@ -622,13 +618,13 @@ static int walk(int dirfd, const char *rel, struct pathset *ps,
 		}
 		rc = pathset_add(ps, path, (uint64_t)st.st_size);
 		if (rc) {
-			*err = loader_strdupf("%s: out of memory", root);
+			*err = strdupf("%s: out of memory", root);
 			break;
 		}
 	}
 	if (!rc && errno) {
 		rc = -errno;
-		*err = loader_strdupf("%s/%s: %s", root, rel, strerror(-rc));
+		*err = strdupf("%s/%s: %s", root, rel, strerror(-rc));
 	}
 	closedir(d);
 	return rc;
@@ -659,13 +655,13 @@ int wharf_index_build_dir(const char *dir, const char *out)
 	root = realpath(dir, NULL);
 	if (!root) {
 		rc = -errno;
-		err = loader_strdupf("%s: %s", dir, strerror(-rc));
-		return loader_error_set(rc, err);
+		err = strdupf("%s: %s", dir, strerror(-rc));
+		return error_set(rc, err);
 	}
 	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		err = loader_strdupf("%s: %s", dir, strerror(-rc));
+		err = strdupf("%s: %s", dir, strerror(-rc));
 		goto out;
 	}
 	rc = walk(fd, "", &ps, root, &err);
@@ -675,7 +671,7 @@ int wharf_index_build_dir(const char *dir, const char *out)
 	order = malloc((ps.n ? ps.n : 1) * sizeof(*order));
 	if (!order) {
 		rc = -ENOMEM;
-		err = loader_strdupf("%s: out of memory", dir);
+		err = strdupf("%s: out of memory", dir);
 		goto out;
 	}
 	memcpy(order, ps.off, ps.n * sizeof(*order));
@@ -684,7 +680,7 @@ int wharf_index_build_dir(const char *dir, const char *out)
 	DIR *d = opendir(root);
 	if (!d) {
 		rc = -errno;
-		err = loader_strdupf("%s: %s", dir, strerror(-rc));
+		err = strdupf("%s: %s", dir, strerror(-rc));
 		goto out;
 	}
 	struct dirent *de;
@@ -777,9 +773,8 @@ out:
 	pathset_free(&ps);
 	free(root);
 	if (rc && !err)
-		err = loader_strdupf("index %s from %s: %s", out, dir,
-				     strerror(-rc));
-	return rc ? loader_error_set(rc, err) : 0;
+		err = strdupf("index %s from %s: %s", out, dir, strerror(-rc));
+	return rc ? error_set(rc, err) : 0;
 }
 
 /* ---- from a list ---- */
@@ -797,7 +792,7 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 	in = fopen(list, "re");
 	if (!in) {
 		rc = -errno;
-		err = loader_strdupf("%s: %s", list, strerror(-rc));
+		err = strdupf("%s: %s", list, strerror(-rc));
 		goto out;
 	}
 	char *ldir = dir_of(list);
@@ -805,7 +800,7 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 	free(ldir);
 	if (!root) {
 		rc = -errno;
-		err = loader_strdupf("%s: directory: %s", list, strerror(-rc));
+		err = strdupf("%s: directory: %s", list, strerror(-rc));
 		goto out;
 	}
 	rc = writer_init(&w, out, root, &err);
@@ -849,16 +844,15 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 						root, p);
 			if (fl < 0 || (size_t)fl >= sizeof(full)) {
 				rc = -ENAMETOOLONG;
-				err = loader_strdupf(
-				    "%s:%llu: path too long", list,
-				    (unsigned long long)lineno);
+				err = strdupf("%s:%llu: path too long", list,
+					      (unsigned long long)lineno);
 				goto out;
 			}
 			if (stat(full, &st)) {
 				rc = -errno;
-				err = loader_strdupf("%s:%llu: %s: %s", list,
-						     (unsigned long long)lineno,
-						     full, strerror(-rc));
+				err = strdupf("%s:%llu: %s: %s", list,
+					      (unsigned long long)lineno, full,
+					      strerror(-rc));
 				goto out;
 			}
 			len = (uint64_t)st.st_size;
@@ -872,7 +866,7 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 	}
 	if (ferror(in)) {
 		rc = -EIO;
-		err = loader_strdupf("%s: read error", list);
+		err = strdupf("%s: read error", list);
 		goto out;
 	}
 	rc = writer_finish(&w);
@@ -882,7 +876,7 @@ out:
 	free(root);
 	if (in)
 		fclose(in);
-	return rc ? loader_error_set(rc, err) : 0;
+	return rc ? error_set(rc, err) : 0;
 }
 
 /* ---- fixed-size records ---- */
@@ -897,13 +891,13 @@ int wharf_index_build_records(uint64_t record, const char *const *files,
 
 	memset(&w, 0, sizeof(w));
 	if (record == 0) {
-		err = loader_strdupf("index %s: record size must be > 0", out);
-		return loader_error_set(-EINVAL, err);
+		err = strdupf("index %s: record size must be > 0", out);
+		return error_set(-EINVAL, err);
 	}
 	if (!getcwd(cwd, sizeof(cwd))) {
 		rc = -errno;
-		err = loader_strdupf("getcwd: %s", strerror(-rc));
-		return loader_error_set(rc, err);
+		err = strdupf("getcwd: %s", strerror(-rc));
+		return error_set(rc, err);
 	}
 	rc = writer_init(&w, out, cwd, &err);
 	if (rc)
@@ -912,13 +906,12 @@ int wharf_index_build_records(uint64_t record, const char *const *files,
 		struct stat st;
 		if (stat(files[i], &st)) {
 			rc = -errno;
-			err = loader_strdupf("%s: %s", files[i], strerror(-rc));
+			err = strdupf("%s: %s", files[i], strerror(-rc));
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
 			rc = -EINVAL;
-			err =
-			    loader_strdupf("%s: not a regular file", files[i]);
+			err = strdupf("%s: not a regular file", files[i]);
 			goto out;
 		}
 		uint32_t id;
@@ -935,7 +928,7 @@ int wharf_index_build_records(uint64_t record, const char *const *files,
 	rc = writer_finish(&w);
 out:
 	writer_free(&w);
-	return rc ? loader_error_set(rc, err) : 0;
+	return rc ? error_set(rc, err) : 0;
 }
 
 /* ---- public accessors ---- */
@@ -946,7 +939,7 @@ int wharf_index_open(const char *path, uint32_t flags, wharf_index **out)
 	char *err = NULL;
 	int rc = index_open(path, flags, &idx, &err);
 	if (rc)
-		return loader_error_set(rc, err);
+		return error_set(rc, err);
 	*out = (wharf_index *)(void *)idx;
 	return 0;
 }
@@ -976,10 +969,10 @@ int wharf_index_sample(const wharf_index *w, uint64_t i,
 {
 	const struct index *idx = index_from_public(w);
 	if (i >= idx->count)
-		return loader_error_set(
-		    -ERANGE, loader_strdupf("sample %llu: index %s has %llu",
-					    (unsigned long long)i, idx->path,
-					    (unsigned long long)idx->count));
+		return error_set(-ERANGE,
+				 strdupf("sample %llu: index %s has %llu",
+					 (unsigned long long)i, idx->path,
+					 (unsigned long long)idx->count));
 	out->file = idx->file[i];
 	out->offset = idx->offset[i];
 	out->length = idx->length[i];
@@ -991,8 +984,8 @@ int wharf_index_path(const wharf_index *w, uint32_t file, char *buf, size_t len)
 {
 	int rc = index_full_path(index_from_public(w), file, buf, len);
 	if (rc < 0)
-		return loader_error_set(
-		    rc, loader_strdupf("file %u: %s", file, strerror(-rc)));
+		return error_set(rc,
+				 strdupf("file %u: %s", file, strerror(-rc)));
 	return rc;
 }
 
@@ -1022,5 +1015,5 @@ int wharf_index_verify(const wharf_index *w)
 {
 	char *err = NULL;
 	int rc = index_verify(index_from_public(w), &err);
-	return rc ? loader_error_set(rc, err) : 0;
+	return rc ? error_set(rc, err) : 0;
 }

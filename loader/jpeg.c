@@ -1,6 +1,6 @@
 /*
- * The jpeg decoder: libjpeg-turbo decodes only what the crop needs, and a
- * separable resampler makes the output.
+ * jpeg: the jpeg decoder.  libjpeg-turbo decodes only what the crop needs,
+ * and a separable resampler makes the output.
  *
  * Work saved per sample, cheapest first:
  *  - rows below the crop are never decoded (the decode stops there), rows

@@ -1,7 +1,8 @@
 /*
- * The public loader: ties index, sampler, ring and workers together, keeps
- * the ring's slots moving (dispatch, in-order or first-ready delivery,
- * release), and turns every failure into one message.
+ * loader: the public loader API, which ties index, sampler, ring, workers
+ * and hints together, keeps the ring's slots moving (dispatch, in-order or
+ * first-ready delivery, release), and turns every failure into one message;
+ * with the library-wide calls (version, log function).
  *
  * Slots go FREE -> BUSY (a worker fills it) -> READY -> HELD (the caller has
  * the view) -> FREE.  Dispatch runs in sampler order and never more than 64
@@ -13,84 +14,26 @@
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "error.h"
 #include "hints.h"
 #include "loader_i.h"
+#include "log.h"
+#include "util.h"
 
 #define WINDOW 64
-
-static __thread char tl_last[1024];
-static __thread char tl_user[256];
-static __thread uint64_t tl_sample_seed;
 
 unsigned wharf_version_number(void)
 {
 	return WHARF_VERSION_NUMBER;
 }
 
-char *loader_strdupf(const char *fmt, ...)
+void wharf_log_set_func(wharf_log_func fn, void *arg)
 {
-	va_list ap;
-	char *s;
-	va_start(ap, fmt);
-	int n = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		abort();
-	return s;
-}
-
-int loader_error_set(int rc, char *msg)
-{
-	snprintf(tl_last, sizeof(tl_last), "%s",
-		 msg ? msg : strerror(rc < 0 ? -rc : rc));
-	free(msg);
-	return rc;
-}
-
-const char *wharf_last_error(void)
-{
-	return tl_last;
-}
-
-void wharf_set_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(tl_user, sizeof(tl_user), fmt, ap);
-	va_end(ap);
-}
-
-const char *loader_user_error(void)
-{
-	return tl_user;
-}
-
-void loader_user_error_clear(void)
-{
-	tl_user[0] = '\0';
-}
-
-uint64_t wharf_sample_seed(void)
-{
-	return tl_sample_seed;
-}
-
-void loader_sample_seed_set(uint64_t seed)
-{
-	tl_sample_seed = seed;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	log_set_func(fn, arg);
 }
 
 int loader_fail(struct wharf_loader *l, int rc, char *msg)
@@ -99,8 +42,17 @@ int loader_fail(struct wharf_loader *l, int rc, char *msg)
 	l->error = msg;
 	l->failed = true;
 	l->fail_rc = rc;
-	snprintf(tl_last, sizeof(tl_last), "%s", msg);
+	error_note(msg);
 	return rc;
+}
+
+/* A worker found dead fails the loader, and is logged as well: a process
+ * gone (the OOM killer, a crash in a transform) is news that the caller's
+ * logs should carry even where the caller handles the error. */
+static int fail_worker_gone(struct wharf_loader *l, char *msg)
+{
+	log_error("%s", msg);
+	return loader_fail(l, -ECHILD, msg);
 }
 
 void wharf_options_init(struct wharf_options *o)
@@ -188,7 +140,7 @@ static void hint_lead_init(struct wharf_loader *l)
 /* A batch goes to the caller: the lead follows the consumption rate. */
 static void hint_lead_update(struct wharf_loader *l)
 {
-	uint64_t now = mono_ns(), gap, want;
+	uint64_t now = now_ns(), gap, want;
 
 	if (!l->hints)
 		return;
@@ -288,11 +240,11 @@ static int pump(struct wharf_loader *l)
 		if (rc == -EPIPE)
 			return 0; /* the next wait names the batch it held */
 		if (rc) {
-			rc = loader_fail(
-			    l, rc,
-			    loader_strdupf("%s (found sending it batch %llu)",
-					   err ? err : "a worker",
-					   (unsigned long long)b));
+			assert(rc == -ECHILD);
+			rc = fail_worker_gone(
+			    l, strdupf("%s (found sending it batch %llu)",
+				       err ? err : "a worker",
+				       (unsigned long long)b));
 			free(err);
 			return rc;
 		}
@@ -329,16 +281,15 @@ static char *where(const struct wharf_loader *l, uint32_t s)
 	const struct slot_hdr *h = ring_hdr(&l->ring, s);
 	uint64_t k = h->cur;
 	if (k >= l->opt.batch_size)
-		return loader_strdupf("batch %llu",
-				      (unsigned long long)l->slots[s].index);
+		return strdupf("batch %llu",
+			       (unsigned long long)l->slots[s].index);
 	uint64_t id = ring_samples(&l->ring, s)[k];
 	char path[PATH_MAX];
 	if (id >= l->idx->count ||
 	    index_full_path(l->idx, l->idx->file[id], path, sizeof(path)) < 0)
 		snprintf(path, sizeof(path), "?");
-	return loader_strdupf("sample %llu (%s) of batch %llu",
-			      (unsigned long long)id, path,
-			      (unsigned long long)l->slots[s].index);
+	return strdupf("sample %llu (%s) of batch %llu", (unsigned long long)id,
+		       path, (unsigned long long)l->slots[s].index);
 }
 
 /* Fails the loader for a timeout, naming what the worker of the batch
@@ -366,15 +317,14 @@ static int fail_timed_out(struct wharf_loader *l)
 	}
 	if (now != UINT32_MAX)
 		bs = (int)now;
-	char *wh = bs >= 0 ? where(l, (uint32_t)bs) : loader_strdupf("a batch");
+	char *wh = bs >= 0 ? where(l, (uint32_t)bs) : strdupf("a batch");
 	int rc = loader_fail(
 	    l, -ETIMEDOUT,
-	    loader_strdupf("timed out after %u ms waiting for worker %u, "
-			   "reading %s%s",
-			   l->opt.timeout_ms, wi, wh,
-			   bs >= 0 && l->slots[bs].stale
-			       ? " (an earlier epoch's)"
-			       : ""));
+	    strdupf("timed out after %u ms waiting for worker %u, "
+		    "reading %s%s",
+		    l->opt.timeout_ms, wi, wh,
+		    bs >= 0 && l->slots[bs].stale ? " (an earlier epoch's)"
+						  : ""));
 	free(wh);
 	return rc;
 }
@@ -409,9 +359,9 @@ static int deliver(struct wharf_loader *l, uint32_t s,
 		si->state = SLOT_FREE;
 		return loader_fail(
 		    l, h->status,
-		    loader_strdupf("worker %u, batch %llu of epoch %llu: %s",
-				   h->worker, (unsigned long long)si->index,
-				   (unsigned long long)si->epoch, msg));
+		    strdupf("worker %u, batch %llu of epoch %llu: %s",
+			    h->worker, (unsigned long long)si->index,
+			    (unsigned long long)si->epoch, msg));
 	}
 	struct wharf_batch *v = &si->view;
 	v->epoch = si->epoch;
@@ -438,12 +388,12 @@ static int deliver(struct wharf_loader *l, uint32_t s,
 
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = now_ns();
 	int rc = 0;
 
 	*out = NULL;
 	if (l->failed) {
-		snprintf(tl_last, sizeof(tl_last), "%s", l->error);
+		error_note(l->error);
 		return l->fail_rc;
 	}
 	for (;;) {
@@ -474,7 +424,7 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 			goto nobufs;
 		int timeout = -1;
 		if (l->opt.timeout_ms) {
-			uint64_t spent = (mono_ns() - t0) / 1000000u;
+			uint64_t spent = (now_ns() - t0) / 1000000u;
 			timeout = spent >= l->opt.timeout_ms
 				      ? 0
 				      : (int)(l->opt.timeout_ms - spent);
@@ -484,9 +434,8 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		rc = workers_wait(&l->workers, timeout, &w, &slot, &err);
 		if (rc == -EINTR) {
 			/* Not a failure: the loader goes on at the next call. */
-			snprintf(tl_last, sizeof(tl_last),
-				 "interrupted by a signal while waiting for "
-				 "workers");
+			error_note("interrupted by a signal while waiting for "
+				   "workers");
 			break;
 		}
 		if (rc == 1) {
@@ -505,41 +454,36 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 			break;
 		}
 		if (rc == -ECHILD && err) {
-			char *wh = slot != UINT32_MAX
-				       ? where(l, slot)
-				       : loader_strdupf("no batch");
-			rc = loader_fail(
-			    l, -ECHILD,
-			    loader_strdupf("%s while reading %s", err, wh));
+			char *wh = slot != UINT32_MAX ? where(l, slot)
+						      : strdupf("no batch");
+			rc = fail_worker_gone(
+			    l, strdupf("%s while reading %s", err, wh));
 			free(wh);
 			free(err);
 			break;
 		}
 		free(err);
 		rc = loader_fail(
-		    l, rc,
-		    loader_strdupf("waiting for workers: %s", strerror(-rc)));
+		    l, rc, strdupf("waiting for workers: %s", strerror(-rc)));
 		break;
 	}
-	l->stats.wait_ns += mono_ns() - t0;
+	l->stats.wait_ns += now_ns() - t0;
 	return rc;
 nobufs:
-	l->stats.wait_ns += mono_ns() - t0;
-	return loader_error_set(
-	    -ENOBUFS, loader_strdupf("all %u ring slots hold batches not "
-				     "released yet: release some (or "
-				     "raise prefetch)",
-				     l->nslots));
+	l->stats.wait_ns += now_ns() - t0;
+	return error_set(-ENOBUFS, strdupf("all %u ring slots hold batches not "
+					   "released yet: release some (or "
+					   "raise prefetch)",
+					   l->nslots));
 }
 
 int wharf_loader_release(wharf_loader *l, const struct wharf_batch *b)
 {
 	if (!b || b->slot >= l->nslots || &l->slots[b->slot].view != b ||
 	    l->slots[b->slot].state != SLOT_HELD)
-		return loader_error_set(
-		    -EINVAL, loader_strdupf("release: not a batch this "
-					    "loader handed out, or "
-					    "released already"));
+		return error_set(-EINVAL, strdupf("release: not a batch this "
+						  "loader handed out, or "
+						  "released already"));
 	uint32_t s = b->slot;
 	if (l->release_hook)
 		l->release_hook(l->release_ctx, s);
@@ -554,7 +498,7 @@ static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
 		   uint64_t done)
 {
 	if (l->failed) {
-		snprintf(tl_last, sizeof(tl_last), "%s", l->error);
+		error_note(l->error);
 		return l->fail_rc;
 	}
 	for (uint32_t s = 0; s < l->nslots; s++) {
@@ -621,7 +565,7 @@ int wharf_rank_world(int32_t rank, int32_t world, uint32_t *out_rank,
 	char *err = NULL;
 	int rc = sampler_rank_world(rank, world, out_rank, out_world, &err);
 
-	return rc ? loader_error_set(rc, err) : 0;
+	return rc ? error_set(rc, err) : 0;
 }
 
 uint32_t wharf_loader_rank(const wharf_loader *l)
@@ -677,10 +621,9 @@ int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
 	else if (st->position > l->sampler.nbatches)
 		bad = "position";
 	if (bad)
-		return loader_error_set(
-		    -EINVAL, loader_strdupf("state_restore: %s differs "
-					    "from this loader's",
-					    bad));
+		return error_set(-EINVAL, strdupf("state_restore: %s differs "
+						  "from this loader's",
+						  bad));
 	return restart(l, st->epoch, st->position, st->done_mask << 1);
 }
 
@@ -689,7 +632,7 @@ int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st)
 	struct wharf_stats s = l->stats;
 	s.size = sizeof(s);
 	s.num_workers = nworkers(l);
-	s.open_ns = mono_ns() - l->open_ns;
+	s.open_ns = now_ns() - l->open_ns;
 	for (uint32_t i = 0; i < l->ring.nstats; i++) {
 		const struct ring_worker_stats *w = ring_stats(&l->ring, i);
 		s.read_bytes +=
@@ -727,26 +670,25 @@ static int plan_sizes(struct wharf_loader *l, char **err)
 	if (!cap) {
 		uint64_t per = ss ? ss : idx->max_length;
 		if (!ss && idx->unknown_lengths) {
-			*err = loader_strdupf("index %s has samples of unknown "
-					      "length: set sample_bytes or "
-					      "slot_bytes",
-					      idx->path);
+			*err = strdupf("index %s has samples of unknown "
+				       "length: set sample_bytes or "
+				       "slot_bytes",
+				       idx->path);
 			return -EINVAL;
 		}
 		if (per > UINT64_MAX / o->batch_size) {
-			*err = loader_strdupf("batch of %u samples of %llu "
-					      "bytes overflows",
-					      o->batch_size,
-					      (unsigned long long)per);
+			*err = strdupf("batch of %u samples of %llu "
+				       "bytes overflows",
+				       o->batch_size, (unsigned long long)per);
 			return -EOVERFLOW;
 		}
 		cap = per * o->batch_size;
 	}
 	if (ss && cap / o->batch_size < ss) { /* cap < ss x batch, unwrapped */
-		*err = loader_strdupf("slot_bytes %llu is less than batch_size "
-				      "%u x sample_bytes %llu",
-				      (unsigned long long)cap, o->batch_size,
-				      (unsigned long long)ss);
+		*err = strdupf("slot_bytes %llu is less than batch_size "
+			       "%u x sample_bytes %llu",
+			       (unsigned long long)cap, o->batch_size,
+			       (unsigned long long)ss);
 		return -EINVAL;
 	}
 	l->fill.sample_size = ss;
@@ -763,14 +705,13 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 
 	if (!widx || !opt || !out ||
 	    opt->size < offsetof(struct wharf_options, shm_dir))
-		return loader_error_set(
-		    -EINVAL, loader_strdupf("loader_open: missing index, "
-					    "options or out pointer, or "
-					    "options not initialised "
-					    "(wharf_options_init)"));
+		return error_set(-EINVAL, strdupf("loader_open: missing index, "
+						  "options or out pointer, or "
+						  "options not initialised "
+						  "(wharf_options_init)"));
 	l = calloc(1, sizeof(*l));
 	if (!l)
-		return loader_error_set(-ENOMEM, NULL);
+		return error_set(-ENOMEM, NULL);
 	l->idx = index_from_public(widx);
 	wharf_options_init(&l->opt);
 	memcpy(&l->opt, opt,
@@ -779,22 +720,22 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	if (l->opt.prefetch == 0)
 		l->opt.prefetch = 1;
 	if (l->opt.batch_size == 0 || l->opt.batch_size > (1u << 24)) {
-		err = loader_strdupf("batch_size %u: must be 1 to %u",
-				     l->opt.batch_size, 1u << 24);
+		err = strdupf("batch_size %u: must be 1 to %u",
+			      l->opt.batch_size, 1u << 24);
 		rc = -EINVAL;
 		goto fail;
 	}
 	if (l->opt.num_workers > 1024) {
-		err = loader_strdupf("num_workers %u: at most 1024",
-				     l->opt.num_workers);
+		err =
+		    strdupf("num_workers %u: at most 1024", l->opt.num_workers);
 		rc = -EINVAL;
 		goto fail;
 	}
 	/* Slots are workers x prefetch, in 32 bits. */
 	if (l->opt.prefetch > 1024) {
-		err = loader_strdupf("prefetch %u: at most 1024 batches a "
-				     "worker",
-				     l->opt.prefetch);
+		err = strdupf("prefetch %u: at most 1024 batches a "
+			      "worker",
+			      l->opt.prefetch);
 		rc = -EINVAL;
 		goto fail;
 	}
@@ -821,7 +762,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->scratch_ids = calloc(l->opt.batch_size, sizeof(uint64_t));
 	if (!l->slots || !l->scratch_ids) {
 		rc = -ENOMEM;
-		err = loader_strdupf("loader: out of memory");
+		err = strdupf("loader: out of memory");
 		goto fail;
 	}
 	l->fill.idx = l->idx;
@@ -842,23 +783,23 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		ring_populate(&l->ring); /* this process fills the slots */
 		rc = fill_init(&l->fill, false);
 		if (rc) {
-			err = loader_strdupf("loader: out of memory");
+			err = strdupf("loader: out of memory");
 			goto fail;
 		}
 		if (l->opt.worker_init) {
-			loader_user_error_clear();
+			error_transform_clear();
 			rc = l->opt.worker_init(l->opt.user, 0);
 			if (rc) {
 				rc = rc < 0 ? rc : -EINVAL;
-				err = loader_strdupf("worker_init: %s",
-						     loader_user_error()[0]
-							 ? loader_user_error()
-							 : strerror(-rc));
+				err = strdupf("worker_init: %s",
+					      error_transform()[0]
+						  ? error_transform()
+						  : strerror(-rc));
 				goto fail;
 			}
 		}
 	}
-	l->open_ns = mono_ns();
+	l->open_ns = now_ns();
 	l->stats.size = sizeof(l->stats);
 	rc = restart(l, 0, 0, 0);
 	if (rc) {
@@ -869,7 +810,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	return 0;
 fail:
 	wharf_loader_close(l);
-	return loader_error_set(rc, err);
+	return error_set(rc, err);
 }
 
 void wharf_loader_close(wharf_loader *l)

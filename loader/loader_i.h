@@ -93,20 +93,4 @@ void loader_set_close_hook(struct wharf_loader *l, void (*fn)(void *ctx),
  * rc.  Takes ownership of msg. */
 int loader_fail(struct wharf_loader *l, int rc, char *msg);
 
-/* Thread's last error (lib-wide). Takes ownership of msg; returns rc. */
-int loader_error_set(int rc, char *msg);
-
-/* What a transform passed to wharf_set_error() on this thread ("" if none),
- * and its reset before each call. */
-const char *loader_user_error(void);
-void loader_user_error_clear(void);
-
-/* What wharf_sample_seed() returns on this thread: set by the fill before
- * each call of a sample transform. */
-void loader_sample_seed_set(uint64_t seed);
-
-/* malloc'd printf (aborts on OOM). */
-char *loader_strdupf(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
 #endif

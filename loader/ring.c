@@ -1,7 +1,8 @@
 /*
- * The batch ring segment.  Reserving every page at open is the point: a
- * tmpfs that runs out of room while a worker writes a slot would deliver a
- * SIGBUS mid-epoch; posix_fallocate makes the same shortage an error at open.
+ * ring: the batch ring segment.  Reserving every page at open is the point:
+ * a tmpfs that runs out of room while a worker writes a slot would deliver
+ * a SIGBUS mid-epoch; posix_fallocate makes the same shortage an error at
+ * open.
  */
 #include "config.h"
 
@@ -14,7 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "loader_i.h"
+#include "error.h"
 #include "ring.h"
 
 #define PAGE 4096u
@@ -88,9 +89,9 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 	if (!dir)
 		dir = ring_default_dir();
 	if (data_cap > (SIZE_MAX >> 2) / (nslots ? nslots : 1)) {
-		*err = loader_strdupf("ring: %u slots of %llu bytes do not fit "
-				      "in memory",
-				      nslots, (unsigned long long)data_cap);
+		*err = strdupf("ring: %u slots of %llu bytes do not fit "
+			       "in memory",
+			       nslots, (unsigned long long)data_cap);
 		return -EOVERFLOW;
 	}
 	r->slot_size = layout(r, batch_size, data_cap);
@@ -104,8 +105,8 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 
 	int fd = create_segment(dir);
 	if (fd < 0) {
-		*err = loader_strdupf("ring: creating a segment in %s: %s", dir,
-				      strerror(-fd));
+		*err = strdupf("ring: creating a segment in %s: %s", dir,
+			       strerror(-fd));
 		return fd;
 	}
 	int rc = posix_fallocate(fd, 0, (off_t)r->size);
@@ -115,16 +116,16 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 		if (!statvfs(dir, &sv))
 			avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
 		if (rc == ENOSPC)
-			*err = loader_strdupf(
+			*err = strdupf(
 			    "ring: %s is too small: the batch ring needs "
 			    "%zu bytes (%u slots of %zu), %llu bytes are "
 			    "free; lower prefetch, num_workers, batch_size "
 			    "or slot_bytes/sample_bytes, or make %s larger",
 			    dir, r->size, nslots, r->slot_size, avail, dir);
 		else
-			*err = loader_strdupf("ring: reserving %zu bytes in "
-					      "%s: %s",
-					      r->size, dir, strerror(rc));
+			*err = strdupf("ring: reserving %zu bytes in "
+				       "%s: %s",
+				       r->size, dir, strerror(rc));
 		close(fd);
 		return -rc;
 	}
@@ -138,8 +139,8 @@ int ring_open(struct ring *r, const char *dir, uint32_t nslots,
 	if (r->base == MAP_FAILED) {
 		rc = -errno;
 		r->base = NULL;
-		*err = loader_strdupf("ring: mmap of %zu bytes: %s", r->size,
-				      strerror(-rc));
+		*err = strdupf("ring: mmap of %zu bytes: %s", r->size,
+			       strerror(-rc));
 		close(fd);
 		return rc;
 	}

@@ -1,5 +1,5 @@
 /*
- * The sampler: a keyed bijection of [0, n) per epoch, and the rank's share.
+ * sampler: a keyed bijection of [0, n) per epoch, and the rank's share.
  */
 #include "config.h"
 
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader_i.h"
+#include "error.h"
 #include "sampler.h"
 
 #define ROUNDS 6
@@ -40,9 +40,8 @@ int sampler_rank_world(int32_t rank, int32_t world, uint32_t *r, uint32_t *w,
 			long x = strtol(s, &end, 10);
 			if (errno || end == s || *end || x < 0 ||
 			    x > INT32_MAX) {
-				*err = loader_strdupf(
-				    "$%s=%s: not a rank/world size", envs[i][k],
-				    s);
+				*err = strdupf("$%s=%s: not a rank/world size",
+					       envs[i][k], s);
 				return -EINVAL;
 			}
 			*v = x;
@@ -53,8 +52,7 @@ int sampler_rank_world(int32_t rank, int32_t world, uint32_t *r, uint32_t *w,
 	if (vw < 0)
 		vw = 1;
 	if (vw == 0 || vr >= vw) {
-		*err = loader_strdupf("rank %ld is not below world size %ld",
-				      vr, vw);
+		*err = strdupf("rank %ld is not below world size %ld", vr, vw);
 		return -EINVAL;
 	}
 	*r = (uint32_t)vr;
@@ -68,9 +66,9 @@ int sampler_init(struct sampler *s, uint64_t n, uint64_t seed, uint32_t batch,
 {
 	memset(s, 0, sizeof(*s));
 	if (batch == 0 || world == 0 || rank >= world) {
-		*err = loader_strdupf("batch size %u, rank %u, world %u: "
-				      "need batch > 0 and rank < world",
-				      batch, rank, world);
+		*err = strdupf("batch size %u, rank %u, world %u: "
+			       "need batch > 0 and rank < world",
+			       batch, rank, world);
 		return -EINVAL;
 	}
 	s->n = n;
@@ -87,7 +85,7 @@ int sampler_init(struct sampler *s, uint64_t n, uint64_t seed, uint32_t batch,
 	s->nbatches =
 	    drop_last ? s->per_rank / batch : (s->per_rank + batch - 1) / batch;
 	if (n == 0) {
-		*err = loader_strdupf("the index has no samples");
+		*err = strdupf("the index has no samples");
 		return -EINVAL;
 	}
 	uint32_t bits = 2;

@@ -1,5 +1,6 @@
 /*
- * Filling a slot (the reading code), and the forked processes that do it.
+ * workers: filling ring slots, by the reading code and the forked processes
+ * that run it (or the caller itself, without workers).
  *
  * A byte travels once from the page cache into the slot when there is no
  * sample transform (pread straight into the slot, adjacent ranges of one file
@@ -30,10 +31,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "index.h"
-#include "loader_i.h"
 #include "ring.h"
 #include "sampler.h"
+#include "util.h"
 #include "workers.h"
 
 #define FD_CACHE 64
@@ -72,13 +74,6 @@ struct done_msg {
 	int32_t status;
 	char msg[244];
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void fd_drop(struct fd_cache *fc, unsigned k)
 {
@@ -367,16 +362,15 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 				    "slot is full: raise "
 				    "slot_bytes");
 		uint64_t out_len = 0;
-		loader_user_error_clear();
-		loader_sample_seed_set(
-		    sampler_sample_seed(c->seed, h->epoch, id));
+		error_transform_clear();
+		error_seed_set(sampler_sample_seed(c->seed, h->epoch, id));
 		rc = c->sample_fn(c->user, id, c->scratch, len, data + pos,
 				  out_cap, &out_len);
 		if (rc)
 			return fail(w, rc < 0 ? rc : -EINVAL,
 				    "transform failed: %s",
-				    loader_user_error()[0]
-					? loader_user_error()
+				    error_transform()[0]
+					? error_transform()
 					: strerror(rc < 0 ? -rc : EINVAL));
 		if (out_len > out_cap ||
 		    (c->sample_size && out_len != c->sample_size))
@@ -434,7 +428,7 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 	int32_t *labels = ring_labels(r, s);
 	uint64_t *offs = ring_offsets(r, s);
 	struct where w = {.hdr = h, .idx = c->idx, .file = UINT32_MAX};
-	uint64_t t0 = mono_ns(), pos = 0;
+	uint64_t t0 = now_ns(), pos = 0;
 	uint32_t n = h->count, out = 0;
 
 	h->status = 0;
@@ -498,14 +492,14 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 			    .count = out,
 			    .worker = worker,
 			};
-			loader_user_error_clear();
+			error_transform_clear();
 			int rc = c->batch_fn(c->user, &b);
 			if (rc) {
 				h->status = rc < 0 ? rc : -EINVAL;
 				snprintf(h->msg, sizeof(h->msg),
 					 "batch transform failed: %s",
-					 loader_user_error()[0]
-					     ? loader_user_error()
+					 error_transform()[0]
+					     ? error_transform()
 					     : strerror(-h->status));
 			} else if (b.bytes > r->data_cap ||
 				   (b.sample_size &&
@@ -525,7 +519,7 @@ void workers_fill(struct fill_ctx *c, uint32_t s, uint32_t worker)
 	}
 	if (c->ring->nstats) {
 		struct ring_worker_stats *st = ring_stats(r, worker);
-		__atomic_fetch_add(&st->busy_ns, mono_ns() - t0,
+		__atomic_fetch_add(&st->busy_ns, now_ns() - t0,
 				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&st->read_bytes, h->read_bytes,
 				   __ATOMIC_RELAXED);
@@ -657,13 +651,13 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 		m.status = rc;
 		snprintf(m.msg, sizeof(m.msg), "out of memory");
 	} else if (init) {
-		loader_user_error_clear();
+		error_transform_clear();
 		rc = init(user, i);
 		if (rc) {
 			m.status = rc < 0 ? rc : -EINVAL;
 			snprintf(m.msg, sizeof(m.msg), "worker_init: %s",
-				 loader_user_error()[0] ? loader_user_error()
-							: strerror(-m.status));
+				 error_transform()[0] ? error_transform()
+						      : strerror(-m.status));
 		}
 	}
 	if (write_all(done_wr, &m, sizeof(m)) || m.status)
@@ -704,7 +698,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		w->fifo = calloc(depth, sizeof(*w->fifo));
 		if (!w->fifo) {
 			rc = -ENOMEM;
-			*err = loader_strdupf("workers: out of memory");
+			*err = strdupf("workers: out of memory");
 			goto fail;
 		}
 		/* The task channel is a socket so that writing to a dead
@@ -716,8 +710,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tp)) {
 			rc = -errno;
 			pthread_mutex_unlock(&spawn_mu);
-			*err =
-			    loader_strdupf("workers: pipe: %s", strerror(-rc));
+			*err = strdupf("workers: pipe: %s", strerror(-rc));
 			goto fail;
 		}
 		if (pipe2(dp, O_CLOEXEC)) {
@@ -725,8 +718,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 			close(tp[0]);
 			close(tp[1]);
 			pthread_mutex_unlock(&spawn_mu);
-			*err =
-			    loader_strdupf("workers: pipe: %s", strerror(-rc));
+			*err = strdupf("workers: pipe: %s", strerror(-rc));
 			goto fail;
 		}
 		w->task_fd = tp[1];
@@ -743,8 +735,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		close(dp[1]);
 		pthread_mutex_unlock(&spawn_mu);
 		if (rc) {
-			*err =
-			    loader_strdupf("workers: fork: %s", strerror(-rc));
+			*err = strdupf("workers: fork: %s", strerror(-rc));
 			goto fail;
 		}
 		w->pid = pid;
@@ -758,12 +749,12 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		if (r == 1) {
 			rc = m.status;
 			m.msg[sizeof(m.msg) - 1] = '\0';
-			*err = loader_strdupf("worker %u: %s", i, m.msg);
+			*err = strdupf("worker %u: %s", i, m.msg);
 		} else {
 			rc = -ECHILD;
-			*err = loader_strdupf("worker %u (pid %d) died while "
-					      "starting",
-					      i, (int)ws->w[i].pid);
+			*err = strdupf("worker %u (pid %d) died while "
+				       "starting",
+				       i, (int)ws->w[i].pid);
 		}
 		goto fail;
 	}
@@ -791,15 +782,14 @@ static char *death(struct worker *w, uint32_t i)
 	pid_t pid = w->pid;
 	w->pid = -1;
 	if (r < 0)
-		return loader_strdupf("worker %u (pid %d) went away", i,
-				      (int)pid);
+		return strdupf("worker %u (pid %d) went away", i, (int)pid);
 	if (WIFSIGNALED(st))
-		return loader_strdupf("worker %u (pid %d) was killed by "
-				      "signal %d (%s)",
-				      i, (int)pid, WTERMSIG(st),
-				      strsignal(WTERMSIG(st)));
-	return loader_strdupf("worker %u (pid %d) exited with status %d", i,
-			      (int)pid, WEXITSTATUS(st));
+		return strdupf("worker %u (pid %d) was killed by "
+			       "signal %d (%s)",
+			       i, (int)pid, WTERMSIG(st),
+			       strsignal(WTERMSIG(st)));
+	return strdupf("worker %u (pid %d) exited with status %d", i, (int)pid,
+		       WEXITSTATUS(st));
 }
 
 int workers_send(struct workers *ws, uint32_t i, uint32_t s, char **err)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <wharf/loader.h>
+#include <wharf/log.h>
 
 #include "fixture.h"
 #include "loader_i.h"
@@ -505,6 +506,76 @@ START_TEST(worker_crash_named)
 	ck_assert_int_eq(wharf_loader_next(l, &b), -ECHILD);
 	wharf_loader_close(l);
 	assert_no_children();
+}
+END_TEST
+
+/* What the installed log function received. */
+struct logged {
+	int calls;
+	enum wharf_log_level level;
+	char msg[1024];
+	void *arg;
+};
+
+static void log_to(enum wharf_log_level level, const char *msg, void *arg)
+{
+	struct logged *g = arg;
+	g->calls++;
+	g->level = level;
+	g->arg = arg;
+	snprintf(g->msg, sizeof(g->msg), "%s", msg);
+}
+
+/* Runs crash_fn's loader to its failure. */
+static void crash_once(void)
+{
+	struct wharf_options o;
+	opts(&o, 10, 2);
+	o.sample_fn = crash_fn;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	ck_assert_int_eq(drain(l), -ECHILD);
+	wharf_loader_close(l);
+}
+
+/* A worker's death goes to the installed log function, once, as an error
+ * naming the worker, the signal and the sample; with the function taken
+ * away again, the next one goes to stderr. */
+START_TEST(log_func_gets_worker_death)
+{
+	struct logged g = {0};
+	wharf_log_set_func(log_to, &g);
+	crash_once();
+	wharf_log_set_func(NULL, NULL);
+	ck_assert_int_eq(g.calls, 1);
+	ck_assert_ptr_eq(g.arg, &g);
+	ck_assert_int_eq(g.level, WHARF_LOG_ERROR);
+	ck_assert_msg(strstr(g.msg, "worker ") && strstr(g.msg, "signal 9") &&
+			  strstr(g.msg, "sample 123 (") && !strchr(g.msg, '\n'),
+		      "logged: %s", g.msg);
+
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/stderr", root);
+	fflush(stderr);
+	int saved = dup(2);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(dup2(fd, 2), 2);
+	close(fd);
+	crash_once();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	ck_assert_int_eq(g.calls, 1);
+	char text[2048] = "";
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	ck_assert_msg(!strncmp(text, "wharf: error: worker ", 21) &&
+			  strstr(text, "signal 9"),
+		      "stderr: %s", text);
 }
 END_TEST
 
@@ -1064,6 +1135,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, set_epoch_at_start_keeps_read_ahead);
 	tcase_add_test(tc, restart_stops_stale_batches);
 	tcase_add_test(tc, worker_crash_named);
+	tcase_add_test(tc, log_func_gets_worker_death);
 	tcase_add_loop_test(tc, transform_error_and_skip, 0, 3);
 	tcase_add_test(tc, unreadable_file);
 	tcase_add_loop_test(tc, truncated_shard, 0, 2);

@@ -9,9 +9,13 @@
  * process, so the host-to-device copy reads straight from the slot a worker
  * filled.  When registration is refused, batches go through one pinned
  * staging buffer per device buffer instead (one extra memcpy); the library
- * says so once on stderr and in wharf_cuda_stats.registered.
- *
- * Call order:
+ * says so once, as a warning through the log function (<wharf/log.h>:
+ * stderr unless the program installed its own), and in
+ * wharf_cuda_stats.registered.
+ */
+/* clang-format off */
+/*
+ * Call order (laid out by hand, hence the clang-format guard):
  *
  *   wharf_loader_open(index, &options, &loader)
  *   wharf_cuda_options_init(&copt); set fields
@@ -21,7 +25,9 @@
  *       launch kernels on `stream` that read db->data, db->labels
  *       wharf_loader_release_device(loader, db, stream)
  *   wharf_loader_close(loader)                    frees the CUDA side too
- *
+ */
+/* clang-format on */
+/*
  * Ordering contract: the batch's bytes are on the device for all work that
  * the caller enqueues on `stream` after wharf_loader_next_device() returned
  * (the stream waits on the copy's event; the host does not).  A device buffer

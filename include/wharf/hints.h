@@ -1,5 +1,5 @@
-#ifndef WHARF_HINTS_H
-#define WHARF_HINTS_H
+#ifndef WHARF_INCLUDE_WHARF_HINTS_H
+#define WHARF_INCLUDE_WHARF_HINTS_H
 /*
  * Read-order hints to a wharf mount (wharf(1), "Hints"), for programs that
  * do not use libwharf's loader, which sends them by itself.

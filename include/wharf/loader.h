@@ -9,17 +9,30 @@
  * rank and world size) with forked worker processes, straight into slots of
  * one shared-memory ring, and hands each batch to the caller as a read-only
  * view without copying it.
+ */
+/* clang-format off */
+/*
+ * Call order (each indented call happens while what the line above opened
+ * is open; laid out by hand, hence the clang-format guard):
  *
- * Call order:
- *
- *   wharf_index_open()                       an index built by `wharf index`
- *   wharf_options_init(); set fields          or wharf_options_default()
- *   wharf_loader_open(index, &options)       forks the workers, reserves
- * /dev/shm repeat per epoch: wharf_loader_set_epoch(epoch)           optional;
- * epoch 0 by default while wharf_loader_next() == 0:         a batch use the
- * batch; wharf_loader_release() it (wharf_loader_next() == WHARF_END) epoch
- * done wharf_loader_close(); wharf_index_close()
- *
+ *   wharf_index_open(path, flags, &index)   an index built by `wharf index`
+ *     wharf_options_init(&options)          or wharf_options_default()
+ *     set the fields wanted
+ *     wharf_loader_open(index, &options, &loader)
+ *                                           forks the workers, reserves the
+ *                                           ring in /dev/shm, reads ahead
+ *       for each epoch:
+ *         wharf_loader_set_epoch(loader, epoch)     optional: 0 at first
+ *         (or wharf_loader_state_restore(loader, &state) to resume)
+ *         while wharf_loader_next(loader, &batch) == 0:
+ *           use the batch (a read-only view into the ring)
+ *           wharf_loader_release(loader, batch)
+ *         wharf_loader_next() == WHARF_END: the epoch is done
+ *     wharf_loader_close(loader)
+ *   wharf_index_close(index)                after every loader on it closed
+ */
+/* clang-format on */
+/*
  * Errors: every function that can fail returns 0 (or WHARF_END where said) on
  * success and a negative errno value on failure.  The message that goes with
  * the last failure on the calling thread (which sample, which path, which
