@@ -17,8 +17,8 @@
  * to another key does not verify.  Chunks are written with XXH3 from
  * libxxhash, whose x86 build picks AVX2 or AVX-512 at run time (43-52
  * GB/s here, 5x XXH64); chunks written with XXH64 (before XXH3, which the
- * byte at 6 tells apart: it was 0 then) are still read.  XXH64 is written
- * out here, as the chunk keys are made with it too.
+ * byte at 6 tells apart: it was 0 then) are still read, with libxxhash's
+ * XXH64, which makes the chunk keys too.
  *
  * Where the header lives: version 2 keeps it in the file's extended
  * attribute user.wharf.chunk and the payload alone in the file, so that a
@@ -62,7 +62,8 @@
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
-/* For XXH3_state_t, so that a streaming sum needs no allocation. */
+/* For XXH64_state_t and XXH3_state_t, so that a streaming sum needs no
+ * allocation. */
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 #ifdef HAVE_XXH3_64BITS_WITHSEED_DISPATCH
@@ -103,18 +104,7 @@ static const uint8_t magic[4] = {'W', 'H', 'C', 'K'};
 #define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
-/* ---- XXH64 ---- */
-
-#define P1 0x9E3779B185EBCA87ull
-#define P2 0xC2B2AE3D27D4EB4Full
-#define P3 0x165667B19E3779F9ull
-#define P4 0x85EBCA77C2B2AE63ull
-#define P5 0x27D4EB2F165667C5ull
-
-static inline uint64_t rotl64(uint64_t x, int r)
-{
-	return (x << r) | (x >> (64 - r));
-}
+/* ---- little-endian fields ---- */
 
 static inline uint64_t rd64(const uint8_t *p)
 {
@@ -132,139 +122,29 @@ static inline uint32_t rd32(const uint8_t *p)
 	return le32toh(v);
 }
 
-static inline uint64_t xround(uint64_t acc, uint64_t in)
-{
-	acc += in * P2;
-	acc = rotl64(acc, 31);
-	return acc * P1;
-}
-
-static inline uint64_t xmerge(uint64_t h, uint64_t v)
-{
-	h ^= xround(0, v);
-	return h * P1 + P4;
-}
-
-struct xxh64 {
-	uint64_t v[4], total, seed;
-	uint8_t mem[32];
-	unsigned memlen;
-};
-
-static void xxh_init(struct xxh64 *s, uint64_t seed)
-{
-	s->seed = seed;
-	s->v[0] = seed + P1 + P2;
-	s->v[1] = seed + P2;
-	s->v[2] = seed;
-	s->v[3] = seed - P1;
-	s->total = 0;
-	s->memlen = 0;
-}
-
-static const uint8_t *xxh_stripes(uint64_t v[4], const uint8_t *p,
-				  const uint8_t *end)
-{
-	while (end - p >= 32) {
-		v[0] = xround(v[0], rd64(p));
-		v[1] = xround(v[1], rd64(p + 8));
-		v[2] = xround(v[2], rd64(p + 16));
-		v[3] = xround(v[3], rd64(p + 24));
-		p += 32;
-	}
-	return p;
-}
-
-static void xxh_update(struct xxh64 *s, const void *data, size_t len)
-{
-	const uint8_t *p = data, *end = p + len;
-
-	s->total += len;
-	if (s->memlen + len < 32) {
-		memcpy(s->mem + s->memlen, p, len);
-		s->memlen += (unsigned)len;
-		return;
-	}
-	if (s->memlen) {
-		const unsigned fill = 32 - s->memlen;
-
-		memcpy(s->mem + s->memlen, p, fill);
-		xxh_stripes(s->v, s->mem, s->mem + 32);
-		p += fill;
-		s->memlen = 0;
-	}
-	p = xxh_stripes(s->v, p, end);
-	memcpy(s->mem, p, (size_t)(end - p));
-	s->memlen = (unsigned)(end - p);
-}
-
-static uint64_t xxh_digest(const struct xxh64 *s)
-{
-	const uint8_t *p = s->mem, *end = p + s->memlen;
-	uint64_t h;
-
-	if (s->total >= 32) {
-		h = rotl64(s->v[0], 1) + rotl64(s->v[1], 7) +
-		    rotl64(s->v[2], 12) + rotl64(s->v[3], 18);
-		for (int i = 0; i < 4; i++)
-			h = xmerge(h, s->v[i]);
-	} else {
-		h = s->seed + P5;
-	}
-	h += s->total;
-	for (; end - p >= 8; p += 8) {
-		h ^= xround(0, rd64(p));
-		h = rotl64(h, 27) * P1 + P4;
-	}
-	if (end - p >= 4) {
-		h ^= (uint64_t)rd32(p) * P1;
-		h = rotl64(h, 23) * P2 + P3;
-		p += 4;
-	}
-	for (; p < end; p++) {
-		h ^= *p * P5;
-		h = rotl64(h, 11) * P1;
-	}
-	h ^= h >> 33;
-	h *= P2;
-	h ^= h >> 29;
-	h *= P3;
-	h ^= h >> 32;
-	return h;
-}
+/* ---- keys ---- */
 
 uint64_t store_hash64(const void *data, size_t len, uint64_t seed)
 {
-	struct xxh64 s;
-	const uint8_t *p = data, *end = p + len;
-
-	/* One pass over the bulk without the streaming buffer. */
-	xxh_init(&s, seed);
-	p = xxh_stripes(s.v, p, end);
-	s.total = len;
-	s.memlen = (unsigned)(end - p);
-	memcpy(s.mem, p, s.memlen);
-	return xxh_digest(&s);
+	return XXH64(data, len, seed);
 }
 
-/* ---- keys ---- */
-
-static void key_feed_u64(struct xxh64 s[2], uint64_t v)
+static void key_feed_u64(XXH64_state_t s[2], uint64_t v)
 {
 	const uint64_t le = htole64(v);
 
-	xxh_update(&s[0], &le, 8);
-	xxh_update(&s[1], &le, 8);
+	(void)XXH64_update(&s[0], &le, 8);
+	(void)XXH64_update(&s[1], &le, 8);
 }
 
 /* Length first, so that ("ab","c") and ("a","bc") differ. */
-static void key_feed_str(struct xxh64 s[2], const char *str)
+static void key_feed_str(XXH64_state_t s[2], const char *str)
 {
 	const size_t n = str ? strlen(str) : 0;
 
 	key_feed_u64(s, n);
-	xxh_update(&s[0], str ? str : "", n);
-	xxh_update(&s[1], str ? str : "", n);
+	(void)XXH64_update(&s[0], str ? str : "", n);
+	(void)XXH64_update(&s[1], str ? str : "", n);
 }
 
 /* Appends v, little-endian, at *pos in buf; returns false when full. */
@@ -313,13 +193,13 @@ void store_key(struct chunk_key *key, const char *source_id, const char *path,
 	    ser_u64(buf, sizeof(buf), &n, (uint64_t)mtime) &&
 	    ser_u64(buf, sizeof(buf), &n, chunk_size) &&
 	    ser_u64(buf, sizeof(buf), &n, chunk_index)) {
-		h[0] = store_hash64(buf, n, seed[0]);
-		h[1] = store_hash64(buf, n, seed[1]);
+		h[0] = XXH64(buf, n, seed[0]);
+		h[1] = XXH64(buf, n, seed[1]);
 	} else {
-		struct xxh64 s[2];
+		XXH64_state_t s[2];
 
-		xxh_init(&s[0], seed[0]);
-		xxh_init(&s[1], seed[1]);
+		(void)XXH64_reset(&s[0], seed[0]);
+		(void)XXH64_reset(&s[1], seed[1]);
 		key_feed_str(s, source_id);
 		key_feed_str(s, path);
 		key_feed_str(s, version);
@@ -327,8 +207,8 @@ void store_key(struct chunk_key *key, const char *source_id, const char *path,
 		key_feed_u64(s, (uint64_t)mtime);
 		key_feed_u64(s, chunk_size);
 		key_feed_u64(s, chunk_index);
-		h[0] = xxh_digest(&s[0]);
-		h[1] = xxh_digest(&s[1]);
+		h[0] = XXH64_digest(&s[0]);
+		h[1] = XXH64_digest(&s[1]);
 	}
 	h[0] = htole64(h[0]);
 	h[1] = htole64(h[1]);
@@ -380,14 +260,14 @@ static uint64_t chunk_sum(uint8_t kind, const void *data, size_t len,
 			  uint64_t seed)
 {
 	if (kind == SUM_XXH64)
-		return store_hash64(data, len, seed);
+		return XXH64(data, len, seed);
 	return XXH3_ONESHOT(data, len, seed);
 }
 
 /* The same, piece by piece. */
 struct sum_state {
 	uint8_t kind;
-	struct xxh64 x64;
+	XXH64_state_t x64;
 	XXH3_state_t x3;
 };
 
@@ -395,7 +275,7 @@ static void sum_init(struct sum_state *s, uint8_t kind, uint64_t seed)
 {
 	s->kind = kind;
 	if (kind == SUM_XXH64)
-		xxh_init(&s->x64, seed);
+		(void)XXH64_reset(&s->x64, seed);
 	else
 		(void)XXH3_64bits_reset_withSeed(&s->x3, seed);
 }
@@ -403,14 +283,14 @@ static void sum_init(struct sum_state *s, uint8_t kind, uint64_t seed)
 static void sum_update(struct sum_state *s, const void *data, size_t len)
 {
 	if (s->kind == SUM_XXH64)
-		xxh_update(&s->x64, data, len);
+		(void)XXH64_update(&s->x64, data, len);
 	else
 		(void)XXH3_UPDATE(&s->x3, data, len);
 }
 
 static uint64_t sum_digest(const struct sum_state *s)
 {
-	return s->kind == SUM_XXH64 ? xxh_digest(&s->x64)
+	return s->kind == SUM_XXH64 ? XXH64_digest(&s->x64)
 				    : XXH3_64bits_digest(&s->x3);
 }
 
