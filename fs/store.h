@@ -105,13 +105,13 @@ struct store_file_id {
 
 /*
  * Opens the file of a raw chunk that holds the chunk's bytes alone (the
- * header in its xattr: see store.c), verified, so that the kernel can read
- * the file in the mount's place (passthrough.h).  *checked names the file
- * this caller verified last for key: if it is still the same file, its
- * bytes are not read again (a mount checks a file once, not at every
- * open); on success it names the file opened.  The descriptor is read-only
- * and the caller's to close; the file is never written again, and stays
- * readable through it if evicted meanwhile.
+ * header in its xattr: see chunkfile.c), verified, so that the kernel can
+ * read the file in the mount's place (passthrough.h).  *checked names the
+ * file this caller verified last for key: if it is still the same file,
+ * its bytes are not read again (a mount checks a file once, not at every
+ * open); on success it names the file opened.  The descriptor is
+ * read-only and the caller's to close; the file is never written again,
+ * and stays readable through it if evicted meanwhile.
  * @return store_map's, and -ENOTSUP also for a chunk file that starts with
  * its header (made where the filesystem kept no xattrs, or by an older
  * version). */
@@ -122,7 +122,7 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
 /*
  * As store_open_raw, for an object of n chunks (keys, in order; n >= 2),
  * each chunk_size long but the last, size bytes in all: opens a file that
- * holds the object's bytes alone, a pack (see store.c).  The first call
+ * holds the object's bytes alone, a pack (see pack.c).  The first call
  * for an object makes its pack from its chunk files, which must all be in
  * the store, raw, with their headers beside them; the pack then replaces
  * them.  While it is made the store holds both (its size is reserved

@@ -309,6 +309,206 @@ START_TEST(key_layout)
 }
 END_TEST
 
+/* ---- golden values: what caches on disk depend on ---- */
+
+/* The golden values' bytes: a fixed function of the offset, apart from
+ * the fixture's, so that they never move. */
+static uint8_t gold_byte(uint64_t i)
+{
+	uint64_t x = i * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull;
+
+	x ^= x >> 29;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 32;
+	return (uint8_t)x;
+}
+
+static uint8_t *gold_bytes(size_t n)
+{
+	uint8_t *p = malloc(n);
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = gold_byte(i);
+	return p;
+}
+
+/*
+ * Keys name the chunk files of every cache on disk, and XXH64 sums check
+ * the chunks of caches written before XXH3 (and the snapshot files): the
+ * values below were computed by the store's own XXH64 before libxxhash's
+ * took its place, and must never change.
+ */
+START_TEST(golden_keys_and_sums)
+{
+	static const struct {
+		size_t len;
+		uint64_t seed, sum;
+	} sums[] = {
+	    {0, 0, 0xEF46DB3751D8E999ull},
+	    {1, 0x7768617266000001ull, 0xBFA455A50102665Full},
+	    {3, 0xFFFFFFFFFFFFFFFFull, 0xC23ABCAE969AB9EDull},
+	    {4, 1, 0x158F8F3188B5447Dull},
+	    {7, 0x5EED, 0x4F68AA6E833E0D77ull},
+	    {8, 0, 0x01ABB78A2874A969ull},
+	    {31, 0x7768617266000002ull, 0xDC6534369294535Aull},
+	    {32, 0, 0x13DBBF8E9F41CFFCull},
+	    {33, 0x9E3779B185EBCA87ull, 0x6F858994DD9D1788ull},
+	    {64, 0xFFFFFFFFFFFFFFFFull, 0xE2988822841C191Aull},
+	    {100, 0x5EED, 0x5E022CC6F28031D4ull},
+	    {1000, 0x7768617266000001ull, 0x79B2D522410C7F9Eull},
+	    {65549, 42, 0x1AE0E705378E871Cull},
+	};
+	uint8_t *buf = gold_bytes(65549);
+	char lp[2001], hex[33], *path;
+	struct chunk_key k;
+
+	for (size_t i = 0; i < sizeof(sums) / sizeof(sums[0]); i++)
+		ck_assert_msg(store_hash64(buf, sums[i].len, sums[i].seed) ==
+				  sums[i].sum,
+			      "XXH64 of %zu bytes", sums[i].len);
+	free(buf);
+
+	store_key(&k, "http://origin/", "/data/file.bin", "etag-1", 1ull << 40,
+		  1700000000, 4 * MiB, 7);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "5ea5e554afc5548d4e013bce4333b2a8");
+	store_key(&k, "", "", "", 0, 0, 0, 0);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "2cb141b09fa1db5a2df74449ef85d184");
+	store_key(&k, "s3://bucket/", "/a/b.JPEG", "\"v\"", 123, -5, 65536, 1);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "b3ddf58d8b8c6e9dfe70cbebf319827d");
+	store_key(&k, "gs://b/", "/x", NULL, 1, 2, 3, 4);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "8086605a1dc79cbeb1f83b5ea06eb8c4");
+	/* Names too long for store_key's buffer are streamed: 2000 bytes,
+	 * then fields of 1024 bytes in all (the buffer's size: one pass),
+	 * then 1025 (streamed). */
+	for (int i = 0; i < 2000; i++)
+		lp[i] = (char)('a' + i % 26);
+	lp[2000] = '\0';
+	store_key(&k, "s", lp, "", 9, 9, 9, 9);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "6add915157bb0f5428ec82162d5ca415");
+	lp[967] = '\0';
+	store_key(&k, "s", lp, "", 9, 9, 9, 9);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "42ac77d29b8cc58b8a8953a03f37ca02");
+	lp[967] = (char)('a' + 967 % 26);
+	lp[968] = '\0';
+	store_key(&k, "s", lp, "", 9, 9, 9, 9);
+	store_key_hex(&k, hex);
+	ck_assert_str_eq(hex, "79fec7b8fda1171731142c66f0bd87f6");
+
+	path = store_snapshot_path("/c", "http://origin/");
+	ck_assert_str_eq(path, "/c/snapshots/87d830253594df2a.list");
+	free(path);
+}
+END_TEST
+
+/* Writes a raw chunk file as versions before XXH3 did: its sum an XXH64
+ * (header byte 6 is 0), its header in its xattr, or at its start. */
+static void plant_xxh64_chunk(const char *d, const struct chunk_key *k,
+			      const uint8_t *data, size_t len, uint64_t sum,
+			      bool inline_header)
+{
+	uint8_t h[HDR] = {'W', 'H', 'C', 'K', inline_header ? 1 : 2, 0, 0, 0};
+	char path[1024];
+	int fd;
+
+	for (int i = 0; i < 8; i++) {
+		h[8 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+		h[16 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+		h[24 + i] = (uint8_t)(sum >> (8 * i));
+	}
+	memcpy(h + 32, k->b, 16);
+	chunk_path(d, k, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	if (inline_header)
+		ck_assert_int_eq(write(fd, h, HDR), HDR);
+	else
+		ck_assert_int_eq(fsetxattr(fd, HDR_XATTR, h, HDR, 0), 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+/*
+ * Chunk files summed with XXH64, with the golden sums (not computed
+ * here): they verify, read whole and mapped; and (format 2) they pack,
+ * which sums them piece by piece and writes the pack's index with an
+ * XXH64 of its own (golden too), which verifies after a reopen.
+ */
+START_TEST(golden_xxh64_files)
+{
+	static const uint64_t pack_sum[3] = {0x510646C148E864CDull,
+					     0xB0DF601B5A49FF3Full,
+					     0x887E0A0EC538FF94ull};
+	uint8_t *data = gold_bytes(141234), *back = malloc(141234);
+	struct store_file_id checked = {0};
+	struct chunk_key one, k[3];
+	struct store_map m;
+	struct store *st;
+	char path[1024];
+	uint8_t idx[8];
+	size_t len = 0;
+	uint64_t sum = 0;
+	int fd;
+
+	inline_hdr = _i;
+	store_close(open_store(dir, 0)); /* makes the dirs */
+	store_key(&one, "http://origin/", "/gold/one", "v1", 100003, 1700000000,
+		  MiB, 0);
+	plant_xxh64_chunk(dir, &one, data, 100003, 0x39D5F35E25A46633ull, _i);
+	for (unsigned i = 0; i < 3; i++) {
+		store_key(&k[i], "http://origin/", "/gold/obj", "v1", 141234,
+			  1700000000, 70000, i);
+		plant_xxh64_chunk(dir, &k[i], data + i * 70000,
+				  i < 2 ? 70000 : 1234, pack_sum[i], _i);
+	}
+	st = open_store(dir, 0);
+	ck_assert_int_eq(store_get(st, &one, back, 141234, &len), 0);
+	ck_assert_uint_eq(len, 100003);
+	ck_assert_mem_eq(back, data, 100003);
+	ck_assert_int_eq(store_map(st, &one, 141234, &m, &len), 0);
+	ck_assert_mem_eq(m.data, data, 100003);
+	ck_assert_int_eq(munmap(m.map, m.map_len), 0);
+	if (_i) {
+		store_close(st);
+		goto out;
+	}
+	ck_assert_int_eq(
+	    store_open_object(st, k, 3, 70000, 141234, &checked, &fd), 0);
+	ck_assert_int_eq(pread(fd, back, 141234, 0), 141234);
+	ck_assert_mem_eq(back, data, 141234);
+	ck_assert_int_eq(close(fd), 0);
+	chunk_path(dir, &k[0], path, sizeof(path) - 4);
+	strcat(path, ".idx");
+	fd = open(path, O_RDONLY);
+	ck_assert_int_eq(pread(fd, idx, 8, 32), 8);
+	ck_assert_int_eq(close(fd), 0);
+	for (int i = 7; i >= 0; i--)
+		sum = sum << 8 | idx[i];
+	ck_assert_uint_eq(sum, 0xCBD5F916F99A7F38ull);
+	store_close(st);
+
+	st = open_store(dir, 0);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert(store_packed(st, &k[i]));
+		ck_assert_int_eq(store_get(st, &k[i], back, 70000, &len), 0);
+		ck_assert_mem_eq(back, data + i * 70000, len);
+	}
+	checked = (struct store_file_id){0};
+	ck_assert_int_eq(
+	    store_open_object(st, k, 3, 70000, 141234, &checked, &fd), 0);
+	ck_assert_int_eq(close(fd), 0);
+	store_close(st);
+out:
+	free(data);
+	free(back);
+}
+END_TEST
+
 START_TEST(round_trip)
 {
 	static const size_t sizes[] = {0, 1, 4 * MiB, 4 * MiB - 1, 100000};
@@ -2111,6 +2311,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, hash_known_values);
 	tcase_add_test(tc, keys);
 	tcase_add_test(tc, key_layout);
+	tcase_add_test(tc, golden_keys_and_sums);
+	tcase_add_loop_test(tc, golden_xxh64_files, 0, 2);
 	tcase_add_loop_test(tc, round_trip, 0, 2);
 	tcase_add_test(tc, small_buffer);
 	tcase_add_loop_test(tc, corrupt_byte, 0, 2);

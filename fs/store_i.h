@@ -1,0 +1,201 @@
+#ifndef WHARF_STORE_I_H
+#define WHARF_STORE_I_H
+/*
+ * store_i: what the store's own files share, and no other module may use
+ * (store.h is the contract): the store and its index (store.c), packs
+ * (pack.c), the layout of the cache dir (cachedir.c).  The format of one
+ * chunk file is chunkfile.h's.  The helpers that every read runs are
+ * inline here.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "chunkfile.h"
+#include "store.h"
+
+#define FANOUT 256
+#define TMP_PREFIX ".tmp."
+#define TOUCH_EVERY_S 60
+/* store_walk's flag for the scan at open, which holds the lock: a bad
+ * pack is removed as it is found. */
+#define WALK_LOCKED 0x100
+/* KEY.pack, KEY.idx and their like, with the NUL. */
+#define PACK_NAME_MAX 40
+
+/* Whatever sits in a cache dir is opened without following a link or
+ * blocking on a FIFO: the dir is checked to be the user's alone, but a
+ * file planted before, or by root, must not redirect or hang us. */
+#define CHUNK_OPEN (O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+#define DIR_OPEN (O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+
+#define STAT_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
+#define STAT_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* A pack (pack.c) as the index knows it.  Freed with the last sentry
+ * that points to it. */
+struct spack {
+	struct chunk_key key; /* chunk 0's: it names the pack's files */
+	uint64_t chunk_size, size;
+	uint32_t n;
+	uint8_t sum_kind;
+	unsigned refs;	  /* sentries and callers holding it (atomic) */
+	uint32_t indexed; /* its chunks in the index, under mu */
+	uint64_t used_ns; /* its chunks last moved up the LRU (atomic) */
+	struct pack_ent {
+		struct chunk_key key;
+		uint64_t sum; /* of the chunk's bytes */
+	} ent[];	      /* n */
+};
+
+struct sentry {
+	struct chunk_key key;
+	uint64_t disk, raw;
+	struct sentry *hnext;
+	struct sentry *prev, *next; /* LRU: lru.next is the most recent */
+	/* NULL: the chunk is a chunk file; else chunk idx of this pack. */
+	struct spack *pack;
+	uint32_t idx;
+	bool zstd; /* stored compressed: it cannot join a pack */
+};
+
+struct store {
+	char *dir;
+	char *chunkdir; /* DIR/chunks */
+	struct store_config cfg;
+	int lockfd;
+	bool locked;
+	bool hdr_xattr;	   /* chunk headers go in an xattr (version 2) */
+	unsigned ncpu;	   /* online CPUs at open */
+	int dirfd[FANOUT]; /* the fan-out dirs, for *at() calls */
+	pthread_mutex_t stripe[FANOUT];
+
+	pthread_mutex_t mu; /* everything below but the stats */
+	struct sentry **tab;
+	size_t tabsize, n;
+	struct sentry lru;
+	uint64_t used, raw, reserved;
+	uint64_t packs; /* with a chunk in the index */
+
+	uint64_t hits, misses, evictions, corrupt; /* atomic */
+};
+
+static inline void pack_unref(struct spack *p)
+{
+	if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(p);
+}
+
+static inline void sentry_free(struct sentry *e)
+{
+	if (e)
+		pack_unref(e->pack);
+	free(e);
+}
+
+static inline size_t bucket(const struct store *st, const struct chunk_key *key)
+{
+	return (size_t)rd64(key->b + 8) & (st->tabsize - 1);
+}
+
+/* Under mu. */
+static inline struct sentry *index_find(struct store *st,
+					const struct chunk_key *key)
+{
+	struct sentry *e = st->tab[bucket(st, key)];
+
+	while (e && memcmp(e->key.b, key->b, 16))
+		e = e->hnext;
+	return e;
+}
+
+static inline void lru_unlink(struct sentry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+static inline void lru_push_front(struct store *st, struct sentry *e)
+{
+	e->next = st->lru.next;
+	e->prev = &st->lru;
+	st->lru.next->prev = e;
+	st->lru.next = e;
+}
+
+/* The pack holding key, with a reference, or NULL. */
+static inline struct spack *pack_of(struct store *st,
+				    const struct chunk_key *key, uint32_t *idx)
+{
+	struct spack *p = NULL;
+	struct sentry *e;
+
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e && e->pack) {
+		p = e->pack;
+		*idx = e->idx;
+		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return p;
+}
+
+/* The recency survives a remount: open() ranks chunks by atime, which
+ * relatime or noatime would otherwise leave stale.  A minute's precision
+ * is enough for that, and spares an inode write per read of a hot chunk.
+ * used_s: the file's atime or mtime, whichever is later. */
+static inline void touch_file(int fd, int64_t used_s)
+{
+	static const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
+						 {.tv_nsec = UTIME_OMIT}};
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (now.tv_sec - used_s > TOUCH_EVERY_S)
+		(void)futimens(fd, touch);
+}
+
+/* ---- store.c ---- */
+
+/* Under mu: takes e out of the index. */
+void store_index_remove(struct store *st, struct sentry *e);
+/* Under mu: takes least recently used chunks out of the index until
+ * used + reserved + need <= target; returns them for
+ * store_evict_files. */
+struct sentry *store_evict_locked(struct store *st, uint64_t target,
+				  uint64_t need);
+/* Without mu: removes the victims' files and frees them. */
+void store_evict_files(struct store *st, struct sentry *victims,
+		       uint64_t *chunks, uint64_t *bytes);
+/* Removes the file `name` in dirfd if it is still the inode fd reads.
+ * @return 0 or -errno (-ESTALE: replaced). */
+int store_unlink_if_same(int dirfd, const char *name, int fd);
+/* Chunk file fd of key is corrupt: removes it and says so. */
+void store_chunk_bad(struct store *st, const struct chunk_key *key, int fd,
+		     const char *why);
+
+/* ---- pack.c ---- */
+
+/* store_get or store_map (m not NULL) for chunk idx of pack p. */
+int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
+	     size_t cap, size_t *len, struct store_map *m);
+/* Removes evicted pack p's files.  @return 0 when they are gone. */
+int pack_remove_files(struct store *st, const struct spack *p);
+/* store_walk's visit of pack `key`, whose KEY.idx is in d. */
+int pack_walk(const char *chunkdir, DIR *d, const char *fan,
+	      const struct chunk_key *key, unsigned flags, store_walk_fn fn,
+	      void *arg);
+
+/* ---- cachedir.c ---- */
+
+/* Removes what a crash left in the fan-out dirs (open as fan_fd): temp
+ * files, and half a pack. */
+void cachedir_remove_strays(const int fan_fd[FANOUT]);
+
+#endif
