@@ -1,10 +1,8 @@
 #include "config.h"
 
-#include "fetch.h"
-#include "conc.h"
+#include "fetch_i.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,168 +32,24 @@
  * (max_connections, which curl enforces).
  */
 
-#define POOL_MAX 64 /* idle easy handles kept for reuse */
 #define CANCELLED "cancelled: the mount is stopping"
 #define RETRY_WARNS 20 /* retry warnings logged a second, at most */
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
-#define HIST_SUB 4 /* sub-buckets per power of two */
-#define HIST_BUCKETS (64 * HIST_SUB)
-/* Hedging: the recent first-byte latencies kept per kind of request, how
- * many it needs before it hedges, and its budget (a hedge for at most one
- * request in HEDGE_EVERY, a burst of at most HEDGE_BURST). */
-#define HEDGE_WINDOW 128
+/* Hedging: how many latencies a kind needs before it hedges, and its
+ * budget (a hedge for at most one request in HEDGE_EVERY, a burst of at
+ * most HEDGE_BURST). */
 #define HEDGE_MIN_SAMPLES 32
 #define HEDGE_EVERY 20
-#define LOW_SPEED 1024L			 /* bytes/s: slower is a stall */
-#define ATTEMPT_MAX_MS (30L * 60 * 1000) /* one attempt, at most */
 #define HEDGE_BURST 8
 /* Never hedge before 10 ms: an origin that answers faster is near, and a
  * second transfer would cost more than it saves. */
 #define HEDGE_FLOOR_NS 10000000ull
-/* Hosts with a controller of their own; any further ones share the last
- * slot (a mount talks to one data host and a token endpoint or two). */
-#define HOSTS_MAX 8
+#define LOW_SPEED 1024L			 /* bytes/s: slower is a stall */
+#define ATTEMPT_MAX_MS (30L * 60 * 1000) /* one attempt, at most */
 /* A body of BIG_BODY bytes or more is received BIG_BODY_BUF at a time. */
 #define BIG_BODY (1u << 20)
 #define BIG_BODY_BUF (256u << 10)
-
-#define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
-#define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
-
-/* Kinds of request, each with its own latency window for hedging. */
-enum req_kind { K_DATA, K_META, K_NKINDS };
-
-/*
- * One transfer of a request on the multi handle.  A request has one leg,
- * and a second when it is hedged: whichever leg sees the first response
- * byte wins, the other aborts at its own first byte or is removed when the
- * winner ends.  Only the winner touches the request's result.
- */
-struct leg {
-	struct xfer *x;
-	CURL *easy;	   /* NULL when not running */
-	uint64_t added_ns; /* when it joined the multi handle */
-	char errbuf[CURL_ERROR_SIZE];
-};
-
-/* Server latencies (first byte after the request went out) of the last
- * successful requests of one kind, and their p99 (0 until enough). */
-struct lat_window {
-	uint64_t ns[HEDGE_WINDOW];
-	unsigned n, at, since;
-	uint64_t p99;
-};
-
-/* One origin host: its controller and the background requests waiting
- * for room under its limit.  Engine thread only, but for pub. */
-struct host {
-	char name[FETCH_HOST_MAX];
-	struct conc conc;
-	unsigned running; /* legs in flight */
-	unsigned waiting;
-	struct xfer *wait_head, *wait_tail;
-	struct fetch_host_stats pub; /* under the engine's lock */
-};
-
-struct xfer {
-	const struct fetch_req *req;
-	struct fetch_res *res;
-	struct xfer *next; /* in the engine's queue, then in its
-			    * host's waiting list */
-	struct host *host;
-	struct xfer *run_prev, *run_next; /* in the engine's running list */
-	struct leg leg[2];
-	struct leg *winner; /* the leg whose answer counts */
-	bool hedged;
-	enum req_kind kind;
-	CURLcode cc;
-	char errbuf[CURL_ERROR_SIZE];
-	char range[48];
-	struct fetch_head head; /* what the headers said beyond res */
-	uint64_t skip;		/* bytes to drop: a 200 answer to a range */
-	bool body_checked;	/* first body byte seen, status examined */
-	bool discard;		/* not a 2xx: drop the body */
-	bool overflow;		/* body longer than cap */
-	bool enough; /* got the whole range from a 200; stopped early */
-	int nomem;
-	size_t grow_cap; /* allocated size of res->body when growing */
-	/* Through the site cache: X-Wharf-Origin and, unless the request
-	 * has one, Host, chained in front of req->headers (no allocation;
-	 * curl reads the list while the transfer runs). */
-	struct curl_slist via[2];
-	char via_origin[FETCH_HOST_MAX + 24];
-	char via_host[FETCH_HOST_MAX + 8];
-};
-
-/*
- * One request through all its attempts: a copy of the caller's request
- * (resign changes its headers), the attempt in flight (x), and the time
- * its next attempt is due.  fetch_run keeps it on its stack, fetch_submit
- * allocates it; nothing touches it after its callback has run.
- */
-struct call {
-	struct fetch_req r;
-	struct fetch_res *res;
-	fetch_done_fn *done;
-	void *arg;
-	bool owned;	     /* allocated: freed before the callback */
-	unsigned n;	     /* attempts made before this one */
-	uint64_t first_fail; /* end of the first failed attempt, or 0 */
-	uint64_t due_ns;     /* in the timer list: when the next goes */
-	struct call *later;  /* in the timer list or the signer's */
-	struct xfer x;
-};
-
-struct fetch_engine {
-	struct fetch_config cfg;
-	char *ca_file, *user_agent;
-	char *site_cache; /* "http://cache:8080[/prefix]", no trailing '/' */
-	CURLM *multi;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	struct xfer *queue, *queue_tail; /* under lock */
-	bool stop;			 /* under lock */
-	/* Cancelled (fetch_engine_cancel): a byte in cancel_pipe, seen by
-	 * the engine thread; then `cancelled` (atomic) ends every request
-	 * and retry wait, and fails new ones. */
-	int cancel_pipe[2];
-	bool cancelled;
-	/* Calls waiting out a backoff, soonest first; engine thread only. */
-	struct call *timers;
-	/* The signer thread and the retries it is to sign (under lock;
-	 * `signing` counts them until they are queued again or ended). */
-	pthread_t signer;
-	pthread_cond_t sign_cond;
-	struct call *sign_head, *sign_tail;
-	unsigned signing;
-	bool sign_stop;
-	bool no_redirect;      /* set before any request */
-	unsigned running;      /* legs in multi; engine thread only */
-	struct xfer *run_head; /* engine thread only */
-	/* Hedging, engine thread only: recent latencies per kind, and the
-	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
-	struct lat_window lat[K_NKINDS];
-	unsigned hedge_tokens;
-	/* Retry warnings, engine thread only: at most RETRY_WARNS a second
-	 * (a refusing origin under hundreds of loads must not have the
-	 * engine thread spend itself on logging); the rest are counted and
-	 * said with the next one. */
-	uint64_t warn_second;
-	unsigned warns;
-	uint64_t warns_dropped;
-	struct host hosts[HOSTS_MAX]; /* engine thread only, but pub */
-	unsigned nhosts;	      /* written under lock */
-	unsigned waiting;	      /* in hosts' lists; engine only */
-	unsigned conc_max;	      /* atomic: the largest host limit */
-	CURL *pool[POOL_MAX];	      /* engine thread only */
-	unsigned npool;
-	struct {
-		uint64_t requests, retries, errors, bytes, connects;
-		uint64_t hedges, hedge_wins;
-		uint64_t hist[HIST_BUCKETS];
-	} st;
-};
 
 void fetch_no_redirect(struct fetch_engine *fe)
 {
