@@ -2,7 +2,6 @@
 
 #include "fetch_i.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -367,95 +366,6 @@ static void easy_put(struct fetch_engine *fe, CURL *e)
 		curl_easy_cleanup(e);
 }
 
-/* ---- the site cache ---- */
-
-#define VIA_URL_MAX 8192
-#define VIA_ORIGIN "X-Wharf-Origin: "
-
-const char *fetch_site_cache_check(const char *url)
-{
-	const char *auth;
-	size_t n;
-
-	if (!strncasecmp(url, "http://", 7))
-		auth = url + 7;
-	else if (!strncasecmp(url, "https://", 8))
-		auth = url + 8;
-	else
-		return "expected an http:// or https:// URL";
-	n = strcspn(auth, "/?#");
-	if (n == 0)
-		return "no host in the URL";
-	if (n >= FETCH_HOST_MAX)
-		return "the host is too long";
-	if (strpbrk(auth, "?#@ "))
-		return "the URL may have no query, fragment, user or spaces";
-	return NULL;
-}
-
-/* Only object bytes are shared: ranged GETs.  Listings and HEADs are per
- * node and change; POSTs and metadata servers carry secrets of this node. */
-static bool via_applies(const struct fetch_req *req)
-{
-	return req->range_len && !req->head && !req->post &&
-	       (!strncasecmp(req->url, "http://", 7) ||
-		!strncasecmp(req->url, "https://", 8));
-}
-
-static bool has_header(const struct curl_slist *h, const char *name)
-{
-	const size_t n = strlen(name);
-
-	for (; h; h = h->next)
-		if (!strncasecmp(h->data, name, n) && h->data[n] == ':')
-			return true;
-	return false;
-}
-
-/*
- * The site cache's URL for req (the cache's base, then the origin's path
- * and query as they are) into url, and x->via: X-Wharf-Origin and Host in
- * front of req->headers.  A user in the origin's URL stays in the URL
- * (curl sends it as Basic auth, which the cache passes on).
- * @return 0, or -EINVAL when it does not fit.
- */
-static int via_prepare(const struct fetch_engine *fe, struct xfer *x, char *url,
-		       size_t cap)
-{
-	const char *o = x->req->url, *sep = strstr(o, "://");
-	const size_t scheme = (size_t)(sep - o);
-	const char *auth = sep + 3;
-	const size_t alen = strcspn(auth, "/?#");
-	const char *at = memchr(auth, '@', alen);
-	const char *host = at ? at + 1 : auth;
-	const int hlen = (int)(alen - (size_t)(host - auth));
-	const char *cache = strstr(fe->site_cache, "://") + 3;
-	const char *path = auth + alen;
-	int n;
-
-	n = snprintf(url, cap, "%.*s%.*s%s%s%s", (int)(cache - fe->site_cache),
-		     fe->site_cache, at ? (int)(at + 1 - auth) : 0, auth, cache,
-		     *path == '/' ? "" : "/", path);
-	if (n < 0 || (size_t)n >= cap)
-		return -EINVAL;
-	n = snprintf(x->via_origin, sizeof(x->via_origin), "%s%.*s%.*s",
-		     VIA_ORIGIN, (int)scheme + 3, o, hlen, host);
-	if (n < 0 || (size_t)n >= sizeof(x->via_origin))
-		return -EINVAL;
-	/* The scheme in lower case: one cache key for "HTTPS://" too. */
-	for (char *p = x->via_origin + strlen(VIA_ORIGIN); *p != ':'; p++)
-		*p = (char)tolower((unsigned char)*p);
-	snprintf(x->via_host, sizeof(x->via_host), "Host: %.*s", hlen, host);
-	x->via[0].data = x->via_origin;
-	x->via[0].next = x->req->headers;
-	if (!has_header(x->req->headers, "Host")) {
-		x->via[0].next = &x->via[1];
-		x->via[1].data = x->via_host;
-		x->via[1].next = x->req->headers;
-	}
-	return 0;
-}
-
 static int easy_setup(struct fetch_engine *fe, struct leg *l)
 {
 	struct xfer *x = l->x;
@@ -463,15 +373,16 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	CURL *e = l->easy;
 	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
 	CURLcode c = CURLE_OK;
-	char via_url[VIA_URL_MAX]; /* curl copies the URL */
+	char via_url[SITECACHE_URL_MAX]; /* curl copies the URL */
 	const char *url = req->url;
 	struct curl_slist *headers = req->headers;
 
-	if (fe->site_cache && via_applies(req)) {
-		if (via_prepare(fe, x, via_url, sizeof(via_url)))
+	if (fe->site_cache && sitecache_applies(req)) {
+		if (sitecache_route(fe->site_cache, req, &x->via, via_url,
+				    sizeof(via_url)))
 			return -EINVAL;
 		url = via_url;
-		headers = x->via;
+		headers = x->via.list;
 	}
 #define SET(opt, val)                                                          \
 	do {                                                                   \
@@ -1102,23 +1013,15 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
-	if (fe->cfg.site_cache && fetch_site_cache_check(fe->cfg.site_cache)) {
-		rc = -EINVAL;
+	rc = sitecache_base(fe->cfg.site_cache, &fe->site_cache);
+	if (rc)
 		goto fail;
-	}
-	fe->site_cache = fe->cfg.site_cache ? strdup(fe->cfg.site_cache) : NULL;
-	if (fe->site_cache) { /* "http://c:8080/" as "http://c:8080" */
-		size_t n = strlen(fe->site_cache);
-
-		while (fe->site_cache[n - 1] == '/')
-			fe->site_cache[--n] = '\0';
-	}
 	fe->cfg.user_agent = fe->user_agent;
 	fe->cfg.ca_file = fe->ca_file;
 	fe->cfg.site_cache = fe->site_cache;
 	fe->multi = curl_multi_init();
 	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
-	    (cfg && cfg->site_cache && !fe->site_cache) || !fe->multi) {
+	    !fe->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1365,7 +1268,7 @@ static void call_name(const struct fetch_engine *fe, const struct call *c,
 		snprintf(n->range, sizeof(n->range),
 			 " bytes=%" PRIu64 "-%" PRIu64, req->range_off,
 			 req->range_off + req->range_len - 1);
-	n->via = fe->site_cache && via_applies(req);
+	n->via = fe->site_cache && sitecache_applies(req);
 }
 
 /* Readies c's next attempt: an empty result (each attempt starts from an

@@ -6,6 +6,7 @@
  *
  *   fetch.c        the engine: its threads, the curl multi handle, legs,
  *                  hosts' admission, a request's attempts, the public calls
+ *   sitecache.c    routing shareable requests through a site cache
  *
  * The engine thread owns everything below that says "engine thread only";
  * the other files' functions run on it unless they say otherwise.
@@ -17,6 +18,7 @@
 
 #include "conc.h"
 #include "fetch.h"
+#include "sitecache.h"
 
 #define POOL_MAX 64 /* idle easy handles kept for reuse */
 /* Hosts with a controller of their own; any further ones share the last
@@ -86,13 +88,8 @@ struct xfer {
 	bool overflow;		/* body longer than cap */
 	bool enough; /* got the whole range from a 200; stopped early */
 	int nomem;
-	size_t grow_cap; /* allocated size of res->body when growing */
-	/* Through the site cache: X-Wharf-Origin and, unless the request
-	 * has one, Host, chained in front of req->headers (no allocation;
-	 * curl reads the list while the transfer runs). */
-	struct curl_slist via[2];
-	char via_origin[FETCH_HOST_MAX + 24];
-	char via_host[FETCH_HOST_MAX + 8];
+	size_t grow_cap;	  /* allocated size of res->body when growing */
+	struct sitecache_via via; /* through the site cache: its headers */
 };
 
 /*
