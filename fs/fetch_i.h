@@ -6,6 +6,7 @@
  *
  *   fetch.c        the engine: its threads, the curl multi handle, legs,
  *                  hosts' admission, a request's attempts, the public calls
+ *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
  *
  * The engine thread owns everything below that says "engine thread only";
