@@ -6,6 +6,7 @@
  *
  *   fetch.c        the engine: its threads, the curl multi handle, legs,
  *                  hosts' admission, a request's attempts, the public calls
+ *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
  *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
  *
@@ -161,5 +162,13 @@ struct fetch_engine {
 		uint64_t hist[HIST_BUCKETS];
 	} st;
 };
+
+/* ---- fetch_stats.c ---- */
+
+/* A request succeeded after ttfb_ns to its first byte. */
+void fetch_stats_ttfb(struct fetch_engine *fe, uint64_t ttfb_ns);
+/* Publishes a host's figures for fetch_get_hosts and its limit for
+ * fetch_concurrency (takes the lock).  Engine thread. */
+void fetch_host_publish(struct fetch_engine *fe, struct host *h);
 
 #endif
