@@ -6,6 +6,7 @@
  *
  *   fetch.c        the engine: its threads, the curl multi handle, legs,
  *                  hosts' admission, a request's attempts, the public calls
+ *   fetch_retry.c  what an attempt's outcome means; when a retry goes
  *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
  *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
@@ -162,6 +163,25 @@ struct fetch_engine {
 		uint64_t hist[HIST_BUCKETS];
 	} st;
 };
+
+/* ---- fetch_retry.c ---- */
+
+enum fetch_verdict { V_OK, V_RETRY, V_FAIL };
+
+/*
+ * Judges one finished attempt: V_OK, V_FAIL with *rc set, or V_RETRY.
+ * `what` gets the origin's answer in words.
+ */
+enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what,
+			       size_t wcap);
+
+/*
+ * c's attempt failed and may be retried: whether it is, within the retry
+ * count and budget.  If so, *wait_ms is its backoff and c->due_ns when its
+ * next attempt goes.  Engine thread.
+ */
+bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
+		      uint64_t *wait_ms);
 
 /* ---- fetch_stats.c ---- */
 
