@@ -30,17 +30,8 @@
  */
 
 #define CANCELLED "cancelled: the mount is stopping"
-#define RETRY_WARNS 20 /* retry warnings logged a second, at most */
-/* Hedging: how many latencies a kind needs before it hedges, and its
- * budget (a hedge for at most one request in HEDGE_EVERY, a burst of at
- * most HEDGE_BURST). */
-#define HEDGE_MIN_SAMPLES 32
-#define HEDGE_EVERY 20
-#define HEDGE_BURST 8
-/* Never hedge before 10 ms: an origin that answers faster is near, and a
- * second transfer would cost more than it saves. */
-#define HEDGE_FLOOR_NS 10000000ull
-#define LOW_SPEED 1024L			 /* bytes/s: slower is a stall */
+#define RETRY_WARNS 20	/* retry warnings logged a second, at most */
+#define LOW_SPEED 1024L /* bytes/s: slower is a stall */
 #define ATTEMPT_MAX_MS (30L * 60 * 1000) /* one attempt, at most */
 /* A body of BIG_BODY bytes or more is received BIG_BODY_BUF at a time. */
 #define BIG_BODY (1u << 20)
@@ -275,8 +266,7 @@ static void run_unlink(struct fetch_engine *fe, struct xfer *x)
 		x->run_next->run_prev = x->run_prev;
 }
 
-/* Puts a leg on the multi handle; false when it could not. */
-static bool leg_start(struct fetch_engine *fe, struct leg *l)
+bool fetch_leg_start(struct fetch_engine *fe, struct leg *l)
 {
 	l->easy = easy_get(fe);
 	if (!l->easy)
@@ -323,33 +313,6 @@ static bool leg_latency(const struct leg *l, uint64_t *ns)
 		return false;
 	*ns = (uint64_t)(first - pre) * 1000;
 	return true;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Adds a successful request's latency to its kind's window. */
-static void latency_add(struct fetch_engine *fe, enum req_kind k, uint64_t ns)
-{
-	struct lat_window *w = &fe->lat[k];
-
-	w->ns[w->at] = ns;
-	w->at = (w->at + 1) % HEDGE_WINDOW;
-	if (w->n < HEDGE_WINDOW)
-		w->n++;
-	/* The p99 is recomputed every few samples: a sort of 128. */
-	if (w->n >= HEDGE_MIN_SAMPLES && ++w->since >= 8) {
-		uint64_t v[HEDGE_WINDOW];
-
-		w->since = 0;
-		memcpy(v, w->ns, w->n * sizeof(v[0]));
-		qsort(v, w->n, sizeof(v[0]), cmp_u64);
-		w->p99 = v[(w->n * 99 - 1) / 100];
-	}
 }
 
 static struct call *call_of(struct xfer *x)
@@ -432,7 +395,7 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 		if (!leg_latency(l, &lat))
 			lat = 0;
 		else
-			latency_add(fe, x->kind, lat);
+			fetch_hedge_sample(fe, x->kind, lat);
 		conc_done(&x->host->conc, lat, now_ns() - l->added_ns,
 			  x->res->len);
 	} else {
@@ -480,13 +443,12 @@ static struct host *host_of(struct fetch_engine *fe, const char *url)
 
 static void xfer_start(struct fetch_engine *fe, struct xfer *x)
 {
-	if (!leg_start(fe, &x->leg[0])) {
+	if (!fetch_leg_start(fe, &x->leg[0])) {
 		xfer_finish(fe, x, CURLE_FAILED_INIT);
 		return;
 	}
 	run_link(fe, x);
-	if (fe->hedge_tokens < HEDGE_BURST * HEDGE_EVERY)
-		fe->hedge_tokens++;
+	fetch_hedge_earn(fe);
 }
 
 /* Starts the waiting requests of h that its limit has room for. */
@@ -653,65 +615,6 @@ static void hosts_turn(struct fetch_engine *fe)
 	}
 }
 
-/*
- * Issues a second leg for each request whose answer is later than the
- * recent p99 of its kind, while the budget and the connection bound
- * allow.  Returns how long the engine may sleep before it looks again.
- */
-static long hedge_scan(struct fetch_engine *fe)
-{
-	const uint64_t now = now_ns();
-	uint64_t soonest = UINT64_MAX;
-
-	/* Without budget or room nothing can be hedged; a new request or a
-	 * finished one wakes the engine anyway. */
-	if (!fe->cfg.hedge || fe->hedge_tokens < HEDGE_EVERY ||
-	    fe->running >= fe->cfg.max_connections)
-		return 1000;
-	for (struct xfer *x = fe->run_head; x; x = x->run_next) {
-		const uint64_t p99 = fe->lat[x->kind].p99;
-		const uint64_t after =
-		    p99 > HEDGE_FLOOR_NS ? p99 : HEDGE_FLOOR_NS;
-		struct leg *l = &x->leg[0];
-		curl_off_t pre = 0;
-		uint64_t sent, due;
-
-		/* A POST (a token exchange) is not sent twice. */
-		if (x->hedged || x->winner || !l->easy || !p99 || x->req->post)
-			continue;
-		/* A host that refused requests lately gets no extra load: a
-		 * hedge there would add to what made it slow.  Otherwise a
-		 * hedge may go past the limit (not the ceiling): the limit is
-		 * full whenever prefetch keeps the host busy, and the hedge
-		 * budget keeps the extra small. */
-		if (conc_refused_lately(&x->host->conc, now))
-			continue;
-		/* Not yet sent (waiting for a connection): not late. */
-		if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T,
-				      &pre) != CURLE_OK ||
-		    pre <= 0)
-			continue;
-		sent = l->added_ns + (uint64_t)pre * 1000;
-		due = sent + after;
-		if (due > now) {
-			if (due < soonest)
-				soonest = due;
-			continue;
-		}
-		if (fe->hedge_tokens < HEDGE_EVERY ||
-		    fe->running >= fe->cfg.max_connections)
-			continue;
-		x->hedged = true;
-		if (leg_start(fe, &x->leg[1])) {
-			fe->hedge_tokens -= HEDGE_EVERY;
-			STAT_ADD(fe->st.hedges, 1);
-		}
-	}
-	if (soonest == UINT64_MAX)
-		return 1000;
-	return (long)((soonest - now) / 1000000) + 1;
-}
-
 static void *engine_main(void *arg)
 {
 	struct fetch_engine *fe = arg;
@@ -743,7 +646,7 @@ static void *engine_main(void *arg)
 		pthread_mutex_unlock(&fe->lock);
 		if (stop)
 			break;
-		wait_ms = hedge_scan(fe);
+		wait_ms = fetch_hedge_scan(fe);
 		timer_ms = timers_wait_ms(fe);
 		if (timer_ms < wait_ms)
 			wait_ms = timer_ms;

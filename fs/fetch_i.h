@@ -7,6 +7,7 @@
  *   fetch.c        the engine: its threads, the curl multi handle, legs,
  *                  hosts' admission, a request's attempts, the public calls
  *   fetch_retry.c  what an attempt's outcome means; when a retry goes
+ *   fetch_hedge.c  recent latencies, and when a late request is sent twice
  *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
  *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
@@ -140,8 +141,9 @@ struct fetch_engine {
 	bool no_redirect;      /* set before any request */
 	unsigned running;      /* legs in multi; engine thread only */
 	struct xfer *run_head; /* engine thread only */
-	/* Hedging, engine thread only: recent latencies per kind, and the
-	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
+	/* Hedging, engine thread only (fetch_hedge.c): recent latencies per
+	 * kind, and the budget: each request adds a token, a hedge takes
+	 * HEDGE_EVERY. */
 	struct lat_window lat[K_NKINDS];
 	unsigned hedge_tokens;
 	/* Retry warnings, engine thread only: at most RETRY_WARNS (fetch.c)
@@ -164,6 +166,11 @@ struct fetch_engine {
 	} st;
 };
 
+/* ---- fetch.c ---- */
+
+/* Puts a leg on the multi handle; false when it could not. */
+bool fetch_leg_start(struct fetch_engine *fe, struct leg *l);
+
 /* ---- fetch_retry.c ---- */
 
 enum fetch_verdict { V_OK, V_RETRY, V_FAIL };
@@ -182,6 +189,19 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what,
  */
 bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
 		      uint64_t *wait_ms);
+
+/* ---- fetch_hedge.c ---- */
+
+/* Adds a successful request's server latency to its kind's window. */
+void fetch_hedge_sample(struct fetch_engine *fe, enum req_kind k, uint64_t ns);
+/* An attempt started: the hedge budget grows by one request's share. */
+void fetch_hedge_earn(struct fetch_engine *fe);
+/*
+ * Issues a second leg for each request whose answer is later than the
+ * recent p99 of its kind, while the budget and the connection bound
+ * allow.  @return how long the engine may sleep before it looks again.
+ */
+long fetch_hedge_scan(struct fetch_engine *fe);
 
 /* ---- fetch_stats.c ---- */
 
