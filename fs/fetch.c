@@ -1,17 +1,7 @@
-#include "config.h"
-
-#include "fetch_i.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 /*
+ * The fetch engine (fetch.h): its threads, the curl multi handle, and a
+ * request's way through them; fetch_i.h names the files beside it.
+ *
  * The engine thread owns the multi handle and every easy handle.  A request
  * is a struct call: fetch_run keeps it on the caller's stack and sleeps
  * until its callback wakes it; fetch_submit allocates it and returns.  The
@@ -28,6 +18,18 @@
  * request a reader waits for starts at once, bounded only by the ceiling
  * (max_connections, which curl enforces).
  */
+#include "config.h"
+
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define CANCELLED "cancelled: the mount is stopping"
 #define RETRY_WARNS 20	/* retry warnings logged a second, at most */
@@ -36,6 +38,8 @@
 /* A body of BIG_BODY bytes or more is received BIG_BODY_BUF at a time. */
 #define BIG_BODY (1u << 20)
 #define BIG_BODY_BUF (256u << 10)
+
+/* ---- configuration ---- */
 
 void fetch_no_redirect(struct fetch_engine *fe)
 {
@@ -54,748 +58,12 @@ void fetch_config_default(struct fetch_config *cfg)
 	cfg->hedge = true;
 }
 
-/* ---- curl callbacks (engine thread) ---- */
+/* ---- a request's attempts ---- */
 
-/* The first leg to get a response byte wins the request; a loser's
- * callbacks return 0, which aborts its transfer. */
-static bool leg_claims(struct leg *l)
-{
-	if (!l->x->winner)
-		l->x->winner = l;
-	return l->x->winner == l;
-}
-
-static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
-{
-	struct leg *l = arg;
-	struct xfer *x = l->x;
-	size_t n = size * nmemb;
-
-	if (!leg_claims(l))
-		return 0;
-	fetch_header_line(line, n, x->req->range_off, x->res, &x->head);
-	return n;
-}
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct leg *l = arg;
-	struct xfer *x = l->x;
-	const struct fetch_req *req = x->req;
-	struct fetch_res *res = x->res;
-	size_t n = size * nmemb;
-
-	if (!leg_claims(l))
-		return 0;
-	if (!x->body_checked) {
-		long code = 0;
-
-		x->body_checked = true;
-		curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &code);
-		if (code < 200 || code > 299) {
-			x->discard = true;
-		} else {
-			/* The origin ignored Range: drop what precedes it. */
-			if (code == 200 && req->range_len)
-				x->skip = req->range_off;
-			if (code == 206 && x->head.bad_range)
-				return 0;
-		}
-	}
-	if (x->discard)
-		return n;
-	if (x->skip) {
-		size_t k = x->skip < n ? (size_t)x->skip : n;
-
-		x->skip -= k;
-		data += k;
-		n -= k;
-		if (!n)
-			return size * nmemb;
-	}
-	if (req->range_len && res->len + n > req->range_len) {
-		/* A 200 answer goes on past the range: stop at its end. */
-		n = (size_t)(req->range_len - res->len);
-		x->enough = true;
-	}
-	if (n > req->cap - res->len) {
-		x->overflow = true;
-		return 0;
-	}
-	if (req->grow && res->len + n > x->grow_cap) {
-		size_t nc = x->grow_cap ? x->grow_cap : 65536;
-		void *nb;
-
-		while (nc < res->len + n)
-			nc = nc > SIZE_MAX / 2 ? SIZE_MAX : nc * 2;
-		if (nc > req->cap)
-			nc = req->cap;
-		nb = realloc(res->body, nc);
-		if (!nb) {
-			x->nomem = 1;
-			return 0;
-		}
-		res->body = nb;
-		x->grow_cap = nc;
-	}
-	if (n) {
-		memcpy((char *)res->body + res->len, data, n);
-		res->len += n;
-		conc_bytes(&x->host->conc, n);
-	}
-	if (x->enough)
-		return 0;
-	return size * nmemb;
-}
-
-/* ---- engine thread ---- */
-
-static CURL *easy_get(struct fetch_engine *fe)
-{
-	CURL *e;
-
-	if (fe->npool) {
-		e = fe->pool[--fe->npool];
-		/* Forget the last request's options; connections, DNS and
-		 * TLS sessions stay with the multi handle. */
-		curl_easy_reset(e);
-		return e;
-	}
-	return curl_easy_init();
-}
-
-static void easy_put(struct fetch_engine *fe, CURL *e)
-{
-	if (fe->npool < POOL_MAX)
-		fe->pool[fe->npool++] = e;
-	else
-		curl_easy_cleanup(e);
-}
-
-static int easy_setup(struct fetch_engine *fe, struct leg *l)
-{
-	struct xfer *x = l->x;
-	const struct fetch_req *req = x->req;
-	CURL *e = l->easy;
-	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
-	CURLcode c = CURLE_OK;
-	char via_url[SITECACHE_URL_MAX]; /* curl copies the URL */
-	const char *url = req->url;
-	struct curl_slist *headers = req->headers;
-
-	if (fe->site_cache && sitecache_applies(req)) {
-		if (sitecache_route(fe->site_cache, req, &x->via, via_url,
-				    sizeof(via_url)))
-			return -EINVAL;
-		url = via_url;
-		headers = x->via.list;
-	}
-#define SET(opt, val)                                                          \
-	do {                                                                   \
-		if (c == CURLE_OK)                                             \
-			c = curl_easy_setopt(e, opt, val);                     \
-	} while (0)
-	SET(CURLOPT_URL, url);
-	SET(CURLOPT_PRIVATE, l);
-	SET(CURLOPT_NOSIGNAL, 1L);
-	SET(CURLOPT_ERRORBUFFER, l->errbuf);
-	SET(CURLOPT_WRITEFUNCTION, on_body);
-	SET(CURLOPT_WRITEDATA, l);
-	SET(CURLOPT_HEADERFUNCTION, on_header);
-	SET(CURLOPT_HEADERDATA, l);
-	SET(CURLOPT_HTTPHEADER, headers);
-	/* Signed requests are never redirected: their tokens and headers
-	 * would go to whatever host the answer names. */
-	SET(CURLOPT_FOLLOWLOCATION, fe->no_redirect ? 0L : 1L);
-	SET(CURLOPT_MAXREDIRS, 5L);
-	/* The object's bytes as stored: an encoded body is refused. */
-	SET(CURLOPT_ACCEPT_ENCODING, "identity");
-	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-	SET(CURLOPT_PIPEWAIT, 1L);
-	SET(CURLOPT_TCP_KEEPALIVE, 1L);
-	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)fe->cfg.connect_timeout_ms);
-	/* Slower than LOW_SPEED bytes/s over the stall timeout is a stall
-	 * (a trickle of a few bytes a second would hold a read for hours),
-	 * and no attempt lasts longer than ATTEMPT_MAX_MS whatever comes. */
-	SET(CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED);
-	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
-	SET(CURLOPT_TIMEOUT_MS, ATTEMPT_MAX_MS);
-	SET(CURLOPT_SSL_VERIFYPEER, fe->cfg.insecure ? 0L : 1L);
-	SET(CURLOPT_SSL_VERIFYHOST, fe->cfg.insecure ? 0L : 2L);
-	SET(CURLOPT_USERAGENT, fe->user_agent);
-	if (fe->ca_file)
-		SET(CURLOPT_CAINFO, fe->ca_file);
-	if (req->head)
-		SET(CURLOPT_NOBODY, 1L);
-	if (req->post) {
-		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->post_len);
-		SET(CURLOPT_POSTFIELDS, req->post);
-	}
-	/* Large bodies in larger pieces: fewer receive calls and callbacks
-	 * per byte.  (curl allocates the buffer per transfer, so small
-	 * requests keep the default.) */
-	if (!req->head && req->range_len >= BIG_BODY)
-		SET(CURLOPT_BUFFERSIZE, (long)BIG_BODY_BUF);
-	else
-		SET(CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
-	if (req->range_len && !req->head) {
-		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
-			 req->range_off, req->range_off + req->range_len - 1);
-		SET(CURLOPT_RANGE, x->range);
-	}
-#undef SET
-	return c == CURLE_OK ? 0 : -EINVAL;
-}
-
-static void run_link(struct fetch_engine *fe, struct xfer *x)
-{
-	x->run_prev = NULL;
-	x->run_next = fe->run_head;
-	if (fe->run_head)
-		fe->run_head->run_prev = x;
-	fe->run_head = x;
-}
-
-static void run_unlink(struct fetch_engine *fe, struct xfer *x)
-{
-	if (x->run_prev)
-		x->run_prev->run_next = x->run_next;
-	else
-		fe->run_head = x->run_next;
-	if (x->run_next)
-		x->run_next->run_prev = x->run_prev;
-}
-
-bool fetch_leg_start(struct fetch_engine *fe, struct leg *l)
-{
-	l->easy = easy_get(fe);
-	if (!l->easy)
-		return false;
-	if (easy_setup(fe, l) ||
-	    curl_multi_add_handle(fe->multi, l->easy) != CURLM_OK) {
-		easy_put(fe, l->easy);
-		l->easy = NULL;
-		return false;
-	}
-	l->added_ns = now_ns();
-	fe->running++;
-	l->x->host->running++;
-	return true;
-}
-
-/* Takes a leg off the multi handle, keeping its handle for reuse. */
-static void leg_stop(struct fetch_engine *fe, struct leg *l)
-{
-	long nc = 0;
-
-	if (curl_easy_getinfo(l->easy, CURLINFO_NUM_CONNECTS, &nc) ==
-		CURLE_OK &&
-	    nc > 0)
-		STAT_ADD(fe->st.connects, (uint64_t)nc);
-	curl_multi_remove_handle(fe->multi, l->easy);
-	easy_put(fe, l->easy);
-	l->easy = NULL;
-	fe->running--;
-	l->x->host->running--;
-}
-
-/* Server latency of a leg: first response byte after the request went
- * out, so time spent waiting for a connection does not count. */
-static bool leg_latency(const struct leg *l, uint64_t *ns)
-{
-	curl_off_t pre = 0, first = 0;
-
-	if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
-		CURLE_OK ||
-	    curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T, &first) !=
-		CURLE_OK ||
-	    first <= 0 || first < pre)
-		return false;
-	*ns = (uint64_t)(first - pre) * 1000;
-	return true;
-}
-
-static struct call *call_of(struct xfer *x)
-{
-	return (struct call *)((char *)x - offsetof(struct call, x));
-}
-
-static void call_attempt_done(struct fetch_engine *fe, struct call *c);
-static void call_end(struct fetch_engine *fe, struct call *c, int rc,
-		     const char *what);
-
-/* An attempt ended with cc: its call goes on or ends. */
-static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
-{
-	x->cc = cc;
-	call_attempt_done(fe, call_of(x));
-}
-
-/* Connection failures that say the origin (or the path to it) is
- * overloaded, as opposed to our own aborts or a bad request. */
-static bool cc_congestion(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_PARTIAL_FILE:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* A request failed: a refusal (429, 503) or a broken connection tells the
- * host's controller to back off. */
-static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
-			       CURLcode cc)
-{
-	struct host *h = x->host;
-	char what[64];
-
-	if (cc == CURLE_OK && (x->res->status == 429 || x->res->status == 503))
-		snprintf(what, sizeof(what), "HTTP %ld", x->res->status);
-	else if (cc != CURLE_OK && cc_congestion(cc))
-		snprintf(what, sizeof(what), "%s", curl_easy_strerror(cc));
-	else
-		return;
-	/* h->running still counts this leg: it was in flight when refused */
-	if (conc_congested(&h->conc, h->running, what, now_ns()))
-		fetch_host_publish(fe, h);
-}
-
-/* A leg ended with cc.  The request ends with its winner, or with the last
- * leg when none got an answer; a loser just goes. */
-static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
-{
-	struct xfer *x = l->x;
-	struct leg *other = &x->leg[l == &x->leg[0]];
-	curl_off_t ttfb_us = 0;
-	uint64_t lat;
-
-	if (x->winner && x->winner != l) {
-		leg_stop(fe, l);
-		return;
-	}
-	if (!x->winner && other->easy) {
-		/* No byte came on this leg; the other may still answer. */
-		leg_stop(fe, l);
-		return;
-	}
-	curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &x->res->status);
-	/* time to the first response byte, headers included */
-	if (curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T,
-			      &ttfb_us) == CURLE_OK &&
-	    ttfb_us > 0)
-		x->res->ttfb_ns = (uint64_t)ttfb_us * 1000;
-	if (cc == CURLE_OK && x->res->status >= 200 && x->res->status < 300) {
-		if (!leg_latency(l, &lat))
-			lat = 0;
-		else
-			fetch_hedge_sample(fe, x->kind, lat);
-		conc_done(&x->host->conc, lat, now_ns() - l->added_ns,
-			  x->res->len);
-	} else {
-		host_judge_failure(fe, x, cc);
-	}
-	if (x->hedged && l == &x->leg[1] && cc == CURLE_OK)
-		STAT_ADD(fe->st.hedge_wins, 1);
-	memcpy(x->errbuf, l->errbuf, sizeof(x->errbuf));
-	leg_stop(fe, l);
-	if (other->easy)
-		leg_stop(fe, other);
-	run_unlink(fe, x);
-	xfer_finish(fe, x, cc);
-}
-
-/* The host of a URL, "scheme://authority", found or added. */
-static struct host *host_of(struct fetch_engine *fe, const char *url)
-{
-	const char *sep = strstr(url, "://");
-	size_t n = sep ? (size_t)(sep + 3 - url) : 0;
-	struct host *h;
-	unsigned i;
-
-	n += strcspn(url + n, "/?#");
-	if (n >= FETCH_HOST_MAX)
-		n = FETCH_HOST_MAX - 1;
-	for (i = 0; i < fe->nhosts; i++) {
-		h = &fe->hosts[i];
-		if (!strncmp(h->name, url, n) && !h->name[n])
-			return h;
-	}
-	if (fe->nhosts == HOSTS_MAX)
-		return &fe->hosts[HOSTS_MAX - 1];
-	h = &fe->hosts[fe->nhosts];
-	memcpy(h->name, url, n);
-	h->name[n] = '\0';
-	conc_init(&h->conc, fe->cfg.max_connections, now_ns());
-	memcpy(h->pub.host, h->name, sizeof(h->pub.host));
-	pthread_mutex_lock(&fe->lock);
-	fe->nhosts++;
-	pthread_mutex_unlock(&fe->lock);
-	fetch_host_publish(fe, h);
-	return h;
-}
-
-static void xfer_start(struct fetch_engine *fe, struct xfer *x)
-{
-	if (!fetch_leg_start(fe, &x->leg[0])) {
-		xfer_finish(fe, x, CURLE_FAILED_INIT);
-		return;
-	}
-	run_link(fe, x);
-	fetch_hedge_earn(fe);
-}
-
-/* Starts the waiting requests of h that its limit has room for. */
-static void host_admit(struct fetch_engine *fe, struct host *h)
-{
-	struct xfer *x;
-
-	while (h->wait_head && h->running < h->conc.limit) {
-		x = h->wait_head;
-		h->wait_head = x->next;
-		if (!h->wait_head)
-			h->wait_tail = NULL;
-		h->waiting--;
-		fe->waiting--;
-		xfer_start(fe, x);
-	}
-}
-
+/* Whether the engine is cancelled: every request then ends as such. */
 static bool is_cancelled(struct fetch_engine *fe)
 {
 	return __atomic_load_n(&fe->cancelled, __ATOMIC_ACQUIRE);
-}
-
-/*
- * The engine was told to cancel: every request in flight or waiting for
- * room ends now (its caller sees -ECANCELED), and so does every later
- * one.  Engine thread only.
- */
-static void engine_cancel(struct fetch_engine *fe)
-{
-	struct xfer *x;
-	char drain[64];
-
-	while (read(fe->cancel_pipe[0], drain, sizeof(drain)) > 0)
-		;
-	__atomic_store_n(&fe->cancelled, true, __ATOMIC_RELEASE);
-	while ((x = fe->run_head)) {
-		for (int i = 0; i < 2; i++)
-			if (x->leg[i].easy)
-				leg_stop(fe, &x->leg[i]);
-		run_unlink(fe, x);
-		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
-	}
-	for (unsigned i = 0; i < fe->nhosts; i++) {
-		struct host *h = &fe->hosts[i];
-
-		while ((x = h->wait_head)) {
-			h->wait_head = x->next;
-			h->waiting--;
-			fe->waiting--;
-			xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
-		}
-		h->wait_tail = NULL;
-	}
-	/* Retries waiting out their backoff end too (the signer ends its
-	 * own: it sees `cancelled`). */
-	while (fe->timers) {
-		struct call *c = fe->timers;
-
-		fe->timers = c->later;
-		call_end(fe, c, -ECANCELED, CANCELLED);
-	}
-}
-
-/* Starts an attempt, or puts it in its host's waiting list. */
-static void xfer_begin(struct fetch_engine *fe, struct xfer *x)
-{
-	struct host *h;
-
-	if (is_cancelled(fe)) {
-		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
-		return;
-	}
-	x->leg[0].x = x->leg[1].x = x;
-	x->kind =
-	    x->req->head || x->req->post || x->req->grow ? K_META : K_DATA;
-	h = x->host = host_of(fe, x->req->url);
-	if (!x->req->background ||
-	    (!h->wait_head && h->running < h->conc.limit)) {
-		xfer_start(fe, x);
-		return;
-	}
-	/* Background work beyond the limit waits its turn, and tells the
-	 * controller that the limit is what holds it back. */
-	conc_waited(&h->conc);
-	if (h->wait_tail)
-		h->wait_tail->next = x;
-	else
-		h->wait_head = x;
-	h->wait_tail = x;
-	h->waiting++;
-	fe->waiting++;
-}
-
-static void engine_start_queued(struct fetch_engine *fe)
-{
-	struct xfer *q, *x;
-
-	pthread_mutex_lock(&fe->lock);
-	q = fe->queue;
-	fe->queue = fe->queue_tail = NULL;
-	pthread_mutex_unlock(&fe->lock);
-
-	while ((x = q)) {
-		q = x->next;
-		x->next = NULL;
-		xfer_begin(fe, x);
-	}
-}
-
-static void attempt_reset(struct fetch_engine *fe, struct call *c);
-static void signer_add(struct fetch_engine *fe, struct call *c);
-
-/* Starts the retries whose backoff is over. */
-static void timers_run(struct fetch_engine *fe)
-{
-	const uint64_t now = now_ns();
-	struct call *c;
-
-	while ((c = fe->timers) && c->due_ns <= now) {
-		fe->timers = c->later;
-		c->later = NULL;
-		if (c->r.resign) {
-			signer_add(fe, c);
-			continue;
-		}
-		attempt_reset(fe, c);
-		xfer_begin(fe, &c->x);
-	}
-}
-
-/* How long the engine may sleep before a retry is due (at most 1 s). */
-static long timers_wait_ms(const struct fetch_engine *fe)
-{
-	const uint64_t now = now_ns();
-
-	if (!fe->timers)
-		return 1000;
-	if (fe->timers->due_ns <= now)
-		return 0;
-	if (fe->timers->due_ns - now >= 1000000000ull)
-		return 1000;
-	return (long)((fe->timers->due_ns - now) / 1000000) + 1;
-}
-
-/* Each turn of the loop: lets each controller decide, then starts what
- * the limits now allow.  The figures are published when the controller
- * changes its mind or an epoch ends, not at every turn (the stats'
- * in-flight counts are those of the last epoch). */
-static void hosts_turn(struct fetch_engine *fe)
-{
-	const uint64_t now = now_ns();
-
-	for (unsigned i = 0; i < fe->nhosts; i++) {
-		struct host *h = &fe->hosts[i];
-		const uint64_t epoch = h->conc.epoch_ns;
-
-		if (conc_tick(&h->conc, h->running || h->waiting, now) ||
-		    (h->conc.epoch_ns != epoch &&
-		     (h->running || h->waiting || h->pub.running ||
-		      h->pub.waiting)))
-			fetch_host_publish(fe, h);
-		host_admit(fe, h);
-	}
-}
-
-static void *engine_main(void *arg)
-{
-	struct fetch_engine *fe = arg;
-	struct curl_waitfd cancel = {.fd = fe->cancel_pipe[0],
-				     .events = CURL_WAIT_POLLIN};
-
-	for (;;) {
-		CURLMsg *m;
-		int still, left;
-		long wait_ms, timer_ms;
-		bool stop;
-
-		engine_start_queued(fe);
-		timers_run(fe);
-		curl_multi_perform(fe->multi, &still);
-		while ((m = curl_multi_info_read(fe->multi, &left))) {
-			struct leg *l = NULL;
-
-			if (m->msg != CURLMSG_DONE)
-				continue;
-			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
-					  (char **)&l);
-			leg_done(fe, l, m->data.result);
-		}
-		hosts_turn(fe);
-		pthread_mutex_lock(&fe->lock);
-		stop = fe->stop && !fe->queue && !fe->running && !fe->waiting &&
-		       !fe->timers && !fe->signing;
-		pthread_mutex_unlock(&fe->lock);
-		if (stop)
-			break;
-		wait_ms = fetch_hedge_scan(fe);
-		timer_ms = timers_wait_ms(fe);
-		if (timer_ms < wait_ms)
-			wait_ms = timer_ms;
-		/* curl_multi_wakeup() ends this wait when work is queued, a
-		 * byte in the cancel pipe when the engine is cancelled. */
-		cancel.revents = 0;
-		curl_multi_poll(fe->multi, &cancel, 1,
-				(int)(wait_ms < 1000 ? wait_ms : 1000), NULL);
-		if (cancel.revents)
-			engine_cancel(fe);
-	}
-	return NULL;
-}
-
-/* ---- public ---- */
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static void *signer_main(void *arg);
-
-/* Ends the signer thread (once the engine has nothing left for it). */
-static void signer_stop(struct fetch_engine *fe)
-{
-	pthread_mutex_lock(&fe->lock);
-	fe->sign_stop = true;
-	pthread_cond_signal(&fe->sign_cond);
-	pthread_mutex_unlock(&fe->lock);
-	pthread_join(fe->signer, NULL);
-}
-
-int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
-{
-	struct fetch_engine *fe;
-	long maxc;
-	int rc;
-
-	*out = NULL;
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return -ENOMEM;
-	fe = calloc(1, sizeof(*fe));
-	if (!fe)
-		return -ENOMEM;
-	if (cfg)
-		fe->cfg = *cfg;
-	else
-		fetch_config_default(&fe->cfg);
-	if (!fe->cfg.max_connections)
-		fe->cfg.max_connections = 256;
-	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
-					    : strdup("wharf/" PACKAGE_VERSION);
-	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
-	rc = sitecache_base(fe->cfg.site_cache, &fe->site_cache);
-	if (rc)
-		goto fail;
-	fe->cfg.user_agent = fe->user_agent;
-	fe->cfg.ca_file = fe->ca_file;
-	fe->cfg.site_cache = fe->site_cache;
-	fe->multi = curl_multi_init();
-	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
-	    !fe->multi) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	maxc = (long)fe->cfg.max_connections;
-	if (curl_multi_setopt(fe->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
-			      maxc) != CURLM_OK ||
-	    curl_multi_setopt(fe->multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxc) !=
-		CURLM_OK ||
-	    curl_multi_setopt(fe->multi, CURLMOPT_MAXCONNECTS, maxc * 2) !=
-		CURLM_OK ||
-	    curl_multi_setopt(fe->multi, CURLMOPT_PIPELINING,
-			      (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
-		rc = -EINVAL;
-		goto fail;
-	}
-	if (pipe2(fe->cancel_pipe, O_CLOEXEC | O_NONBLOCK)) {
-		rc = -errno;
-		goto fail;
-	}
-	pthread_mutex_init(&fe->lock, NULL);
-	pthread_cond_init(&fe->sign_cond, NULL);
-	rc = -pthread_create(&fe->signer, NULL, signer_main, fe);
-	if (rc)
-		goto fail_sync;
-	rc = -pthread_create(&fe->thread, NULL, engine_main, fe);
-	if (rc) {
-		signer_stop(fe);
-		goto fail_sync;
-	}
-	*out = fe;
-	return 0;
-fail_sync:
-	pthread_mutex_destroy(&fe->lock);
-	pthread_cond_destroy(&fe->sign_cond);
-fail:
-	if (fe->cancel_pipe[1] > 0) {
-		close(fe->cancel_pipe[0]);
-		close(fe->cancel_pipe[1]);
-	}
-	if (fe->multi)
-		curl_multi_cleanup(fe->multi);
-	free(fe->user_agent);
-	free(fe->ca_file);
-	free(fe->site_cache);
-	free(fe);
-	return rc;
-}
-
-void fetch_engine_free(struct fetch_engine *fe)
-{
-	unsigned i;
-
-	if (!fe)
-		return;
-	pthread_mutex_lock(&fe->lock);
-	fe->stop = true;
-	pthread_mutex_unlock(&fe->lock);
-	curl_multi_wakeup(fe->multi);
-	pthread_join(fe->thread, NULL);
-	signer_stop(fe);
-	for (i = 0; i < fe->npool; i++)
-		curl_easy_cleanup(fe->pool[i]);
-	curl_multi_cleanup(fe->multi);
-	pthread_mutex_destroy(&fe->lock);
-	pthread_cond_destroy(&fe->sign_cond);
-	close(fe->cancel_pipe[0]);
-	close(fe->cancel_pipe[1]);
-	free(fe->user_agent);
-	free(fe->ca_file);
-	free(fe->site_cache);
-	free(fe);
-}
-
-void fetch_engine_cancel(struct fetch_engine *fe)
-{
-	/* A full pipe holds a cancel already. */
-	(void)!write(fe->cancel_pipe[1], "", 1);
-}
-
-int fetch_engine_cancel_fd(const struct fetch_engine *fe)
-{
-	return fe->cancel_pipe[1];
 }
 
 /* The URL as logs show it: no query string (it may carry a signature). */
@@ -813,8 +81,6 @@ static const char *method_of(const struct fetch_req *req)
 {
 	return req->head ? "HEAD" : req->post ? "POST" : "GET";
 }
-
-/* ---- a request's attempts ---- */
 
 /* The request as log lines name it: method, URL without its query, range,
  * and the site cache it went through. */
@@ -990,6 +256,21 @@ static void call_attempt_done(struct fetch_engine *fe, struct call *c)
 	timer_add(fe, c);
 }
 
+/* The call an attempt belongs to. */
+static struct call *call_of(struct xfer *x)
+{
+	return (struct call *)((char *)x - offsetof(struct call, x));
+}
+
+/* An attempt ended with cc: its call goes on or ends. */
+static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
+{
+	x->cc = cc;
+	call_attempt_done(fe, call_of(x));
+}
+
+/* ---- the signer thread ---- */
+
 /* A retry to sign again goes to the signer thread (engine thread). */
 static void signer_add(struct fetch_engine *fe, struct call *c)
 {
@@ -1051,6 +332,733 @@ static void *signer_main(void *arg)
 		curl_multi_wakeup(fe->multi);
 	}
 }
+
+/* Ends the signer thread (once the engine has nothing left for it). */
+static void signer_stop(struct fetch_engine *fe)
+{
+	pthread_mutex_lock(&fe->lock);
+	fe->sign_stop = true;
+	pthread_cond_signal(&fe->sign_cond);
+	pthread_mutex_unlock(&fe->lock);
+	pthread_join(fe->signer, NULL);
+}
+
+/* ---- curl callbacks (engine thread) ---- */
+
+/* The first leg to get a response byte wins the request; a loser's
+ * callbacks return 0, which aborts its transfer. */
+static bool leg_claims(struct leg *l)
+{
+	if (!l->x->winner)
+		l->x->winner = l;
+	return l->x->winner == l;
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+	struct leg *l = arg;
+	struct xfer *x = l->x;
+	size_t n = size * nmemb;
+
+	if (!leg_claims(l))
+		return 0;
+	fetch_header_line(line, n, x->req->range_off, x->res, &x->head);
+	return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct leg *l = arg;
+	struct xfer *x = l->x;
+	const struct fetch_req *req = x->req;
+	struct fetch_res *res = x->res;
+	size_t n = size * nmemb;
+
+	if (!leg_claims(l))
+		return 0;
+	if (!x->body_checked) {
+		long code = 0;
+
+		x->body_checked = true;
+		curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &code);
+		if (code < 200 || code > 299) {
+			x->discard = true;
+		} else {
+			/* The origin ignored Range: drop what precedes it. */
+			if (code == 200 && req->range_len)
+				x->skip = req->range_off;
+			if (code == 206 && x->head.bad_range)
+				return 0;
+		}
+	}
+	if (x->discard)
+		return n;
+	if (x->skip) {
+		size_t k = x->skip < n ? (size_t)x->skip : n;
+
+		x->skip -= k;
+		data += k;
+		n -= k;
+		if (!n)
+			return size * nmemb;
+	}
+	if (req->range_len && res->len + n > req->range_len) {
+		/* A 200 answer goes on past the range: stop at its end. */
+		n = (size_t)(req->range_len - res->len);
+		x->enough = true;
+	}
+	if (n > req->cap - res->len) {
+		x->overflow = true;
+		return 0;
+	}
+	if (req->grow && res->len + n > x->grow_cap) {
+		size_t nc = x->grow_cap ? x->grow_cap : 65536;
+		void *nb;
+
+		while (nc < res->len + n)
+			nc = nc > SIZE_MAX / 2 ? SIZE_MAX : nc * 2;
+		if (nc > req->cap)
+			nc = req->cap;
+		nb = realloc(res->body, nc);
+		if (!nb) {
+			x->nomem = 1;
+			return 0;
+		}
+		res->body = nb;
+		x->grow_cap = nc;
+	}
+	if (n) {
+		memcpy((char *)res->body + res->len, data, n);
+		res->len += n;
+		conc_bytes(&x->host->conc, n);
+	}
+	if (x->enough)
+		return 0;
+	return size * nmemb;
+}
+
+/* ---- easy handles ---- */
+
+static CURL *easy_get(struct fetch_engine *fe)
+{
+	CURL *e;
+
+	if (fe->npool) {
+		e = fe->pool[--fe->npool];
+		/* Forget the last request's options; connections, DNS and
+		 * TLS sessions stay with the multi handle. */
+		curl_easy_reset(e);
+		return e;
+	}
+	return curl_easy_init();
+}
+
+static void easy_put(struct fetch_engine *fe, CURL *e)
+{
+	if (fe->npool < POOL_MAX)
+		fe->pool[fe->npool++] = e;
+	else
+		curl_easy_cleanup(e);
+}
+
+static int easy_setup(struct fetch_engine *fe, struct leg *l)
+{
+	struct xfer *x = l->x;
+	const struct fetch_req *req = x->req;
+	CURL *e = l->easy;
+	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
+	CURLcode c = CURLE_OK;
+	char via_url[SITECACHE_URL_MAX]; /* curl copies the URL */
+	const char *url = req->url;
+	struct curl_slist *headers = req->headers;
+
+	if (fe->site_cache && sitecache_applies(req)) {
+		if (sitecache_route(fe->site_cache, req, &x->via, via_url,
+				    sizeof(via_url)))
+			return -EINVAL;
+		url = via_url;
+		headers = x->via.list;
+	}
+#define SET(opt, val)                                                          \
+	do {                                                                   \
+		if (c == CURLE_OK)                                             \
+			c = curl_easy_setopt(e, opt, val);                     \
+	} while (0)
+	SET(CURLOPT_URL, url);
+	SET(CURLOPT_PRIVATE, l);
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_ERRORBUFFER, l->errbuf);
+	SET(CURLOPT_WRITEFUNCTION, on_body);
+	SET(CURLOPT_WRITEDATA, l);
+	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_HEADERDATA, l);
+	SET(CURLOPT_HTTPHEADER, headers);
+	/* Signed requests are never redirected: their tokens and headers
+	 * would go to whatever host the answer names. */
+	SET(CURLOPT_FOLLOWLOCATION, fe->no_redirect ? 0L : 1L);
+	SET(CURLOPT_MAXREDIRS, 5L);
+	/* The object's bytes as stored: an encoded body is refused. */
+	SET(CURLOPT_ACCEPT_ENCODING, "identity");
+	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	SET(CURLOPT_PIPEWAIT, 1L);
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)fe->cfg.connect_timeout_ms);
+	/* Slower than LOW_SPEED bytes/s over the stall timeout is a stall
+	 * (a trickle of a few bytes a second would hold a read for hours),
+	 * and no attempt lasts longer than ATTEMPT_MAX_MS whatever comes. */
+	SET(CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED);
+	SET(CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
+	SET(CURLOPT_TIMEOUT_MS, ATTEMPT_MAX_MS);
+	SET(CURLOPT_SSL_VERIFYPEER, fe->cfg.insecure ? 0L : 1L);
+	SET(CURLOPT_SSL_VERIFYHOST, fe->cfg.insecure ? 0L : 2L);
+	SET(CURLOPT_USERAGENT, fe->user_agent);
+	if (fe->ca_file)
+		SET(CURLOPT_CAINFO, fe->ca_file);
+	if (req->head)
+		SET(CURLOPT_NOBODY, 1L);
+	if (req->post) {
+		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->post_len);
+		SET(CURLOPT_POSTFIELDS, req->post);
+	}
+	/* Large bodies in larger pieces: fewer receive calls and callbacks
+	 * per byte.  (curl allocates the buffer per transfer, so small
+	 * requests keep the default.) */
+	if (!req->head && req->range_len >= BIG_BODY)
+		SET(CURLOPT_BUFFERSIZE, (long)BIG_BODY_BUF);
+	else
+		SET(CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
+	if (req->range_len && !req->head) {
+		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
+			 req->range_off, req->range_off + req->range_len - 1);
+		SET(CURLOPT_RANGE, x->range);
+	}
+#undef SET
+	return c == CURLE_OK ? 0 : -EINVAL;
+}
+
+/* ---- legs: transfers on the multi handle ---- */
+
+static void run_link(struct fetch_engine *fe, struct xfer *x)
+{
+	x->run_prev = NULL;
+	x->run_next = fe->run_head;
+	if (fe->run_head)
+		fe->run_head->run_prev = x;
+	fe->run_head = x;
+}
+
+static void run_unlink(struct fetch_engine *fe, struct xfer *x)
+{
+	if (x->run_prev)
+		x->run_prev->run_next = x->run_next;
+	else
+		fe->run_head = x->run_next;
+	if (x->run_next)
+		x->run_next->run_prev = x->run_prev;
+}
+
+bool fetch_leg_start(struct fetch_engine *fe, struct leg *l)
+{
+	l->easy = easy_get(fe);
+	if (!l->easy)
+		return false;
+	if (easy_setup(fe, l) ||
+	    curl_multi_add_handle(fe->multi, l->easy) != CURLM_OK) {
+		easy_put(fe, l->easy);
+		l->easy = NULL;
+		return false;
+	}
+	l->added_ns = now_ns();
+	fe->running++;
+	l->x->host->running++;
+	return true;
+}
+
+/* Takes a leg off the multi handle, keeping its handle for reuse. */
+static void leg_stop(struct fetch_engine *fe, struct leg *l)
+{
+	long nc = 0;
+
+	if (curl_easy_getinfo(l->easy, CURLINFO_NUM_CONNECTS, &nc) ==
+		CURLE_OK &&
+	    nc > 0)
+		STAT_ADD(fe->st.connects, (uint64_t)nc);
+	curl_multi_remove_handle(fe->multi, l->easy);
+	easy_put(fe, l->easy);
+	l->easy = NULL;
+	fe->running--;
+	l->x->host->running--;
+}
+
+/* Server latency of a leg: first response byte after the request went
+ * out, so time spent waiting for a connection does not count. */
+static bool leg_latency(const struct leg *l, uint64_t *ns)
+{
+	curl_off_t pre = 0, first = 0;
+
+	if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
+		CURLE_OK ||
+	    curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T, &first) !=
+		CURLE_OK ||
+	    first <= 0 || first < pre)
+		return false;
+	*ns = (uint64_t)(first - pre) * 1000;
+	return true;
+}
+
+/* Starts an attempt on its first leg; each one earns hedge budget. */
+static void xfer_start(struct fetch_engine *fe, struct xfer *x)
+{
+	if (!fetch_leg_start(fe, &x->leg[0])) {
+		xfer_finish(fe, x, CURLE_FAILED_INIT);
+		return;
+	}
+	run_link(fe, x);
+	fetch_hedge_earn(fe);
+}
+
+/* ---- hosts: their limits, and who waits for room ---- */
+
+/* The host of a URL, "scheme://authority", found or added. */
+static struct host *host_of(struct fetch_engine *fe, const char *url)
+{
+	const char *sep = strstr(url, "://");
+	size_t n = sep ? (size_t)(sep + 3 - url) : 0;
+	struct host *h;
+	unsigned i;
+
+	n += strcspn(url + n, "/?#");
+	if (n >= FETCH_HOST_MAX)
+		n = FETCH_HOST_MAX - 1;
+	for (i = 0; i < fe->nhosts; i++) {
+		h = &fe->hosts[i];
+		if (!strncmp(h->name, url, n) && !h->name[n])
+			return h;
+	}
+	if (fe->nhosts == HOSTS_MAX)
+		return &fe->hosts[HOSTS_MAX - 1];
+	h = &fe->hosts[fe->nhosts];
+	memcpy(h->name, url, n);
+	h->name[n] = '\0';
+	conc_init(&h->conc, fe->cfg.max_connections, now_ns());
+	memcpy(h->pub.host, h->name, sizeof(h->pub.host));
+	pthread_mutex_lock(&fe->lock);
+	fe->nhosts++;
+	pthread_mutex_unlock(&fe->lock);
+	fetch_host_publish(fe, h);
+	return h;
+}
+
+/* Connection failures that say the origin (or the path to it) is
+ * overloaded, as opposed to our own aborts or a bad request. */
+static bool cc_congestion(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_PARTIAL_FILE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A request failed: a refusal (429, 503) or a broken connection tells the
+ * host's controller to back off. */
+static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
+			       CURLcode cc)
+{
+	struct host *h = x->host;
+	char what[64];
+
+	if (cc == CURLE_OK && (x->res->status == 429 || x->res->status == 503))
+		snprintf(what, sizeof(what), "HTTP %ld", x->res->status);
+	else if (cc != CURLE_OK && cc_congestion(cc))
+		snprintf(what, sizeof(what), "%s", curl_easy_strerror(cc));
+	else
+		return;
+	/* h->running still counts this leg: it was in flight when refused */
+	if (conc_congested(&h->conc, h->running, what, now_ns()))
+		fetch_host_publish(fe, h);
+}
+
+/* Starts the waiting requests of h that its limit has room for. */
+static void host_admit(struct fetch_engine *fe, struct host *h)
+{
+	struct xfer *x;
+
+	while (h->wait_head && h->running < h->conc.limit) {
+		x = h->wait_head;
+		h->wait_head = x->next;
+		if (!h->wait_head)
+			h->wait_tail = NULL;
+		h->waiting--;
+		fe->waiting--;
+		xfer_start(fe, x);
+	}
+}
+
+/* Starts an attempt, or puts it in its host's waiting list. */
+static void xfer_begin(struct fetch_engine *fe, struct xfer *x)
+{
+	struct host *h;
+
+	if (is_cancelled(fe)) {
+		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+		return;
+	}
+	x->leg[0].x = x->leg[1].x = x;
+	x->kind =
+	    x->req->head || x->req->post || x->req->grow ? K_META : K_DATA;
+	h = x->host = host_of(fe, x->req->url);
+	if (!x->req->background ||
+	    (!h->wait_head && h->running < h->conc.limit)) {
+		xfer_start(fe, x);
+		return;
+	}
+	/* Background work beyond the limit waits its turn, and tells the
+	 * controller that the limit is what holds it back. */
+	conc_waited(&h->conc);
+	if (h->wait_tail)
+		h->wait_tail->next = x;
+	else
+		h->wait_head = x;
+	h->wait_tail = x;
+	h->waiting++;
+	fe->waiting++;
+}
+
+/* Each turn of the loop: lets each controller decide, then starts what
+ * the limits now allow.  The figures are published when the controller
+ * changes its mind or an epoch ends, not at every turn (the stats'
+ * in-flight counts are those of the last epoch). */
+static void hosts_turn(struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+
+	for (unsigned i = 0; i < fe->nhosts; i++) {
+		struct host *h = &fe->hosts[i];
+		const uint64_t epoch = h->conc.epoch_ns;
+
+		if (conc_tick(&h->conc, h->running || h->waiting, now) ||
+		    (h->conc.epoch_ns != epoch &&
+		     (h->running || h->waiting || h->pub.running ||
+		      h->pub.waiting)))
+			fetch_host_publish(fe, h);
+		host_admit(fe, h);
+	}
+}
+
+/* ---- the engine thread ---- */
+
+/* A leg ended with cc.  The request ends with its winner, or with the last
+ * leg when none got an answer; a loser just goes. */
+static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
+{
+	struct xfer *x = l->x;
+	struct leg *other = &x->leg[l == &x->leg[0]];
+	curl_off_t ttfb_us = 0;
+	uint64_t lat;
+
+	if (x->winner && x->winner != l) {
+		leg_stop(fe, l);
+		return;
+	}
+	if (!x->winner && other->easy) {
+		/* No byte came on this leg; the other may still answer. */
+		leg_stop(fe, l);
+		return;
+	}
+	curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &x->res->status);
+	/* time to the first response byte, headers included */
+	if (curl_easy_getinfo(l->easy, CURLINFO_STARTTRANSFER_TIME_T,
+			      &ttfb_us) == CURLE_OK &&
+	    ttfb_us > 0)
+		x->res->ttfb_ns = (uint64_t)ttfb_us * 1000;
+	if (cc == CURLE_OK && x->res->status >= 200 && x->res->status < 300) {
+		if (!leg_latency(l, &lat))
+			lat = 0;
+		else
+			fetch_hedge_sample(fe, x->kind, lat);
+		conc_done(&x->host->conc, lat, now_ns() - l->added_ns,
+			  x->res->len);
+	} else {
+		host_judge_failure(fe, x, cc);
+	}
+	if (x->hedged && l == &x->leg[1] && cc == CURLE_OK)
+		STAT_ADD(fe->st.hedge_wins, 1);
+	memcpy(x->errbuf, l->errbuf, sizeof(x->errbuf));
+	leg_stop(fe, l);
+	if (other->easy)
+		leg_stop(fe, other);
+	run_unlink(fe, x);
+	xfer_finish(fe, x, cc);
+}
+
+/*
+ * The engine was told to cancel: every request in flight or waiting for
+ * room ends now (its caller sees -ECANCELED), and so does every later
+ * one.  Engine thread only.
+ */
+static void engine_cancel(struct fetch_engine *fe)
+{
+	struct xfer *x;
+	char drain[64];
+
+	while (read(fe->cancel_pipe[0], drain, sizeof(drain)) > 0)
+		;
+	__atomic_store_n(&fe->cancelled, true, __ATOMIC_RELEASE);
+	while ((x = fe->run_head)) {
+		for (int i = 0; i < 2; i++)
+			if (x->leg[i].easy)
+				leg_stop(fe, &x->leg[i]);
+		run_unlink(fe, x);
+		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+	}
+	for (unsigned i = 0; i < fe->nhosts; i++) {
+		struct host *h = &fe->hosts[i];
+
+		while ((x = h->wait_head)) {
+			h->wait_head = x->next;
+			h->waiting--;
+			fe->waiting--;
+			xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+		}
+		h->wait_tail = NULL;
+	}
+	/* Retries waiting out their backoff end too (the signer ends its
+	 * own: it sees `cancelled`). */
+	while (fe->timers) {
+		struct call *c = fe->timers;
+
+		fe->timers = c->later;
+		call_end(fe, c, -ECANCELED, CANCELLED);
+	}
+}
+
+static void engine_start_queued(struct fetch_engine *fe)
+{
+	struct xfer *q, *x;
+
+	pthread_mutex_lock(&fe->lock);
+	q = fe->queue;
+	fe->queue = fe->queue_tail = NULL;
+	pthread_mutex_unlock(&fe->lock);
+
+	while ((x = q)) {
+		q = x->next;
+		x->next = NULL;
+		xfer_begin(fe, x);
+	}
+}
+
+/* Starts the retries whose backoff is over. */
+static void timers_run(struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+	struct call *c;
+
+	while ((c = fe->timers) && c->due_ns <= now) {
+		fe->timers = c->later;
+		c->later = NULL;
+		if (c->r.resign) {
+			signer_add(fe, c);
+			continue;
+		}
+		attempt_reset(fe, c);
+		xfer_begin(fe, &c->x);
+	}
+}
+
+/* How long the engine may sleep before a retry is due (at most 1 s). */
+static long timers_wait_ms(const struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+
+	if (!fe->timers)
+		return 1000;
+	if (fe->timers->due_ns <= now)
+		return 0;
+	if (fe->timers->due_ns - now >= 1000000000ull)
+		return 1000;
+	return (long)((fe->timers->due_ns - now) / 1000000) + 1;
+}
+
+static void *engine_main(void *arg)
+{
+	struct fetch_engine *fe = arg;
+	struct curl_waitfd cancel = {.fd = fe->cancel_pipe[0],
+				     .events = CURL_WAIT_POLLIN};
+
+	for (;;) {
+		CURLMsg *m;
+		int still, left;
+		long wait_ms, timer_ms;
+		bool stop;
+
+		engine_start_queued(fe);
+		timers_run(fe);
+		curl_multi_perform(fe->multi, &still);
+		while ((m = curl_multi_info_read(fe->multi, &left))) {
+			struct leg *l = NULL;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+					  (char **)&l);
+			leg_done(fe, l, m->data.result);
+		}
+		hosts_turn(fe);
+		pthread_mutex_lock(&fe->lock);
+		stop = fe->stop && !fe->queue && !fe->running && !fe->waiting &&
+		       !fe->timers && !fe->signing;
+		pthread_mutex_unlock(&fe->lock);
+		if (stop)
+			break;
+		wait_ms = fetch_hedge_scan(fe);
+		timer_ms = timers_wait_ms(fe);
+		if (timer_ms < wait_ms)
+			wait_ms = timer_ms;
+		/* curl_multi_wakeup() ends this wait when work is queued, a
+		 * byte in the cancel pipe when the engine is cancelled. */
+		cancel.revents = 0;
+		curl_multi_poll(fe->multi, &cancel, 1,
+				(int)(wait_ms < 1000 ? wait_ms : 1000), NULL);
+		if (cancel.revents)
+			engine_cancel(fe);
+	}
+	return NULL;
+}
+
+/* ---- public: the engine's life ---- */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
+{
+	struct fetch_engine *fe;
+	long maxc;
+	int rc;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return -ENOMEM;
+	fe = calloc(1, sizeof(*fe));
+	if (!fe)
+		return -ENOMEM;
+	if (cfg)
+		fe->cfg = *cfg;
+	else
+		fetch_config_default(&fe->cfg);
+	if (!fe->cfg.max_connections)
+		fe->cfg.max_connections = 256;
+	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
+					    : strdup("wharf/" PACKAGE_VERSION);
+	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
+	rc = sitecache_base(fe->cfg.site_cache, &fe->site_cache);
+	if (rc)
+		goto fail;
+	fe->cfg.user_agent = fe->user_agent;
+	fe->cfg.ca_file = fe->ca_file;
+	fe->cfg.site_cache = fe->site_cache;
+	fe->multi = curl_multi_init();
+	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
+	    !fe->multi) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	maxc = (long)fe->cfg.max_connections;
+	if (curl_multi_setopt(fe->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+			      maxc) != CURLM_OK ||
+	    curl_multi_setopt(fe->multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxc) !=
+		CURLM_OK ||
+	    curl_multi_setopt(fe->multi, CURLMOPT_MAXCONNECTS, maxc * 2) !=
+		CURLM_OK ||
+	    curl_multi_setopt(fe->multi, CURLMOPT_PIPELINING,
+			      (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (pipe2(fe->cancel_pipe, O_CLOEXEC | O_NONBLOCK)) {
+		rc = -errno;
+		goto fail;
+	}
+	pthread_mutex_init(&fe->lock, NULL);
+	pthread_cond_init(&fe->sign_cond, NULL);
+	rc = -pthread_create(&fe->signer, NULL, signer_main, fe);
+	if (rc)
+		goto fail_sync;
+	rc = -pthread_create(&fe->thread, NULL, engine_main, fe);
+	if (rc) {
+		signer_stop(fe);
+		goto fail_sync;
+	}
+	*out = fe;
+	return 0;
+fail_sync:
+	pthread_mutex_destroy(&fe->lock);
+	pthread_cond_destroy(&fe->sign_cond);
+fail:
+	if (fe->cancel_pipe[1] > 0) {
+		close(fe->cancel_pipe[0]);
+		close(fe->cancel_pipe[1]);
+	}
+	if (fe->multi)
+		curl_multi_cleanup(fe->multi);
+	free(fe->user_agent);
+	free(fe->ca_file);
+	free(fe->site_cache);
+	free(fe);
+	return rc;
+}
+
+void fetch_engine_free(struct fetch_engine *fe)
+{
+	unsigned i;
+
+	if (!fe)
+		return;
+	pthread_mutex_lock(&fe->lock);
+	fe->stop = true;
+	pthread_mutex_unlock(&fe->lock);
+	curl_multi_wakeup(fe->multi);
+	pthread_join(fe->thread, NULL);
+	signer_stop(fe);
+	for (i = 0; i < fe->npool; i++)
+		curl_easy_cleanup(fe->pool[i]);
+	curl_multi_cleanup(fe->multi);
+	pthread_mutex_destroy(&fe->lock);
+	pthread_cond_destroy(&fe->sign_cond);
+	close(fe->cancel_pipe[0]);
+	close(fe->cancel_pipe[1]);
+	free(fe->user_agent);
+	free(fe->ca_file);
+	free(fe->site_cache);
+	free(fe);
+}
+
+void fetch_engine_cancel(struct fetch_engine *fe)
+{
+	/* A full pipe holds a cancel already. */
+	(void)!write(fe->cancel_pipe[1], "", 1);
+}
+
+int fetch_engine_cancel_fd(const struct fetch_engine *fe)
+{
+	return fe->cancel_pipe[1];
+}
+
+/* ---- public: requests ---- */
 
 /* Sets c up for req; -EINVAL (res->err says why) for a request that
  * cannot be made. */
