@@ -1,22 +1,7 @@
-#include "config.h"
-
-#include "fetch.h"
-#include "conc.h"
-
-#include <ctype.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <time.h>
-#include <unistd.h>
-
 /*
+ * The fetch engine (fetch.h): its threads, the curl multi handle, and a
+ * request's way through them; fetch_i.h names the files beside it.
+ *
  * The engine thread owns the multi handle and every easy handle.  A request
  * is a struct call: fetch_run keeps it on the caller's stack and sleeps
  * until its callback wakes it; fetch_submit allocates it and returns.  The
@@ -33,169 +18,28 @@
  * request a reader waits for starts at once, bounded only by the ceiling
  * (max_connections, which curl enforces).
  */
+#include "config.h"
 
-#define POOL_MAX 64 /* idle easy handles kept for reuse */
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #define CANCELLED "cancelled: the mount is stopping"
-#define RETRY_WARNS 20 /* retry warnings logged a second, at most */
-#define BACKOFF_BASE_MS 100
-#define BACKOFF_CAP_MS 5000
-#define HIST_SUB 4 /* sub-buckets per power of two */
-#define HIST_BUCKETS (64 * HIST_SUB)
-/* Hedging: the recent first-byte latencies kept per kind of request, how
- * many it needs before it hedges, and its budget (a hedge for at most one
- * request in HEDGE_EVERY, a burst of at most HEDGE_BURST). */
-#define HEDGE_WINDOW 128
-#define HEDGE_MIN_SAMPLES 32
-#define HEDGE_EVERY 20
-#define LOW_SPEED 1024L			 /* bytes/s: slower is a stall */
+#define RETRY_WARNS 20	/* retry warnings logged a second, at most */
+#define LOW_SPEED 1024L /* bytes/s: slower is a stall */
 #define ATTEMPT_MAX_MS (30L * 60 * 1000) /* one attempt, at most */
-#define HEDGE_BURST 8
-/* Never hedge before 10 ms: an origin that answers faster is near, and a
- * second transfer would cost more than it saves. */
-#define HEDGE_FLOOR_NS 10000000ull
-/* Hosts with a controller of their own; any further ones share the last
- * slot (a mount talks to one data host and a token endpoint or two). */
-#define HOSTS_MAX 8
 /* A body of BIG_BODY bytes or more is received BIG_BODY_BUF at a time. */
 #define BIG_BODY (1u << 20)
 #define BIG_BODY_BUF (256u << 10)
 
-#define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
-#define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
-
-/* Kinds of request, each with its own latency window for hedging. */
-enum req_kind { K_DATA, K_META, K_NKINDS };
-
-/*
- * One transfer of a request on the multi handle.  A request has one leg,
- * and a second when it is hedged: whichever leg sees the first response
- * byte wins, the other aborts at its own first byte or is removed when the
- * winner ends.  Only the winner touches the request's result.
- */
-struct leg {
-	struct xfer *x;
-	CURL *easy;	   /* NULL when not running */
-	uint64_t added_ns; /* when it joined the multi handle */
-	char errbuf[CURL_ERROR_SIZE];
-};
-
-/* Server latencies (first byte after the request went out) of the last
- * successful requests of one kind, and their p99 (0 until enough). */
-struct lat_window {
-	uint64_t ns[HEDGE_WINDOW];
-	unsigned n, at, since;
-	uint64_t p99;
-};
-
-/* One origin host: its controller and the background requests waiting
- * for room under its limit.  Engine thread only, but for pub. */
-struct host {
-	char name[FETCH_HOST_MAX];
-	struct conc conc;
-	unsigned running; /* legs in flight */
-	unsigned waiting;
-	struct xfer *wait_head, *wait_tail;
-	struct fetch_host_stats pub; /* under the engine's lock */
-};
-
-struct xfer {
-	const struct fetch_req *req;
-	struct fetch_res *res;
-	struct xfer *next; /* in the engine's queue, then in its
-			    * host's waiting list */
-	struct host *host;
-	struct xfer *run_prev, *run_next; /* in the engine's running list */
-	struct leg leg[2];
-	struct leg *winner; /* the leg whose answer counts */
-	bool hedged;
-	enum req_kind kind;
-	CURLcode cc;
-	char errbuf[CURL_ERROR_SIZE];
-	char range[48];
-	struct fetch_head head; /* what the headers said beyond res */
-	uint64_t skip;		/* bytes to drop: a 200 answer to a range */
-	bool body_checked;	/* first body byte seen, status examined */
-	bool discard;		/* not a 2xx: drop the body */
-	bool overflow;		/* body longer than cap */
-	bool enough; /* got the whole range from a 200; stopped early */
-	int nomem;
-	size_t grow_cap; /* allocated size of res->body when growing */
-	/* Through the site cache: X-Wharf-Origin and, unless the request
-	 * has one, Host, chained in front of req->headers (no allocation;
-	 * curl reads the list while the transfer runs). */
-	struct curl_slist via[2];
-	char via_origin[FETCH_HOST_MAX + 24];
-	char via_host[FETCH_HOST_MAX + 8];
-};
-
-/*
- * One request through all its attempts: a copy of the caller's request
- * (resign changes its headers), the attempt in flight (x), and the time
- * its next attempt is due.  fetch_run keeps it on its stack, fetch_submit
- * allocates it; nothing touches it after its callback has run.
- */
-struct call {
-	struct fetch_req r;
-	struct fetch_res *res;
-	fetch_done_fn *done;
-	void *arg;
-	bool owned;	     /* allocated: freed before the callback */
-	unsigned n;	     /* attempts made before this one */
-	uint64_t first_fail; /* end of the first failed attempt, or 0 */
-	uint64_t due_ns;     /* in the timer list: when the next goes */
-	struct call *later;  /* in the timer list or the signer's */
-	struct xfer x;
-};
-
-struct fetch_engine {
-	struct fetch_config cfg;
-	char *ca_file, *user_agent;
-	char *site_cache; /* "http://cache:8080[/prefix]", no trailing '/' */
-	CURLM *multi;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	struct xfer *queue, *queue_tail; /* under lock */
-	bool stop;			 /* under lock */
-	/* Cancelled (fetch_engine_cancel): a byte in cancel_pipe, seen by
-	 * the engine thread; then `cancelled` (atomic) ends every request
-	 * and retry wait, and fails new ones. */
-	int cancel_pipe[2];
-	bool cancelled;
-	/* Calls waiting out a backoff, soonest first; engine thread only. */
-	struct call *timers;
-	/* The signer thread and the retries it is to sign (under lock;
-	 * `signing` counts them until they are queued again or ended). */
-	pthread_t signer;
-	pthread_cond_t sign_cond;
-	struct call *sign_head, *sign_tail;
-	unsigned signing;
-	bool sign_stop;
-	bool no_redirect;      /* set before any request */
-	unsigned running;      /* legs in multi; engine thread only */
-	struct xfer *run_head; /* engine thread only */
-	/* Hedging, engine thread only: recent latencies per kind, and the
-	 * budget: each request adds a token, a hedge takes HEDGE_EVERY. */
-	struct lat_window lat[K_NKINDS];
-	unsigned hedge_tokens;
-	/* Retry warnings, engine thread only: at most RETRY_WARNS a second
-	 * (a refusing origin under hundreds of loads must not have the
-	 * engine thread spend itself on logging); the rest are counted and
-	 * said with the next one. */
-	uint64_t warn_second;
-	unsigned warns;
-	uint64_t warns_dropped;
-	struct host hosts[HOSTS_MAX]; /* engine thread only, but pub */
-	unsigned nhosts;	      /* written under lock */
-	unsigned waiting;	      /* in hosts' lists; engine only */
-	unsigned conc_max;	      /* atomic: the largest host limit */
-	CURL *pool[POOL_MAX];	      /* engine thread only */
-	unsigned npool;
-	struct {
-		uint64_t requests, retries, errors, bytes, connects;
-		uint64_t hedges, hedge_wins;
-		uint64_t hist[HIST_BUCKETS];
-	} st;
-};
+/* ---- configuration ---- */
 
 void fetch_no_redirect(struct fetch_engine *fe)
 {
@@ -214,89 +58,289 @@ void fetch_config_default(struct fetch_config *cfg)
 	cfg->hedge = true;
 }
 
-/* ---- stats ---- */
+/* ---- a request's attempts ---- */
 
-static unsigned hist_bucket(uint64_t ns)
+/* Whether the engine is cancelled: every request then ends as such. */
+static bool is_cancelled(struct fetch_engine *fe)
 {
-	unsigned lg, sub;
-
-	if (ns < HIST_SUB)
-		return (unsigned)ns;
-	lg = 63 - (unsigned)__builtin_clzll(ns);
-	/* two mantissa bits below the leading one */
-	sub = (unsigned)(ns >> (lg - 2)) & (HIST_SUB - 1);
-	return lg * HIST_SUB + sub;
+	return __atomic_load_n(&fe->cancelled, __ATOMIC_ACQUIRE);
 }
 
-/* Upper bound of a bucket's values, the figure a percentile reports. */
-static uint64_t hist_upper(unsigned b)
+/* The URL as logs show it: no query string (it may carry a signature). */
+static void url_for_log(const char *url, char *out, size_t cap)
 {
-	unsigned lg = b / HIST_SUB, sub = b % HIST_SUB;
+	size_t n = strcspn(url, "?");
 
-	if (lg < 2)
-		return b;
-	return ((uint64_t)(HIST_SUB + sub + 1) << (lg - 2)) - 1;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, url, n);
+	out[n] = '\0';
 }
 
-void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
+static const char *method_of(const struct fetch_req *req)
 {
-	uint64_t h[HIST_BUCKETS], total = 0, acc = 0;
-	uint64_t want50, want90, want99;
-	unsigned i;
+	return req->head ? "HEAD" : req->post ? "POST" : "GET";
+}
 
-	memset(out, 0, sizeof(*out));
-	out->requests = STAT_GET(fe->st.requests);
-	out->retries = STAT_GET(fe->st.retries);
-	out->errors = STAT_GET(fe->st.errors);
-	out->bytes = STAT_GET(fe->st.bytes);
-	out->connects = STAT_GET(fe->st.connects);
-	out->hedges = STAT_GET(fe->st.hedges);
-	out->hedge_wins = STAT_GET(fe->st.hedge_wins);
-	for (i = 0; i < HIST_BUCKETS; i++) {
-		h[i] = STAT_GET(fe->st.hist[i]);
-		total += h[i];
+/* The request as log lines name it: method, URL without its query, range,
+ * and the site cache it went through. */
+struct call_name {
+	char url[256], range[48];
+	bool via;
+};
+
+static void call_name(const struct fetch_engine *fe, const struct call *c,
+		      struct call_name *n)
+{
+	const struct fetch_req *req = &c->r;
+
+	url_for_log(req->url, n->url, sizeof(n->url));
+	n->range[0] = '\0';
+	if (req->range_len)
+		snprintf(n->range, sizeof(n->range),
+			 " bytes=%" PRIu64 "-%" PRIu64, req->range_off,
+			 req->range_off + req->range_len - 1);
+	n->via = fe->site_cache && sitecache_applies(req);
+}
+
+/* Readies c's next attempt: an empty result (each attempt starts from an
+ * empty body and fresh headers) and a fresh xfer.  The thread that holds
+ * c. */
+static void attempt_reset(struct fetch_engine *fe, struct call *c)
+{
+	struct fetch_res *res = c->res;
+
+	memset(&c->x, 0, sizeof(c->x));
+	c->x.req = &c->r;
+	c->x.res = res;
+	res->len = 0;
+	res->status = 0;
+	res->etag[0] = res->content_type[0] = '\0';
+	res->mtime = 0;
+	res->content_length = -1;
+	res->total_size = 0;
+	res->ttfb_ns = 0;
+	if (c->r.grow) {
+		free(res->body);
+		res->body = NULL;
+	} else {
+		res->body = c->r.buf;
 	}
-	if (!total)
-		return;
-	want50 = (total * 50 + 99) / 100;
-	want90 = (total * 90 + 99) / 100;
-	want99 = (total * 99 + 99) / 100;
-	for (i = 0; i < HIST_BUCKETS; i++) {
-		if (!h[i])
-			continue;
-		acc += h[i];
-		if (!out->ttfb_p50_ns && acc >= want50)
-			out->ttfb_p50_ns = hist_upper(i);
-		if (!out->ttfb_p90_ns && acc >= want90)
-			out->ttfb_p90_ns = hist_upper(i);
-		if (!out->ttfb_p99_ns && acc >= want99) {
-			out->ttfb_p99_ns = hist_upper(i);
-			break;
-		}
-	}
+	STAT_ADD(fe->st.requests, 1);
 }
 
-unsigned fetch_get_hosts(struct fetch_engine *fe, struct fetch_host_stats *out,
-			 unsigned max)
+/* Hands an attempt to the engine thread. */
+static void queue_attempt(struct fetch_engine *fe, struct call *c)
 {
-	unsigned n;
-
 	pthread_mutex_lock(&fe->lock);
-	n = fe->nhosts < max ? fe->nhosts : max;
-	for (unsigned i = 0; i < n; i++)
-		out[i] = fe->hosts[i].pub;
+	if (fe->queue_tail)
+		fe->queue_tail->next = &c->x;
+	else
+		fe->queue = &c->x;
+	fe->queue_tail = &c->x;
 	pthread_mutex_unlock(&fe->lock);
-	return n;
+	curl_multi_wakeup(fe->multi);
 }
 
-unsigned fetch_concurrency(struct fetch_engine *fe)
+/*
+ * The call's result is final: counts it, says what failed, and runs its
+ * callback.  c is freed (or, on fetch_run's stack, given back) before the
+ * callback runs, so nothing touches it after.  Any engine thread.
+ */
+static void call_end(struct fetch_engine *fe, struct call *c, int rc,
+		     const char *what)
 {
-	unsigned n = __atomic_load_n(&fe->conc_max, __ATOMIC_RELAXED);
+	struct fetch_res *res = c->res;
+	fetch_done_fn *const done = c->done;
+	void *const arg = c->arg;
+	struct call_name n;
 
-	if (n)
-		return n;
-	return CONC_START < fe->cfg.max_connections ? CONC_START
-						    : fe->cfg.max_connections;
+	if (!rc) {
+		fetch_stats_ttfb(fe, res->ttfb_ns);
+	} else {
+		call_name(fe, c, &n);
+		snprintf(res->err, sizeof(res->err),
+			 "%s %s%s%s%s: %s (after %u attempt%s)",
+			 method_of(&c->r), n.url, n.range,
+			 n.via ? " through the site cache " : "",
+			 n.via ? fe->site_cache : "", what, res->attempts,
+			 res->attempts == 1 ? "" : "s");
+		if (rc == -ENOENT || rc == -ECANCELED)
+			log_debug("%s", res->err);
+		else
+			log_error("%s", res->err);
+		STAT_ADD(fe->st.errors, 1);
+		if (c->r.grow) {
+			free(res->body);
+			res->body = NULL;
+		}
+		res->len = 0;
+	}
+	if (c->owned)
+		free(c);
+	done(arg, rc);
+}
+
+/* Says that c is retried, within the engine's RETRY_WARNS a second. */
+static void retry_warn(struct fetch_engine *fe, const struct call *c,
+		       const char *what, uint64_t wait_ms)
+{
+	const uint64_t second = now_ns() / 1000000000ull;
+	struct call_name n;
+	char more[64] = "";
+
+	if (second != fe->warn_second) {
+		fe->warn_second = second;
+		fe->warns = 0;
+	}
+	if (fe->warns >= RETRY_WARNS) {
+		fe->warns_dropped++;
+		return;
+	}
+	fe->warns++;
+	if (fe->warns_dropped)
+		snprintf(more, sizeof(more),
+			 "; %" PRIu64 " more retries not logged",
+			 fe->warns_dropped);
+	fe->warns_dropped = 0;
+	call_name(fe, c, &n);
+	log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms%s)",
+		 method_of(&c->r), n.url, n.range, what, c->n + 1, wait_ms,
+		 more);
+}
+
+/* Puts c in the timer list, soonest first (retries are few: a walk). */
+static void timer_add(struct fetch_engine *fe, struct call *c)
+{
+	struct call **p = &fe->timers;
+
+	while (*p && (*p)->due_ns <= c->due_ns)
+		p = &(*p)->later;
+	c->later = *p;
+	*p = c;
+}
+
+/*
+ * An attempt of c ended (engine thread): the call ends, or its next
+ * attempt waits in the timer list for the backoff that fetch_retry_when
+ * gives it, within the retry count and budget.
+ */
+static void call_attempt_done(struct fetch_engine *fe, struct call *c)
+{
+	struct fetch_res *res = c->res;
+	char what[160];
+	uint64_t wait_ms;
+	enum fetch_verdict v;
+	int rc = 0;
+
+	res->attempts = c->n + 1;
+	STAT_ADD(fe->st.bytes, res->len);
+	if (is_cancelled(fe)) {
+		call_end(fe, c, -ECANCELED, CANCELLED);
+		return;
+	}
+	v = fetch_judge(&c->x, &rc, what, sizeof(what));
+	if (v == V_OK) {
+		call_end(fe, c, 0, NULL);
+		return;
+	}
+	if (!rc)
+		rc = -EIO;
+	if (v != V_RETRY || !fetch_retry_when(fe, c, &wait_ms)) {
+		call_end(fe, c, rc, what);
+		return;
+	}
+	retry_warn(fe, c, what, wait_ms);
+	STAT_ADD(fe->st.retries, 1);
+	c->n++;
+	timer_add(fe, c);
+}
+
+/* The call an attempt belongs to. */
+static struct call *call_of(struct xfer *x)
+{
+	return (struct call *)((char *)x - offsetof(struct call, x));
+}
+
+/* An attempt ended with cc: its call goes on or ends. */
+static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
+{
+	x->cc = cc;
+	call_attempt_done(fe, call_of(x));
+}
+
+/* ---- the signer thread ---- */
+
+/* A retry to sign again goes to the signer thread (engine thread). */
+static void signer_add(struct fetch_engine *fe, struct call *c)
+{
+	pthread_mutex_lock(&fe->lock);
+	c->later = NULL;
+	if (fe->sign_tail)
+		fe->sign_tail->later = c;
+	else
+		fe->sign_head = c;
+	fe->sign_tail = c;
+	fe->signing++;
+	pthread_cond_signal(&fe->sign_cond);
+	pthread_mutex_unlock(&fe->lock);
+}
+
+/* The signer thread: signs retries again (resign may fetch a token
+ * through this engine, so it cannot run on the engine thread). */
+static void *signer_main(void *arg)
+{
+	struct fetch_engine *fe = arg;
+	struct call *c;
+	char what[160];
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&fe->lock);
+		while (!fe->sign_head && !fe->sign_stop)
+			pthread_cond_wait(&fe->sign_cond, &fe->lock);
+		c = fe->sign_head;
+		if (c) {
+			fe->sign_head = c->later;
+			if (!fe->sign_head)
+				fe->sign_tail = NULL;
+		}
+		pthread_mutex_unlock(&fe->lock);
+		if (!c)
+			return NULL;
+		rc = is_cancelled(fe) ? -ECANCELED
+				      : c->r.resign(c->r.resign_arg, &c->r);
+		/* A token fetch cut short by the cancel fails as it may
+		 * (-EACCES): the call ends as cancelled all the same. */
+		if (rc && is_cancelled(fe))
+			rc = -ECANCELED;
+		if (!rc) {
+			attempt_reset(fe, c);
+			/* queued before `signing` drops: the engine's stop
+			 * test sees one or the other */
+			queue_attempt(fe, c);
+		} else if (rc == -ECANCELED) {
+			call_end(fe, c, rc, CANCELLED);
+		} else {
+			snprintf(what, sizeof(what),
+				 "signing the retry failed: %s", strerror(-rc));
+			call_end(fe, c, rc, what);
+		}
+		pthread_mutex_lock(&fe->lock);
+		fe->signing--;
+		pthread_mutex_unlock(&fe->lock);
+		curl_multi_wakeup(fe->multi);
+	}
+}
+
+/* Ends the signer thread (once the engine has nothing left for it). */
+static void signer_stop(struct fetch_engine *fe)
+{
+	pthread_mutex_lock(&fe->lock);
+	fe->sign_stop = true;
+	pthread_cond_signal(&fe->sign_cond);
+	pthread_mutex_unlock(&fe->lock);
+	pthread_join(fe->signer, NULL);
 }
 
 /* ---- curl callbacks (engine thread) ---- */
@@ -308,102 +352,6 @@ static bool leg_claims(struct leg *l)
 	if (!l->x->winner)
 		l->x->winner = l;
 	return l->x->winner == l;
-}
-
-static bool hdr_is(const char *line, size_t n, const char *name,
-		   const char **val, size_t *vlen)
-{
-	size_t k = strlen(name);
-
-	if (n <= k || strncasecmp(line, name, k) || line[k] != ':')
-		return false;
-	line += k + 1;
-	n -= k + 1;
-	while (n && (*line == ' ' || *line == '\t')) {
-		line++;
-		n--;
-	}
-	while (n && (line[n - 1] == '\r' || line[n - 1] == '\n' ||
-		     line[n - 1] == ' '))
-		n--;
-	*val = line;
-	*vlen = n;
-	return true;
-}
-
-static void copy_field(char *dst, size_t cap, const char *src, size_t n)
-{
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
-void fetch_header_line(const char *line, size_t n, uint64_t range_off,
-		       struct fetch_res *res, struct fetch_head *h)
-{
-	size_t vlen;
-	const char *v;
-	char tmp[128];
-
-	if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
-		/* A new response (redirect, 100 Continue): forget the last. */
-		const char *sp = memchr(line, ' ', n), *sp2 = NULL;
-
-		res->etag[0] = res->content_type[0] = '\0';
-		res->mtime = 0;
-		res->content_length = -1;
-		res->total_size = 0;
-		h->reason[0] = '\0';
-		h->encoding[0] = '\0';
-		h->bad_range = false;
-		if (sp)
-			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
-		if (sp2) {
-			size_t k = n - (size_t)(sp2 + 1 - line);
-
-			while (k && (sp2[k] == '\r' || sp2[k] == '\n'))
-				k--;
-			copy_field(h->reason, sizeof(h->reason), sp2 + 1, k);
-		}
-		return;
-	}
-	if (hdr_is(line, n, "etag", &v, &vlen)) {
-		copy_field(res->etag, sizeof(res->etag), v, vlen);
-	} else if (hdr_is(line, n, "content-type", &v, &vlen)) {
-		copy_field(res->content_type, sizeof(res->content_type), v,
-			   vlen);
-	} else if (hdr_is(line, n, "last-modified", &v, &vlen)) {
-		time_t t;
-
-		copy_field(tmp, sizeof(tmp), v, vlen);
-		t = curl_getdate(tmp, NULL);
-		res->mtime = t > 0 ? (int64_t)t : 0;
-	} else if (hdr_is(line, n, "content-length", &v, &vlen)) {
-		char *end;
-		long long cl;
-
-		copy_field(tmp, sizeof(tmp), v, vlen);
-		errno = 0;
-		cl = strtoll(tmp, &end, 10);
-		if (!errno && end != tmp && cl >= 0)
-			res->content_length = cl;
-	} else if (hdr_is(line, n, "content-encoding", &v, &vlen)) {
-		copy_field(tmp, sizeof(tmp), v, vlen);
-		if (strcasecmp(tmp, "identity"))
-			copy_field(h->encoding, sizeof(h->encoding), v, vlen);
-	} else if (hdr_is(line, n, "content-range", &v, &vlen)) {
-		/* "bytes A-B/N", or "bytes *" then "/N" for a 416 */
-		const char *slash;
-
-		copy_field(tmp, sizeof(tmp), v, vlen);
-		slash = strrchr(tmp, '/');
-		if (slash && slash[1] != '*')
-			res->total_size = strtoull(slash + 1, NULL, 10);
-		if (!strncasecmp(tmp, "bytes ", 6) && tmp[6] != '*' &&
-		    strtoull(tmp + 6, NULL, 10) != range_off)
-			h->bad_range = true;
-	}
 }
 
 static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
@@ -489,7 +437,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 	return size * nmemb;
 }
 
-/* ---- engine thread ---- */
+/* ---- easy handles ---- */
 
 static CURL *easy_get(struct fetch_engine *fe)
 {
@@ -513,95 +461,6 @@ static void easy_put(struct fetch_engine *fe, CURL *e)
 		curl_easy_cleanup(e);
 }
 
-/* ---- the site cache ---- */
-
-#define VIA_URL_MAX 8192
-#define VIA_ORIGIN "X-Wharf-Origin: "
-
-const char *fetch_site_cache_check(const char *url)
-{
-	const char *auth;
-	size_t n;
-
-	if (!strncasecmp(url, "http://", 7))
-		auth = url + 7;
-	else if (!strncasecmp(url, "https://", 8))
-		auth = url + 8;
-	else
-		return "expected an http:// or https:// URL";
-	n = strcspn(auth, "/?#");
-	if (n == 0)
-		return "no host in the URL";
-	if (n >= FETCH_HOST_MAX)
-		return "the host is too long";
-	if (strpbrk(auth, "?#@ "))
-		return "the URL may have no query, fragment, user or spaces";
-	return NULL;
-}
-
-/* Only object bytes are shared: ranged GETs.  Listings and HEADs are per
- * node and change; POSTs and metadata servers carry secrets of this node. */
-static bool via_applies(const struct fetch_req *req)
-{
-	return req->range_len && !req->head && !req->post &&
-	       (!strncasecmp(req->url, "http://", 7) ||
-		!strncasecmp(req->url, "https://", 8));
-}
-
-static bool has_header(const struct curl_slist *h, const char *name)
-{
-	const size_t n = strlen(name);
-
-	for (; h; h = h->next)
-		if (!strncasecmp(h->data, name, n) && h->data[n] == ':')
-			return true;
-	return false;
-}
-
-/*
- * The site cache's URL for req (the cache's base, then the origin's path
- * and query as they are) into url, and x->via: X-Wharf-Origin and Host in
- * front of req->headers.  A user in the origin's URL stays in the URL
- * (curl sends it as Basic auth, which the cache passes on).
- * @return 0, or -EINVAL when it does not fit.
- */
-static int via_prepare(const struct fetch_engine *fe, struct xfer *x, char *url,
-		       size_t cap)
-{
-	const char *o = x->req->url, *sep = strstr(o, "://");
-	const size_t scheme = (size_t)(sep - o);
-	const char *auth = sep + 3;
-	const size_t alen = strcspn(auth, "/?#");
-	const char *at = memchr(auth, '@', alen);
-	const char *host = at ? at + 1 : auth;
-	const int hlen = (int)(alen - (size_t)(host - auth));
-	const char *cache = strstr(fe->site_cache, "://") + 3;
-	const char *path = auth + alen;
-	int n;
-
-	n = snprintf(url, cap, "%.*s%.*s%s%s%s", (int)(cache - fe->site_cache),
-		     fe->site_cache, at ? (int)(at + 1 - auth) : 0, auth, cache,
-		     *path == '/' ? "" : "/", path);
-	if (n < 0 || (size_t)n >= cap)
-		return -EINVAL;
-	n = snprintf(x->via_origin, sizeof(x->via_origin), "%s%.*s%.*s",
-		     VIA_ORIGIN, (int)scheme + 3, o, hlen, host);
-	if (n < 0 || (size_t)n >= sizeof(x->via_origin))
-		return -EINVAL;
-	/* The scheme in lower case: one cache key for "HTTPS://" too. */
-	for (char *p = x->via_origin + strlen(VIA_ORIGIN); *p != ':'; p++)
-		*p = (char)tolower((unsigned char)*p);
-	snprintf(x->via_host, sizeof(x->via_host), "Host: %.*s", hlen, host);
-	x->via[0].data = x->via_origin;
-	x->via[0].next = x->req->headers;
-	if (!has_header(x->req->headers, "Host")) {
-		x->via[0].next = &x->via[1];
-		x->via[1].data = x->via_host;
-		x->via[1].next = x->req->headers;
-	}
-	return 0;
-}
-
 static int easy_setup(struct fetch_engine *fe, struct leg *l)
 {
 	struct xfer *x = l->x;
@@ -609,15 +468,16 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	CURL *e = l->easy;
 	long stall_s = (fe->cfg.stall_timeout_ms + 999) / 1000;
 	CURLcode c = CURLE_OK;
-	char via_url[VIA_URL_MAX]; /* curl copies the URL */
+	char via_url[SITECACHE_URL_MAX]; /* curl copies the URL */
 	const char *url = req->url;
 	struct curl_slist *headers = req->headers;
 
-	if (fe->site_cache && via_applies(req)) {
-		if (via_prepare(fe, x, via_url, sizeof(via_url)))
+	if (fe->site_cache && sitecache_applies(req)) {
+		if (sitecache_route(fe->site_cache, req, &x->via, via_url,
+				    sizeof(via_url)))
 			return -EINVAL;
 		url = via_url;
-		headers = x->via;
+		headers = x->via.list;
 	}
 #define SET(opt, val)                                                          \
 	do {                                                                   \
@@ -676,6 +536,8 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	return c == CURLE_OK ? 0 : -EINVAL;
 }
 
+/* ---- legs: transfers on the multi handle ---- */
+
 static void run_link(struct fetch_engine *fe, struct xfer *x)
 {
 	x->run_prev = NULL;
@@ -695,8 +557,7 @@ static void run_unlink(struct fetch_engine *fe, struct xfer *x)
 		x->run_next->run_prev = x->run_prev;
 }
 
-/* Puts a leg on the multi handle; false when it could not. */
-static bool leg_start(struct fetch_engine *fe, struct leg *l)
+bool fetch_leg_start(struct fetch_engine *fe, struct leg *l)
 {
 	l->easy = easy_get(fe);
 	if (!l->easy)
@@ -745,73 +606,47 @@ static bool leg_latency(const struct leg *l, uint64_t *ns)
 	return true;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Starts an attempt on its first leg; each one earns hedge budget. */
+static void xfer_start(struct fetch_engine *fe, struct xfer *x)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Adds a successful request's latency to its kind's window. */
-static void latency_add(struct fetch_engine *fe, enum req_kind k, uint64_t ns)
-{
-	struct lat_window *w = &fe->lat[k];
-
-	w->ns[w->at] = ns;
-	w->at = (w->at + 1) % HEDGE_WINDOW;
-	if (w->n < HEDGE_WINDOW)
-		w->n++;
-	/* The p99 is recomputed every few samples: a sort of 128. */
-	if (w->n >= HEDGE_MIN_SAMPLES && ++w->since >= 8) {
-		uint64_t v[HEDGE_WINDOW];
-
-		w->since = 0;
-		memcpy(v, w->ns, w->n * sizeof(v[0]));
-		qsort(v, w->n, sizeof(v[0]), cmp_u64);
-		w->p99 = v[(w->n * 99 - 1) / 100];
+	if (!fetch_leg_start(fe, &x->leg[0])) {
+		xfer_finish(fe, x, CURLE_FAILED_INIT);
+		return;
 	}
+	run_link(fe, x);
+	fetch_hedge_earn(fe);
 }
 
-static struct call *call_of(struct xfer *x)
+/* ---- hosts: their limits, and who waits for room ---- */
+
+/* The host of a URL, "scheme://authority", found or added. */
+static struct host *host_of(struct fetch_engine *fe, const char *url)
 {
-	return (struct call *)((char *)x - offsetof(struct call, x));
-}
+	const char *sep = strstr(url, "://");
+	size_t n = sep ? (size_t)(sep + 3 - url) : 0;
+	struct host *h;
+	unsigned i;
 
-static void call_attempt_done(struct fetch_engine *fe, struct call *c);
-static void call_end(struct fetch_engine *fe, struct call *c, int rc,
-		     const char *what);
-
-/* An attempt ended with cc: its call goes on or ends. */
-static void xfer_finish(struct fetch_engine *fe, struct xfer *x, CURLcode cc)
-{
-	x->cc = cc;
-	call_attempt_done(fe, call_of(x));
-}
-
-/* Publishes a host's figures for fetch_get_hosts (under the lock: the
- * controller changes its mind a few times a second at most). */
-static void host_publish(struct fetch_engine *fe, struct host *h)
-{
-	const struct conc *c = &h->conc;
-	struct fetch_host_stats *p = &h->pub;
-	unsigned i, most = 0;
-
+	n += strcspn(url + n, "/?#");
+	if (n >= FETCH_HOST_MAX)
+		n = FETCH_HOST_MAX - 1;
+	for (i = 0; i < fe->nhosts; i++) {
+		h = &fe->hosts[i];
+		if (!strncmp(h->name, url, n) && !h->name[n])
+			return h;
+	}
+	if (fe->nhosts == HOSTS_MAX)
+		return &fe->hosts[HOSTS_MAX - 1];
+	h = &fe->hosts[fe->nhosts];
+	memcpy(h->name, url, n);
+	h->name[n] = '\0';
+	conc_init(&h->conc, fe->cfg.max_connections, now_ns());
+	memcpy(h->pub.host, h->name, sizeof(h->pub.host));
 	pthread_mutex_lock(&fe->lock);
-	p->limit = c->limit;
-	p->ceiling = c->ceiling;
-	p->running = h->running;
-	p->waiting = h->waiting;
-	p->latency_ns = (uint64_t)c->lat_ns;
-	p->throughput = (uint64_t)c->rate;
-	p->backoffs = c->backoffs;
-	p->changes = c->changes;
-	p->changed_ns = c->changed_ns;
-	memcpy(p->why, c->why, sizeof(p->why));
+	fe->nhosts++;
 	pthread_mutex_unlock(&fe->lock);
-	for (i = 0; i < fe->nhosts; i++)
-		if (fe->hosts[i].conc.limit > most)
-			most = fe->hosts[i].conc.limit;
-	__atomic_store_n(&fe->conc_max, most, __ATOMIC_RELAXED);
+	fetch_host_publish(fe, h);
+	return h;
 }
 
 /* Connection failures that say the origin (or the path to it) is
@@ -847,8 +682,77 @@ static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
 		return;
 	/* h->running still counts this leg: it was in flight when refused */
 	if (conc_congested(&h->conc, h->running, what, now_ns()))
-		host_publish(fe, h);
+		fetch_host_publish(fe, h);
 }
+
+/* Starts the waiting requests of h that its limit has room for. */
+static void host_admit(struct fetch_engine *fe, struct host *h)
+{
+	struct xfer *x;
+
+	while (h->wait_head && h->running < h->conc.limit) {
+		x = h->wait_head;
+		h->wait_head = x->next;
+		if (!h->wait_head)
+			h->wait_tail = NULL;
+		h->waiting--;
+		fe->waiting--;
+		xfer_start(fe, x);
+	}
+}
+
+/* Starts an attempt, or puts it in its host's waiting list. */
+static void xfer_begin(struct fetch_engine *fe, struct xfer *x)
+{
+	struct host *h;
+
+	if (is_cancelled(fe)) {
+		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
+		return;
+	}
+	x->leg[0].x = x->leg[1].x = x;
+	x->kind =
+	    x->req->head || x->req->post || x->req->grow ? K_META : K_DATA;
+	h = x->host = host_of(fe, x->req->url);
+	if (!x->req->background ||
+	    (!h->wait_head && h->running < h->conc.limit)) {
+		xfer_start(fe, x);
+		return;
+	}
+	/* Background work beyond the limit waits its turn, and tells the
+	 * controller that the limit is what holds it back. */
+	conc_waited(&h->conc);
+	if (h->wait_tail)
+		h->wait_tail->next = x;
+	else
+		h->wait_head = x;
+	h->wait_tail = x;
+	h->waiting++;
+	fe->waiting++;
+}
+
+/* Each turn of the loop: lets each controller decide, then starts what
+ * the limits now allow.  The figures are published when the controller
+ * changes its mind or an epoch ends, not at every turn (the stats'
+ * in-flight counts are those of the last epoch). */
+static void hosts_turn(struct fetch_engine *fe)
+{
+	const uint64_t now = now_ns();
+
+	for (unsigned i = 0; i < fe->nhosts; i++) {
+		struct host *h = &fe->hosts[i];
+		const uint64_t epoch = h->conc.epoch_ns;
+
+		if (conc_tick(&h->conc, h->running || h->waiting, now) ||
+		    (h->conc.epoch_ns != epoch &&
+		     (h->running || h->waiting || h->pub.running ||
+		      h->pub.waiting)))
+			fetch_host_publish(fe, h);
+		host_admit(fe, h);
+	}
+}
+
+/* ---- the engine thread ---- */
 
 /* A leg ended with cc.  The request ends with its winner, or with the last
  * leg when none got an answer; a loser just goes. */
@@ -878,7 +782,7 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 		if (!leg_latency(l, &lat))
 			lat = 0;
 		else
-			latency_add(fe, x->kind, lat);
+			fetch_hedge_sample(fe, x->kind, lat);
 		conc_done(&x->host->conc, lat, now_ns() - l->added_ns,
 			  x->res->len);
 	} else {
@@ -892,68 +796,6 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 		leg_stop(fe, other);
 	run_unlink(fe, x);
 	xfer_finish(fe, x, cc);
-}
-
-/* The host of a URL, "scheme://authority", found or added. */
-static struct host *host_of(struct fetch_engine *fe, const char *url)
-{
-	const char *sep = strstr(url, "://");
-	size_t n = sep ? (size_t)(sep + 3 - url) : 0;
-	struct host *h;
-	unsigned i;
-
-	n += strcspn(url + n, "/?#");
-	if (n >= FETCH_HOST_MAX)
-		n = FETCH_HOST_MAX - 1;
-	for (i = 0; i < fe->nhosts; i++) {
-		h = &fe->hosts[i];
-		if (!strncmp(h->name, url, n) && !h->name[n])
-			return h;
-	}
-	if (fe->nhosts == HOSTS_MAX)
-		return &fe->hosts[HOSTS_MAX - 1];
-	h = &fe->hosts[fe->nhosts];
-	memcpy(h->name, url, n);
-	h->name[n] = '\0';
-	conc_init(&h->conc, fe->cfg.max_connections, now_ns());
-	memcpy(h->pub.host, h->name, sizeof(h->pub.host));
-	pthread_mutex_lock(&fe->lock);
-	fe->nhosts++;
-	pthread_mutex_unlock(&fe->lock);
-	host_publish(fe, h);
-	return h;
-}
-
-static void xfer_start(struct fetch_engine *fe, struct xfer *x)
-{
-	if (!leg_start(fe, &x->leg[0])) {
-		xfer_finish(fe, x, CURLE_FAILED_INIT);
-		return;
-	}
-	run_link(fe, x);
-	if (fe->hedge_tokens < HEDGE_BURST * HEDGE_EVERY)
-		fe->hedge_tokens++;
-}
-
-/* Starts the waiting requests of h that its limit has room for. */
-static void host_admit(struct fetch_engine *fe, struct host *h)
-{
-	struct xfer *x;
-
-	while (h->wait_head && h->running < h->conc.limit) {
-		x = h->wait_head;
-		h->wait_head = x->next;
-		if (!h->wait_head)
-			h->wait_tail = NULL;
-		h->waiting--;
-		fe->waiting--;
-		xfer_start(fe, x);
-	}
-}
-
-static bool is_cancelled(struct fetch_engine *fe)
-{
-	return __atomic_load_n(&fe->cancelled, __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -997,36 +839,6 @@ static void engine_cancel(struct fetch_engine *fe)
 	}
 }
 
-/* Starts an attempt, or puts it in its host's waiting list. */
-static void xfer_begin(struct fetch_engine *fe, struct xfer *x)
-{
-	struct host *h;
-
-	if (is_cancelled(fe)) {
-		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
-		return;
-	}
-	x->leg[0].x = x->leg[1].x = x;
-	x->kind =
-	    x->req->head || x->req->post || x->req->grow ? K_META : K_DATA;
-	h = x->host = host_of(fe, x->req->url);
-	if (!x->req->background ||
-	    (!h->wait_head && h->running < h->conc.limit)) {
-		xfer_start(fe, x);
-		return;
-	}
-	/* Background work beyond the limit waits its turn, and tells the
-	 * controller that the limit is what holds it back. */
-	conc_waited(&h->conc);
-	if (h->wait_tail)
-		h->wait_tail->next = x;
-	else
-		h->wait_head = x;
-	h->wait_tail = x;
-	h->waiting++;
-	fe->waiting++;
-}
-
 static void engine_start_queued(struct fetch_engine *fe)
 {
 	struct xfer *q, *x;
@@ -1042,9 +854,6 @@ static void engine_start_queued(struct fetch_engine *fe)
 		xfer_begin(fe, x);
 	}
 }
-
-static void attempt_reset(struct fetch_engine *fe, struct call *c);
-static void signer_add(struct fetch_engine *fe, struct call *c);
 
 /* Starts the retries whose backoff is over. */
 static void timers_run(struct fetch_engine *fe)
@@ -1078,86 +887,6 @@ static long timers_wait_ms(const struct fetch_engine *fe)
 	return (long)((fe->timers->due_ns - now) / 1000000) + 1;
 }
 
-/* Each turn of the loop: lets each controller decide, then starts what
- * the limits now allow.  The figures are published when the controller
- * changes its mind or an epoch ends, not at every turn (the stats'
- * in-flight counts are those of the last epoch). */
-static void hosts_turn(struct fetch_engine *fe)
-{
-	const uint64_t now = now_ns();
-
-	for (unsigned i = 0; i < fe->nhosts; i++) {
-		struct host *h = &fe->hosts[i];
-		const uint64_t epoch = h->conc.epoch_ns;
-
-		if (conc_tick(&h->conc, h->running || h->waiting, now) ||
-		    (h->conc.epoch_ns != epoch &&
-		     (h->running || h->waiting || h->pub.running ||
-		      h->pub.waiting)))
-			host_publish(fe, h);
-		host_admit(fe, h);
-	}
-}
-
-/*
- * Issues a second leg for each request whose answer is later than the
- * recent p99 of its kind, while the budget and the connection bound
- * allow.  Returns how long the engine may sleep before it looks again.
- */
-static long hedge_scan(struct fetch_engine *fe)
-{
-	const uint64_t now = now_ns();
-	uint64_t soonest = UINT64_MAX;
-
-	/* Without budget or room nothing can be hedged; a new request or a
-	 * finished one wakes the engine anyway. */
-	if (!fe->cfg.hedge || fe->hedge_tokens < HEDGE_EVERY ||
-	    fe->running >= fe->cfg.max_connections)
-		return 1000;
-	for (struct xfer *x = fe->run_head; x; x = x->run_next) {
-		const uint64_t p99 = fe->lat[x->kind].p99;
-		const uint64_t after =
-		    p99 > HEDGE_FLOOR_NS ? p99 : HEDGE_FLOOR_NS;
-		struct leg *l = &x->leg[0];
-		curl_off_t pre = 0;
-		uint64_t sent, due;
-
-		/* A POST (a token exchange) is not sent twice. */
-		if (x->hedged || x->winner || !l->easy || !p99 || x->req->post)
-			continue;
-		/* A host that refused requests lately gets no extra load: a
-		 * hedge there would add to what made it slow.  Otherwise a
-		 * hedge may go past the limit (not the ceiling): the limit is
-		 * full whenever prefetch keeps the host busy, and the hedge
-		 * budget keeps the extra small. */
-		if (conc_refused_lately(&x->host->conc, now))
-			continue;
-		/* Not yet sent (waiting for a connection): not late. */
-		if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T,
-				      &pre) != CURLE_OK ||
-		    pre <= 0)
-			continue;
-		sent = l->added_ns + (uint64_t)pre * 1000;
-		due = sent + after;
-		if (due > now) {
-			if (due < soonest)
-				soonest = due;
-			continue;
-		}
-		if (fe->hedge_tokens < HEDGE_EVERY ||
-		    fe->running >= fe->cfg.max_connections)
-			continue;
-		x->hedged = true;
-		if (leg_start(fe, &x->leg[1])) {
-			fe->hedge_tokens -= HEDGE_EVERY;
-			STAT_ADD(fe->st.hedges, 1);
-		}
-	}
-	if (soonest == UINT64_MAX)
-		return 1000;
-	return (long)((soonest - now) / 1000000) + 1;
-}
-
 static void *engine_main(void *arg)
 {
 	struct fetch_engine *fe = arg;
@@ -1189,7 +918,7 @@ static void *engine_main(void *arg)
 		pthread_mutex_unlock(&fe->lock);
 		if (stop)
 			break;
-		wait_ms = hedge_scan(fe);
+		wait_ms = fetch_hedge_scan(fe);
 		timer_ms = timers_wait_ms(fe);
 		if (timer_ms < wait_ms)
 			wait_ms = timer_ms;
@@ -1204,7 +933,7 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-/* ---- public ---- */
+/* ---- public: the engine's life ---- */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -1212,18 +941,6 @@ static CURLcode curl_init_rc;
 static void curl_init(void)
 {
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static void *signer_main(void *arg);
-
-/* Ends the signer thread (once the engine has nothing left for it). */
-static void signer_stop(struct fetch_engine *fe)
-{
-	pthread_mutex_lock(&fe->lock);
-	fe->sign_stop = true;
-	pthread_cond_signal(&fe->sign_cond);
-	pthread_mutex_unlock(&fe->lock);
-	pthread_join(fe->signer, NULL);
 }
 
 int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
@@ -1248,23 +965,15 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
-	if (fe->cfg.site_cache && fetch_site_cache_check(fe->cfg.site_cache)) {
-		rc = -EINVAL;
+	rc = sitecache_base(fe->cfg.site_cache, &fe->site_cache);
+	if (rc)
 		goto fail;
-	}
-	fe->site_cache = fe->cfg.site_cache ? strdup(fe->cfg.site_cache) : NULL;
-	if (fe->site_cache) { /* "http://c:8080/" as "http://c:8080" */
-		size_t n = strlen(fe->site_cache);
-
-		while (fe->site_cache[n - 1] == '/')
-			fe->site_cache[--n] = '\0';
-	}
 	fe->cfg.user_agent = fe->user_agent;
 	fe->cfg.ca_file = fe->ca_file;
 	fe->cfg.site_cache = fe->site_cache;
 	fe->multi = curl_multi_init();
 	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
-	    (cfg && cfg->site_cache && !fe->site_cache) || !fe->multi) {
+	    !fe->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1349,401 +1058,7 @@ int fetch_engine_cancel_fd(const struct fetch_engine *fe)
 	return fe->cancel_pipe[1];
 }
 
-/* The URL as logs show it: no query string (it may carry a signature). */
-static void url_for_log(const char *url, char *out, size_t cap)
-{
-	size_t n = strcspn(url, "?");
-
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(out, url, n);
-	out[n] = '\0';
-}
-
-static bool retryable_cc(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_URL_MALFORMAT:
-	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_TOO_MANY_REDIRECTS:
-	case CURLE_FAILED_INIT:
-	case CURLE_OUT_OF_MEMORY:
-	case CURLE_NOT_BUILT_IN:
-		return false;
-	default:
-		return true;
-	}
-}
-
-static uint64_t rand_below(uint64_t n)
-{
-	static __thread unsigned seed;
-
-	if (!seed)
-		seed = (unsigned)now_ns() ^ (unsigned)(uintptr_t)&seed;
-	return n ? (uint64_t)rand_r(&seed) * n / ((uint64_t)RAND_MAX + 1) : 0;
-}
-
-static const char *method_of(const struct fetch_req *req)
-{
-	return req->head ? "HEAD" : req->post ? "POST" : "GET";
-}
-
-enum verdict { V_OK, V_RETRY, V_FAIL };
-
-/*
- * Judges one finished attempt: V_OK, V_FAIL with *rc set, or V_RETRY.
- * `what` gets the origin's answer in words.
- */
-static enum verdict judge(struct xfer *x, int *rc, char *what, size_t wcap)
-{
-	const struct fetch_req *req = x->req;
-	struct fetch_res *res = x->res;
-	long st = res->status;
-
-	if (x->overflow) {
-		snprintf(what, wcap, "body larger than %zu bytes", req->cap);
-		*rc = -EFBIG;
-		return V_FAIL;
-	}
-	if (x->nomem || x->cc == CURLE_OUT_OF_MEMORY) {
-		snprintf(what, wcap, "out of memory");
-		*rc = -ENOMEM;
-		return V_FAIL;
-	}
-	if (x->head.encoding[0] && st >= 200 && st <= 299) {
-		snprintf(what, wcap,
-			 "the body came with Content-Encoding: %s, not the "
-			 "bytes as stored",
-			 x->head.encoding);
-		*rc = -EIO;
-		return V_FAIL;
-	}
-	if (x->head.bad_range && st == 206) {
-		snprintf(what, wcap, "HTTP 206 for another range than asked");
-		*rc = -EIO;
-		return V_FAIL;
-	}
-	if (x->cc != CURLE_OK && !(x->enough && x->cc == CURLE_WRITE_ERROR)) {
-		snprintf(what, wcap, "%.150s",
-			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
-		*rc = -EIO;
-		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
-	}
-	snprintf(what, wcap, "HTTP %ld%s%s", st, x->head.reason[0] ? " " : "",
-		 x->head.reason);
-	if (st >= 200 && st <= 299) {
-		uint64_t want;
-
-		if (req->head || !req->range_len) {
-			if (!req->head && res->content_length >= 0 &&
-			    res->len < (uint64_t)res->content_length) {
-				snprintf(what, wcap,
-					 "short body: %zu of %" PRId64 " bytes",
-					 res->len, res->content_length);
-				*rc = -EIO;
-				return V_RETRY;
-			}
-			return V_OK;
-		}
-		want = req->range_len;
-		if (st == 200 && !x->enough) {
-			/* The whole object came and ended early: its size is
-			 * what was skipped plus what was kept. */
-			res->total_size = req->range_off - x->skip + res->len;
-		}
-		if (res->total_size && req->range_off + want > res->total_size)
-			want = req->range_off < res->total_size
-				   ? res->total_size - req->range_off
-				   : 0;
-		if (res->len < want) {
-			snprintf(what, wcap,
-				 "short body: %zu of %" PRIu64 " bytes",
-				 res->len, want);
-			*rc = -EIO;
-			return V_RETRY;
-		}
-		return V_OK;
-	}
-	if (st == 416 && req->range_len) {
-		/* The range starts at or past the end: nothing to read. */
-		res->len = 0;
-		return V_OK;
-	}
-	if (st >= 300 && st <= 399)
-		snprintf(what, wcap,
-			 "HTTP %ld%s%s: a redirect not followed (a signed "
-			 "request never is: give the bucket's own endpoint)",
-			 st, x->head.reason[0] ? " " : "", x->head.reason);
-	if (st == 404 || st == 410)
-		*rc = -ENOENT;
-	else if (st == 401 || st == 403)
-		*rc = -EACCES;
-	else if (st == 412)
-		*rc = -ESTALE;
-	else
-		*rc = -EIO;
-	if (st == 429 || st >= 500)
-		return V_RETRY;
-	return V_FAIL;
-}
-
-/* ---- a request's attempts ---- */
-
-/* The request as log lines name it: method, URL without its query, range,
- * and the site cache it went through. */
-struct call_name {
-	char url[256], range[48];
-	bool via;
-};
-
-static void call_name(const struct fetch_engine *fe, const struct call *c,
-		      struct call_name *n)
-{
-	const struct fetch_req *req = &c->r;
-
-	url_for_log(req->url, n->url, sizeof(n->url));
-	n->range[0] = '\0';
-	if (req->range_len)
-		snprintf(n->range, sizeof(n->range),
-			 " bytes=%" PRIu64 "-%" PRIu64, req->range_off,
-			 req->range_off + req->range_len - 1);
-	n->via = fe->site_cache && via_applies(req);
-}
-
-/* Readies c's next attempt: an empty result (each attempt starts from an
- * empty body and fresh headers) and a fresh xfer.  The thread that holds
- * c. */
-static void attempt_reset(struct fetch_engine *fe, struct call *c)
-{
-	struct fetch_res *res = c->res;
-
-	memset(&c->x, 0, sizeof(c->x));
-	c->x.req = &c->r;
-	c->x.res = res;
-	res->len = 0;
-	res->status = 0;
-	res->etag[0] = res->content_type[0] = '\0';
-	res->mtime = 0;
-	res->content_length = -1;
-	res->total_size = 0;
-	res->ttfb_ns = 0;
-	if (c->r.grow) {
-		free(res->body);
-		res->body = NULL;
-	} else {
-		res->body = c->r.buf;
-	}
-	STAT_ADD(fe->st.requests, 1);
-}
-
-/* Hands an attempt to the engine thread. */
-static void queue_attempt(struct fetch_engine *fe, struct call *c)
-{
-	pthread_mutex_lock(&fe->lock);
-	if (fe->queue_tail)
-		fe->queue_tail->next = &c->x;
-	else
-		fe->queue = &c->x;
-	fe->queue_tail = &c->x;
-	pthread_mutex_unlock(&fe->lock);
-	curl_multi_wakeup(fe->multi);
-}
-
-/*
- * The call's result is final: counts it, says what failed, and runs its
- * callback.  c is freed (or, on fetch_run's stack, given back) before the
- * callback runs, so nothing touches it after.  Any engine thread.
- */
-static void call_end(struct fetch_engine *fe, struct call *c, int rc,
-		     const char *what)
-{
-	struct fetch_res *res = c->res;
-	fetch_done_fn *const done = c->done;
-	void *const arg = c->arg;
-	struct call_name n;
-
-	if (!rc) {
-		STAT_ADD(fe->st.hist[hist_bucket(res->ttfb_ns)], 1);
-	} else {
-		call_name(fe, c, &n);
-		snprintf(res->err, sizeof(res->err),
-			 "%s %s%s%s%s: %s (after %u attempt%s)",
-			 method_of(&c->r), n.url, n.range,
-			 n.via ? " through the site cache " : "",
-			 n.via ? fe->site_cache : "", what, res->attempts,
-			 res->attempts == 1 ? "" : "s");
-		if (rc == -ENOENT || rc == -ECANCELED)
-			log_debug("%s", res->err);
-		else
-			log_error("%s", res->err);
-		STAT_ADD(fe->st.errors, 1);
-		if (c->r.grow) {
-			free(res->body);
-			res->body = NULL;
-		}
-		res->len = 0;
-	}
-	if (c->owned)
-		free(c);
-	done(arg, rc);
-}
-
-/* Says that c is retried, within the engine's RETRY_WARNS a second. */
-static void retry_warn(struct fetch_engine *fe, const struct call *c,
-		       const char *what, uint64_t wait_ms)
-{
-	const uint64_t second = now_ns() / 1000000000ull;
-	struct call_name n;
-	char more[64] = "";
-
-	if (second != fe->warn_second) {
-		fe->warn_second = second;
-		fe->warns = 0;
-	}
-	if (fe->warns >= RETRY_WARNS) {
-		fe->warns_dropped++;
-		return;
-	}
-	fe->warns++;
-	if (fe->warns_dropped)
-		snprintf(more, sizeof(more),
-			 "; %" PRIu64 " more retries not logged",
-			 fe->warns_dropped);
-	fe->warns_dropped = 0;
-	call_name(fe, c, &n);
-	log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms%s)",
-		 method_of(&c->r), n.url, n.range, what, c->n + 1, wait_ms,
-		 more);
-}
-
-/* Puts c in the timer list, soonest first (retries are few: a walk). */
-static void timer_add(struct fetch_engine *fe, struct call *c)
-{
-	struct call **p = &fe->timers;
-
-	while (*p && (*p)->due_ns <= c->due_ns)
-		p = &(*p)->later;
-	c->later = *p;
-	*p = c;
-}
-
-/*
- * An attempt of c ended (engine thread): the call ends, or its next
- * attempt is due after a backoff with full jitter (a uniform wait below
- * the exponential bound), within the retry count and budget.
- */
-static void call_attempt_done(struct fetch_engine *fe, struct call *c)
-{
-	struct fetch_res *res = c->res;
-	char what[160];
-	uint64_t wait_ms, now;
-	enum verdict v;
-	int rc = 0;
-
-	res->attempts = c->n + 1;
-	STAT_ADD(fe->st.bytes, res->len);
-	if (is_cancelled(fe)) {
-		call_end(fe, c, -ECANCELED, CANCELLED);
-		return;
-	}
-	v = judge(&c->x, &rc, what, sizeof(what));
-	if (v == V_OK) {
-		call_end(fe, c, 0, NULL);
-		return;
-	}
-	if (!rc)
-		rc = -EIO;
-	if (v != V_RETRY || c->n >= fe->cfg.retries) {
-		call_end(fe, c, rc, what);
-		return;
-	}
-	wait_ms = BACKOFF_BASE_MS << (c->n < 16 ? c->n : 16);
-	if (wait_ms > BACKOFF_CAP_MS)
-		wait_ms = BACKOFF_CAP_MS;
-	wait_ms = rand_below(wait_ms + 1);
-	/* The budget runs from the end of the first failed attempt, so one
-	 * that stalled for the whole stall timeout (as long as the budget by
-	 * default) is still retried. */
-	now = now_ns();
-	if (!c->first_fail)
-		c->first_fail = now;
-	if (now - c->first_fail + wait_ms * 1000000ULL >
-	    (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL) {
-		call_end(fe, c, rc, what);
-		return;
-	}
-	retry_warn(fe, c, what, wait_ms);
-	STAT_ADD(fe->st.retries, 1);
-	c->n++;
-	c->due_ns = now + wait_ms * 1000000ULL;
-	timer_add(fe, c);
-}
-
-/* A retry to sign again goes to the signer thread (engine thread). */
-static void signer_add(struct fetch_engine *fe, struct call *c)
-{
-	pthread_mutex_lock(&fe->lock);
-	c->later = NULL;
-	if (fe->sign_tail)
-		fe->sign_tail->later = c;
-	else
-		fe->sign_head = c;
-	fe->sign_tail = c;
-	fe->signing++;
-	pthread_cond_signal(&fe->sign_cond);
-	pthread_mutex_unlock(&fe->lock);
-}
-
-/* The signer thread: signs retries again (resign may fetch a token
- * through this engine, so it cannot run on the engine thread). */
-static void *signer_main(void *arg)
-{
-	struct fetch_engine *fe = arg;
-	struct call *c;
-	char what[160];
-	int rc;
-
-	for (;;) {
-		pthread_mutex_lock(&fe->lock);
-		while (!fe->sign_head && !fe->sign_stop)
-			pthread_cond_wait(&fe->sign_cond, &fe->lock);
-		c = fe->sign_head;
-		if (c) {
-			fe->sign_head = c->later;
-			if (!fe->sign_head)
-				fe->sign_tail = NULL;
-		}
-		pthread_mutex_unlock(&fe->lock);
-		if (!c)
-			return NULL;
-		rc = is_cancelled(fe) ? -ECANCELED
-				      : c->r.resign(c->r.resign_arg, &c->r);
-		/* A token fetch cut short by the cancel fails as it may
-		 * (-EACCES): the call ends as cancelled all the same. */
-		if (rc && is_cancelled(fe))
-			rc = -ECANCELED;
-		if (!rc) {
-			attempt_reset(fe, c);
-			/* queued before `signing` drops: the engine's stop
-			 * test sees one or the other */
-			queue_attempt(fe, c);
-		} else if (rc == -ECANCELED) {
-			call_end(fe, c, rc, CANCELLED);
-		} else {
-			snprintf(what, sizeof(what),
-				 "signing the retry failed: %s", strerror(-rc));
-			call_end(fe, c, rc, what);
-		}
-		pthread_mutex_lock(&fe->lock);
-		fe->signing--;
-		pthread_mutex_unlock(&fe->lock);
-		curl_multi_wakeup(fe->multi);
-	}
-}
+/* ---- public: requests ---- */
 
 /* Sets c up for req; -EINVAL (res->err says why) for a request that
  * cannot be made. */

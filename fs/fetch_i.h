@@ -1,0 +1,214 @@
+#ifndef WHARF_FETCH_I_H
+#define WHARF_FETCH_I_H
+/*
+ * fetch_i.h: what the fetch engine's files share among themselves, and no
+ * one else includes.  fetch.h is the contract for other modules.
+ *
+ *   fetch.c        the engine: its threads, the curl multi handle, legs,
+ *                  hosts' admission, a request's attempts, the public calls
+ *   fetch_retry.c  what an attempt's outcome means; when a retry goes
+ *   fetch_hedge.c  recent latencies, and when a late request is sent twice
+ *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
+ *   fetch_header.c the response header parser (fetch_header_line)
+ *   sitecache.c    routing shareable requests through a site cache
+ *
+ * The engine thread owns everything below that says "engine thread only";
+ * the other files' functions run on it unless they say otherwise.
+ */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conc.h"
+#include "fetch.h"
+#include "sitecache.h"
+
+#define POOL_MAX 64 /* idle easy handles kept for reuse */
+/* Hosts with a controller of their own; any further ones share the last
+ * slot (a mount talks to one data host and a token endpoint or two). */
+#define HOSTS_MAX 8
+/* The recent first-byte latencies kept per kind of request (hedging). */
+#define HEDGE_WINDOW 128
+#define HIST_SUB 4 /* sub-buckets per power of two */
+#define HIST_BUCKETS (64 * HIST_SUB)
+
+#define STAT_ADD(f, n) __atomic_fetch_add(&(f), (n), __ATOMIC_RELAXED)
+#define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
+/* Kinds of request, each with its own latency window for hedging. */
+enum req_kind { K_DATA, K_META, K_NKINDS };
+
+/*
+ * One transfer of a request on the multi handle.  A request has one leg,
+ * and a second when it is hedged: whichever leg sees the first response
+ * byte wins, the other aborts at its own first byte or is removed when the
+ * winner ends.  Only the winner touches the request's result.
+ */
+struct leg {
+	struct xfer *x;
+	CURL *easy;	   /* NULL when not running */
+	uint64_t added_ns; /* when it joined the multi handle */
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* Server latencies (first byte after the request went out) of the last
+ * successful requests of one kind, and their p99 (0 until enough). */
+struct lat_window {
+	uint64_t ns[HEDGE_WINDOW];
+	unsigned n, at, since;
+	uint64_t p99;
+};
+
+/* One origin host: its controller and the background requests waiting
+ * for room under its limit.  Engine thread only, but for pub. */
+struct host {
+	char name[FETCH_HOST_MAX];
+	struct conc conc;
+	unsigned running; /* legs in flight */
+	unsigned waiting;
+	struct xfer *wait_head, *wait_tail;
+	struct fetch_host_stats pub; /* under the engine's lock */
+};
+
+struct xfer {
+	const struct fetch_req *req;
+	struct fetch_res *res;
+	struct xfer *next; /* in the engine's queue, then in its
+			    * host's waiting list */
+	struct host *host;
+	struct xfer *run_prev, *run_next; /* in the engine's running list */
+	struct leg leg[2];
+	struct leg *winner; /* the leg whose answer counts */
+	bool hedged;
+	enum req_kind kind;
+	CURLcode cc;
+	char errbuf[CURL_ERROR_SIZE];
+	char range[48];
+	struct fetch_head head; /* what the headers said beyond res */
+	uint64_t skip;		/* bytes to drop: a 200 answer to a range */
+	bool body_checked;	/* first body byte seen, status examined */
+	bool discard;		/* not a 2xx: drop the body */
+	bool overflow;		/* body longer than cap */
+	bool enough; /* got the whole range from a 200; stopped early */
+	int nomem;
+	size_t grow_cap;	  /* allocated size of res->body when growing */
+	struct sitecache_via via; /* through the site cache: its headers */
+};
+
+/*
+ * One request through all its attempts: a copy of the caller's request
+ * (resign changes its headers), the attempt in flight (x), and the time
+ * its next attempt is due.  fetch_run keeps it on its stack, fetch_submit
+ * allocates it; nothing touches it after its callback has run.
+ */
+struct call {
+	struct fetch_req r;
+	struct fetch_res *res;
+	fetch_done_fn *done;
+	void *arg;
+	bool owned;	     /* allocated: freed before the callback */
+	unsigned n;	     /* attempts made before this one */
+	uint64_t first_fail; /* end of the first failed attempt, or 0 */
+	uint64_t due_ns;     /* in the timer list: when the next goes */
+	struct call *later;  /* in the timer list or the signer's */
+	struct xfer x;
+};
+
+struct fetch_engine {
+	struct fetch_config cfg;
+	char *ca_file, *user_agent;
+	char *site_cache; /* "http://cache:8080[/prefix]", no trailing '/' */
+	CURLM *multi;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	struct xfer *queue, *queue_tail; /* under lock */
+	bool stop;			 /* under lock */
+	/* Cancelled (fetch_engine_cancel): a byte in cancel_pipe, seen by
+	 * the engine thread; then `cancelled` (atomic) ends every request
+	 * and retry wait, and fails new ones. */
+	int cancel_pipe[2];
+	bool cancelled;
+	/* Calls waiting out a backoff, soonest first; engine thread only. */
+	struct call *timers;
+	/* The signer thread and the retries it is to sign (under lock;
+	 * `signing` counts them until they are queued again or ended). */
+	pthread_t signer;
+	pthread_cond_t sign_cond;
+	struct call *sign_head, *sign_tail;
+	unsigned signing;
+	bool sign_stop;
+	bool no_redirect;      /* set before any request */
+	unsigned running;      /* legs in multi; engine thread only */
+	struct xfer *run_head; /* engine thread only */
+	/* Hedging, engine thread only (fetch_hedge.c): recent latencies per
+	 * kind, and the budget: each request adds a token, a hedge takes
+	 * HEDGE_EVERY. */
+	struct lat_window lat[K_NKINDS];
+	unsigned hedge_tokens;
+	/* Retry warnings, engine thread only: at most RETRY_WARNS (fetch.c)
+	 * a second (a refusing origin under hundreds of loads must not have
+	 * the engine thread spend itself on logging); the rest are counted
+	 * and said with the next one. */
+	uint64_t warn_second;
+	unsigned warns;
+	uint64_t warns_dropped;
+	struct host hosts[HOSTS_MAX]; /* engine thread only, but pub */
+	unsigned nhosts;	      /* written under lock */
+	unsigned waiting;	      /* in hosts' lists; engine only */
+	unsigned conc_max;	      /* atomic: the largest host limit */
+	CURL *pool[POOL_MAX];	      /* engine thread only */
+	unsigned npool;
+	struct {
+		uint64_t requests, retries, errors, bytes, connects;
+		uint64_t hedges, hedge_wins;
+		uint64_t hist[HIST_BUCKETS];
+	} st;
+};
+
+/* ---- fetch.c ---- */
+
+/* Puts a leg on the multi handle; false when it could not. */
+bool fetch_leg_start(struct fetch_engine *fe, struct leg *l);
+
+/* ---- fetch_retry.c ---- */
+
+enum fetch_verdict { V_OK, V_RETRY, V_FAIL };
+
+/*
+ * Judges one finished attempt: V_OK, V_FAIL with *rc set, or V_RETRY.
+ * `what` gets the origin's answer in words.
+ */
+enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what,
+			       size_t wcap);
+
+/*
+ * c's attempt failed and may be retried: whether it is, within the retry
+ * count and budget.  If so, *wait_ms is its backoff and c->due_ns when its
+ * next attempt goes.  Engine thread.
+ */
+bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
+		      uint64_t *wait_ms);
+
+/* ---- fetch_hedge.c ---- */
+
+/* Adds a successful request's server latency to its kind's window. */
+void fetch_hedge_sample(struct fetch_engine *fe, enum req_kind k, uint64_t ns);
+/* An attempt started: the hedge budget grows by one request's share. */
+void fetch_hedge_earn(struct fetch_engine *fe);
+/*
+ * Issues a second leg for each request whose answer is later than the
+ * recent p99 of its kind, while the budget and the connection bound
+ * allow.  @return how long the engine may sleep before it looks again.
+ */
+long fetch_hedge_scan(struct fetch_engine *fe);
+
+/* ---- fetch_stats.c ---- */
+
+/* A request succeeded after ttfb_ns to its first byte. */
+void fetch_stats_ttfb(struct fetch_engine *fe, uint64_t ttfb_ns);
+/* Publishes a host's figures for fetch_get_hosts and its limit for
+ * fetch_concurrency (takes the lock).  Engine thread. */
+void fetch_host_publish(struct fetch_engine *fe, struct host *h);
+
+#endif

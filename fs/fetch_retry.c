@@ -1,0 +1,163 @@
+/* Retries: what a finished attempt's outcome means (done, failed for good,
+ * or worth another try), and when the next try goes. */
+#include "config.h"
+
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 5000
+
+/* Failures that another try would meet again. */
+static bool retryable_cc(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_URL_MALFORMAT:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_TOO_MANY_REDIRECTS:
+	case CURLE_FAILED_INIT:
+	case CURLE_OUT_OF_MEMORY:
+	case CURLE_NOT_BUILT_IN:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* Uniform below n (0 for 0), from a seed of the calling thread's. */
+static uint64_t rand_below(uint64_t n)
+{
+	static __thread unsigned seed;
+
+	if (!seed)
+		seed = (unsigned)now_ns() ^ (unsigned)(uintptr_t)&seed;
+	return n ? (uint64_t)rand_r(&seed) * n / ((uint64_t)RAND_MAX + 1) : 0;
+}
+
+enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
+{
+	const struct fetch_req *req = x->req;
+	struct fetch_res *res = x->res;
+	long st = res->status;
+
+	if (x->overflow) {
+		snprintf(what, wcap, "body larger than %zu bytes", req->cap);
+		*rc = -EFBIG;
+		return V_FAIL;
+	}
+	if (x->nomem || x->cc == CURLE_OUT_OF_MEMORY) {
+		snprintf(what, wcap, "out of memory");
+		*rc = -ENOMEM;
+		return V_FAIL;
+	}
+	if (x->head.encoding[0] && st >= 200 && st <= 299) {
+		snprintf(what, wcap,
+			 "the body came with Content-Encoding: %s, not the "
+			 "bytes as stored",
+			 x->head.encoding);
+		*rc = -EIO;
+		return V_FAIL;
+	}
+	if (x->head.bad_range && st == 206) {
+		snprintf(what, wcap, "HTTP 206 for another range than asked");
+		*rc = -EIO;
+		return V_FAIL;
+	}
+	if (x->cc != CURLE_OK && !(x->enough && x->cc == CURLE_WRITE_ERROR)) {
+		snprintf(what, wcap, "%.150s",
+			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
+		*rc = -EIO;
+		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
+	}
+	snprintf(what, wcap, "HTTP %ld%s%s", st, x->head.reason[0] ? " " : "",
+		 x->head.reason);
+	if (st >= 200 && st <= 299) {
+		uint64_t want;
+
+		if (req->head || !req->range_len) {
+			if (!req->head && res->content_length >= 0 &&
+			    res->len < (uint64_t)res->content_length) {
+				snprintf(what, wcap,
+					 "short body: %zu of %" PRId64 " bytes",
+					 res->len, res->content_length);
+				*rc = -EIO;
+				return V_RETRY;
+			}
+			return V_OK;
+		}
+		want = req->range_len;
+		if (st == 200 && !x->enough) {
+			/* The whole object came and ended early: its size is
+			 * what was skipped plus what was kept. */
+			res->total_size = req->range_off - x->skip + res->len;
+		}
+		if (res->total_size && req->range_off + want > res->total_size)
+			want = req->range_off < res->total_size
+				   ? res->total_size - req->range_off
+				   : 0;
+		if (res->len < want) {
+			snprintf(what, wcap,
+				 "short body: %zu of %" PRIu64 " bytes",
+				 res->len, want);
+			*rc = -EIO;
+			return V_RETRY;
+		}
+		return V_OK;
+	}
+	if (st == 416 && req->range_len) {
+		/* The range starts at or past the end: nothing to read. */
+		res->len = 0;
+		return V_OK;
+	}
+	if (st >= 300 && st <= 399)
+		snprintf(what, wcap,
+			 "HTTP %ld%s%s: a redirect not followed (a signed "
+			 "request never is: give the bucket's own endpoint)",
+			 st, x->head.reason[0] ? " " : "", x->head.reason);
+	if (st == 404 || st == 410)
+		*rc = -ENOENT;
+	else if (st == 401 || st == 403)
+		*rc = -EACCES;
+	else if (st == 412)
+		*rc = -ESTALE;
+	else
+		*rc = -EIO;
+	if (st == 429 || st >= 500)
+		return V_RETRY;
+	return V_FAIL;
+}
+
+/*
+ * The next attempt goes after a backoff with full jitter (a uniform wait
+ * below the exponential bound).  The budget runs from the end of the first
+ * failed attempt, so one that stalled for the whole stall timeout (as long
+ * as the budget by default) is still retried.
+ */
+bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
+		      uint64_t *wait_ms)
+{
+	uint64_t wait, now;
+
+	if (c->n >= fe->cfg.retries)
+		return false;
+	wait = BACKOFF_BASE_MS << (c->n < 16 ? c->n : 16);
+	if (wait > BACKOFF_CAP_MS)
+		wait = BACKOFF_CAP_MS;
+	wait = rand_below(wait + 1);
+	now = now_ns();
+	if (!c->first_fail)
+		c->first_fail = now;
+	if (now - c->first_fail + wait * 1000000ULL >
+	    (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL)
+		return false;
+	*wait_ms = wait;
+	c->due_ns = now + wait * 1000000ULL;
+	return true;
+}

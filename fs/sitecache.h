@@ -1,0 +1,47 @@
+#ifndef WHARF_SITECACHE_H
+#define WHARF_SITECACHE_H
+/*
+ * sitecache: routing the fetch engine's requests through a site's shared
+ * HTTP cache (fetch_config.site_cache): which requests are shareable, and
+ * the URL and headers that send one through the cache while it stays the
+ * origin's request.  fetch_site_cache_check (fetch.h) checks the URL a user
+ * gives.  Only the fetch engine includes this.
+ */
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fetch.h"
+
+#define SITECACHE_URL_MAX 8192 /* a request's URL through the cache */
+
+/* A request's way through the cache: X-Wharf-Origin and, unless the
+ * request has one, Host, chained in front of its own headers (no
+ * allocation; curl reads the list while the transfer runs). */
+struct sitecache_via {
+	struct curl_slist list[2];
+	char origin[FETCH_HOST_MAX + 24];
+	char host[FETCH_HOST_MAX + 8];
+};
+
+/*
+ * The cache's base URL from a configured one (NULL: no cache): checked,
+ * copied without its trailing '/'s.  @return 0 with *out NULL or the copy
+ * (caller frees), -EINVAL for a URL fetch_site_cache_check refuses, or
+ * -ENOMEM.
+ */
+int sitecache_base(const char *url, char **out) WHARF_CHECK;
+
+/* Whether req goes through a site cache: ranged GETs of http(s) URLs. */
+bool sitecache_applies(const struct fetch_req *req);
+
+/*
+ * The cache's URL for req (base, then the origin's path and query as they
+ * are) into url (cap bytes), and v's headers in front of req->headers:
+ * send v->list.  v must outlive the transfer.
+ * @return 0, or -EINVAL when it does not fit.
+ */
+int sitecache_route(const char *base, const struct fetch_req *req,
+		    struct sitecache_via *v, char *url, size_t cap) WHARF_CHECK;
+
+#endif
