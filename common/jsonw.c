@@ -1,3 +1,4 @@
+/* jsonw: the JSON writer (see jsonw.h). */
 #include "config.h"
 
 #include "jsonw.h"
