@@ -18,6 +18,7 @@
 #include <wharf/loader.h>
 
 #include "cmd.h"
+#include "jsonw.h"
 #include "util.h"
 
 static void usage(FILE *out)
@@ -149,19 +150,23 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 static void print(const struct bench *b, const struct result *r)
 {
 	if (b->json) {
-		printf("{\"index\": ");
-		json_put_str(stdout, b->path);
-		printf(", \"workers\": %u, \"prefetch\": %u, "
-		       "\"batch\": %u, \"shuffle\": %s, \"batches\": %llu, "
-		       "\"samples\": %llu, \"bytes\": %llu, \"seconds\": "
-		       "%.6f, \"samples_per_s\": %.1f, \"gb_per_s\": %.4f, "
-		       "\"stall_share\": %.4f}\n",
-		       b->o.num_workers, b->o.prefetch,
-		       b->o.batch_size, b->o.shuffle ? "true" : "false",
-		       (unsigned long long)r->batches,
-		       (unsigned long long)r->samples,
-		       (unsigned long long)r->bytes, (double)r->wall_ns / 1e9,
-		       r->samples_s, r->gb_s, r->stall);
+		struct jsonw w;
+
+		jsonw_init(&w, stdout);
+		jsonw_object(&w, NULL, JSONW_INLINE);
+		jsonw_str(&w, "index", b->path);
+		jsonw_u64(&w, "workers", b->o.num_workers);
+		jsonw_u64(&w, "prefetch", b->o.prefetch);
+		jsonw_u64(&w, "batch", b->o.batch_size);
+		jsonw_bool(&w, "shuffle", b->o.shuffle);
+		jsonw_u64(&w, "batches", r->batches);
+		jsonw_u64(&w, "samples", r->samples);
+		jsonw_u64(&w, "bytes", r->bytes);
+		jsonw_double(&w, "seconds", (double)r->wall_ns / 1e9, 6);
+		jsonw_double(&w, "samples_per_s", r->samples_s, 1);
+		jsonw_double(&w, "gb_per_s", r->gb_s, 4);
+		jsonw_double(&w, "stall_share", r->stall, 4);
+		jsonw_end(&w);
 		return;
 	}
 	printf("workers %2u  prefetch %u  batch %u: %llu samples in %.3f s, "
@@ -345,14 +350,23 @@ static int loader_bench(int argc, char **argv)
 			pick = i;
 			break;
 		}
-	if (b.json)
-		printf("{\"recommend\": {\"workers\": %u, \"prefetch\": %u, "
-		       "\"gb_per_s\": %.4f, \"best_gb_per_s\": %.4f}}\n",
-		       best[pick].w, best[pick].p, best[pick].gb, top);
-	else
+	if (b.json) {
+		struct jsonw w;
+
+		jsonw_init(&w, stdout);
+		jsonw_object(&w, NULL, JSONW_INLINE);
+		jsonw_object(&w, "recommend", JSONW_INLINE);
+		jsonw_u64(&w, "workers", best[pick].w);
+		jsonw_u64(&w, "prefetch", best[pick].p);
+		jsonw_double(&w, "gb_per_s", best[pick].gb, 4);
+		jsonw_double(&w, "best_gb_per_s", top, 4);
+		jsonw_end(&w);
+		jsonw_end(&w);
+	} else {
 		printf("recommended: --workers %u --prefetch %u (%.3f GB/s; "
 		       "fastest seen %.3f GB/s)\n",
 		       best[pick].w, best[pick].p, best[pick].gb, top);
+	}
 	free(best);
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "jsonw.h"
 #include "snapshot.h"
 #include "store.h"
 
@@ -122,9 +123,9 @@ static char *read_mount_stats(const char *mountpoint)
 	return buf;
 }
 
-/* One snapshot of the cache, as a line or a JSON object. */
+/* One snapshot of the cache, as a line or a JSON object (w set). */
 struct snap_print {
-	bool json;
+	struct jsonw *w;
 	unsigned n;
 };
 
@@ -136,16 +137,15 @@ static int print_snapshot(void *arg, const char *path)
 	char *err = NULL, age[32];
 	int rc = snapshot_load(path, NULL, &s, &err);
 
-	if (p->json) {
-		printf("%s{\"path\": ", p->n ? ", " : "");
-		json_put_str(stdout, path);
+	if (p->w) {
+		jsonw_object(p->w, NULL, JSONW_INLINE);
+		jsonw_str(p->w, "path", path);
 	}
 	p->n++;
 	if (rc) {
-		if (p->json) {
-			printf(", \"error\": ");
-			json_put_str(stdout, err ? err : strerror(-rc));
-			printf("}");
+		if (p->w) {
+			jsonw_str(p->w, "error", err ? err : strerror(-rc));
+			jsonw_end(p->w);
 		} else {
 			printf("%s\n", err ? err : strerror(-rc));
 		}
@@ -153,13 +153,12 @@ static int print_snapshot(void *arg, const char *path)
 		return 0;
 	}
 	snapshot_info(s, &si);
-	if (p->json) {
-		printf(", \"source\": ");
-		json_put_str(stdout, si.source);
-		printf(", \"saved\": %lld, \"directories\": %llu, "
-		       "\"entries\": %llu}",
-		       (long long)si.saved, (unsigned long long)si.dirs,
-		       (unsigned long long)si.entries);
+	if (p->w) {
+		jsonw_str(p->w, "source", si.source);
+		jsonw_i64(p->w, "saved", si.saved);
+		jsonw_u64(p->w, "directories", si.dirs);
+		jsonw_u64(p->w, "entries", si.entries);
+		jsonw_end(p->w);
 	} else {
 		printf("listing snapshot of %s: %llu directories, %llu "
 		       "entries, saved %s ago (%s)\n",
@@ -173,18 +172,18 @@ static int print_snapshot(void *arg, const char *path)
 	return 0;
 }
 
-/* The listing snapshots: a line each, or a JSON member "snapshots". */
-static void print_snapshots(const struct opts *o)
+/* The listing snapshots: a line each, or the member "snapshots" of w. */
+static void print_snapshots(const struct opts *o, struct jsonw *w)
 {
-	struct snap_print p = {.json = o->json};
+	struct snap_print p = {.w = w};
 	char *err = NULL;
 	int rc;
 
-	if (o->json)
-		printf(", \"snapshots\": [");
+	if (w)
+		jsonw_array(w, "snapshots", JSONW_INLINE);
 	rc = snapshot_each(o->dir, print_snapshot, &p, &err);
-	if (o->json)
-		printf("]");
+	if (w)
+		jsonw_end(w);
 	else if (!p.n && !rc)
 		printf("no listing snapshots\n");
 	if (rc) {
@@ -213,27 +212,31 @@ static int do_stats(const struct opts *o)
 	if (mounted && mp)
 		live = read_mount_stats(mp);
 	if (o->json) {
-		printf("{\"cache_dir\": ");
-		json_put_str(stdout, o->dir);
-		printf(", \"chunks\": %llu, \"bytes_on_disk\": %llu, "
-		       "\"bytes_raw\": %llu, \"zstd_chunks\": %llu, "
-		       "\"packed_chunks\": %llu, "
-		       "\"unreadable\": %llu, \"mounted\": %s",
-		       (unsigned long long)t.chunks, (unsigned long long)t.disk,
-		       (unsigned long long)t.raw, (unsigned long long)t.zstd,
-		       (unsigned long long)t.packed,
-		       (unsigned long long)t.unreadable,
-		       mounted ? "true" : "false");
-		print_snapshots(o);
+		struct jsonw w;
+
+		jsonw_init(&w, stdout);
+		jsonw_object(&w, NULL, JSONW_INLINE);
+		jsonw_str(&w, "cache_dir", o->dir);
+		jsonw_u64(&w, "chunks", t.chunks);
+		jsonw_u64(&w, "bytes_on_disk", t.disk);
+		jsonw_u64(&w, "bytes_raw", t.raw);
+		jsonw_u64(&w, "zstd_chunks", t.zstd);
+		jsonw_u64(&w, "packed_chunks", t.packed);
+		jsonw_u64(&w, "unreadable", t.unreadable);
+		jsonw_bool(&w, "mounted", mounted);
+		print_snapshots(o, &w);
 		if (mounted) {
-			printf(", \"pid\": %d, \"mountpoint\": ", (int)pid);
-			if (mp)
-				json_put_str(stdout, mp);
-			else
-				fputs("null", stdout);
-			printf(", \"mount\": %s", live ? live : "null");
+			jsonw_i64(&w, "pid", pid);
+			jsonw_str(&w, "mountpoint", mp);
+			/* The mount's own JSON, as it wrote it. */
+			if (jsonw_raw(&w, "mount", live))
+				fprintf(stderr,
+					"wharf cache stats: %s/.wharf/stats "
+					"is not one JSON value; \"mount\" is "
+					"null\n",
+					mp);
 		}
-		printf("}\n");
+		jsonw_end(&w);
 	} else {
 		printf("cache directory: %s\n", o->dir);
 		printf("%llu chunks, %s on disk, %s raw, %llu compressed",
@@ -247,7 +250,7 @@ static int do_stats(const struct opts *o)
 			printf(", %llu unreadable",
 			       (unsigned long long)t.unreadable);
 		printf("\n");
-		print_snapshots(o);
+		print_snapshots(o, NULL);
 		if (!mounted)
 			printf("not mounted\n");
 		else

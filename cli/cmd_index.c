@@ -12,6 +12,7 @@
 #include <wharf/loader.h>
 
 #include "cmd.h"
+#include "jsonw.h"
 #include "util.h"
 
 static void usage(FILE *out)
@@ -167,22 +168,22 @@ static int info(int argc, char **argv)
 	if (in.num_files)
 		(void)wharf_index_path(idx, 0, root, sizeof(root));
 	if (json) {
-		printf("{\"index\": ");
-		json_put_str(stdout, path);
-		printf(
-		    ", \"version\": %u, \"samples\": %llu, "
-		    "\"files\": %llu, \"labels\": %u, \"min_length\": %llu, "
-		    "\"max_length\": %llu, \"total_bytes\": %llu, "
-		    "\"unknown_lengths\": %s, \"file_bytes\": %llu, "
-		    "\"verified\": %s}\n",
-		    in.version, (unsigned long long)in.count,
-		    (unsigned long long)in.num_files, in.num_labels,
-		    (unsigned long long)in.min_length,
-		    (unsigned long long)in.max_length,
-		    (unsigned long long)in.total_bytes,
-		    in.unknown_lengths ? "true" : "false",
-		    (unsigned long long)in.file_bytes,
-		    verify ? "true" : "false");
+		struct jsonw w;
+
+		jsonw_init(&w, stdout);
+		jsonw_object(&w, NULL, JSONW_INLINE);
+		jsonw_str(&w, "index", path);
+		jsonw_u64(&w, "version", in.version);
+		jsonw_u64(&w, "samples", in.count);
+		jsonw_u64(&w, "files", in.num_files);
+		jsonw_u64(&w, "labels", in.num_labels);
+		jsonw_u64(&w, "min_length", in.min_length);
+		jsonw_u64(&w, "max_length", in.max_length);
+		jsonw_u64(&w, "total_bytes", in.total_bytes);
+		jsonw_bool(&w, "unknown_lengths", in.unknown_lengths);
+		jsonw_u64(&w, "file_bytes", in.file_bytes);
+		jsonw_bool(&w, "verified", verify);
+		jsonw_end(&w);
 	} else {
 		char a[32], b[32], t[32], f[32];
 		printf("index:      %s (format %u)\n", path, in.version);

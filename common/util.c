@@ -264,22 +264,6 @@ out:
 	return rc;
 }
 
-void json_put_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		const unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 /* The long option that argv element arg ("--name" or "--name=value") names
  * with value val (an abbreviation counts), or NULL. */
 static const struct option *long_option(const char *arg, int val,

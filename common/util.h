@@ -58,9 +58,6 @@ int hex_value(int c);
  * @return the length, or -ENAMETOOLONG when out (cap bytes) is too small. */
 int url_encode(const char *s, bool keep_slash, char *out, size_t cap);
 
-/* Writes s (NULL: empty) as a quoted JSON string. */
-void json_put_str(FILE *f, const char *s);
-
 struct option;
 /*
  * Describes what getopt_long found wrong, for a parser run with opterr = 0

@@ -10,19 +10,13 @@
 
 #include "chunks.h"
 #include "fetch.h"
+#include "jsonw.h"
 #include "listing.h"
 #include "offline.h"
 #include "passthrough.h"
 #include "prefetch.h"
 #include "store.h"
 #include "tree.h"
-
-static void put_str(FILE *f, const char *key, const char *s)
-{
-	fprintf(f, "  \"%s\": ", key);
-	json_put_str(f, s);
-	fputs(",\n", f);
-}
 
 static double ms(uint64_t ns)
 {
@@ -31,49 +25,51 @@ static double ms(uint64_t ns)
 
 #define HOSTS_SHOWN 8
 
-/* "concurrency": one object per origin host, as its controller last
- * published itself (see fetch.h). */
 /* Opens the kernel served from cache files: their reads never reach the
  * mount, so "reads" does not count them. */
-static void put_passthrough(FILE *f)
+static void put_passthrough(struct jsonw *w)
 {
 	struct passthrough_stats p;
 
 	passthrough_get_stats(&p);
-	fprintf(
-	    f,
-	    "  \"passthrough\": {\"on\": %s, \"stopped\": %s, "
-	    "\"opens\": %llu, \"backing_files\": %llu, \"refused\": %llu},\n",
-	    p.offered ? "true" : "false", p.stopped ? "true" : "false",
-	    (unsigned long long)p.opens, (unsigned long long)p.backing,
-	    (unsigned long long)p.open_errors);
+	jsonw_object(w, "passthrough", JSONW_INLINE);
+	jsonw_bool(w, "on", p.offered);
+	jsonw_bool(w, "stopped", p.stopped);
+	jsonw_u64(w, "opens", p.opens);
+	jsonw_u64(w, "backing_files", p.backing);
+	jsonw_u64(w, "refused", p.open_errors);
+	jsonw_end(w);
 }
 
-static void put_hosts(FILE *f, struct fetch_engine *fe)
+/* "concurrency": one object per origin host, as its controller last
+ * published itself (see fetch.h), on three lines. */
+static void put_hosts(struct jsonw *w, struct fetch_engine *fe)
 {
 	struct fetch_host_stats h[HOSTS_SHOWN];
 	const unsigned n = fe ? fetch_get_hosts(fe, h, HOSTS_SHOWN) : 0;
 	const uint64_t now = now_ns();
 
-	fputs("  \"concurrency\": [", f);
+	jsonw_array(w, "concurrency", JSONW_BLOCK);
 	for (unsigned i = 0; i < n; i++) {
-		fprintf(f, "%s\n    {\"host\": ", i ? "," : "");
-		json_put_str(f, h[i].host);
-		fprintf(f,
-			", \"limit\": %u, \"ceiling\": %u, "
-			"\"in_flight\": %u, \"waiting\": %u,\n     "
-			"\"latency_ms\": %.3f, \"throughput_mbs\": %.3f, "
-			"\"backoffs\": %llu, \"changes\": %llu,\n     "
-			"\"last_change_s_ago\": %.3f, \"why\": ",
-			h[i].limit, h[i].ceiling, h[i].running, h[i].waiting,
-			ms(h[i].latency_ns), (double)h[i].throughput / 1e6,
-			(unsigned long long)h[i].backoffs,
-			(unsigned long long)h[i].changes,
-			(double)(now - h[i].changed_ns) / 1e9);
-		json_put_str(f, h[i].why);
-		fputs("}", f);
+		jsonw_object(w, NULL, JSONW_INLINE);
+		jsonw_str(w, "host", h[i].host);
+		jsonw_u64(w, "limit", h[i].limit);
+		jsonw_u64(w, "ceiling", h[i].ceiling);
+		jsonw_u64(w, "in_flight", h[i].running);
+		jsonw_u64(w, "waiting", h[i].waiting);
+		jsonw_break(w);
+		jsonw_double(w, "latency_ms", ms(h[i].latency_ns), 3);
+		jsonw_double(w, "throughput_mbs", (double)h[i].throughput / 1e6,
+			     3);
+		jsonw_u64(w, "backoffs", h[i].backoffs);
+		jsonw_u64(w, "changes", h[i].changes);
+		jsonw_break(w);
+		jsonw_double(w, "last_change_s_ago",
+			     (double)(now - h[i].changed_ns) / 1e9, 3);
+		jsonw_str(w, "why", h[i].why);
+		jsonw_end(w);
 	}
-	fputs(n ? "\n  ],\n" : "],\n", f);
+	jsonw_end(w);
 }
 
 int stats_json(const struct stats_sources *s, char **out, size_t *len)
@@ -85,6 +81,7 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	uint64_t inodes = 0, tree_bytes = 0;
 	char *buf = NULL;
 	size_t n = 0;
+	struct jsonw w;
 	FILE *f;
 
 	if (s->fetch)
@@ -101,107 +98,112 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	f = open_memstream(&buf, &n);
 	if (!f)
 		return -ENOMEM;
-	fputs("{\n", f);
-	put_str(f, "source", s->source_id);
-	put_str(f, "mountpoint", s->mountpoint);
-	put_str(f, "cache_dir", s->cache_dir);
+	jsonw_init(&w, f);
+	jsonw_object(&w, NULL, JSONW_BLOCK);
+	jsonw_str(&w, "source", s->source_id);
+	jsonw_str(&w, "mountpoint", s->mountpoint);
+	jsonw_str(&w, "cache_dir", s->cache_dir);
 	/* `wharf umount` waits for this process to be gone. */
-	fprintf(f, "  \"pid\": %d,\n", (int)getpid());
-	fprintf(f, "  \"uptime_s\": %.3f,\n",
-		(double)(now_ns() - s->started_ns) / 1e9);
-	fprintf(f, "  \"offline\": %s,\n",
-		offline_is_offline(s->source) ? "true" : "false");
-	fprintf(f,
-		"  \"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
-		"\"waits\": %llu, \"bytes\": %llu, \"cap\": %llu, "
-		"\"evictions\": %llu, \"read_whole\": %llu, "
-		"\"buffers_reused\": %llu, \"buffers_kept\": %llu},\n",
-		(unsigned long long)cs.hits, (unsigned long long)cs.misses,
-		(unsigned long long)cs.waits, (unsigned long long)cs.bytes,
-		(unsigned long long)cs.cap, (unsigned long long)cs.evictions,
-		(unsigned long long)cs.read_whole,
-		(unsigned long long)cs.reused,
-		(unsigned long long)cs.pool_bytes);
-	fprintf(
-	    f,
-	    "  \"disk_cache\": {\"hits\": %llu, \"misses\": %llu, "
-	    "\"chunks\": %llu, \"packs\": %llu, \"bytes_on_disk\": %llu, "
-	    "\"bytes_raw\": %llu, \"max_bytes\": %llu, "
-	    "\"evictions\": %llu, \"corrupt\": %llu},\n",
-	    (unsigned long long)ss.hits, (unsigned long long)ss.misses,
-	    (unsigned long long)ss.chunks, (unsigned long long)ss.packs,
-	    (unsigned long long)ss.bytes_on_disk,
-	    (unsigned long long)ss.bytes_raw, (unsigned long long)ss.max_bytes,
-	    (unsigned long long)ss.evictions, (unsigned long long)ss.corrupt);
-	fprintf(f,
-		"  \"origin\": {\"requests\": %llu, \"retries\": %llu, "
-		"\"errors\": %llu, \"bytes_fetched\": %llu, "
-		"\"hedges\": %llu, \"hedge_wins\": %llu, "
-		"\"ttfb_ms\": {\"p50\": %.3f, \"p90\": %.3f, "
-		"\"p99\": %.3f}},\n",
-		(unsigned long long)fs.requests, (unsigned long long)fs.retries,
-		(unsigned long long)fs.errors, (unsigned long long)fs.bytes,
-		(unsigned long long)fs.hedges,
-		(unsigned long long)fs.hedge_wins, ms(fs.ttfb_p50_ns),
-		ms(fs.ttfb_p90_ns), ms(fs.ttfb_p99_ns));
-	put_hosts(f, s->fetch);
-	fprintf(
-	    f,
-	    "  \"reads\": {\"count\": %llu, \"bytes_served\": %llu, "
-	    "\"chunks_loaded\": %llu, \"chunks_fetched\": %llu, "
-	    "\"chunk_errors\": %llu, \"files\": %llu},\n",
-	    (unsigned long long)ps.reads, (unsigned long long)ps.bytes_served,
-	    (unsigned long long)ps.chunks_loaded,
-	    (unsigned long long)ps.chunks_fetched,
-	    (unsigned long long)ps.chunk_errors, (unsigned long long)ps.files);
-	put_passthrough(f);
-	fprintf(f,
-		"  \"readahead\": {\"queued\": %llu, \"loaded\": %llu, "
-		"\"dropped\": %llu, \"behind\": %llu},\n",
-		(unsigned long long)ps.ra_queued,
-		(unsigned long long)ps.ra_loaded,
-		(unsigned long long)ps.ra_dropped,
-		(unsigned long long)ps.ra_behind);
-	fprintf(
-	    f,
-	    "  \"hints\": {\"lines\": %llu, \"bad_lines\": %llu, "
-	    "\"queued\": %llu, \"loaded\": %llu, \"cached\": %llu, "
-	    "\"dropped\": %llu, \"stale\": %llu, \"hits\": %llu, "
-	    "\"misses\": %llu, \"queue\": %llu, \"queue_cap\": %llu, "
-	    "\"reached\": %llu, \"kernel_had\": %llu, \"kernel_lost\": "
-	    "%llu},\n",
-	    (unsigned long long)__atomic_load_n(&s->hint_lines,
-						__ATOMIC_RELAXED),
-	    (unsigned long long)__atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED),
-	    (unsigned long long)ps.hint_queued,
-	    (unsigned long long)ps.hint_loaded,
-	    (unsigned long long)ps.hint_cached,
-	    (unsigned long long)ps.hint_dropped,
-	    (unsigned long long)ps.hint_stale, (unsigned long long)ps.hint_hits,
-	    (unsigned long long)ps.hint_misses,
-	    (unsigned long long)ps.hint_queue,
-	    (unsigned long long)ps.hint_queue_cap,
-	    (unsigned long long)ps.hint_reached,
-	    (unsigned long long)ps.kernel_had,
-	    (unsigned long long)ps.kernel_lost);
-	fprintf(
-	    f,
-	    "  \"prefetch\": {\"demand_fetches\": %llu, "
-	    "\"inflight_bytes\": %llu, \"inflight_max\": %llu, "
-	    "\"inflight_cap\": %llu, \"threads\": %llu, "
-	    "\"threads_cap\": %llu, \"loads\": %llu, "
-	    "\"loads_max\": %llu, \"loads_cap\": %llu},\n",
-	    (unsigned long long)ps.demand_fetches,
-	    (unsigned long long)ps.inflight,
-	    (unsigned long long)ps.inflight_max,
-	    (unsigned long long)ps.inflight_cap, (unsigned long long)ps.threads,
-	    (unsigned long long)ps.threads_cap, (unsigned long long)ps.loads,
-	    (unsigned long long)ps.loads_max, (unsigned long long)ps.loads_cap);
-	fprintf(f,
-		"  \"tree\": {\"inodes\": %llu, \"bytes\": %llu, "
-		"\"skipped_entries\": %llu}\n}\n",
-		(unsigned long long)inodes, (unsigned long long)tree_bytes,
-		(unsigned long long)listing_skipped());
+	jsonw_i64(&w, "pid", getpid());
+	jsonw_double(&w, "uptime_s", (double)(now_ns() - s->started_ns) / 1e9,
+		     3);
+	jsonw_bool(&w, "offline", offline_is_offline(s->source));
+
+	jsonw_object(&w, "memory_cache", JSONW_INLINE);
+	jsonw_u64(&w, "hits", cs.hits);
+	jsonw_u64(&w, "misses", cs.misses);
+	jsonw_u64(&w, "waits", cs.waits);
+	jsonw_u64(&w, "bytes", cs.bytes);
+	jsonw_u64(&w, "cap", cs.cap);
+	jsonw_u64(&w, "evictions", cs.evictions);
+	jsonw_u64(&w, "read_whole", cs.read_whole);
+	jsonw_u64(&w, "buffers_reused", cs.reused);
+	jsonw_u64(&w, "buffers_kept", cs.pool_bytes);
+	jsonw_end(&w);
+
+	jsonw_object(&w, "disk_cache", JSONW_INLINE);
+	jsonw_u64(&w, "hits", ss.hits);
+	jsonw_u64(&w, "misses", ss.misses);
+	jsonw_u64(&w, "chunks", ss.chunks);
+	jsonw_u64(&w, "packs", ss.packs);
+	jsonw_u64(&w, "bytes_on_disk", ss.bytes_on_disk);
+	jsonw_u64(&w, "bytes_raw", ss.bytes_raw);
+	jsonw_u64(&w, "max_bytes", ss.max_bytes);
+	jsonw_u64(&w, "evictions", ss.evictions);
+	jsonw_u64(&w, "corrupt", ss.corrupt);
+	jsonw_end(&w);
+
+	jsonw_object(&w, "origin", JSONW_INLINE);
+	jsonw_u64(&w, "requests", fs.requests);
+	jsonw_u64(&w, "retries", fs.retries);
+	jsonw_u64(&w, "errors", fs.errors);
+	jsonw_u64(&w, "bytes_fetched", fs.bytes);
+	jsonw_u64(&w, "hedges", fs.hedges);
+	jsonw_u64(&w, "hedge_wins", fs.hedge_wins);
+	jsonw_object(&w, "ttfb_ms", JSONW_INLINE);
+	jsonw_double(&w, "p50", ms(fs.ttfb_p50_ns), 3);
+	jsonw_double(&w, "p90", ms(fs.ttfb_p90_ns), 3);
+	jsonw_double(&w, "p99", ms(fs.ttfb_p99_ns), 3);
+	jsonw_end(&w);
+	jsonw_end(&w);
+
+	put_hosts(&w, s->fetch);
+
+	jsonw_object(&w, "reads", JSONW_INLINE);
+	jsonw_u64(&w, "count", ps.reads);
+	jsonw_u64(&w, "bytes_served", ps.bytes_served);
+	jsonw_u64(&w, "chunks_loaded", ps.chunks_loaded);
+	jsonw_u64(&w, "chunks_fetched", ps.chunks_fetched);
+	jsonw_u64(&w, "chunk_errors", ps.chunk_errors);
+	jsonw_u64(&w, "files", ps.files);
+	jsonw_end(&w);
+
+	put_passthrough(&w);
+
+	jsonw_object(&w, "readahead", JSONW_INLINE);
+	jsonw_u64(&w, "queued", ps.ra_queued);
+	jsonw_u64(&w, "loaded", ps.ra_loaded);
+	jsonw_u64(&w, "dropped", ps.ra_dropped);
+	jsonw_u64(&w, "behind", ps.ra_behind);
+	jsonw_end(&w);
+
+	jsonw_object(&w, "hints", JSONW_INLINE);
+	jsonw_u64(&w, "lines",
+		  __atomic_load_n(&s->hint_lines, __ATOMIC_RELAXED));
+	jsonw_u64(&w, "bad_lines",
+		  __atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED));
+	jsonw_u64(&w, "queued", ps.hint_queued);
+	jsonw_u64(&w, "loaded", ps.hint_loaded);
+	jsonw_u64(&w, "cached", ps.hint_cached);
+	jsonw_u64(&w, "dropped", ps.hint_dropped);
+	jsonw_u64(&w, "stale", ps.hint_stale);
+	jsonw_u64(&w, "hits", ps.hint_hits);
+	jsonw_u64(&w, "misses", ps.hint_misses);
+	jsonw_u64(&w, "queue", ps.hint_queue);
+	jsonw_u64(&w, "queue_cap", ps.hint_queue_cap);
+	jsonw_u64(&w, "reached", ps.hint_reached);
+	jsonw_u64(&w, "kernel_had", ps.kernel_had);
+	jsonw_u64(&w, "kernel_lost", ps.kernel_lost);
+	jsonw_end(&w);
+
+	jsonw_object(&w, "prefetch", JSONW_INLINE);
+	jsonw_u64(&w, "demand_fetches", ps.demand_fetches);
+	jsonw_u64(&w, "inflight_bytes", ps.inflight);
+	jsonw_u64(&w, "inflight_max", ps.inflight_max);
+	jsonw_u64(&w, "inflight_cap", ps.inflight_cap);
+	jsonw_u64(&w, "threads", ps.threads);
+	jsonw_u64(&w, "threads_cap", ps.threads_cap);
+	jsonw_u64(&w, "loads", ps.loads);
+	jsonw_u64(&w, "loads_max", ps.loads_max);
+	jsonw_u64(&w, "loads_cap", ps.loads_cap);
+	jsonw_end(&w);
+
+	jsonw_object(&w, "tree", JSONW_INLINE);
+	jsonw_u64(&w, "inodes", inodes);
+	jsonw_u64(&w, "bytes", tree_bytes);
+	jsonw_u64(&w, "skipped_entries", listing_skipped());
+	jsonw_end(&w);
+	jsonw_end(&w);
 	if (fclose(f)) {
 		free(buf);
 		return -ENOMEM;
