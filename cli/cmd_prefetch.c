@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "jsonw.h"
 #include "util.h"
 #include "wharf/loader.h"
 
@@ -392,14 +393,21 @@ int cmd_prefetch(int argc, char **argv)
 	if (!quiet)
 		report(tty, true, t0);
 	secs = (double)(now_ns() - t0) / 1e9;
-	if (json)
-		printf("{\"objects\": %zu, \"bytes\": %" PRIu64
-		       ", \"errors\": %" PRIu64 ", \"seconds\": %.3f, "
-		       "\"bytes_per_second\": %.0f, \"rank\": %" PRIu32
-		       ", \"world\": %" PRIu32 "}\n",
-		       plan.n, prog.done_bytes, prog.errors, secs,
-		       secs > 0 ? (double)prog.done_bytes / secs : 0.0, rank,
-		       world);
+	if (json) {
+		struct jsonw w;
+
+		jsonw_init(&w, stdout);
+		jsonw_object(&w, NULL, JSONW_INLINE);
+		jsonw_u64(&w, "objects", plan.n);
+		jsonw_u64(&w, "bytes", prog.done_bytes);
+		jsonw_u64(&w, "errors", prog.errors);
+		jsonw_double(&w, "seconds", secs, 3);
+		jsonw_double(&w, "bytes_per_second",
+			     secs > 0 ? (double)prog.done_bytes / secs : 0.0, 0);
+		jsonw_u64(&w, "rank", rank);
+		jsonw_u64(&w, "world", world);
+		jsonw_end(&w);
+	}
 	for (size_t i = 0; i < plan.n; i++)
 		free(plan.v[i].path);
 	free(plan.v);
