@@ -111,13 +111,14 @@ struct ops_walks {
 #define FT_PAGES (1u << 16)
 
 struct ops_state {
+	/* ops.c's; control.c and backing.c look at no_open. */
 	struct fuse_session *se;
 	bool no_open_ok; /* the kernel can do without OPEN/RELEASE */
 	bool no_open;	 /* ... and was told so (atomic) */
 	struct ops_backing backing;
 	struct ops_control control;
 	struct ops_walks walks;
-	struct ops_file **pages[FT_PAGES];
+	struct ops_file **pages[FT_PAGES]; /* files.c's */
 };
 
 /* The state of file ino, made on first use (the tree is asked then, once
