@@ -3,8 +3,9 @@
 /*
  * ops: the FUSE low-level callbacks of a mount, and the only place that
  * replies to the kernel.  Read-only: anything that would change the tree
- * gets EROFS.  The root holds a hidden directory `.wharf` with one virtual
- * file, `stats` (see stats.h), which shadows an origin entry of that name.
+ * gets EROFS.  The root holds a hidden directory `.wharf` with the files
+ * `stats` and `hints` (see control.h), which shadows an origin entry of
+ * that name.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,7 +47,7 @@ struct ops_ctx {
 	 * offers it (--passthrough). */
 	enum ops_passthrough passthrough;
 	uint64_t chunk_size;	 /* the store's: which files are of many */
-	struct ops_state *state; /* private to ops.c */
+	struct ops_state *state; /* private to ops.c and its parts (ops_i.h) */
 };
 
 /* A session whose callbacks use ctx (which must outlive it); NULL on error
@@ -63,6 +64,7 @@ void ops_cleanup(struct ops_ctx *ctx);
  * there to be written.  PATH is relative to the mount root, or absolute
  * under the mountpoint mp (NULL: none), whose prefix is then dropped.
  * *path points into line.  @return 0, or -EINVAL for a malformed line.
+ * (In control.c, beside the code that applies the lines.)
  */
 int ops_hint_parse(char *line, size_t len, const char *mp, char **path,
 		   uint64_t *off, uint64_t *n);

@@ -25,7 +25,7 @@
  * and passthrough_close(id) when the last open using id is released.
  * The kernel requires every open of one inode to use one backing id while
  * any is open, and no passthrough open while a cached one is: the caller
- * keeps those counts (ops.c).
+ * keeps those counts (backing.c).
  */
 #include <stdbool.h>
 #include <stdint.h>

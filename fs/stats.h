@@ -55,7 +55,7 @@ struct stats_sources {
 	const char *mountpoint;
 	const char *cache_dir;
 	uint64_t started_ns; /* now_ns() at mount */
-	/* .wharf/hints lines taken and refused (ops.c counts, atomic). */
+	/* .wharf/hints lines taken and refused (control.c counts, atomic). */
 	uint64_t hint_lines, hint_bad;
 };
 

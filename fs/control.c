@@ -1,0 +1,314 @@
+/*
+ * control: the .wharf directory and its files (see control.h): the stats
+ * file's snapshots, and the hints file's lines, parsed and applied.
+ *
+ * Files need no open (ops.c), so neither can the stats file rely on one:
+ * without opens its snapshot is taken when its attributes are asked for,
+ * and two snapshots in a row differ in size.  The hints ioctl needs no
+ * open either.  Few readers, so one lock for all snapshots.
+ */
+#include "config.h"
+
+#include "control.h"
+#include "ops_i.h"
+#include "stats.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <wharf/hints.h>
+
+#define HINT_LINE_MAX 4200 /* a path and two numbers */
+
+const struct control_entry control_files[CONTROL_NFILES] = {
+    {"stats", CONTROL_STATS},
+    {"hints", CONTROL_HINTS},
+};
+
+void control_setup(struct ops_ctx *ctx)
+{
+	pthread_mutex_init(&ctx->state->control.mu, NULL);
+}
+
+static void stats_file_free(struct stats_file *sf)
+{
+	free(sf->json);
+	free(sf);
+}
+
+void control_cleanup(struct ops_ctx *ctx)
+{
+	struct ops_control *c = &ctx->state->control;
+
+	while (c->opened) {
+		struct stats_file *sf = c->opened;
+
+		c->opened = sf->next;
+		stats_file_free(sf);
+	}
+	free(c->stats.json);
+	c->stats = (struct stats_file){0};
+	pthread_mutex_destroy(&c->mu);
+}
+
+int control_lookup(uint64_t parent, const char *name, uint64_t *ino)
+{
+	*ino = 0;
+	if (parent == TREE_ROOT && !strcmp(name, CONTROL_NAME)) {
+		*ino = CONTROL_DIR;
+		return 0;
+	}
+	if (parent != CONTROL_DIR)
+		return 0;
+	for (size_t i = 0; i < CONTROL_NFILES; i++)
+		if (!strcmp(name, control_files[i].name)) {
+			*ino = control_files[i].ino;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+void control_stat(const struct ops_ctx *ctx, uint64_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = ctx->uid;
+	st->st_gid = ctx->gid;
+	st->st_mtime = st->st_ctime = st->st_atime = ctx->mounted_at;
+	if (ino == CONTROL_DIR) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+	} else {
+		/* Hints is opened read-only for the ioctl and reads empty;
+		 * stats has no size before its snapshot. */
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+	}
+}
+
+/* Takes a new getattr snapshot of the stats; returns its length. */
+static size_t stats_refresh(struct ops_ctx *ctx)
+{
+	struct ops_control *c = &ctx->state->control;
+	struct stats_file fresh = {0};
+	size_t len;
+
+	if (stats_json(&ctx->stats, &fresh.json, &fresh.len))
+		fresh = (struct stats_file){0};
+	pthread_mutex_lock(&c->mu);
+	/*
+	 * The kernel drops the pages it cached of the last snapshot only when
+	 * the size changes (an invalidation from here would race with this
+	 * very getattr), so two snapshots in a row never have the same size:
+	 * the JSON ends in one newline or two.
+	 */
+	if (fresh.json && fresh.len == c->stats.len) {
+		char *longer = realloc(fresh.json, fresh.len + 2);
+
+		if (longer) {
+			longer[fresh.len] = '\n';
+			longer[++fresh.len] = '\0';
+			fresh.json = longer;
+		}
+	}
+	free(c->stats.json);
+	c->stats = fresh;
+	len = fresh.len;
+	pthread_mutex_unlock(&c->mu);
+	return len;
+}
+
+void control_getattr(struct ops_ctx *ctx, uint64_t ino, struct stat *st)
+{
+	control_stat(ctx, ino, st);
+	/* Reads without open see this snapshot. */
+	if (ino == CONTROL_STATS &&
+	    __atomic_load_n(&ctx->state->no_open, __ATOMIC_ACQUIRE))
+		st->st_size = (off_t)stats_refresh(ctx);
+}
+
+int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh)
+{
+	struct ops_control *c = &ctx->state->control;
+	struct stats_file *sf;
+
+	*fh = 0;
+	if (ino == CONTROL_DIR)
+		return -EISDIR;
+	if (ino != CONTROL_STATS)
+		return 0;
+	sf = calloc(1, sizeof(*sf));
+	if (!sf || stats_json(&ctx->stats, &sf->json, &sf->len)) {
+		free(sf);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&c->mu);
+	sf->id = ++c->last_id;
+	sf->next = c->opened;
+	c->opened = sf;
+	pthread_mutex_unlock(&c->mu);
+	*fh = sf->id;
+	return 0;
+}
+
+int control_read(struct ops_ctx *ctx, uint64_t ino, uint64_t fh, size_t size,
+		 uint64_t off, const char **data, size_t *n)
+{
+	struct ops_control *c = &ctx->state->control;
+	const struct stats_file *sf = &c->stats;
+
+	*data = NULL;
+	*n = 0;
+	if (ino == CONTROL_DIR)
+		return -EISDIR;
+	if (ino != CONTROL_STATS)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	/* The open's snapshot, or getattr's when the kernel does without
+	 * opens (fh 0). */
+	if (fh)
+		for (sf = c->opened; sf && sf->id != fh; sf = sf->next)
+			;
+	if (!sf) {
+		pthread_mutex_unlock(&c->mu);
+		return -EBADF;
+	}
+	if (off < sf->len) {
+		*n =
+		    sf->len - (size_t)off < size ? sf->len - (size_t)off : size;
+		*data = sf->json + off;
+	}
+	return 0;
+}
+
+void control_read_done(struct ops_ctx *ctx, uint64_t ino)
+{
+	if (ino == CONTROL_STATS)
+		pthread_mutex_unlock(&ctx->state->control.mu);
+}
+
+void control_release(struct ops_ctx *ctx, uint64_t ino, uint64_t fh)
+{
+	struct ops_control *c = &ctx->state->control;
+	struct stats_file **at, *gone = NULL;
+
+	if (ino != CONTROL_STATS || !fh)
+		return;
+	pthread_mutex_lock(&c->mu);
+	for (at = &c->opened; *at; at = &(*at)->next)
+		if ((*at)->id == fh) {
+			gone = *at;
+			*at = gone->next;
+			break;
+		}
+	pthread_mutex_unlock(&c->mu);
+	if (gone)
+		stats_file_free(gone);
+}
+
+int ops_hint_parse(char *line, size_t len, const char *mp, char **path,
+		   uint64_t *off, uint64_t *n)
+{
+	unsigned long long o, k;
+	char *sp2, *sp1, *p, *end;
+	size_t mpl;
+
+	line[len] = '\0';
+	sp2 = strrchr(line, ' ');
+	if (!sp2 || sp2 == line)
+		return -EINVAL;
+	*sp2 = '\0';
+	sp1 = strrchr(line, ' ');
+	if (!sp1 || sp1 == line)
+		return -EINVAL;
+	*sp1 = '\0';
+	errno = 0;
+	o = strtoull(sp1 + 1, &end, 10);
+	if (errno || *end || end == sp1 + 1)
+		return -EINVAL;
+	k = strtoull(sp2 + 1, &end, 10);
+	if (errno || *end || end == sp2 + 1)
+		return -EINVAL;
+	p = line;
+	mpl = mp ? strlen(mp) : 0;
+	if (mpl && !strncmp(p, mp, mpl) && p[mpl] == '/')
+		p += mpl;
+	*path = p;
+	*off = o;
+	*n = k;
+	return 0;
+}
+
+/*
+ * One hint line: resolves its path one component at a time and queues the
+ * range.  A directory not yet listed is listed here, once.  line[len] must
+ * be there to be written.  @return 0 or -errno.
+ */
+static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
+{
+	uint64_t off, n, ino = TREE_ROOT;
+	struct tree_attr a;
+	struct ops_file *f;
+	char *path;
+	int rc;
+
+	rc = ops_hint_parse(line, len, ctx->stats.mountpoint, &path, &off, &n);
+	if (rc)
+		return rc;
+	while (*path) {
+		char *slash;
+
+		while (*path == '/')
+			path++;
+		if (!*path)
+			break;
+		slash = strchr(path, '/');
+		if (slash)
+			*slash = '\0';
+		rc = tree_lookup(ctx->tree, ino, path, &a);
+		if (rc)
+			return rc;
+		ino = a.ino;
+		path = slash ? slash + 1 : path + strlen(path);
+	}
+	if (ino == TREE_ROOT)
+		return -EISDIR;
+	rc = files_get(ctx, ino, &f);
+	if (rc)
+		return rc;
+	return prefetch_hint(ctx->prefetch, f->pf, off, n);
+}
+
+int control_ioctl(struct ops_ctx *ctx, uint64_t ino, unsigned cmd,
+		  const void *in, size_t in_len)
+{
+	const struct wharf_hints *h = in;
+	uint64_t lines = 0, bad = 0;
+	char line[HINT_LINE_MAX + 1];
+	size_t i = 0;
+
+	if (ino != CONTROL_HINTS || cmd != WHARF_IOC_HINTS)
+		return -ENOTTY;
+	if (in_len < sizeof(*h) || h->len > sizeof(h->text))
+		return -EINVAL;
+	while (i < h->len) {
+		const char *nl = memchr(h->text + i, '\n', h->len - i);
+		const size_t n = (nl ? (size_t)(nl - h->text) : h->len) - i;
+
+		/* A line cut by the end of text is bad: nothing joins it. */
+		if (!nl || n > HINT_LINE_MAX) {
+			bad++;
+		} else if (n) {
+			memcpy(line, h->text + i, n);
+			if (hint_line(ctx, line, n))
+				bad++;
+			else
+				lines++;
+		}
+		i += n + 1;
+	}
+	__atomic_fetch_add(&ctx->stats.hint_lines, lines, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&ctx->stats.hint_bad, bad, __ATOMIC_RELAXED);
+	return 0;
+}

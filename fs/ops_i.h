@@ -1,0 +1,133 @@
+#ifndef WHARF_FS_OPS_I_H
+#define WHARF_FS_OPS_I_H
+/*
+ * ops_i: what the parts of a mount's FUSE side share, private to them
+ * (ops.c, control.c, backing.c, walk.c, files.c): the per-mount state
+ * behind ops_ctx.state, each part's fields kept together and named for
+ * their owner, and the per-inode file table (files.c).
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops.h" /* and prefetch.h: struct store_file_id */
+
+/* How far a look among a file's siblings goes, before or after it: a
+ * directory walk queues at most this many files ahead of its reader. */
+#define OPS_SIBLINGS 32
+
+/* What the mount keeps of a file: prefetch's read state, and where the
+ * file sits among its siblings (fixed while mounted), so that reads look
+ * nothing up in the tree.  Made by files_get, freed at unmount. */
+struct ops_file {
+	struct pf_file *pf;
+	uint64_t parent, size;
+	uint64_t walk_prev; /* the sibling a walk reads before it (walk.c) */
+	/*
+	 * backing.c's: opens of the file while passthrough is on, under mu
+	 * (taken by open and release, never by a read).  The kernel serves
+	 * every open of an inode one way while any is open, and all of
+	 * those it serves from a cache file from the same one: they share
+	 * backing_id.  backing_fd is the file's while backing_opens > 0.
+	 */
+	pthread_mutex_t mu;
+	unsigned cached_opens, backing_opens;
+	int backing_id, backing_fd;
+	struct store_file_id checked; /* the cache file last verified */
+	bool no_pack; /* atomic: the store cannot pack it (compressed chunks) */
+};
+
+/* A file whose pack the packer is to make or check (backing_pack_later). */
+struct pack_job {
+	struct ops_file *f;
+	bool check;	/* check f's pack ahead of its open */
+	unsigned tries; /* made when not all of f was in the store yet */
+};
+#define PACK_QUEUE 64
+
+/* backing.c's: which opens the kernel serves from cache files, and the
+ * packer that makes their packs. */
+struct ops_backing {
+	bool on;	/* opens may be served by the kernel */
+	bool auto_;	/* ... of files of many chunks, for now */
+	bool failed;	/* ... but it refused a backing file (atomic) */
+	uint64_t opens; /* atomic: opens counted by backing_keep_opens */
+	uint64_t many;	/* atomic: of files of many chunks, since
+			 * backing_keep_opens last looked */
+	/* Files with a backing file now, or being given one, and whether
+	 * backing_keep_opens is about to stop opens (both atomic). */
+	unsigned live;
+	bool stopping;
+	/* The packer, all under pack_mu. */
+	pthread_mutex_t pack_mu;
+	struct pack_job packs[PACK_QUEUE];
+	unsigned npacks;
+	pthread_t packer;
+	bool packer_started;	 /* to be joined */
+	bool packer_running;	 /* it takes jobs */
+	uint64_t packs_until_ns; /* unmounting: jobs left then are dropped */
+};
+
+/* A stats snapshot: taken at open, or (without opens) at getattr. */
+struct stats_file {
+	char *json;
+	size_t len;
+	uint64_t id;		 /* the open's file handle; 0 for getattr's */
+	struct stats_file *next; /* in ops_control.opened */
+};
+
+/* control.c's: the snapshots behind .wharf/stats, all under mu. */
+struct ops_control {
+	pthread_mutex_t mu;
+	struct stats_file stats; /* the getattr snapshot */
+	/*
+	 * Snapshots of open stats files.  A read finds its snapshot here by
+	 * id rather than trusting a pointer in fi->fh: a read whose caller
+	 * was killed can still be running when the kernel sends that file's
+	 * release.
+	 */
+	struct stats_file *opened;
+	uint64_t last_id;
+};
+
+/* walk.c's: a file whose first byte was read, how many files in order
+ * led to it, and the last sibling queued after it (fields read and
+ * written with relaxed atomics; a torn read only makes one decision
+ * worse). */
+struct walk {
+	uint64_t ino, run, ahead;
+};
+#define WALK_RECENT 16 /* first reads remembered */
+
+struct ops_walks {
+	struct walk recent[WALK_RECENT];
+	unsigned at; /* atomic */
+};
+
+/* The per-inode file table: pages of pointers, allocated on first use and
+ * read without locks. */
+#define FT_BITS 16
+#define FT_PAGE (1u << FT_BITS)
+#define FT_PAGES (1u << 16)
+
+struct ops_state {
+	/* ops.c's; control.c and backing.c look at no_open. */
+	struct fuse_session *se;
+	bool no_open_ok; /* the kernel can do without OPEN/RELEASE */
+	bool no_open;	 /* ... and was told so (atomic) */
+	struct ops_backing backing;
+	struct ops_control control;
+	struct ops_walks walks;
+	struct ops_file **pages[FT_PAGES]; /* files.c's */
+};
+
+/* The state of file ino, made on first use (the tree is asked then, once
+ * per file) and kept until files_cleanup.  Takes no lock once made.
+ * @return 0, -ENOENT (no such inode), -EISDIR, -ENOMEM or prefetch_open's
+ * -errno. */
+int files_get(struct ops_ctx *ctx, uint64_t ino,
+	      struct ops_file **out) WHARF_CHECK;
+/* Frees every file, at unmount, once nothing uses them. */
+void files_cleanup(struct ops_ctx *ctx);
+
+#endif
