@@ -557,7 +557,8 @@ static void run_unlink(struct fetch_engine *fe, struct xfer *x)
 		x->run_next->run_prev = x->run_prev;
 }
 
-bool fetch_leg_start(struct fetch_engine *fe, struct leg *l)
+/* Puts a leg on the multi handle; false when it could not. */
+static bool leg_start(struct fetch_engine *fe, struct leg *l)
 {
 	l->easy = easy_get(fe);
 	if (!l->easy)
@@ -609,12 +610,26 @@ static bool leg_latency(const struct leg *l, uint64_t *ns)
 /* Starts an attempt on its first leg; each one earns hedge budget. */
 static void xfer_start(struct fetch_engine *fe, struct xfer *x)
 {
-	if (!fetch_leg_start(fe, &x->leg[0])) {
+	if (!leg_start(fe, &x->leg[0])) {
 		xfer_finish(fe, x, CURLE_FAILED_INIT);
 		return;
 	}
 	run_link(fe, x);
 	fetch_hedge_earn(fe);
+}
+
+/* Sends a second leg for each request that fetch_hedge.c finds late.
+ * @return how long the engine may sleep before it looks again. */
+static long hedge_late(struct fetch_engine *fe)
+{
+	struct hedge_scan s;
+	struct xfer *x;
+
+	fetch_hedge_scan_begin(fe, &s);
+	while ((x = fetch_hedge_next(fe, &s)))
+		if (leg_start(fe, &x->leg[1]))
+			fetch_hedge_started(fe);
+	return fetch_hedge_wait_ms(&s);
 }
 
 /* ---- hosts: their limits, and who waits for room ---- */
@@ -918,7 +933,7 @@ static void *engine_main(void *arg)
 		pthread_mutex_unlock(&fe->lock);
 		if (stop)
 			break;
-		wait_ms = fetch_hedge_scan(fe);
+		wait_ms = hedge_late(fe);
 		timer_ms = timers_wait_ms(fe);
 		if (timer_ms < wait_ms)
 			wait_ms = timer_ms;

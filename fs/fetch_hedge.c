@@ -50,17 +50,23 @@ void fetch_hedge_earn(struct fetch_engine *fe)
 		fe->hedge_tokens++;
 }
 
-long fetch_hedge_scan(struct fetch_engine *fe)
+void fetch_hedge_scan_begin(struct fetch_engine *fe, struct hedge_scan *s)
 {
-	const uint64_t now = now_ns();
-	uint64_t soonest = UINT64_MAX;
-
+	s->now = now_ns();
+	s->soonest = UINT64_MAX;
+	s->at = fe->run_head;
 	/* Without budget or room nothing can be hedged; a new request or a
 	 * finished one wakes the engine anyway. */
-	if (!fe->cfg.hedge || fe->hedge_tokens < HEDGE_EVERY ||
-	    fe->running >= fe->cfg.max_connections)
-		return 1000;
-	for (struct xfer *x = fe->run_head; x; x = x->run_next) {
+	s->idle = !fe->cfg.hedge || fe->hedge_tokens < HEDGE_EVERY ||
+		  fe->running >= fe->cfg.max_connections;
+}
+
+struct xfer *fetch_hedge_next(struct fetch_engine *fe, struct hedge_scan *s)
+{
+	if (s->idle)
+		return NULL;
+	while (s->at) {
+		struct xfer *x = s->at;
 		const uint64_t p99 = fe->lat[x->kind].p99;
 		const uint64_t after =
 		    p99 > HEDGE_FLOOR_NS ? p99 : HEDGE_FLOOR_NS;
@@ -68,6 +74,7 @@ long fetch_hedge_scan(struct fetch_engine *fe)
 		curl_off_t pre = 0;
 		uint64_t sent, due;
 
+		s->at = x->run_next;
 		/* A POST (a token exchange) is not sent twice. */
 		if (x->hedged || x->winner || !l->easy || !p99 || x->req->post)
 			continue;
@@ -76,7 +83,7 @@ long fetch_hedge_scan(struct fetch_engine *fe)
 		 * hedge may go past the limit (not the ceiling): the limit is
 		 * full whenever prefetch keeps the host busy, and the hedge
 		 * budget keeps the extra small. */
-		if (conc_refused_lately(&x->host->conc, now))
+		if (conc_refused_lately(&x->host->conc, s->now))
 			continue;
 		/* Not yet sent (waiting for a connection): not late. */
 		if (curl_easy_getinfo(l->easy, CURLINFO_PRETRANSFER_TIME_T,
@@ -85,21 +92,29 @@ long fetch_hedge_scan(struct fetch_engine *fe)
 			continue;
 		sent = l->added_ns + (uint64_t)pre * 1000;
 		due = sent + after;
-		if (due > now) {
-			if (due < soonest)
-				soonest = due;
+		if (due > s->now) {
+			if (due < s->soonest)
+				s->soonest = due;
 			continue;
 		}
 		if (fe->hedge_tokens < HEDGE_EVERY ||
 		    fe->running >= fe->cfg.max_connections)
 			continue;
 		x->hedged = true;
-		if (fetch_leg_start(fe, &x->leg[1])) {
-			fe->hedge_tokens -= HEDGE_EVERY;
-			STAT_ADD(fe->st.hedges, 1);
-		}
+		return x;
 	}
-	if (soonest == UINT64_MAX)
+	return NULL;
+}
+
+void fetch_hedge_started(struct fetch_engine *fe)
+{
+	fe->hedge_tokens -= HEDGE_EVERY;
+	STAT_ADD(fe->st.hedges, 1);
+}
+
+long fetch_hedge_wait_ms(const struct hedge_scan *s)
+{
+	if (s->idle || s->soonest == UINT64_MAX)
 		return 1000;
-	return (long)((soonest - now) / 1000000) + 1;
+	return (long)((s->soonest - s->now) / 1000000) + 1;
 }

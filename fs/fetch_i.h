@@ -166,11 +166,6 @@ struct fetch_engine {
 	} st;
 };
 
-/* ---- fetch.c ---- */
-
-/* Puts a leg on the multi handle; false when it could not. */
-bool fetch_leg_start(struct fetch_engine *fe, struct leg *l);
-
 /* ---- fetch_retry.c ---- */
 
 enum fetch_verdict { V_OK, V_RETRY, V_FAIL };
@@ -197,11 +192,23 @@ void fetch_hedge_sample(struct fetch_engine *fe, enum req_kind k, uint64_t ns);
 /* An attempt started: the hedge budget grows by one request's share. */
 void fetch_hedge_earn(struct fetch_engine *fe);
 /*
- * Issues a second leg for each request whose answer is later than the
- * recent p99 of its kind, while the budget and the connection bound
- * allow.  @return how long the engine may sleep before it looks again.
+ * A pass over the running requests for those whose answer is later than
+ * the recent p99 of their kind.  fetch.c starts a second leg for each one
+ * fetch_hedge_next hands back (and tells fetch_hedge_started when it went
+ * out), so the policy here never calls back into the engine.
  */
-long fetch_hedge_scan(struct fetch_engine *fe);
+struct hedge_scan {
+	uint64_t now, soonest; /* soonest: when the next one is due */
+	struct xfer *at;       /* the next request to look at */
+	bool idle;	       /* no budget or no room: nothing to hedge */
+};
+void fetch_hedge_scan_begin(struct fetch_engine *fe, struct hedge_scan *s);
+/* The next late request (marked hedged), or NULL when the pass is done. */
+struct xfer *fetch_hedge_next(struct fetch_engine *fe, struct hedge_scan *s);
+/* A second leg went out: it takes its share of the budget. */
+void fetch_hedge_started(struct fetch_engine *fe);
+/* How long the engine may sleep before it looks again. */
+long fetch_hedge_wait_ms(const struct hedge_scan *s);
 
 /* ---- fetch_stats.c ---- */
 
