@@ -127,14 +127,7 @@ int fx_site_cache_counts(const struct fx_nginx *ng,
 /* The number after the first "key": in json, or -1. */
 long long fx_json_num(const char *json, const char *key);
 
-/* A mount's MOUNT/.wharf/stats (malloc'd), or NULL. */
-char *fx_mount_stats(const char *mnt);
-/* The number named key in the object that section names in a mount's
- * stats (the first object of an array section), or anywhere for a NULL
- * section; -1 when the stats, the section or the key are missing. */
-long long fx_mount_stat(const char *mnt, const char *section, const char *key);
-/* Whether the mount's stats say FUSE passthrough is on. */
-bool fx_mount_passthrough_on(const char *mnt);
+/* A mount's stats and `wharf mount` daemons: fixture-ck.h. */
 
 /* The built `wharf` command ($WHARF_BIN, set by tests/Makefile.am). */
 const char *fx_wharf_bin(void);
