@@ -271,60 +271,74 @@ static int stats_number(const char *v, const char *key, long long *n,
 	return -1;
 }
 
-long long fx_stats_num(const char *stats, const char *section,
-		       const char *key)
+/* Fails the test as a check at file:line would: the failure names the
+ * caller's line, not this file's. */
+static void fail_at(const char *file, int line, const char *msg)
 {
-	char *why;
-	const char *v = stats_value(stats, section, key, &why);
-	long long n = -1;
-
-	if (v)
-		stats_number(v, key, &n, &why);
-	if (why)
-		ck_abort_msg("%s:\n%s", why, stats);
-	return n;
+	_ck_assert_failed(file, line, "the stats", "%s", msg);
 }
 
-/* The mount's stats, failing the test when they cannot be read. */
-static char *stats_or_fail(const char *mnt)
-{
-	char *json = fx_mount_stats(mnt);
-
-	if (!json)
-		ck_abort_msg("cannot read %s/.wharf/stats: %s", mnt,
-			     strerror(errno));
-	return json;
-}
-
-/* Fails the test with why and the stats (both freed first: a test that
- * runs without fork goes on). */
-static void fail_freeing(char *why, char *json)
+/* Fails at file:line with why and the stats, freeing both first (a test
+ * run without fork goes on). */
+static void fail_freeing(const char *file, int line, char *why, char *json)
 {
 	char msg[4096];
 
 	snprintf(msg, sizeof(msg), "%s:\n%s", why, json);
 	free(why);
 	free(json);
-	ck_abort_msg("%s", msg);
+	fail_at(file, line, msg);
 }
 
-long long fx_mount_stat(const char *mnt, const char *section, const char *key)
+long long fx_stats_num_at(const char *file, int line, const char *stats,
+			  const char *section, const char *key)
 {
-	char *json = stats_or_fail(mnt), *why;
+	char *why, *copy;
+	const char *v = stats_value(stats, section, key, &why);
+	long long n = -1;
+
+	if (v)
+		stats_number(v, key, &n, &why);
+	if (why) {
+		copy = strdup(stats);
+		if (!copy)
+			abort();
+		fail_freeing(file, line, why, copy);
+	}
+	return n;
+}
+
+/* The mount's stats, failing at file:line when they cannot be read. */
+static char *stats_or_fail(const char *file, int line, const char *mnt)
+{
+	char *json = fx_mount_stats(mnt), msg[PATH_MAX + 128];
+
+	if (!json) {
+		snprintf(msg, sizeof(msg), "cannot read %s/.wharf/stats: %s",
+			 mnt, strerror(errno));
+		fail_at(file, line, msg);
+	}
+	return json;
+}
+
+long long fx_mount_stat_at(const char *file, int line, const char *mnt,
+			   const char *section, const char *key)
+{
+	char *json = stats_or_fail(file, line, mnt), *why;
 	const char *v = stats_value(json, section, key, &why);
 	long long n = -1;
 
 	if (v)
 		stats_number(v, key, &n, &why);
 	if (why)
-		fail_freeing(why, json);
+		fail_freeing(file, line, why, json);
 	free(json);
 	return n;
 }
 
-bool fx_mount_passthrough_on(const char *mnt)
+bool fx_mount_passthrough_on_at(const char *file, int line, const char *mnt)
 {
-	char *json = stats_or_fail(mnt), *why;
+	char *json = stats_or_fail(file, line, mnt), *why;
 	const char *v = stats_value(json, "passthrough", "on", &why);
 	bool on = false;
 
@@ -335,7 +349,7 @@ bool fx_mount_passthrough_on(const char *mnt)
 				"nor false") < 0)
 		abort();
 	if (why)
-		fail_freeing(why, json);
+		fail_freeing(file, line, why, json);
 	free(json);
 	return on;
 }

@@ -71,17 +71,24 @@ char *fx_mount_stats(const char *mnt);
  * The number named key in stats (the JSON of MOUNT/.wharf/stats): in the
  * object that section names at the top (in the first object of an array
  * section), or first found anywhere for a NULL section.  A key, section
- * or number that is not there fails the test, naming it: a renamed
- * counter must not pass for a zero.
+ * or number that is not there fails the test at the caller's line,
+ * naming it: a renamed counter must not pass for a zero.
  */
-long long fx_stats_num(const char *stats, const char *section,
-		       const char *key);
+#define fx_stats_num(stats, section, key)                                      \
+	fx_stats_num_at(__FILE__, __LINE__, stats, section, key)
+long long fx_stats_num_at(const char *file, int line, const char *stats,
+			  const char *section, const char *key);
 /* fx_stats_num on the mount's stats as they are now; unreadable stats
  * fail the test too. */
-long long fx_mount_stat(const char *mnt, const char *section, const char *key);
+#define fx_mount_stat(mnt, section, key)                                       \
+	fx_mount_stat_at(__FILE__, __LINE__, mnt, section, key)
+long long fx_mount_stat_at(const char *file, int line, const char *mnt,
+			   const char *section, const char *key);
 /* Whether the mount's stats say FUSE passthrough is on ("passthrough":
  * {"on": true}; its absence fails the test). */
-bool fx_mount_passthrough_on(const char *mnt);
+#define fx_mount_passthrough_on(mnt)                                           \
+	fx_mount_passthrough_on_at(__FILE__, __LINE__, mnt)
+bool fx_mount_passthrough_on_at(const char *file, int line, const char *mnt);
 /* Whether mounts here must get passthrough: as root on Linux 6.9 or
  * later.  A mount without it there is a failure, elsewhere a skip. */
 bool fx_passthrough_expected(void);
