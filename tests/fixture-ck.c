@@ -39,8 +39,9 @@ void fx_tcase_add_loop(TCase *tc, const TTest *t, int start, int end,
 		const int i = n_stand_ins;
 
 		if (i == STAND_INS) {
-			fprintf(stderr, "fx_tcase_add: more than %d tests "
-					"left out\n",
+			fprintf(stderr,
+				"fx_tcase_add: more than %d tests "
+				"left out\n",
 				STAND_INS);
 			abort();
 		}
@@ -74,8 +75,7 @@ void fx_mount_init(struct fx_mount *m, const char *work, const char *tag)
 		FX_MOUNT_PATH ||
 	    snprintf(m->mounts, sizeof(m->mounts), "%s/mounts", work) >=
 		FX_MOUNT_PATH) {
-		fprintf(stderr, "fx_mount_init: %s is too long a path\n",
-			work);
+		fprintf(stderr, "fx_mount_init: %s is too long a path\n", work);
 		abort();
 	}
 	f = fopen(m->mounts, "a");
@@ -229,16 +229,18 @@ static const char *stats_value(const char *stats, const char *section,
 	if (section) {
 		v = key_value(obj, section, false);
 		if (!v) {
-			rc = asprintf(why, "the stats have no section \"%s\" "
-					   "(looking for \"%s\")",
+			rc = asprintf(why,
+				      "the stats have no section \"%s\" "
+				      "(looking for \"%s\")",
 				      section, key);
 			goto out;
 		}
 		if (*v == '[') /* an array: its first object */
 			v = skip_ws(v + 1);
 		if (*v != '{') {
-			rc = asprintf(why, "the stats' \"%s\" holds no object "
-					   "(looking for \"%s\")",
+			rc = asprintf(why,
+				      "the stats' \"%s\" holds no object "
+				      "(looking for \"%s\")",
 				      section, key);
 			goto out;
 		}

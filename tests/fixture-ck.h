@@ -32,7 +32,7 @@ void fx_tcase_add_loop(TCase *tc, const TTest *t, int start, int end,
 struct fx_mount {
 	pid_t pid;		    /* -1 when it is not running */
 	char dir[FX_MOUNT_PATH];    /* the mountpoint */
-	char cache[FX_MOUNT_PATH];  /* --cache-dir; the caller may name another */
+	char cache[FX_MOUNT_PATH];  /* --cache-dir (the caller may change it) */
 	char log[FX_MOUNT_PATH];    /* the daemon's output, appended to */
 	char mounts[FX_MOUNT_PATH]; /* WORK/mounts, for fx_unmount_leftovers */
 };

@@ -320,8 +320,7 @@ static int nginx_spawn(struct fx_nginx *ng)
 
 /* A fresh ng: its directory (TAG) and port, base URL of that scheme.
  * @return 0, or -1 when there is no nginx (ng is then empty). */
-static int nginx_init(struct fx_nginx *ng, const char *tag,
-		      const char *scheme)
+static int nginx_init(struct fx_nginx *ng, const char *tag, const char *scheme)
 {
 	memset(ng, 0, sizeof(*ng));
 	if (!nginx_bin()) {
@@ -585,8 +584,9 @@ pid_t fx_origin_start(const char *root, const char *const extra[],
 	snprintf(bin, sizeof(bin), "%s/bench/origin", b ? b : "..");
 	if (access(bin, X_OK)) {
 		/* make builds it with the filesystem, as these tests. */
-		fprintf(stderr, "%s is not built (or WHARF_BUILDDIR is not "
-				"the build directory)\n",
+		fprintf(stderr,
+			"%s is not built (or WHARF_BUILDDIR is not "
+			"the build directory)\n",
 			bin);
 		return -1;
 	}

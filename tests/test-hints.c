@@ -187,7 +187,8 @@ static void dump_logs(const struct fx_mount *m)
 }
 
 /* Compares MOUNT/name with the origin's bytes. */
-static void check_bytes(const struct fx_mount *m, const char *name, uint64_t size)
+static void check_bytes(const struct fx_mount *m, const char *name,
+			uint64_t size)
 {
 	char path[PATH_MAX];
 	uint32_t seed = seed_of(name);
@@ -579,8 +580,8 @@ END_TEST
 
 /* Reads len bytes of MOUNT/name at off with the kernel's read-ahead off
  * (so the mount sees reads of these bytes only) and compares them. */
-static void check_range(const struct fx_mount *m, const char *name, uint64_t off,
-			size_t len)
+static void check_range(const struct fx_mount *m, const char *name,
+			uint64_t off, size_t len)
 {
 	uint32_t seed = seed_of(name);
 	uint8_t *buf = malloc(len);

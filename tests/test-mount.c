@@ -46,7 +46,7 @@ static const struct {
 static char *data_dir;	/* the origin's files */
 static char *cache_dir; /* the shared mount's cache */
 static struct fx_mount shared; /* the shared mount */
-static char *mnt_dir;		  /* its mountpoint */
+static char *mnt_dir;	       /* its mountpoint */
 static char *work_dir;	/* logs, manifests, other mounts */
 static struct fx_nginx ng;
 
@@ -713,10 +713,10 @@ START_TEST(test_read_chunks_let_go)
 		char *json = fx_mount_stats(m.dir);
 
 		ck_assert_ptr_nonnull(json);
-		ck_assert_int_le(fx_stats_num(json, "memory_cache", "bytes") +
-				     fx_stats_num(json, "memory_cache",
-						  "buffers_kept"),
-				 8 * CHUNK);
+		ck_assert_int_le(
+		    fx_stats_num(json, "memory_cache", "bytes") +
+			fx_stats_num(json, "memory_cache", "buffers_kept"),
+		    8 * CHUNK);
 		free(json);
 	}
 	own_mount_end(&m, cache);
@@ -846,7 +846,6 @@ static int count_packs(const char *dir)
 {
 	return fx_sh("exit $(find '%s' -name '*.pack' | wc -l)", dir);
 }
-
 
 /* Waits up to 10 s for mount mnt's cache to hold n packs.
  * @return 0 or -1. */
