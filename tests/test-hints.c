@@ -32,7 +32,7 @@
 #define SMALL_SIZE 20000
 #define N_BIG 4
 #define BIG_SIZE (8ull << 20)
-#define CHUNK "1M"
+/* Mounts cut files into 1 MiB chunks (fx_mount_start). */
 /* The first window: reads that may start before the pool got going. */
 #define FIRST_WINDOW 32
 

@@ -22,7 +22,7 @@
 #include "fixture.h"
 
 #define MOUNTS 3
-#define CHUNK "1M"
+/* Mounts cut files into 1 MiB chunks (fx_mount_start). */
 #define SLICE "1m"
 /* The issue's bar: the origin serves the dataset at most this many times
  * over (listings, a hedge or two). */
