@@ -18,6 +18,44 @@
 #include <time.h>
 #include <unistd.h>
 
+void fx_skip_note(const char *func, const char *fmt, ...)
+{
+	size_t len = strlen(func);
+	char *why;
+	va_list ap;
+
+	/* START_TEST(name) makes name_fn. */
+	if (len > 3 && !strcmp(func + len - 3, "_fn"))
+		len -= 3;
+	va_start(ap, fmt);
+	if (vasprintf(&why, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	/* One line: summarize reads it as one. */
+	for (char *p = why; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	fflush(stderr);
+	printf("SKIP: %.*s: %s\n", (int)len, func, why);
+	fflush(stdout);
+	free(why);
+}
+
+void fx_need(const char *why)
+{
+	if (!why)
+		return;
+	printf("SKIP: %s\n", why);
+	fflush(stdout);
+	exit(77);
+}
+
+const char *fx_fuse_missing(void)
+{
+	return access("/dev/fuse", R_OK | W_OK) ? "/dev/fuse is not usable here"
+						: NULL;
+}
+
 static const char *tmp_root(void)
 {
 	const char *t = getenv("TMPDIR");
@@ -234,7 +272,7 @@ int fx_stop(pid_t pid, int timeout_ms)
 	return status;
 }
 
-/* The nginx binary; skips the test (exit 77) when there is none. */
+/* The nginx binary, or NULL when there is none. */
 static const char *nginx_bin(void)
 {
 	static const char *const bins[] = {"/usr/sbin/nginx", "/usr/bin/nginx"};
@@ -243,12 +281,14 @@ static const char *nginx_bin(void)
 	for (size_t i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
 		if (access(bins[i], X_OK) == 0)
 			bin = bins[i];
-	if (!bin) {
-		fprintf(stderr, "SKIP: nginx is not installed "
-				"(apt-get install nginx-light)\n");
-		exit(77);
-	}
 	return bin;
+}
+
+const char *fx_nginx_missing(void)
+{
+	return nginx_bin() ? NULL
+			   : "nginx is not installed (apt-get install "
+			     "nginx-light)";
 }
 
 /* Starts nginx on ng's conf and waits (bounded) for its port. */
@@ -278,16 +318,20 @@ static int nginx_spawn(struct fx_nginx *ng)
 	" fastcgi_temp_path %1$s/fastcgi;\n uwsgi_temp_path %1$s/uwsgi;\n"    \
 	" scgi_temp_path %1$s/scgi;\n"
 
-/* A fresh ng: its directory (TAG) and port, base URL of that scheme. */
-static void nginx_init(struct fx_nginx *ng, const char *tag,
-		       const char *scheme)
+/* A fresh ng: its directory (TAG) and port, base URL of that scheme.
+ * @return 0, or -1 when there is no nginx (ng is then empty). */
+static int nginx_init(struct fx_nginx *ng, const char *tag, const char *scheme)
 {
-	nginx_bin();
 	memset(ng, 0, sizeof(*ng));
+	if (!nginx_bin()) {
+		fprintf(stderr, "%s\n", fx_nginx_missing());
+		return -1;
+	}
 	ng->dir = fx_tmpdir(tag);
 	ng->port = fx_free_port();
 	snprintf(ng->base, sizeof(ng->base), "%s://127.0.0.1:%d", scheme,
 		 ng->port);
+	return 0;
 }
 
 int fx_nginx_start(struct fx_nginx *ng, const char *root)
@@ -295,7 +339,8 @@ int fx_nginx_start(struct fx_nginx *ng, const char *root)
 	char conf[4096], *path;
 	FILE *f;
 
-	nginx_init(ng, "nginx", "http");
+	if (nginx_init(ng, "nginx", "http"))
+		return -1;
 	snprintf(conf, sizeof(conf),
 		 NGINX_TOP "http {\n access_log off;\n" NGINX_TEMPS
 		 " types { text/html html; application/octet-stream bin; "
@@ -388,7 +433,10 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 	size_t len;
 	int rc = 0;
 
-	nginx_init(ng, "sitecache", "http");
+	if (nginx_init(ng, "sitecache", "http")) {
+		free(origin_map);
+		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/examples/site-cache/nginx-wharf.conf",
 		 src ? src : "..");
 	conf = fx_read_file(path, &len);
@@ -439,7 +487,8 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
 {
 	char *conf;
 
-	nginx_init(ng, "nginx-tls", "https");
+	if (nginx_init(ng, "nginx-tls", "https"))
+		return -1;
 	if (fx_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout "
 		  "'%1$s/key.pem' -out '%1$s/cert.pem' -days 2 "
 		  "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
@@ -534,8 +583,12 @@ pid_t fx_origin_start(const char *root, const char *const extra[],
 
 	snprintf(bin, sizeof(bin), "%s/bench/origin", b ? b : "..");
 	if (access(bin, X_OK)) {
-		fprintf(stderr, "SKIP: %s is not built\n", bin);
-		exit(77);
+		/* make builds it with the filesystem, as these tests. */
+		fprintf(stderr,
+			"%s is not built (or WHARF_BUILDDIR is not "
+			"the build directory)\n",
+			bin);
+		return -1;
 	}
 	snprintf(port_file, sizeof(port_file), "%s/%s.port", work_dir, tag);
 	snprintf(log, sizeof(log), "%s/%s.log", work_dir, tag);
@@ -577,47 +630,4 @@ long long fx_json_num(const char *json, const char *key)
 	snprintf(pat, sizeof(pat), "\"%s\": ", key);
 	p = strstr(json, pat);
 	return p ? atoll(p + strlen(pat)) : -1;
-}
-
-char *fx_mount_stats(const char *mnt)
-{
-	char path[PATH_MAX];
-	size_t len;
-
-	snprintf(path, sizeof(path), "%s/.wharf/stats", mnt);
-	return fx_read_file(path, &len);
-}
-
-long long fx_mount_stat(const char *mnt, const char *section, const char *key)
-{
-	char *json = fx_mount_stats(mnt), pat[128];
-	const char *p = json, *end = NULL;
-	long long v = -1;
-
-	if (json && section) {
-		snprintf(pat, sizeof(pat), "\"%s\": ", section);
-		p = strstr(json, pat);
-		if (p)
-			p = strchr(p, '{');
-		if (p)
-			end = strchr(p, '}');
-	}
-	if (p) {
-		snprintf(pat, sizeof(pat), "\"%s\": ", key);
-		p = strstr(p, pat);
-		if (p && (!end || p < end))
-			v = atoll(p + strlen(pat));
-	}
-	free(json);
-	return v;
-}
-
-bool fx_mount_passthrough_on(const char *mnt)
-{
-	char *json = fx_mount_stats(mnt);
-	const bool on =
-	    json && strstr(json, "\"passthrough\": {\"on\": true") != NULL;
-
-	free(json);
-	return on;
 }

@@ -6,6 +6,32 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/*
+ * Skipping a test where it cannot run.  Check knows no skip: a test that
+ * returns early counts as passed.  fx_skip prints one line to stdout,
+ * "SKIP: NAME: REASON" (NAME the test's, REASON from the printf format),
+ * and returns from the test; quickstart's summarize counts such lines as
+ * skipped, not passed.  Only in the body of a START_TEST, before it has
+ * checked anything.
+ */
+#define fx_skip(...)                                                           \
+	do {                                                                   \
+		fx_skip_note(__func__, __VA_ARGS__);                           \
+		return;                                                        \
+	} while (0)
+/* The line fx_skip prints; func is the test's function (NAME_fn, as
+ * START_TEST names it) or the test's name. */
+void fx_skip_note(const char *func, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* When why is not NULL, skips the whole program: "SKIP: WHY" and exit
+ * status 77.  Only before the tests run: later it would hide what they
+ * found. */
+void fx_need(const char *why);
+/* Why /dev/fuse cannot be used here, or NULL. */
+const char *fx_fuse_missing(void);
+/* Why nginx cannot be started here (not installed), or NULL. */
+const char *fx_nginx_missing(void);
+
 /* A fresh directory under $TMPDIR (or /tmp), "wharf-TAG-XXXXXX"; caller frees. */
 char *fx_tmpdir(const char *tag);
 /* rm -rf, refusing anything outside /tmp or $TMPDIR. */
@@ -37,8 +63,9 @@ int fx_stop(pid_t pid, int timeout_ms);
 /*
  * bench/origin over `root` with extra options (NULL-terminated), its port
  * file and log WORK_DIR/TAG.port and .log; url gets "http://127.0.0.1:PORT/".
- * Skips the test (exit 77) when bench/origin is not built.
- * @return its pid (stop it with fx_stop), or -1.
+ * @return its pid (stop it with fx_stop), or -1 (with a line on stderr):
+ * it did not start, or bench/origin is not built, which a build with the
+ * filesystem always does (and only such a build has these tests).
  */
 pid_t fx_origin_start(const char *root, const char *const extra[],
 		      const char *work_dir, const char *tag, char *url,
@@ -52,7 +79,8 @@ long fx_origin_logged(const char *log, const char *marker);
  * nginx on 127.0.0.1 over `root`: /json/ is the JSON autoindex, /html/ the
  * HTML autoindex, /plain/ files without listing, /jsonfile/ serves
  * DIR/listing.json as the listing of DIR/; /status/NNN answers NNN.
- * Skips the test (exit 77) when nginx is not installed.
+ * Without nginx installed, this and the other nginx starts fail (-1):
+ * ask fx_nginx_missing first to skip instead.
  */
 struct fx_nginx {
 	pid_t pid;
@@ -74,8 +102,7 @@ int fx_nginx_resume(struct fx_nginx *ng);
  * X-Wharf-Origin names them), and with each further pair of strings of
  * `more` (from, to, ..., NULL) replaced.  A string to replace that the
  * shipped file lacks fails the start: the test then no longer tests it.
- * ng->base is the URL for --site-cache.  Skips (77) without nginx.
- * @return 0 or -1.
+ * ng->base is the URL for --site-cache.  @return 0 or -1.
  */
 int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 			const char *slice, const char *const more[]);
@@ -100,14 +127,7 @@ int fx_site_cache_counts(const struct fx_nginx *ng,
 /* The number after the first "key": in json, or -1. */
 long long fx_json_num(const char *json, const char *key);
 
-/* A mount's MOUNT/.wharf/stats (malloc'd), or NULL. */
-char *fx_mount_stats(const char *mnt);
-/* The number named key in the object that section names in a mount's
- * stats (the first object of an array section), or anywhere for a NULL
- * section; -1 when the stats, the section or the key are missing. */
-long long fx_mount_stat(const char *mnt, const char *section, const char *key);
-/* Whether the mount's stats say FUSE passthrough is on. */
-bool fx_mount_passthrough_on(const char *mnt);
+/* A mount's stats and `wharf mount` daemons: fixture-ck.h. */
 
 /* The built `wharf` command ($WHARF_BIN, set by tests/Makefile.am). */
 const char *fx_wharf_bin(void);

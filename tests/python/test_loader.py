@@ -121,6 +121,7 @@ class TestBytes(Tmp):
     def test_raw_cut_or_padded_to_a_size(self):
         files = self.image_folder(classes=2, per_class=5)
         ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+        checked = 0
         for b in self.loader(ix, batch_size=4,
                              decode=wharf.decode.raw(1500)):
             self.assertEqual(b.data.shape, (b.count, 1500))
@@ -128,6 +129,8 @@ class TestBytes(Tmp):
                 want = files[ix.sample(int(sid))[0]][:1500]
                 want += bytes(1500 - len(want))
                 self.assertEqual(b.data[k].tobytes(), want)
+                checked += 1
+        self.assertEqual(checked, len(files))
 
     def test_fixed_shape_arrays(self):
         files = self.image_folder(size=2 * 3 * 4 * 4)
@@ -213,11 +216,14 @@ class TestBytes(Tmp):
         dec = wharf.decode.plugin(SCALEPLUGIN, arg="2.0", dtype="float32",
                                   shape=(12,))
         l = self.loader(ix, batch_size=4, decode=dec)
+        checked = 0
         for b in l:
             for k, sid in enumerate(b.samples):
                 raw = np.frombuffer(files[ix.sample(int(sid))[0]], np.uint8)
                 np.testing.assert_allclose(b.data[k], raw * (2.0 / 255),
                                            rtol=1e-6)
+                checked += 1
+        self.assertEqual(checked, len(files))
         bad = wharf.decode.plugin(SCALEPLUGIN, arg="x", dtype="float32",
                                   shape=(12,))
         with self.assertRaises(wharf.WharfError) as cm:
@@ -311,6 +317,7 @@ class TestViews(Tmp):
         l = self.loader(self.ix, batch_size=2, num_workers=1, prefetch=3)
         held = l.next_batch()
         ids = list(map(int, held.samples))
+        self.assertEqual(len(ids), 2)
         others = 0
         for b in l:  # releases each batch it takes; the held one stays
             others += 1
@@ -397,10 +404,13 @@ class TestErrors(Tmp):
         ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
         ok = self.loader(ix, batch_size=2,
                          decode=wharf.decode.plugin(TESTPLUGIN))
+        checked = 0
         for b in ok:  # the plug-in reverses bytes
             for k, sid in enumerate(b.samples):
                 self.assertEqual(b.data[k].tobytes(),
                                  files[ix.sample(int(sid))[0]][::-1])
+                checked += 1
+        self.assertEqual(checked, len(files))
         l = self.loader(ix, batch_size=2, decode=wharf.decode.plugin(
             TESTPLUGIN, arg="crash=7"))
         got = []
