@@ -4,8 +4,8 @@
  * chunkfile: the format of one chunk file (its header, codecs and
  * checksums, described in chunkfile.c) and the keys that name chunks;
  * reading, checking and writing one file.  It knows nothing of the store
- * around it.  Only the store's own files include it (store.c, pack.c,
- * cachedir.c); other modules go through store.h.
+ * around it.  Only the store's own files include it (store.c, cachedir.c,
+ * pack.c, store_index.c); other modules go through store.h.
  */
 #include <endian.h>
 #include <stdbool.h>

@@ -24,7 +24,9 @@
  * The .idx is renamed in before the .pack and removed after it, so a
  * .pack never stands alone; a .idx alone is a pack being made, or one a
  * crash cut short (the scan at mount removes it).  A pack is never
- * written in place, and goes whole: evicting any of its chunks evicts it.
+ * written in place, and goes whole: evicting any of its chunks evicts it
+ * (store_index.c, which removes its files: pack_names and
+ * store_unlink_pack are shared through store_i.h for that).
  */
 #include "config.h"
 
@@ -68,17 +70,6 @@ static void put64(uint8_t *p, uint64_t v)
 {
 	v = htole64(v);
 	memcpy(p, &v, 8);
-}
-
-/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
-static void pack_names(const struct chunk_key *key, char data[PACK_NAME_MAX],
-		       char idx[PACK_NAME_MAX])
-{
-	char hex[33];
-
-	store_key_hex(key, hex);
-	snprintf(data, PACK_NAME_MAX, "%s.pack", hex);
-	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
 }
 
 static uint64_t pack_chunk_len(const struct spack *p, uint32_t i)
@@ -337,21 +328,6 @@ static int pack_check(int fd, const struct spack *p, unsigned threads,
 	return c.rc;
 }
 
-/* Removes pack p's files (the .pack first), where they exist.
- * @return 0 or -errno of the first failure. */
-static int pack_unlink(int dirfd, const struct chunk_key *key)
-{
-	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX];
-	int rc = 0;
-
-	pack_names(key, data, idx);
-	if (unlinkat(dirfd, data, 0) && errno != ENOENT)
-		rc = -errno;
-	if (unlinkat(dirfd, idx, 0) && errno != ENOENT && !rc)
-		rc = -errno;
-	return rc;
-}
-
 /* ---- packs in the store ---- */
 
 /* Under mu: takes the chunks that point to p out of the index, onto
@@ -378,35 +354,6 @@ static void free_chain(struct sentry *e)
 		sentry_free(e);
 		e = next;
 	}
-}
-
-/* Removes evicted pack p's files, unless a pack of the same name was
- * made since (its chunks point to another spack).  @return 0 when they
- * are gone. */
-int pack_remove_files(struct store *st, const struct spack *p)
-{
-	const unsigned fan = p->key.b[0];
-	struct sentry *e;
-	bool again;
-	int rc = 0;
-
-	pthread_mutex_lock(&st->stripe[fan]);
-	pthread_mutex_lock(&st->mu);
-	e = index_find(st, &p->key);
-	again = e && e->pack && e->pack != p;
-	pthread_mutex_unlock(&st->mu);
-	if (!again) {
-		rc = pack_unlink(st->dirfd[fan], &p->key);
-		if (rc) {
-			char hex[33];
-
-			store_key_hex(&p->key, hex);
-			log_warn("%s/%.2s/%s.pack: cannot evict: %s",
-				 st->chunkdir, hex, hex, strerror(-rc));
-		}
-	}
-	pthread_mutex_unlock(&st->stripe[fan]);
-	return rc;
 }
 
 /* Pack p (open as fd) is bad: removes it and forgets its chunks, which
@@ -725,7 +672,7 @@ static int pack_make(struct store *st, struct spack *p,
 			   renameat(st->dirfd[fan], tdata, st->dirfd[fan],
 				    data)) {
 			rc = -errno;
-			(void)pack_unlink(st->dirfd[fan], &p->key);
+			(void)store_unlink_pack(st->dirfd[fan], &p->key);
 		}
 		pthread_mutex_lock(&st->mu);
 		/* A chunk evicted or written again meanwhile: the pack
@@ -745,7 +692,7 @@ static int pack_make(struct store *st, struct spack *p,
 		}
 		pthread_mutex_unlock(&st->mu);
 		if (rc == -ENOENT && still_whole)
-			(void)pack_unlink(st->dirfd[fan], &p->key);
+			(void)store_unlink_pack(st->dirfd[fan], &p->key);
 		pthread_mutex_unlock(&st->stripe[fan]);
 	}
 	(void)unlinkat(st->dirfd[fan], tdata, 0);
@@ -931,7 +878,7 @@ int pack_walk(const char *chunkdir, DIR *d, const char *fan,
 	if (r == -EBADMSG && (flags & (STORE_WALK_VERIFY | WALK_LOCKED)))
 		removed =
 		    (fd < 0 || store_unlink_if_same(dirfd(d), data, fd) == 0) &&
-		    pack_unlink(dirfd(d), key) == 0;
+		    store_unlink_pack(dirfd(d), key) == 0;
 	if (fd >= 0)
 		close(fd);
 	snprintf(path, sizeof(path), "%s/%s/%s", chunkdir, fan, p ? data : idx);

@@ -1,9 +1,10 @@
 /*
- * store: the on-disk chunk store's index of chunks, its LRU order and
- * eviction under the cap, reading and writing chunks through it, and
- * opening, locking and closing a cache dir.  See store.h for the contract;
- * chunkfile.c for a chunk file's format, pack.c for packs, cachedir.c for
- * the layout of the dir.
+ * store: the store as store.h gives it: opening, locking and closing a
+ * cache dir and rebuilding its index by a scan at open; reading and
+ * writing chunks, pruning, and the stats.  It is the top of the store's
+ * files (store_i.h gives their order): store_index.c keeps the index, the
+ * LRU and eviction, chunkfile.c a chunk file's format, pack.c packs,
+ * cachedir.c the layout of the dir.
  *
  * The lock: DIR/lock, flock'd by the mount, holds "pid\nmountpoint\n".
  *
@@ -11,13 +12,7 @@
  * into place, so a reader never sees a partial chunk.  No fsync: this is
  * a cache; a file that lost its data in a crash fails its checksum at the
  * next read and is fetched again, while an fsync per chunk would cost a
- * disk flush for every chunk fetched.
- *
- * Locks: st->mu guards the index (hash table + LRU list + byte counts) and
- * is never held during disk I/O or compression.  A stripe lock per fan-out
- * directory orders a rename into place against an unlink of the same key
- * (eviction, a corrupt file), so an eviction never removes a chunk that
- * was just written again.  Order: stripe, then mu.
+ * disk flush for every chunk fetched.  The locks are store_i.h's.
  */
 #include "config.h"
 
@@ -39,220 +34,6 @@
 #include <unistd.h>
 
 #include "util.h"
-
-/* ---- the index ---- */
-
-/* "XX/KEY" relative to the chunk dir, for messages. */
-static void chunk_relpath(const struct chunk_key *key, char out[36])
-{
-	char hex[33];
-
-	store_key_hex(key, hex);
-	snprintf(out, 36, "%.2s/%s", hex, hex);
-}
-
-static void lru_push_back(struct store *st, struct sentry *e)
-{
-	e->prev = st->lru.prev;
-	e->next = &st->lru;
-	st->lru.prev->next = e;
-	st->lru.prev = e;
-}
-
-/* Under mu.  Growing the table is best effort: chains just get longer. */
-static void index_grow(struct store *st)
-{
-	const size_t nsize = st->tabsize * 2;
-	struct sentry **nt = calloc(nsize, sizeof(*nt));
-
-	if (!nt)
-		return;
-	for (size_t i = 0; i < st->tabsize; i++) {
-		struct sentry *e = st->tab[i], *next;
-
-		for (; e; e = next) {
-			const size_t b =
-			    (size_t)rd64(e->key.b + 8) & (nsize - 1);
-
-			next = e->hnext;
-			e->hnext = nt[b];
-			nt[b] = e;
-		}
-	}
-	free(st->tab);
-	st->tab = nt;
-	st->tabsize = nsize;
-}
-
-/* Under mu; e is new.  front: most recent, else least recent. */
-static void index_insert(struct store *st, struct sentry *e, bool front)
-{
-	size_t b;
-
-	if (st->n >= st->tabsize)
-		index_grow(st);
-	b = bucket(st, &e->key);
-	e->hnext = st->tab[b];
-	st->tab[b] = e;
-	st->n++;
-	st->used += e->disk;
-	st->raw += e->raw;
-	if (e->pack && !e->pack->indexed++)
-		st->packs++;
-	if (front)
-		lru_push_front(st, e);
-	else
-		lru_push_back(st, e);
-}
-
-/* Under mu. */
-void store_index_remove(struct store *st, struct sentry *e)
-{
-	struct sentry **pp = &st->tab[bucket(st, &e->key)];
-
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
-	lru_unlink(e);
-	st->n--;
-	st->used -= e->disk;
-	st->raw -= e->raw;
-	if (e->pack && !--e->pack->indexed)
-		st->packs--;
-}
-
-/* Under mu: takes e out of the index onto *victims, and the other chunks
- * of its pack with it (a pack's file goes whole). */
-static void evict_entry(struct store *st, struct sentry *e,
-			struct sentry **victims)
-{
-	struct spack *p = e->pack;
-
-	store_index_remove(st, e);
-	e->hnext = *victims;
-	*victims = e;
-	for (uint32_t i = 0; p && i < p->n; i++) {
-		struct sentry *o = index_find(st, &p->ent[i].key);
-
-		if (o && o->pack == p) {
-			store_index_remove(st, o);
-			o->hnext = *victims;
-			*victims = o;
-		}
-	}
-}
-
-/*
- * Under mu: takes least recently used chunks out of the index until
- * used + reserved + need <= target, and returns them (chained by hnext)
- * for the caller to unlink after dropping mu.
- */
-struct sentry *store_evict_locked(struct store *st, uint64_t target,
-				  uint64_t need)
-{
-	struct sentry *victims = NULL;
-
-	while (st->n && st->used + st->reserved + need > target)
-		evict_entry(st, st->lru.prev, &victims);
-	return victims;
-}
-
-/* Unlinks the victims' files and frees them; counts them into chunks and
- * bytes. */
-void store_evict_files(struct store *st, struct sentry *victims,
-		       uint64_t *chunks, uint64_t *bytes)
-{
-	char hex[33];
-
-	while (victims) {
-		struct sentry *e = victims;
-		const unsigned fan = e->key.b[0];
-		bool again, gone = false;
-
-		victims = e->hnext;
-		if (e->pack) {
-			gone = pack_remove_files(st, e->pack) == 0;
-			goto done;
-		}
-		store_key_hex(&e->key, hex);
-		pthread_mutex_lock(&st->stripe[fan]);
-		/* Written again since it was picked: that copy stays. */
-		pthread_mutex_lock(&st->mu);
-		again = index_find(st, &e->key) != NULL;
-		pthread_mutex_unlock(&st->mu);
-		if (!again) {
-			gone = !unlinkat(st->dirfd[fan], hex, 0) ||
-			       errno == ENOENT;
-			if (!gone)
-				log_warn("%s/%.2s/%s: cannot evict: %s",
-					 st->chunkdir, hex, hex,
-					 strerror(errno));
-		}
-		pthread_mutex_unlock(&st->stripe[fan]);
-	done:
-		if (gone && st->cfg.evicted)
-			st->cfg.evicted(st->cfg.evicted_arg, &e->key);
-		STAT_ADD(st->evictions, 1);
-		if (chunks)
-			(*chunks)++;
-		if (bytes)
-			*bytes += e->disk;
-		sentry_free(e);
-	}
-}
-
-/*
- * A chunk file is gone (removed by `wharf cache verify`, say): forget it,
- * unless it was written again meanwhile.  Under the key's stripe.
- */
-static void index_forget(struct store *st, const struct chunk_key *key,
-			 const char *name)
-{
-	struct sentry *e;
-
-	if (faccessat(st->dirfd[key->b[0]], name, F_OK, 0) == 0)
-		return;
-	pthread_mutex_lock(&st->mu);
-	e = index_find(st, key);
-	if (e && e->pack)
-		e = NULL; /* in a pack since: its chunk file went for that */
-	if (e)
-		store_index_remove(st, e);
-	pthread_mutex_unlock(&st->mu);
-	sentry_free(e);
-}
-
-/* Removes the file `name` in dirfd if it is still the inode fd reads. */
-int store_unlink_if_same(int dirfd, const char *name, int fd)
-{
-	struct stat a, b;
-
-	if (fstat(fd, &a) || fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW))
-		return -errno;
-	if (a.st_ino != b.st_ino || a.st_dev != b.st_dev)
-		return -ESTALE;
-	return unlinkat(dirfd, name, 0) ? -errno : 0;
-}
-
-/* Chunk file fd of key is corrupt: removes it (unless it was replaced
- * meanwhile) and says so. */
-void store_chunk_bad(struct store *st, const struct chunk_key *key, int fd,
-		     const char *why)
-{
-	const unsigned fan = key->b[0];
-	char hex[33], rel[36];
-
-	store_key_hex(key, hex);
-	chunk_relpath(key, rel);
-	log_warn("%s/%s: cached chunk %s is corrupt (%s); removed, it will be "
-		 "fetched again",
-		 st->chunkdir, rel, hex, why);
-	STAT_ADD(st->corrupt, 1);
-	pthread_mutex_lock(&st->stripe[fan]);
-	if (store_unlink_if_same(st->dirfd[fan], hex, fd) == 0)
-		index_forget(st, key, hex);
-	pthread_mutex_unlock(&st->stripe[fan]);
-}
 
 /* ---- reads and writes ---- */
 
@@ -306,7 +87,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		rc = open_errno;
 		STAT_ADD(st->misses, 1);
 		if (rc != ENOENT) {
-			chunk_relpath(key, rel);
+			store_chunk_relpath(key, rel);
 			log_warn("%s/%s: cannot open cached chunk: %s",
 				 st->chunkdir, rel, strerror(rc));
 			return -EIO;
@@ -317,7 +98,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		pthread_mutex_unlock(&st->mu);
 		if (e) {
 			pthread_mutex_lock(&st->stripe[fan]);
-			index_forget(st, key, hex);
+			store_index_forget(st, key, hex);
 			pthread_mutex_unlock(&st->stripe[fan]);
 		}
 		return -ENOENT;
@@ -344,7 +125,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	if (rc) {
 		STAT_ADD(st->misses, 1);
 		if (rc == -EIO) {
-			chunk_relpath(key, rel);
+			store_chunk_relpath(key, rel);
 			log_warn("%s/%s: read error on a cached chunk",
 				 st->chunkdir, rel);
 		}
@@ -478,7 +259,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 			old = index_find(st, key);
 			if (old)
 				store_index_remove(st, old);
-			index_insert(st, e, true);
+			store_index_insert(st, e, true);
 			e = old;
 		}
 		pthread_mutex_unlock(&st->mu);
@@ -490,7 +271,7 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	}
 	sentry_free(e);
 	if (rc && rc != -ENOSPC) {
-		chunk_relpath(key, rel);
+		store_chunk_relpath(key, rel);
 		log_warn("%s/%s: cannot write chunk: %s", st->chunkdir, rel,
 			 strerror(-rc));
 		rc = -EIO;
@@ -726,7 +507,7 @@ static int scan(struct store *st, char **err)
 				continue;
 			if (old)
 				store_index_remove(st, old);
-			index_insert(st, e, false);
+			store_index_insert(st, e, false);
 			s.v[i].e = old;
 		}
 		pthread_mutex_unlock(&st->mu);

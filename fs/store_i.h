@@ -2,16 +2,21 @@
 #define WHARF_STORE_I_H
 /*
  * store_i: what the store's own files share, and no other module may use
- * (store.h is the contract): the store and its index (store.c), packs
- * (pack.c), the layout of the cache dir (cachedir.c).  The format of one
- * chunk file is chunkfile.h's.  The helpers that every read runs are
- * inline here.
+ * (store.h is the contract).  They call each other one way only, from the
+ * top down:
+ *   store.c (open/lock/close, get/put, prune, the scan at open)
+ *   -> cachedir.c (the layout of the cache dir, its walk)
+ *   -> pack.c (packs)
+ *   -> store_index.c (the index, the LRU, eviction)
+ *   -> chunkfile.c (one chunk file's format, and the keys: chunkfile.h).
+ * The helpers that every read runs are inline here.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -64,6 +69,13 @@ struct sentry {
 	bool zstd; /* stored compressed: it cannot join a pack */
 };
 
+/*
+ * Locks: st->mu guards the index (hash table + LRU list + byte counts) and
+ * is never held during disk I/O or compression.  A stripe lock per fan-out
+ * directory orders a rename into place against an unlink of the same key
+ * (eviction, a corrupt file), so an eviction never removes a chunk that
+ * was just written again.  Order: stripe, then mu.
+ */
 struct store {
 	char *dir;
 	char *chunkdir; /* DIR/chunks */
@@ -146,6 +158,17 @@ static inline struct spack *pack_of(struct store *st,
 	return p;
 }
 
+/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
+static inline void pack_names(const struct chunk_key *key,
+			      char data[PACK_NAME_MAX], char idx[PACK_NAME_MAX])
+{
+	char hex[33];
+
+	store_key_hex(key, hex);
+	snprintf(data, PACK_NAME_MAX, "%s.pack", hex);
+	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
+}
+
 /* The recency survives a remount: open() ranks chunks by atime, which
  * relatime or noatime would otherwise leave stale.  A minute's precision
  * is enough for that, and spares an inode write per read of a hot chunk.
@@ -161,32 +184,45 @@ static inline void touch_file(int fd, int64_t used_s)
 		(void)futimens(fd, touch);
 }
 
-/* ---- store.c ---- */
+/* ---- store_index.c ---- */
 
+/* Under mu: puts new entry e in the index, as the most recently used
+ * (front) or the least. */
+void store_index_insert(struct store *st, struct sentry *e, bool front);
 /* Under mu: takes e out of the index. */
 void store_index_remove(struct store *st, struct sentry *e);
-/* Under mu: takes least recently used chunks out of the index until
- * used + reserved + need <= target; returns them for
- * store_evict_files. */
-struct sentry *store_evict_locked(struct store *st, uint64_t target,
-				  uint64_t need);
-/* Without mu: removes the victims' files and frees them. */
-void store_evict_files(struct store *st, struct sentry *victims,
-		       uint64_t *chunks, uint64_t *bytes);
+/* Under key's stripe: forgets the chunk file `name` of key if it is gone
+ * and its entry is still a chunk file's. */
+void store_index_forget(struct store *st, const struct chunk_key *key,
+			const char *name);
+
+/* "XX/KEY" relative to the chunk dir, for messages. */
+void store_chunk_relpath(const struct chunk_key *key, char out[36]);
 /* Removes the file `name` in dirfd if it is still the inode fd reads.
  * @return 0 or -errno (-ESTALE: replaced). */
 int store_unlink_if_same(int dirfd, const char *name, int fd);
+/* Removes the files of pack `key` in dirfd (the .pack first), where they
+ * exist.  @return 0 or -errno of the first failure. */
+int store_unlink_pack(int dirfd, const struct chunk_key *key);
 /* Chunk file fd of key is corrupt: removes it and says so. */
 void store_chunk_bad(struct store *st, const struct chunk_key *key, int fd,
 		     const char *why);
+
+/* Under mu: takes least recently used chunks out of the index until
+ * used + reserved + need <= target (a pack's chunks go together); returns
+ * them for store_evict_files. */
+struct sentry *store_evict_locked(struct store *st, uint64_t target,
+				  uint64_t need);
+/* Without mu: removes the victims' files (a pack's whole) and frees
+ * them. */
+void store_evict_files(struct store *st, struct sentry *victims,
+		       uint64_t *chunks, uint64_t *bytes);
 
 /* ---- pack.c ---- */
 
 /* store_get or store_map (m not NULL) for chunk idx of pack p. */
 int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 	     size_t cap, size_t *len, struct store_map *m);
-/* Removes evicted pack p's files.  @return 0 when they are gone. */
-int pack_remove_files(struct store *st, const struct spack *p);
 /* store_walk's visit of pack `key`, whose KEY.idx is in d. */
 int pack_walk(const char *chunkdir, DIR *d, const char *fan,
 	      const struct chunk_key *key, unsigned flags, store_walk_fn fn,
