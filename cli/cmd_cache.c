@@ -1,7 +1,7 @@
 /*
  * `wharf cache stats|ls|verify|prune|clear`: parses, calls the store
- * (cachedir.c is the one place that knows the cache layout) and snapshot.c (what a listing
- * snapshot holds), prints.
+ * (fs/cachedir.c is the one place that knows the cache layout) and
+ * snapshot.c (what a listing snapshot holds), prints.
  *
  * stats, ls and verify work on a cache that a mount is using: they only
  * read, and verify removes nothing but corrupt files (the mount forgets a

@@ -564,6 +564,13 @@ static int settle_paths(struct mount_opts *o)
 	    settle_path(o, "--ca-file", &c->fetch.ca_file) ||
 	    settle_path(o, "--token-file", &c->src.token_file))
 		return 1;
+	/* Else every TLS request would fail, after the mount is up.  A
+	 * token file may come later: it is read at each renewal. */
+	if (c->fetch.ca_file && access(c->fetch.ca_file, R_OK)) {
+		fprintf(stderr, "wharf mount: --ca-file %s: %s\n",
+			c->fetch.ca_file, strerror(errno));
+		return 1;
+	}
 	if (c->src.manifest && !strstr(c->src.manifest, "://") &&
 	    settle_path(o, "--manifest", &c->src.manifest))
 		return 1;

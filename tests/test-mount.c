@@ -591,6 +591,15 @@ START_TEST(test_relative_paths_after_detach)
 	snprintf(path, sizeof(path), "%s/manifest.txt", rel);
 	write_manifest(path, "", NULL);
 	snprintf(url, sizeof(url), "%s/", tls.base);
+	/* A CA file that is not there is refused before anything starts. */
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache "
+			       "--ca-file tls/none.pem '%s' mnt 2>ca.err",
+			       rel, fx_wharf_bin(), url),
+			 1);
+	ck_assert_int_eq(fx_sh("grep -q -- '--ca-file .*/tls/none.pem: No such "
+			       "file' '%s/ca.err'",
+			       rel),
+			 0);
 	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache "
 			       "--ca-file tls/cert.pem --manifest manifest.txt "
 			       "'%s' mnt >>mount.log 2>&1",
