@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -531,6 +532,10 @@ static int settle_path(struct mount_opts *o, const char *option,
 {
 	char *abs;
 
+	if (*path && !**path) {
+		fprintf(stderr, "wharf mount: %s: an empty path\n", option);
+		return 1;
+	}
 	if (!*path || (*path)[0] == '/')
 		return 0;
 	abs = own(o, path_absolute(*path));
@@ -541,6 +546,25 @@ static int settle_path(struct mount_opts *o, const char *option,
 	}
 	*path = abs;
 	return 0;
+}
+
+/* 0 when path is a regular file this process can open for reading, else
+ * -1 with errno (EISDIR for a directory). */
+static int check_readable_file(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st))
+		rc = -1;
+	else if (!S_ISREG(st.st_mode)) {
+		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		rc = -1;
+	}
+	close(fd);
+	return rc;
 }
 
 /*
@@ -566,7 +590,7 @@ static int settle_paths(struct mount_opts *o)
 		return 1;
 	/* Else every TLS request would fail, after the mount is up.  A
 	 * token file may come later: it is read at each renewal. */
-	if (c->fetch.ca_file && access(c->fetch.ca_file, R_OK)) {
+	if (c->fetch.ca_file && check_readable_file(c->fetch.ca_file)) {
 		fprintf(stderr, "wharf mount: --ca-file %s: %s\n",
 			c->fetch.ca_file, strerror(errno));
 		return 1;

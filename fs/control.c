@@ -207,8 +207,8 @@ void control_release(struct ops_ctx *ctx, uint64_t ino, uint64_t fh)
 		stats_file_free(gone);
 }
 
-int ops_hint_parse(char *line, size_t len, const char *mp, char **path,
-		   uint64_t *off, uint64_t *n)
+int control_hint_parse(char *line, size_t len, const char *mp, char **path,
+		       uint64_t *off, uint64_t *n)
 {
 	unsigned long long o, k;
 	char *sp2, *sp1, *p, *end;
@@ -253,7 +253,8 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	char *path;
 	int rc;
 
-	rc = ops_hint_parse(line, len, ctx->stats.mountpoint, &path, &off, &n);
+	rc = control_hint_parse(line, len, ctx->stats.mountpoint, &path, &off,
+				&n);
 	if (rc)
 		return rc;
 	while (*path) {

@@ -83,4 +83,14 @@ void control_release(struct ops_ctx *ctx, uint64_t ino, uint64_t fh);
 int control_ioctl(struct ops_ctx *ctx, uint64_t ino, unsigned cmd,
 		  const void *in, size_t in_len) WHARF_CHECK;
 
+/*
+ * Splits one hint line, "PATH OFFSET LENGTH" (LENGTH 0: to the end; see
+ * <wharf/hints.h>), len bytes without its newline; line[len] must be
+ * there to be written.  PATH is relative to the mount root, or absolute
+ * under the mountpoint mp (NULL: none), whose prefix is then dropped.
+ * *path points into line.  @return 0, or -EINVAL for a malformed line.
+ */
+int control_hint_parse(char *line, size_t len, const char *mp, char **path,
+		       uint64_t *off, uint64_t *n);
+
 #endif

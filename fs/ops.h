@@ -58,15 +58,4 @@ struct fuse_session *ops_session_new(struct fuse_args *args,
  * destroyed and before the prefetch engine is. */
 void ops_cleanup(struct ops_ctx *ctx);
 
-/*
- * Splits one hint line, "PATH OFFSET LENGTH" (LENGTH 0: to the end; see
- * <wharf/hints.h>), len bytes without its newline; line[len] must be
- * there to be written.  PATH is relative to the mount root, or absolute
- * under the mountpoint mp (NULL: none), whose prefix is then dropped.
- * *path points into line.  @return 0, or -EINVAL for a malformed line.
- * (In control.c, beside the code that applies the lines.)
- */
-int ops_hint_parse(char *line, size_t len, const char *mp, char **path,
-		   uint64_t *off, uint64_t *n);
-
 #endif

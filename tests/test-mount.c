@@ -600,6 +600,16 @@ START_TEST(test_relative_paths_after_detach)
 			       "file' '%s/ca.err'",
 			       rel),
 			 0);
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --ca-file tls '%s' mnt "
+			       "2>&1 | grep -q -- '--ca-file .*/tls: Is a "
+			       "directory'",
+			       rel, fx_wharf_bin(), url),
+			 0);
+	/* An empty path is not the current directory. */
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir '' '%s' mnt "
+			       "2>&1 | grep -q -- '--cache-dir: an empty path'",
+			       rel, fx_wharf_bin(), url),
+			 0);
 	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache "
 			       "--ca-file tls/cert.pem --manifest manifest.txt "
 			       "'%s' mnt >>mount.log 2>&1",

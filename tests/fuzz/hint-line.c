@@ -1,4 +1,4 @@
-/* Hint lines ("PATH OFFSET LENGTH", ops_hint_parse) as a loader or any
+/* Hint lines ("PATH OFFSET LENGTH", control_hint_parse) as a loader or any
  * other process writes them to .wharf/hints, cut into lines as the mount
  * cuts them. */
 #include "config.h"
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "ops.h"
+#include "control.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FUZZ_ASSERT(line != NULL);
 		memcpy(line, data + i, n);
-		if (!ops_hint_parse(line, n, "/mnt/w", &path, &off, &len)) {
+		if (!control_hint_parse(line, n, "/mnt/w", &path, &off, &len)) {
 			FUZZ_ASSERT(path >= line && path <= line + n);
 			FUZZ_ASSERT(strlen(path) < n);
 		}
