@@ -598,6 +598,16 @@ static int settle_paths(struct mount_opts *o)
 	if (c->src.manifest && !strstr(c->src.manifest, "://") &&
 	    settle_path(o, "--manifest", &c->src.manifest))
 		return 1;
+	/* A token command runs where the mount was started, as it would in
+	 * the foreground: "./get-token" keeps working after the detach. */
+	if (c->src.token_command) {
+		c->src.token_command_dir = own(o, getcwd(NULL, 0));
+		if (!c->src.token_command_dir) {
+			fprintf(stderr, "wharf mount: --token-command: %s\n",
+				strerror(errno));
+			return 1;
+		}
+	}
 	return 0;
 }
 

@@ -326,8 +326,8 @@ static void reap(pid_t pid, bool kill_it, int *status)
 		;
 }
 
-int run_capture(const char *command, unsigned timeout_ms, char *out,
-		size_t cap, size_t *len, int *status)
+int run_capture(const char *command, const char *dir, unsigned timeout_ms,
+		char *out, size_t cap, size_t *len, int *status)
 {
 	const uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	char drop[4096];
@@ -354,7 +354,8 @@ int run_capture(const char *command, unsigned timeout_ms, char *out,
 		int nul = open("/dev/null", O_RDONLY);
 
 		setpgid(0, 0);
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(pfd[1], 1) < 0)
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(pfd[1], 1) < 0 ||
+		    (dir && chdir(dir)))
 			_exit(127);
 		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
 		_exit(127);

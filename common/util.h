@@ -42,15 +42,16 @@ int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
 		     char **err) WHARF_CHECK;
 
 /*
- * Runs `command` with /bin/sh -c, stdin from /dev/null, and captures at most
+ * Runs `command` with /bin/sh -c in directory dir (NULL: this process's),
+ * stdin from /dev/null, and captures at most
  * cap - 1 bytes of its standard output into out (NUL-terminated; the rest is
  * read and dropped).  A command still running after timeout_ms is killed
  * (SIGTERM to its process group, then SIGKILL).  *status gets its wait
  * status.  @return 0 when it ran to its end (whatever its status),
  * -ETIMEDOUT when it was killed, or -errno when it could not run.
  */
-int run_capture(const char *command, unsigned timeout_ms, char *out,
-		size_t cap, size_t *len, int *status) WHARF_CHECK;
+int run_capture(const char *command, const char *dir, unsigned timeout_ms,
+		char *out, size_t cap, size_t *len, int *status) WHARF_CHECK;
 
 /* The value of one hex digit, or -1. */
 int hex_value(int c);

@@ -31,7 +31,8 @@ struct mount_config {
 	int zstd_level;
 	uint64_t readahead;
 	unsigned threads; /* the read-ahead and hint pool */
-	/* Paths in them (ca_file, manifest, token_file) are absolute. */
+	/* Paths in them (ca_file, manifest, token_file) are absolute, and
+	 * src.token_command_dir is where a token command runs. */
 	struct fetch_config fetch;
 	struct source_options src;
 	const char *fuse_opts[16]; /* -o options for the kernel, libfuse's */

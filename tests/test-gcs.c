@@ -1355,6 +1355,39 @@ START_TEST(mount_token_file_relative)
 }
 END_TEST
 
+/*
+ * A token command named by a relative path runs in the directory the mount
+ * was started in, also after the daemon has detached (it runs in "/"):
+ * tokens that last a second are renewed by running it there again.
+ */
+START_TEST(mount_token_command_relative)
+{
+	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
+	char script[PATH_MAX], count[PATH_MAX];
+	size_t n;
+	char *c;
+
+	start_fake(args);
+	counting_token_command("relative-cmd", 1, script, count);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", work);
+	ck_assert_int_eq(fx_mkdirs(mnt), 0);
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache-cmd "
+			       "--chunk-size 1M --retries 2 --endpoint '%s' "
+			       "--token-command ./relative-cmd " SPEC
+			       " mnt >>mount.log 2>&1",
+			       work, fx_wharf_bin(), fake_url),
+			 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	sleep(2);
+	check_mounted_file("chunk-1", CHUNK - 1, seed_of("chunk-1"));
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	c = fx_read_file(count, &n);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_msg(atoi(c) >= 2, "the command ran %d times", atoi(c));
+	free(c);
+}
+END_TEST
+
 START_TEST(mount_token_revoked)
 {
 	char count[PATH_MAX];
@@ -1478,6 +1511,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, list_root);
 	fx_tcase_add(why ? left : tc, mount_token_revoked, why);
 	fx_tcase_add(why ? left : tc, mount_token_file_relative, why);
+	fx_tcase_add(why ? left : tc, mount_token_command_relative, why);
 	fx_tcase_add(why ? left : tc, mount_token_revoked_hinted, why);
 	tcase_add_test(tc, pagination);
 	tcase_add_test(tc, nested);

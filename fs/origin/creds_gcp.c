@@ -47,6 +47,7 @@ struct gcp_creds {
 	char desc[512];
 	char *path;	   /* token file or key file */
 	char *command;	   /* token command */
+	char *command_dir; /* where it runs, or NULL */
 	unsigned lifetime; /* seconds a bare command token lasts */
 	unsigned timeout_s; /* seconds the command may take */
 	char *email, *key_id, *token_uri; /* service account */
@@ -193,8 +194,8 @@ static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	if (!out)
 		return -ENOMEM;
 	/* A hung command must not hang every read that needs a token. */
-	rc = run_capture(c->command, c->timeout_s * 1000, out, TEXT_MAX + 1,
-			 &n, &status);
+	rc = run_capture(c->command, c->command_dir, c->timeout_s * 1000, out,
+			 TEXT_MAX + 1, &n, &status);
 	if (rc == -ETIMEDOUT) {
 		err_set(err, "%s: no answer after %u s; killed it", c->desc,
 			c->timeout_s);
@@ -706,6 +707,13 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 	if (o->token_command) {
 		c->kind = K_COMMAND;
 		c->command = strdup(o->token_command);
+		c->command_dir = o->token_command_dir
+				     ? strdup(o->token_command_dir)
+				     : NULL;
+		if (o->token_command_dir && !c->command_dir) {
+			free(c->command);
+			c->command = NULL;
+		}
 		c->lifetime = o->token_lifetime ? o->token_lifetime
 						: DEFAULT_COMMAND_LIFETIME_S;
 		c->timeout_s = o->token_timeout ? o->token_timeout
@@ -798,6 +806,7 @@ void gcp_creds_free(struct gcp_creds *c)
 	OPENSSL_cleanse(c->token, sizeof(c->token));
 	free(c->path);
 	free(c->command);
+	free(c->command_dir);
 	free(c->email);
 	free(c->key_id);
 	free(c->token_uri);

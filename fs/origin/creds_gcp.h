@@ -33,6 +33,7 @@ struct gcp_creds;
 struct gcp_creds_options {
 	const char *token_file;
 	const char *token_command;
+	const char *token_command_dir; /* where it runs; NULL: here */
 	unsigned token_lifetime; /* seconds a bare command token lasts; 0: 300 */
 	unsigned token_timeout;	 /* seconds the command may take; 0: 30 */
 	bool anonymous;

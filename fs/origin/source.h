@@ -106,6 +106,7 @@ struct source_options {
 	const char *profile;      /* s3: shared credentials file profile */
 	const char *token_file;   /* gs */
 	const char *token_command;/* gs */
+	const char *token_command_dir; /* gs: where it runs; NULL: here */
 	unsigned token_lifetime;  /* gs: seconds a bare command token lasts */
 	unsigned token_timeout;   /* gs: seconds the command may take; 0: 30 */
 	bool anonymous;           /* gs */

@@ -715,6 +715,7 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 		goto done; /* id only: see source_options */
 	co.token_file = opt->token_file;
 	co.token_command = opt->token_command;
+	co.token_command_dir = opt->token_command_dir;
 	co.token_lifetime = opt->token_lifetime;
 	co.token_timeout = opt->token_timeout;
 	co.anonymous = opt->anonymous;
