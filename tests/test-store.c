@@ -1151,11 +1151,6 @@ START_TEST(foreign_dir_refused)
 	ck_assert_int_eq(chmod(dir, 0770), 0);
 	refused(dir, "chmod go-w");
 	ck_assert_int_eq(chmod(dir, 0700), 0);
-	if (geteuid() == 0) {
-		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
-		refused(dir, "belongs to uid 65534");
-		ck_assert_int_eq(chown(dir, 0, 0), 0);
-	}
 	st = open_store(dir, 0);
 	store_close(st);
 	/* Its chunk dirs too. */
@@ -1166,6 +1161,24 @@ START_TEST(foreign_dir_refused)
 		refused(dir, "chunks/7f is writable by others");
 		free(fan);
 	}
+}
+END_TEST
+
+/* A cache dir that belongs to another user is refused (only root can
+ * give it away to try). */
+START_TEST(foreign_owner_refused)
+{
+	struct store *st;
+
+	if (geteuid() != 0)
+		fx_skip("not root: cannot chown the cache dir to another user");
+	st = open_store(dir, 0);
+	store_close(st);
+	ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+	refused(dir, "belongs to uid 65534");
+	ck_assert_int_eq(chown(dir, 0, 0), 0);
+	st = open_store(dir, 0);
+	store_close(st);
 }
 END_TEST
 
@@ -2332,6 +2345,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, lock_waits_for_exiting_holder);
 	tcase_add_test(tc, mode_0700);
 	tcase_add_test(tc, foreign_dir_refused);
+	tcase_add_test(tc, foreign_owner_refused);
 	tcase_add_test(tc, planted_links_refused);
 	tcase_add_test(tc, fifo_chunk_skipped);
 	tcase_add_test(tc, default_dir_without_home);
