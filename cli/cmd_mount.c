@@ -20,6 +20,7 @@
 
 #include "cmd.h"
 #include "mount.h"
+#include "source_http.h"
 #include "store.h"
 #include "util.h"
 
@@ -201,7 +202,12 @@ static void mount_usage(FILE *out)
 	    "-f\n"
 	    "  -h, --help            show this help\n"
 	    "\n"
-	    "SIZE takes the suffixes K, M, G, T.  See wharf(1).\n",
+	    "SIZE takes the suffixes K, M, G, T.  Relative paths (DIR, "
+	    "--cache-dir,\n"
+	    "--ca-file, --manifest, --token-file) are from the current "
+	    "directory, and\n"
+	    "a --token-command runs there, also after the mount detaches.  "
+	    "See wharf(1).\n",
 	    out);
 }
 
@@ -595,7 +601,7 @@ static int settle_paths(struct mount_opts *o)
 			c->fetch.ca_file, strerror(errno));
 		return 1;
 	}
-	if (c->src.manifest && !strstr(c->src.manifest, "://") &&
+	if (c->src.manifest && !source_http_is_url(c->src.manifest) &&
 	    settle_path(o, "--manifest", &c->src.manifest))
 		return 1;
 	/* A token command runs where the mount was started, as it would in

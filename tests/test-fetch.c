@@ -1752,6 +1752,10 @@ START_TEST(source_bad)
 	ck_assert_int_eq(source_open("ftp://x/y", &opt, fe, &src, &err),
 			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "ftp://x/y"));
+	/* The schemes named, from the table, in order. */
+	ck_assert_msg(strstr(err, "(expected http://, https://, s3:// or "
+				  "gs://)"),
+		      "message: %s", err);
 	free(err);
 	err = NULL;
 	ck_assert_int_eq(source_open("http://u:p@h/x", &opt, fe, &src, &err),

@@ -29,27 +29,21 @@ static const struct origin_scheme *scheme_of(const char *spec)
 	return NULL;
 }
 
-/* "http://, https://, s3:// or gs://" */
+/* "http://, https://, s3:// or gs://", from the table. */
 static void expected_prefixes(char *buf, size_t len)
 {
-	const char *last = NULL;
-	size_t used = 0;
+	const char *all[8];
+	size_t n = 0, used = 0;
 
-	buf[0] = '\0';
 	for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)
-		for (const char *const *p = schemes[i]->prefixes; *p; p++) {
-			if (last)
-				used += (size_t)snprintf(buf + used,
-							 used < len ? len - used
-								    : 0,
-							 "%s, ", last);
-			last = *p;
-		}
-	if (used >= 2 && used < len)
-		buf[used - 2] = '\0';
-	if (last && used < len)
-		snprintf(buf + strlen(buf), len - strlen(buf), " or %s",
-			 last);
+		for (const char *const *p = schemes[i]->prefixes;
+		     *p && n < ARRAY_SIZE(all); p++)
+			all[n++] = *p;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s",
+					 !i ? "" : i + 1 == n ? " or " : ", ",
+					 all[i]);
 }
 
 int source_open(const char *spec, const struct source_options *opt,

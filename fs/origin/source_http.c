@@ -602,6 +602,11 @@ static int canonical(const char *spec, char **out, char **err)
 	return 0;
 }
 
+bool source_http_is_url(const char *s)
+{
+	return !strncasecmp(s, "http://", 7) || !strncasecmp(s, "https://", 8);
+}
+
 static int read_manifest(struct http_src *hs, const char *where, char **text,
 			 size_t *len, char **err)
 {
@@ -610,8 +615,7 @@ static int read_manifest(struct http_src *hs, const char *where, char **text,
 
 	*text = NULL;
 	*len = 0;
-	if (!strncasecmp(where, "http://", 7) ||
-	    !strncasecmp(where, "https://", 8)) {
+	if (source_http_is_url(where)) {
 		struct fetch_req req = {0};
 		struct fetch_res res;
 
