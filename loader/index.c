@@ -61,6 +61,37 @@ static int section_ok(const struct index_header *h, uint64_t off, uint64_t len)
 	       off <= h->file_size && len <= h->file_size - off;
 }
 
+/* Points idx->classes at the names of the optional classes section.
+ * @return 0; -EINVAL with *err set for a malformed section; -ENOMEM. */
+static int index_classes(struct index *idx, const struct index_header *h,
+			 char **err)
+{
+	const char *names = (const char *)idx->map + h->off_classes;
+	if (!section_ok(h, h->off_classes, h->classes_size) ||
+	    !h->classes_size || names[h->classes_size - 1] != '\0') {
+		*err = strdupf("index %s: the class names lie outside the "
+			       "file (corrupted)",
+			       idx->path);
+		return -EINVAL;
+	}
+	idx->classes = calloc(h->num_labels ? h->num_labels : 1,
+			      sizeof(*idx->classes));
+	if (!idx->classes)
+		return -ENOMEM;
+	uint64_t at = 0;
+	for (uint32_t k = 0; k < h->num_labels; k++) {
+		if (at >= h->classes_size) {
+			*err = strdupf("index %s: %u class names for %u "
+				       "labels (corrupted)",
+				       idx->path, k, h->num_labels);
+			return -EINVAL;
+		}
+		idx->classes[k] = names + at;
+		at += strlen(names + at) + 1;
+	}
+	return 0;
+}
+
 int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 {
 	struct index *idx = NULL;
@@ -81,6 +112,15 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 		goto out;
 	}
 	rc = -EINVAL;
+	if (S_ISDIR(st.st_mode)) {
+		rc = -EISDIR;
+		*err = strdupf("index %s: a directory, not an index file: "
+			       "build one with `wharf index build --dir %s -o "
+			       "INDEX` (Python: wharf.Index.build(INDEX, "
+			       "dir=...)) and pass INDEX",
+			       path, path);
+		goto out;
+	}
 	if ((uint64_t)st.st_size < INDEX_HEADER_SIZE) {
 		*err = strdupf("index %s: %lld bytes, too short for an "
 			       "index (header is %u bytes)",
@@ -170,13 +210,18 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 	idx->unknown_lengths = h.unknown_lengths;
 	idx->map = map;
 	idx->map_size = st.st_size;
+	map = MAP_FAILED; /* idx owns it now */
 	idx->path = strdup(path);
 	if (!idx->path) {
 		rc = -ENOMEM;
 		*err = strdupf("index %s: out of memory", path);
 		goto out;
 	}
-	map = MAP_FAILED;
+	if (h.off_classes && (rc = index_classes(idx, &h, err))) {
+		if (!*err)
+			*err = strdupf("index %s: out of memory", path);
+		goto out;
+	}
 	if (flags & WHARF_INDEX_VERIFY) {
 		rc = index_verify(idx, err);
 		if (rc)
@@ -189,6 +234,7 @@ out:
 	if (idx) {
 		if (idx->map)
 			munmap(idx->map, idx->map_size);
+		free(idx->classes);
 		free(idx->path);
 		free(idx);
 	}
@@ -203,6 +249,7 @@ void index_close(struct index *idx)
 	if (!idx)
 		return;
 	munmap(idx->map, idx->map_size);
+	free(idx->classes);
 	free(idx->path);
 	free(idx);
 }
@@ -257,6 +304,8 @@ struct writer {
 	int32_t max_label;
 	uint32_t unknown;
 	char *root;
+	char *const *classes; /* borrowed: num class names, or NULL */
+	size_t nclasses;
 	char **err;
 };
 
@@ -420,6 +469,38 @@ fail:;
 	return rc;
 }
 
+/* Writes n NUL-terminated strings back to back at *pos, padded to a word,
+ * and adds them to the body hash. */
+static int put_strings(struct writer *w, int fd, uint64_t *pos,
+		       uint64_t *hash, char *const *strs, size_t n)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++)
+		len += strlen(strs[i]) + 1;
+	size_t padded = (size_t)align_up(len);
+	char *buf = calloc(1, padded);
+	if (!buf) {
+		*w->err = strdupf("index %s: out of memory", w->out);
+		return -ENOMEM;
+	}
+	for (size_t i = 0, at = 0; i < n; i++) {
+		size_t l = strlen(strs[i]) + 1;
+		memcpy(buf + at, strs[i], l);
+		at += l;
+	}
+	*hash = hash_words(*hash, buf, padded);
+	ssize_t wr = pwrite(fd, buf, padded, (off_t)*pos);
+	free(buf);
+	if (wr != (ssize_t)padded) {
+		int rc = wr < 0 ? -errno : -EIO;
+		*w->err =
+		    strdupf("index %s: writing: %s", w->out, strerror(-rc));
+		return rc;
+	}
+	*pos += padded;
+	return 0;
+}
+
 static int writer_finish(struct writer *w)
 {
 	struct index_header h = {0};
@@ -463,20 +544,16 @@ static int writer_finish(struct writer *w)
 	}
 	h.off_root = pos;
 	h.root_size = strlen(w->root) + 1;
-	size_t rlen = (size_t)align_up(h.root_size);
-	char *rbuf = calloc(1, rlen);
-	if (!rbuf) {
-		rc = -ENOMEM;
-		*w->err = strdupf("index %s: out of memory", w->out);
+	rc = put_strings(w, fd, &pos, &hash, &w->root, 1);
+	if (rc)
 		goto out;
+	if (w->nclasses) {
+		h.off_classes = pos;
+		rc = put_strings(w, fd, &pos, &hash, w->classes, w->nclasses);
+		if (rc)
+			goto out;
+		h.classes_size = pos - h.off_classes;
 	}
-	memcpy(rbuf, w->root, h.root_size);
-	hash = hash_words(hash, rbuf, rlen);
-	ssize_t wr = pwrite(fd, rbuf, rlen, (off_t)pos);
-	free(rbuf);
-	if (wr != (ssize_t)rlen)
-		goto fail;
-	pos += rlen;
 
 	memcpy(h.magic, INDEX_MAGIC, 8);
 	h.version = INDEX_VERSION;
@@ -763,6 +840,8 @@ int wharf_index_build_dir(const char *dir, const char *out)
 	/* Every class directory counts, even an empty one (ImageFolder). */
 	if (ntop && (int32_t)(ntop - 1) > w.max_label)
 		w.max_label = (int32_t)(ntop - 1);
+	w.classes = top;
+	w.nclasses = ntop;
 	rc = writer_finish(&w);
 out:
 	writer_free(&w);
@@ -978,6 +1057,14 @@ int wharf_index_sample(const wharf_index *w, uint64_t i,
 	out->length = idx->length[i];
 	out->label = idx->label[i];
 	return 0;
+}
+
+const char *wharf_index_class_name(const wharf_index *w, uint32_t label)
+{
+	const struct index *idx = index_from_public(w);
+	if (!idx->classes || label >= idx->num_labels)
+		return NULL;
+	return idx->classes[label];
 }
 
 int wharf_index_path(const wharf_index *w, uint32_t file, char *buf, size_t len)

@@ -12,6 +12,8 @@
  *   pathoff[f+1] uint64  start of each file's path in the blob (last = size)
  *   blob         paths, NUL-terminated, relative to root unless absolute
  *   root         the directory relative paths are joined to, NUL-terminated
+ *   classes      optional: num_labels names, each NUL-terminated (label k is
+ *                the k-th), from the class folders of a --dir build
  * The header carries its own checksum (checked at every open: O(1)) and one
  * over the sections (checked on request: it reads every page).
  *
@@ -39,7 +41,10 @@ struct index_header {
 	uint32_t num_labels, unknown_lengths;
 	uint64_t body_hash;   /* over bytes [header_size, file_size) */
 	uint64_t header_hash; /* over the header with this field zero */
-	uint8_t pad[INDEX_HEADER_SIZE - 160];
+	/* Zero in files without class names (older files: the pad was zero,
+	 * so the format version stays). */
+	uint64_t off_classes, classes_size;
+	uint8_t pad[INDEX_HEADER_SIZE - 176];
 };
 _Static_assert(sizeof(struct index_header) == INDEX_HEADER_SIZE, "header size");
 
@@ -56,6 +61,7 @@ struct index {
 	const uint64_t *pathoff;
 	const char *blob;
 	const char *root;    /* "" or a directory, no trailing slash */
+	const char **classes; /* num_labels names, or NULL */
 	uint64_t min_length; /* over known lengths; 0 when none known */
 	uint64_t max_length;
 	uint64_t total_bytes; /* sum of known lengths */

@@ -752,8 +752,13 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	rc = plan_sizes(l, &err);
 	if (rc)
 		goto fail;
+	if (l->opt.held > 1024) {
+		err = strdupf("held %u: at most 1024 batches", l->opt.held);
+		rc = -EINVAL;
+		goto fail;
+	}
 	uint32_t nw = l->opt.num_workers;
-	l->nslots = (nw ? nw : 1) * l->opt.prefetch;
+	l->nslots = (nw ? nw : 1) * l->opt.prefetch + l->opt.held;
 	rc = ring_open(&l->ring, l->opt.shm_dir, l->nslots, l->opt.batch_size,
 		       l->slot_cap, nw ? nw : 1, &err);
 	if (rc)
@@ -811,6 +816,20 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 fail:
 	wharf_loader_close(l);
 	return error_set(rc, err);
+}
+
+void wharf_loader_stop(wharf_loader *l)
+{
+	if (!l || (l->failed && l->fail_rc == -ESHUTDOWN))
+		return;
+	workers_stop(&l->workers);
+	/* Batches read ahead or in flight are nobody's now; held ones stay. */
+	for (uint32_t s = 0; s < l->nslots; s++)
+		if (l->slots[s].state != SLOT_HELD)
+			l->slots[s].state = SLOT_FREE;
+	(void)loader_fail(l, -ESHUTDOWN,
+			  strdupf("the loader was stopped: it hands out no "
+				  "more batches (open a new one)"));
 }
 
 void wharf_loader_close(wharf_loader *l)

@@ -104,7 +104,17 @@ START_TEST(dir_round_trip)
 	ck_assert_uint_eq(in.min_length, 100);
 	ck_assert_uint_eq(in.max_length, 104);
 	ck_assert_uint_eq(in.total_bytes, 510);
+	/* Class names by label, the empty class folder included. */
+	ck_assert_str_eq(wharf_index_class_name(idx, 0), "a");
+	ck_assert_str_eq(wharf_index_class_name(idx, 1), "b");
+	ck_assert_str_eq(wharf_index_class_name(idx, 2), "c");
+	ck_assert_ptr_null(wharf_index_class_name(idx, 3));
 	wharf_index_close(idx);
+
+	/* A directory where an index goes: what to do instead. */
+	ck_assert_int_eq(wharf_index_open(tree, 0, &idx), -EISDIR);
+	ck_assert_ptr_nonnull(
+	    strstr(wharf_last_error(), "wharf index build --dir"));
 
 	/* Same tree, same bytes: the build is deterministic. */
 	char *out2 = pathf("d2.idx");
@@ -151,6 +161,8 @@ START_TEST(list_round_trip)
 	ck_assert_str_eq(buf, f2);
 	ck_assert_int_eq(wharf_index_sample(idx, 2, &s), 0);
 	ck_assert_int_eq(s.label, -1);
+	/* Labels from a list have no class names. */
+	ck_assert_ptr_null(wharf_index_class_name(idx, 3));
 	wharf_index_close(idx);
 
 	/* With --stat the sizes are recorded; a missing file is named. */

@@ -1016,6 +1016,50 @@ START_TEST(slots_held)
 }
 END_TEST
 
+/* held: slots beyond the workers', so a caller that keeps that many batches
+ * leaves the workers theirs. */
+START_TEST(held_slots_beyond_the_workers)
+{
+	struct wharf_options o;
+	opts(&o, 10, 2);
+	o.prefetch = 1;
+	o.held = 2;
+	wharf_loader *l;
+	open_loader(recs, &o, &l);
+	const struct wharf_batch *b[5];
+	for (int k = 0; k < 4; k++)
+		ck_assert_int_eq(wharf_loader_next(l, &b[k]), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &b[4]), -ENOBUFS);
+	for (int k = 0; k < 4; k++) {
+		ck_assert_uint_eq(b[k]->samples[0], 10u * k);
+		check_record(b[k], 0, b[k]->data);
+	}
+	wharf_loader_close(l);
+	o.held = 1025;
+	ck_assert_int_eq(wharf_loader_open(recs, &o, &l), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "held"));
+}
+END_TEST
+
+/* stop: the workers go, a held batch stays readable until close. */
+START_TEST(stop_keeps_held_batches)
+{
+	wharf_loader *l = open_two_slots();
+	const struct wharf_batch *b, *c;
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	wharf_loader_stop(l);
+	assert_no_children();
+	wharf_loader_stop(l);
+	ck_assert_int_eq(wharf_loader_next(l, &c), -ESHUTDOWN);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "stopped"));
+	ck_assert_uint_eq(b->samples[0], 0);
+	check_record(b, 0, b->data);
+	check_record(b, 9, (const char *)b->data + 9 * REC);
+	ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	wharf_loader_close(l);
+}
+END_TEST
+
 START_TEST(small_shm_refused)
 {
 	char *d = fx_tmpdir("shm");
@@ -1146,6 +1190,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, signal_interrupts_wait);
 	tcase_add_test(tc, loaders_keep_to_their_channels);
 	tcase_add_test(tc, slots_held);
+	tcase_add_test(tc, held_slots_beyond_the_workers);
+	tcase_add_test(tc, stop_keeps_held_batches);
 	tcase_add_test(tc, small_shm_refused);
 	tcase_add_test(tc, killed_caller_leaves_nothing);
 	suite_add_tcase(s, tc);

@@ -169,6 +169,14 @@ int wharf_index_sample(const wharf_index *idx, uint64_t i,
 		       struct wharf_sample *out);
 
 /*
+ * The name of label `label`: the class folder it was made from, for an index
+ * built with wharf_index_build_dir() (or `wharf index build --dir`) whose
+ * root had subdirectories.  NULL for other indexes and labels out of range.
+ * The string lives as long as the index.
+ */
+const char *wharf_index_class_name(const wharf_index *idx, uint32_t label);
+
+/*
  * Writes the full path of file `file` (the index's root joined with the
  * stored path) into buf.
  * @return the path's length (not counting the NUL); -ERANGE for a bad file
@@ -297,7 +305,11 @@ struct wharf_options {
 	uint32_t skip_bad;    /* 1: leave bad samples out, count them */
 	uint32_t persistent;  /* 1 (default): workers live across epochs */
 	uint32_t timeout_ms;  /* 0: none; else a batch later than this fails */
-	uint32_t reserved0;
+	/* Slots beyond num_workers * prefetch, for batches the caller keeps
+	 * while it takes the next ones (0; at most 1024).  A caller that holds
+	 * no more than this many batches never takes a slot from the workers'
+	 * read-ahead. */
+	uint32_t held;
 	uint64_t seed; /* shuffle seed (0) */
 	/* Bytes per output sample.  0: the index's length when all samples have
 	 * the same length (fixed-size), else variable-size.  Must be set when a
@@ -326,8 +338,8 @@ void wharf_options_free(struct wharf_options *opt);
 
 /*
  * Opens a loader on idx (borrowed: it must outlive the loader).  Reserves
- * the whole ring in shm_dir now (num_workers * prefetch slots; with no
- * workers, prefetch slots), so a /dev/shm that is too small fails here with
+ * the whole ring in shm_dir now (num_workers * prefetch + held slots; with no
+ * workers, prefetch + held slots), so a /dev/shm that is too small fails here with
  * the bytes needed, the bytes free and the option to lower, never later with
  * a SIGBUS.  Forks the workers and runs worker_init in each.  The loader
  * starts at epoch 0, position 0.
@@ -358,6 +370,15 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **batch);
  * @return 0, or -EINVAL for a batch not held (already released, foreign).
  */
 int wharf_loader_release(wharf_loader *l, const struct wharf_batch *batch);
+
+/*
+ * Stops the workers and drops what they read ahead, for a caller that is done
+ * with the loader but still uses batches it holds: those stay mapped and
+ * unchanged until wharf_loader_close().  After it, wharf_loader_next() fails
+ * with -ESHUTDOWN; release and close work as before.  Calling it twice is a
+ * no-op.
+ */
+void wharf_loader_stop(wharf_loader *l);
 
 /*
  * Starts epoch `epoch` at its first batch (the shuffle is a function of seed

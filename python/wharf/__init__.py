@@ -6,21 +6,22 @@
                       decode=wharf.decode.array("float32", (3, 224, 224))
                       ) as loader:
         for epoch in range(10):
-            loader.set_epoch(epoch)
-            for x, y in loader:
+            for x, y in loader:          # each for is a full epoch
                 ...                      # x: (64, 3, 224, 224), y: labels
 
 Batches are NumPy views of the loader's shared-memory ring: no sample is
 copied.  Labels are int64 (what cross_entropy takes), a copy of the
-batch's few int32 labels.  The rule for views: a batch's arrays are valid until the batch is
-released, which happens when a loop takes the next batch, on set_epoch(),
-Batch.release() or Loader.release(), and at Loader.close().  A loop left
-early (break, next(iter(loader))) keeps its last batch until then.  After
-that the memory holds another batch (or is unmapped: touching a view after
-close() may crash the interpreter).  Keep data longer with .copy(), or take
-batches with Loader.next_batch(), which holds them until you release them.
-A loader dropped without close() stops its workers and unmaps its ring once
-no view of it is left.
+batch's few int32 labels.  The lifetime rule is DataLoader's: a batch stays
+valid and unchanged as long as anything refers to it (the batch, an array,
+a view or slice of one), also after close() and after a with block; its
+ring slot goes back when the last reference dies.  Code that holds more
+than held_batches (1: the loop's current batch) as it asks for the next
+gets that one as a copy, so the workers keep their slots: counted in
+stats()["copied_batches"], with one warning.
+
+Each iter(loader) is a full pass: the epoch set_epoch() named, else the
+next one (a pass left early is not continued; state_dict() and
+load_state_dict() resume a cut epoch).
 
 Reading and decoding run in forked C workers (see wharf.decode); a Python
 callback in the workers is not offered on purpose.
@@ -30,6 +31,7 @@ import atexit
 import ctypes
 import errno
 import os
+import warnings
 import weakref
 
 import numpy as np
@@ -39,7 +41,7 @@ from . import decode
 from ._lib import LibraryNotFound
 
 __all__ = ["Index", "Loader", "Batch", "WharfError", "LibraryNotFound",
-           "decode", "library_path", "version"]
+           "decode", "library_path", "version", "__version__"]
 
 _c = _lib.load()
 library_path = _c.wharf_path
@@ -49,6 +51,10 @@ def version():
     """The linked libwharf's version as (major, minor, patch)."""
     n = _c.wharf_version_number()
     return (n // 10000, n // 100 % 100, n % 100)
+
+
+# The package ships with its library: one version for both.
+__version__ = "%d.%d.%d" % version()
 
 
 class WharfError(OSError):
@@ -72,6 +78,7 @@ class Index:
     and labels.  Open one with Index(path) or make one with Index.build()."""
 
     def __init__(self, path, verify=False):
+        self._h = None
         h = ctypes.c_void_p()
         rc = _c.wharf_index_open(_path(path),
                                  _lib.WHARF_INDEX_VERIFY if verify else 0,
@@ -79,6 +86,7 @@ class Index:
         if rc:
             _raise(rc)
         self._h = h
+        self._closed = False
         self.path = os.fspath(path)
         self._loaders = weakref.WeakSet()  # _Holder of loaders on it
 
@@ -113,7 +121,7 @@ class Index:
         return cls(out, verify=verify)
 
     def _handle(self):
-        if not self._h:
+        if self._closed:
             raise ValueError("index %s is closed" % self.path)
         return self._h
 
@@ -127,6 +135,24 @@ class Index:
     @property
     def num_labels(self):
         return _c.wharf_index_num_labels(self._handle())
+
+    @property
+    def classes(self):
+        """Class names by label (the class folders of an index built with
+        dir=, as ImageFolder's classes), or None for other indexes."""
+        h = self._handle()
+        names = [_c.wharf_index_class_name(h, k)
+                 for k in range(_c.wharf_index_num_labels(h))]
+        if not names or any(n is None for n in names):
+            return None
+        return [os.fsdecode(n) for n in names]
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as ImageFolder's; None without classes."""
+        names = self.classes
+        return None if names is None else {n: k for k, n in
+                                           enumerate(names)}
 
     def file_path(self, file):
         buf = ctypes.create_string_buffer(4096)
@@ -146,10 +172,15 @@ class Index:
                 None if s.label < 0 else s.label)
 
     def close(self):
-        if any(h.loader for h in self._loaders):
-            raise WharfError(16, "index %s is used by an open loader"
-                             % self.path)
-        if self._h:
+        """Closes the index.  A loader on it must be closed first; one closed
+        whose batches are still referenced keeps the index mapped until
+        they are gone."""
+        live = [h for h in self._loaders if h.loader]
+        if any(not h.stopped for h in live):
+            raise WharfError(16, "index %s is used by an open loader: close "
+                             "the loader first" % self.path)
+        self._closed = True
+        if not live and self._h:
             _c.wharf_index_close(self._h)
             self._h = None
 
@@ -166,52 +197,47 @@ class Index:
 
 
 class Batch:
-    """One batch: views of a ring slot (see the module's rule for views).
+    """One batch.  Unpacks as (data, labels), or (input, target) with the
+    tokens decoder.  epoch, index (batch number in the epoch), samples
+    (index positions), labels, worker and skipped describe it.
 
-    Unpacks as (data, labels), or (input, target) with the tokens decoder.
-    epoch, index (batch number in the epoch), samples (index positions),
-    labels, worker and skipped describe it.
+    data views the ring (no copy) and stays valid while anything refers to
+    it; labels and samples are copies.  copied says whether data is a copy
+    (the loop held more than held_batches batches when this one came).
     """
 
-    __slots__ = ("_holder", "_dec", "_ptr", "epoch", "index", "count",
-                 "skipped", "worker", "slot", "data", "labels", "samples",
+    __slots__ = ("_dec", "epoch", "index", "count", "skipped", "worker",
+                 "slot", "data", "labels", "samples", "copied",
                  "__weakref__")
 
-    def __init__(self, loader, ptr, tensors):
+    def __init__(self, loader, ptr, tensors, copy):
         b = ptr.contents
-        # The holder, not the Loader: a batch kept alone keeps the ring.
-        self._holder = keep = loader._holder
         self._dec = dec = loader.decoder
-        self._ptr = ptr
         self.epoch, self.index, self.count = b.epoch, b.index, b.count
         self.skipped, self.worker, self.slot = b.skipped, b.worker, b.slot
+        self.copied = copy
         n = b.count
+        self.labels = _copy_of(b.labels, n, np.int32, tensors, np.int64)
+        self.samples = _copy_of(b.samples, n, np.uint64, tensors)
+        # The lease is what every view of the slot keeps alive; a copied
+        # batch needs none: its slot goes back below, before it is used.
+        keep = None if copy else _Lease(loader._holder, ptr)
         if b.sample_size:
-            # A slot's arrays sit at fixed addresses, so the views of a
-            # slot (for one batch length) are made once and handed out
-            # again: the rule for views is the same either way.
-            key = (b.data, n, b.sample_size)
-            views = loader._views.get(key)
-            if views is None:
-                shape = dec.shape
-                if shape is None:
-                    shape = (b.sample_size // dec.np_dtype.itemsize,)
-                views = (
-                    _view(b.data, n * b.sample_size, dec.np_dtype, keep,
-                          tensors, (n,) + tuple(shape), dec.dtype),
-                    _view(b.labels, n * 4, np.int32, keep, tensors),
-                    _view(b.samples, n * 8, np.uint64, keep, tensors))
-                loader._views[key] = views
-            self.data, labels, self.samples = views
-            self.labels = _int64(labels)
-            return
-        self.labels = _int64(_view(b.labels, n * 4, np.int32, keep, tensors))
-        self.samples = _view(b.samples, n * 8, np.uint64, keep, tensors)
-        # Variable-size: one uint8 array per sample.
-        offs = np.ctypeslib.as_array(b.offsets, (n + 1,)).copy()
-        whole = _view(b.data, int(offs[-1]), np.uint8, keep, tensors)
-        offs = offs.tolist()
-        self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
+            shape = dec.shape
+            if shape is None:
+                shape = (b.sample_size // dec.np_dtype.itemsize,)
+            data = _view(b.data, n * b.sample_size, dec.np_dtype, keep,
+                         tensors, (n,) + tuple(shape), dec.dtype)
+            self.data = _clone(data) if copy else data
+        else:
+            # Variable-size: one uint8 array per sample.
+            offs = _copy_of(b.offsets, n + 1, np.uint64, None).tolist()
+            whole = _view(b.data, offs[-1], np.uint8, keep, tensors)
+            if copy:
+                whole = _clone(whole)
+            self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
+        if copy:
+            loader._holder.give_back(ptr)
 
     @property
     def input(self):
@@ -237,30 +263,51 @@ class Batch:
 
     @property
     def released(self):
-        return self._ptr is None
+        return self.data is None
 
     def release(self):
-        """Gives the slot back; the views are invalid from now on."""
-        if self._ptr is not None:
-            self._holder.release(self)
+        """Drops this batch's own reference to its slot; the slot goes back
+        once no view taken from the batch is left either."""
+        self.data = None
 
 
-def _int64(labels):
-    """Labels as int64, which losses such as cross_entropy take: a copy of
-    a batch's few labels, so it stays valid after the batch is released."""
-    if isinstance(labels, np.ndarray):
-        return labels.astype(np.int64)
-    return labels.long()
+def _address(p):
+    return p if isinstance(p, int) else ctypes.cast(p, ctypes.c_void_p).value
+
+
+def _copy_of(addr, n, dtype, tensors, to=None):
+    """A copy of n values at addr (as dtype `to` when given): they outlive
+    the slot."""
+    if not n:
+        arr = np.empty(0, to or dtype)
+    else:
+        item = np.dtype(dtype).itemsize
+        raw = (ctypes.c_char * (n * item)).from_address(_address(addr))
+        arr = np.frombuffer(raw, dtype).astype(to or dtype)
+    if tensors is None:
+        return arr
+    # torch has no uint64: the bits as int64, as the ring's views had.
+    return _torch_from_numpy(arr.view(np.int64) if arr.dtype == np.uint64
+                             else arr)
+
+
+def _torch_from_numpy(arr):
+    import torch
+    return torch.from_numpy(arr)
+
+
+def _clone(x):
+    return x.copy() if isinstance(x, np.ndarray) else x.clone()
 
 
 def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):
-    """A zero-copy array (or torch tensor) over nbytes at addr."""
-    if not isinstance(addr, int):
-        addr = ctypes.cast(addr, ctypes.c_void_p).value
-    buf = (ctypes.c_char * nbytes).from_address(addr) if nbytes else \
-        bytearray()
-    if nbytes:
-        buf._keep = keep  # the mapping outlives every view
+    """A zero-copy array (or torch tensor) over nbytes at addr; `keep`
+    (a _Lease) lives as long as the array or anything made from it."""
+    nbytes = int(nbytes)
+    buf = (ctypes.c_char * nbytes).from_address(_address(addr)) if nbytes \
+        else bytearray()
+    if nbytes and keep is not None:
+        buf._keep = keep
     if tensors is not None:
         return tensors(buf, nbytes, dtype, shape, dtype_name)
     arr = np.frombuffer(buf, dtype=dtype)
@@ -268,34 +315,69 @@ def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):
     return arr.reshape(shape) if shape is not None else arr
 
 
+class _Lease:
+    """Keeps one ring slot (or device buffer) from reuse while any view of
+    it lives.  Its death queues the slot: the loader gives it back at its
+    next call.  A finalizer may run on any thread, so it only appends to a
+    list (atomic); the C loader is called from the loader's own calls.
+    """
+
+    __slots__ = ("_holder", "_ptr", "_device")
+
+    def __init__(self, holder, ptr, device=False):
+        self._holder = holder
+        self._ptr = ptr
+        self._device = device
+        if device:
+            holder.dev_held += 1
+        else:
+            holder.held += 1
+
+    def __del__(self):
+        h = self._holder
+        (h.dev_gone if self._device else h.gone).append(self._ptr)
+        if h.stopped:
+            h.collect()
+
+
 _open_loaders = weakref.WeakSet()  # the _Holder of each open loader
 
 
 @atexit.register
 def _close_all():
-    # Workers die with the interpreter anyway (PR_SET_PDEATHSIG); closing
-    # here also reaps them and leaves /dev/shm clean on a normal exit.
+    # Workers die with the interpreter anyway (PR_SET_PDEATHSIG); stopping
+    # them here also reaps them.  The rings stay mapped until the process
+    # ends: a later exit handler may still read a batch.
     for h in list(_open_loaders):
-        h.close()
+        h.close(final=False)
 
 
 class _Holder:
-    """Owns a C loader and its decoder; closes them when the last of its
-    Loader, batches and views lets go, or on Loader.close().
+    """Owns a C loader and its decoder.  Leases (one per batch handed out
+    without a copy) count what the caller still holds; close() stops the
+    workers at once and unmaps the ring when the last lease is gone.
 
-    Views keep this alive, not the Loader: Loader -> view cache -> view ->
-    Loader would be a cycle through ndarray.base, which the gc cannot see,
-    so a Loader never closed would leak its workers and ring.  Hence no
-    reference to the Loader here.
+    Views keep this alive, not the Loader: Loader -> view -> Loader would
+    be a cycle through ndarray.base, which the gc cannot see, so a Loader
+    never closed would leak its workers and ring.  Hence no reference to
+    the Loader here.
     """
 
-    __slots__ = ("loader", "dec", "index", "batches", "__weakref__")
+    __slots__ = ("loader", "dec", "index", "held", "dev_held", "gone",
+                 "dev_gone", "release_device", "stopped", "unpin",
+                 "__weakref__")
 
     def __init__(self, index):
         self.loader = None
         self.dec = None
         self.index = index  # the C loader borrows it
-        self.batches = weakref.WeakSet()  # handed out, not released
+        self.held = 0  # host slots the caller holds (leases alive)
+        self.dev_held = 0  # device buffers likewise
+        self.gone = []  # slots whose lease died, not given back yet
+        self.dev_gone = []
+        self.release_device = None  # wharf.torch: gives a device batch back
+        self.stopped = False
+        self.unpin = None  # wharf.torch: undoes pin_memory before unmap
         index._loaders.add(self)
         _open_loaders.add(self)
 
@@ -303,42 +385,129 @@ class _Holder:
         msg = _c.wharf_loader_error(self.loader) or _c.wharf_last_error()
         _raise(rc, msg)
 
-    def release(self, b):
-        ptr, b._ptr = b._ptr, None
-        self.batches.discard(b)
-        if self.loader:
-            rc = _c.wharf_loader_release(self.loader, ptr)
-            if rc:
-                self.fail(rc)
+    def give_back(self, ptr):
+        rc = _c.wharf_loader_release(self.loader, ptr)
+        if rc:
+            self.fail(rc)
 
-    def close(self):
-        """Stops the workers and unmaps the ring: every view is invalid."""
-        for b in list(self.batches):
-            b._ptr = None
-        self.batches.clear()
+    def drain(self):
+        """Gives back the slots no view refers to any more."""
+        while self.gone:
+            ptr = self.gone.pop()
+            self.held -= 1
+            if self.loader:
+                self.give_back(ptr)
+        while self.dev_gone:
+            ptr = self.dev_gone.pop()
+            self.dev_held -= 1
+            if self.loader:
+                self.release_device(ptr)
+
+    def collect(self):
+        """After close(): unmaps once nothing is held."""
+        self.drain()
+        if not self.held and not self.dev_held:
+            self.close()
+
+    def close(self, final=True):
+        """Stops the workers; unmaps the ring (and frees the decoder) now if
+        nothing is held, else when the last view dies.  final=False only
+        stops them."""
+        if self.loader and not self.stopped:
+            _c.wharf_loader_stop(self.loader)
+            self.stopped = True
+        _open_loaders.discard(self)
+        if final:
+            self.drain()
+            if not self.held and not self.dev_held:
+                self._free()
+
+    def _free(self):
         if self.loader:
+            if self.unpin:
+                self.unpin()
             _c.wharf_loader_close(self.loader)
             self.loader = None
         if self.dec:
             _c.wharf_decoder_free(self.dec)
             self.dec = None
-        _open_loaders.discard(self)
 
     def __del__(self):
-        # Nothing is left to close after _close_all() at exit, when the
-        # module's globals may already be gone.
+        # No lease is left (each refers to this), so nothing is held.
+        # After _close_all() at exit the module's globals may be gone.
         if self.loader or self.dec:
-            self.close()
+            self._free()
+
+
+# DataLoader's arguments that wharf has no use for: why, and the wharf way.
+_REFUSED = {
+    "sampler": "wharf orders the samples itself: shuffle=, seed= (or "
+    "generator=) and rank=/world_size= do what RandomSampler and "
+    "DistributedSampler do; for a subset or another order, build an index "
+    "of those samples (wharf.Index.build(out, list=...))",
+    "batch_sampler": "wharf makes the batches itself from batch_size=, "
+    "shuffle=, drop_last= and rank=/world_size=; for another grouping, "
+    "build an index in the order you want and use shuffle=False",
+    "collate_fn": "the C workers write each batch in place, there is no "
+    "list of samples to collate; change a finished batch in your loop "
+    "(for x, y in loader: x = f(x)) or decode in the workers with a "
+    "wharf.decode decoder or plug-in",
+    "worker_init_fn": "the workers are C processes that run no Python; "
+    "per-worker setup belongs in a decode plug-in (wharf.decode.plugin) "
+    "or the C API's worker_init",
+}
+
+
+def _dataloader_args(kw, seed):
+    """Takes DataLoader's keywords out of kw: {option: value} with wharf's
+    meaning, or a ValueError that says why not and the wharf way."""
+    out = {}
+    for name, why in _REFUSED.items():
+        if kw.pop(name, None) is not None:
+            raise ValueError("%s= is not supported: %s" % (name, why))
+    # Workers are forked C processes that never run Python: the reasons
+    # for a spawn context (CUDA or threads in the parent) do not apply.
+    ctx = kw.pop("multiprocessing_context", None)
+    if ctx is not None and str(getattr(ctx, "_name", ctx)) not in (
+            "fork", "spawn", "forkserver"):
+        raise ValueError("multiprocessing_context=%r: not a start method"
+                         % (ctx,))
+    if "persistent_workers" in kw:
+        out["persistent"] = bool(kw.pop("persistent_workers"))
+    gen = kw.pop("generator", None)
+    if gen is not None:
+        if not hasattr(gen, "initial_seed"):
+            raise ValueError("generator= takes a torch.Generator (its "
+                             "initial_seed() becomes seed=)")
+        if seed not in (0, gen.initial_seed()):
+            raise ValueError("seed=%d and generator= (seed %d) disagree: "
+                             "give one" % (seed, gen.initial_seed()))
+        out["seed"] = gen.initial_seed()
+    if kw:
+        raise TypeError("unknown argument%s %s (wharf.Loader takes "
+                        "DataLoader's where they mean something here)"
+                        % ("s" if len(kw) > 1 else "",
+                           ", ".join(sorted(kw))))
+    return out
 
 
 class Loader:
     """Reads an index's samples in batches with forked C workers.
 
-    Arguments follow torch.utils.data.DataLoader where they overlap.
-    rank/world_size default to $RANK/$WORLD_SIZE (or SLURM's); decode is a
-    wharf.decode decoder (default raw bytes).  Iterating runs the current
-    epoch from where it stands; a new iteration after an epoch ran to its
-    end moves to the next epoch unless set_epoch() chose one.
+    Arguments follow torch.utils.data.DataLoader where they overlap:
+    batch_size, shuffle, num_workers, drop_last, timeout (seconds; 0 or
+    None: none), prefetch_factor (batches read ahead per worker, also
+    spelled prefetch), persistent_workers (default True: workers live
+    across epochs), generator (its initial_seed() is the seed),
+    multiprocessing_context (accepted; the workers run no Python) and, in
+    wharf.torch, pin_memory.  sampler, batch_sampler, collate_fn and
+    worker_init_fn are refused with the wharf way to do the same.
+
+    index is an Index or the path of an index file; rank/world_size
+    default to $RANK/$WORLD_SIZE (or SLURM's); decode is a wharf.decode
+    decoder (default raw bytes); held_batches is how many batches your code
+    may hold (the loop's current one counts) when it asks for the next,
+    without copies: each is one more ring slot.
     """
 
     _tensors = None  # wharf.torch sets a tensor maker
@@ -349,12 +518,28 @@ class Loader:
     _restore_fn = "wharf_loader_state_restore"
 
     def __init__(self, index, batch_size=32, shuffle=False, seed=0,
-                 num_workers=2, prefetch=2, drop_last=False, in_order=True,
-                 rank=None, world_size=None, decode=None, even="pad",
-                 skip_bad=False, timeout=None, sample_bytes=0, slot_bytes=0,
-                 shm_dir=None):
-        self._current = None
-        self._views = {}  # (data address, count, sample size) -> views
+                 num_workers=2, prefetch=None, drop_last=False,
+                 in_order=True, rank=None, world_size=None, decode=None,
+                 even="pad", skip_bad=False, timeout=None, sample_bytes=0,
+                 slot_bytes=0, shm_dir=None, held_batches=1,
+                 prefetch_factor=None, pin_memory=False, **dataloader):
+        if pin_memory and self._tensors is None:
+            raise ValueError("pin_memory= is for torch tensors: use "
+                             "wharf.torch.Loader (wharf.Loader gives NumPy "
+                             "arrays)")
+        if batch_size is None:
+            raise ValueError("batch_size=None (one sample at a time) is not "
+                             "supported: wharf hands out batches; use "
+                             "batch_size=1 and take x[0]")
+        if prefetch is not None and prefetch_factor is not None and \
+                prefetch != prefetch_factor:
+            raise ValueError("prefetch=%d and prefetch_factor=%d: give one"
+                             % (prefetch, prefetch_factor))
+        prefetch = prefetch if prefetch is not None else prefetch_factor
+        extra = _dataloader_args(dataloader, int(seed))
+        self._copied = 0
+        self._warned = False
+        self._taken = False  # a batch of this pass was handed out
         if not isinstance(index, Index):
             index = Index(index)
         self.index = index
@@ -366,7 +551,8 @@ class Loader:
         _c.wharf_options_init(ctypes.byref(opt))
         opt.batch_size = int(batch_size)
         opt.num_workers = int(num_workers)
-        opt.prefetch = int(prefetch)
+        if prefetch is not None:
+            opt.prefetch = int(prefetch)
         opt.shuffle = int(bool(shuffle))
         opt.drop_last = int(bool(drop_last))
         opt.in_order = int(bool(in_order))
@@ -375,10 +561,19 @@ class Loader:
         opt.rank = -1 if rank is None else int(rank)
         opt.world = -1 if world_size is None else int(world_size)
         opt.skip_bad = int(bool(skip_bad))
-        opt.timeout_ms = 0 if timeout is None else int(timeout * 1000)
-        opt.seed = int(seed) & (2**64 - 1)
+        opt.timeout_ms = 0 if not timeout else max(1, int(timeout * 1000))
+        opt.seed = int(extra.get("seed", seed)) & (2**64 - 1)
+        if "persistent" in extra:
+            opt.persistent = int(extra["persistent"])
         opt.sample_bytes = int(sample_bytes)
         opt.slot_bytes = int(slot_bytes)
+        if int(held_batches) < 1:
+            raise ValueError("held_batches must be at least 1: a loop holds "
+                             "its current batch while it takes the next")
+        # The ring has a slot more than that: the batch handed out while
+        # held_batches are held.
+        self.held_batches = int(held_batches)
+        opt.held = self.held_batches + 1
         self._shm_dir = _path(shm_dir) if shm_dir else None
         opt.shm_dir = self._shm_dir
         dec = ctypes.c_void_p()
@@ -398,19 +593,17 @@ class Loader:
         self._holder.loader = h
         self._opt = opt
         self._epoch = 0
-        self._ended = False
         self._epoch_chosen = False
 
     # -- lifetime ---------------------------------------------------------
 
     @property
     def closed(self):
-        return self._holder.loader is None
+        return self._holder.loader is None or self._holder.stopped
 
     def close(self):
-        """Stops the workers and unmaps the ring: every view is invalid."""
-        self._current = None
-        self._views.clear()
+        """Stops the workers.  Batches still referenced stay valid; the ring
+        is unmapped when the last of them dies."""
         self._holder.close()
 
     def __enter__(self):
@@ -427,52 +620,81 @@ class Loader:
     def _fail(self, rc):
         self._holder.fail(rc)
 
+    @property
+    def classes(self):
+        """The index's class names (see Index.classes)."""
+        return self.index.classes
+
+    @property
+    def class_to_idx(self):
+        return self.index.class_to_idx
+
     # -- batches ----------------------------------------------------------
 
+    def _must_copy(self, held):
+        """True when the caller holds more than held_batches batches as it
+        asks for the next: that one is handed out as a copy, so the workers
+        keep their slots."""
+        if held <= self.held_batches:
+            return False
+        self._copied += 1
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                "wharf: your code held %d batches of this loader as it "
+                "asked for the next (held_batches=%d), so that batch, and "
+                "any later one asked for while more than %d are held, is a "
+                "copy (counted in stats()['copied_batches']).  Keep .clone() "
+                "(torch) or .copy() (NumPy) of what you store, or raise "
+                "held_batches="
+                % (held, self.held_batches, self.held_batches),
+                RuntimeWarning, stacklevel=4)
+        return True
+
     def next_batch(self):
-        """The next batch of the epoch, held until you release it; None at
-        the end of the epoch."""
+        """The next batch of the epoch, None at its end.  The batch holds its
+        slot as long as anything refers to it."""
         h = self._handle()
+        self._holder.drain()
         ptr = ctypes.POINTER(_lib.BatchC)()
         rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
         while rc == -errno.EINTR:
             # A signal ended the wait so that its handler could run (^C
             # raises KeyboardInterrupt here); otherwise wait on.
             rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
+        self._taken = True
+        self._epoch_chosen = False
         if rc == _lib.WHARF_END:
-            self._ended = True
             return None
         if rc:
             self._fail(rc)
-        b = Batch(self, ptr, self._tensors)
-        self._holder.batches.add(b)
-        return b
+        try:
+            return Batch(self, ptr, self._tensors,
+                         self._must_copy(self._holder.held))
+        except BaseException:
+            self._holder.give_back(ptr)
+            raise
 
     def release(self):
-        """Releases the batch the loop handed out last (and invalidates its
-        views); a loop does this itself when it takes the next one."""
-        b, self._current = self._current, None
-        if b is not None:
-            b.release()
+        """Gives back the slots of batches nothing refers to any more (each
+        next batch does this too)."""
+        if not self.closed:
+            self._holder.drain()
 
     def _start_pass(self):
+        """A new iter(): the epoch set_epoch() or load_state_dict() chose,
+        else the next one once a batch of the current one was taken."""
         self._handle()
-        if self._ended and not self._epoch_chosen:
+        if self._taken and not self._epoch_chosen:
             self.set_epoch(self._epoch + 1)
         self._epoch_chosen = False
 
     def __iter__(self):
-        # No release when the loop is left early (GeneratorExit): the batch
-        # handed out stays valid until the next loop, set_epoch(),
-        # release() or close(), so one slot at most stays held.  A failure
-        # here leaves nothing held: release() ran before next_batch().
         self._start_pass()
         while True:
-            self.release()
             b = self.next_batch()
             if b is None:
                 return
-            self._current = b
             yield b
 
     def __len__(self):
@@ -487,7 +709,7 @@ class Loader:
         if rc:
             self._fail(rc)
         self._epoch = int(epoch)
-        self._ended = False
+        self._taken = False
         self._epoch_chosen = True
 
     @property
@@ -527,7 +749,7 @@ class Loader:
         if rc:
             self._fail(rc)
         self._epoch = st.epoch
-        self._ended = False
+        self._taken = False
         self._epoch_chosen = True
 
     # -- numbers ----------------------------------------------------------
@@ -537,6 +759,7 @@ class Loader:
         next), stall_share that over the time since open."""
         st = _lib.Stats()
         st.size = ctypes.sizeof(st)
+        self.release()  # held_batches counts what is still referenced
         rc = _c.wharf_loader_stats(self._handle(), ctypes.byref(st))
         if rc:
             self._fail(rc)
@@ -547,4 +770,6 @@ class Loader:
         d["worker_busy_s"] = [
             _c.wharf_loader_worker_busy_ns(self._handle(), w) / 1e9
             for w in range(max(st.num_workers, 1))]
+        d["copied_batches"] = self._copied
+        d["held_batches"] = self._holder.held + self._holder.dev_held
         return d

@@ -11,19 +11,27 @@ the decoder's dtype says, (batch, 3, 224, 224) or (batch, 224, 224, 3) as
 its layout says, decoded and augmented in the C workers.
 
 Tensors share memory with the shared-memory ring (torch.frombuffer: no
-copy), so the rule for views holds: a batch's tensors are valid until a
-loop takes the next batch (or set_epoch(), release(), close()); .clone()
-what you keep.  The tensors are writable in form only: do not write into
+copy), and the lifetime rule is DataLoader's: a batch's tensors stay valid
+and unchanged while anything refers to them, also after close(); keeping
+more than held_batches batches at once makes the later ones copies (see
+wharf.Loader).  The tensors are writable in form only: do not write into
 them.
 
 device="cuda" gives device tensors on `stream` (default: the current
 stream).  When libwharf was built with CUDA (wharf/cuda.h), the ring is
 pinned and the copy of the next batch runs on a side stream while the
 current step computes; the tensors are the library's device buffers (no
-copy), valid until the loop takes the next batch, for work enqueued on
-`stream`: run the step on that stream.  Without CUDA in libwharf
-(cuda_path == "copy") each batch is copied with a non-blocking .to() from
-the unpinned ring, which waits for the copy before the slot goes back.
+copy), kept from reuse while referenced, for work enqueued on `stream`:
+run the step on that stream.  Without CUDA in libwharf (cuda_path ==
+"copy") each batch is copied with a non-blocking .to() from the unpinned
+ring, which waits for the copy before the slot goes back.
+
+pin_memory=True (DataLoader's spelling): with device="cuda" the ring is
+pinned already.  Without a device, when torch sees a GPU, each ring slot of
+fixed-size batches is registered with CUDA (cudaHostRegister) the first
+time it is handed out, so x.to("cuda", non_blocking=True) is an
+asynchronous copy; with no GPU it does nothing and warns, as DataLoader
+does.
 """
 
 import ctypes
@@ -31,9 +39,11 @@ import ctypes
 import numpy as np
 import torch as _torch
 
+import warnings
+
 from . import Batch, Index, WharfError, decode  # noqa: F401
 from . import Loader as _NumpyLoader
-from . import _c, _lib, _raise
+from . import _Lease, _c, _lib, _raise
 
 _TORCH_DTYPES = {
     "uint8": _torch.uint8, "int8": _torch.int8, "int16": _torch.int16,
@@ -81,15 +91,17 @@ class Loader(_NumpyLoader):
 
     device: None (CPU tensors over the ring) or a CUDA device; stream: the
     torch.cuda.Stream the batches are for (default: the current stream);
-    cuda_buffers: device buffers of the CUDA prefetch (at least 2).
-    cuda_path says which way batches reach the device: "prefetch" (pinned
-    ring, libwharf's copy stream), "copy" (.to() per batch), or None.
+    cuda_buffers: device buffers the CUDA prefetch reads ahead into (at
+    least 2; held_batches + 1 more are made for batches the loop keeps);
+    pin_memory: see the module's documentation.  cuda_path says which way
+    batches reach the device: "prefetch" (pinned ring, libwharf's copy
+    stream), "copy" (.to() per batch), or None.
     """
 
     _tensors = staticmethod(_tensor)
 
     def __init__(self, index, *args, device=None, stream=None,
-                 cuda_buffers=2, **kwargs):
+                 cuda_buffers=2, pin_memory=False, **kwargs):
         super().__init__(index, *args, **kwargs)
         self.device = _torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cpu":
@@ -97,8 +109,10 @@ class Loader(_NumpyLoader):
         self.stream = stream
         self.cuda_path = None
         self.cuda_note = ""
-        self._dev_held = None
+        self.pin_memory = False
         if self.device is None:
+            if pin_memory:
+                self._pin_ring()
             return
         if self.device.type != "cuda":
             raise ValueError("device must be cpu or cuda, not %s" %
@@ -109,7 +123,7 @@ class Loader(_NumpyLoader):
             return
         copt = _lib.CudaOptions()
         _c.wharf_cuda_options_init(ctypes.byref(copt))
-        copt.buffers = int(cuda_buffers)
+        copt.buffers = int(cuda_buffers) + self.held_batches + 1
         with _torch.cuda.device(self.device):
             _torch.cuda.init()
             rc = _c.wharf_loader_cuda_enable(self._handle(),
@@ -117,6 +131,8 @@ class Loader(_NumpyLoader):
         if rc:
             _raise(rc)
         self.cuda_path = "prefetch"
+        self.pin_memory = True
+        self._holder.release_device = self._release_device
         self._set_epoch_fn = "wharf_loader_device_set_epoch"
         self._save_fn = "wharf_loader_device_state_save"
         self._restore_fn = "wharf_loader_device_state_restore"
@@ -141,50 +157,83 @@ class Loader(_NumpyLoader):
                            for t in b._fields())
         # The copy reads the ring: it must finish before the slot is reused.
         stream.synchronize()
-        b.release()
         return fields
+
+    # -- pin_memory without a device ----------------------------------------
+
+    def _pin_ring(self):
+        if not _torch.cuda.is_available():
+            warnings.warn("pin_memory=True, but torch sees no CUDA device: "
+                          "batches are not pinned", UserWarning,
+                          stacklevel=3)
+            return
+        self.pin_memory = True
+        self._pinned = []
+        self._holder.unpin = self._unpin
+
+    def _unpin(self):
+        cudart = _torch.cuda.cudart()
+        for addr in self._pinned:
+            cudart.cudaHostUnregister(addr)
+        self._pinned = []
+
+    def next_batch(self):
+        b = super().next_batch()
+        if b is not None and self.pin_memory and self.cuda_path is None \
+                and not b.copied and b.data is not None \
+                and not isinstance(b.data, list):
+            addr = b.data.data_ptr()
+            if addr not in self._pinned:
+                # A slot's data sits at a fixed address and holds at most
+                # batch_size samples: registered once, for good.
+                size = self._opt.batch_size * b.data[0].nbytes
+                err = _torch.cuda.cudart().cudaHostRegister(addr, size, 0)
+                if int(err) == 0:
+                    self._pinned.append(addr)
+        return b
 
     # -- libwharf's CUDA prefetch -----------------------------------------
 
-    def release(self):
-        if self._dev_held is not None and not self.closed:
-            ptr, self._dev_held = self._dev_held, None
-            rc = _c.wharf_loader_release_device(self._handle(), ptr,
-                                                self._stream()[1])
-            if rc:
-                self._fail(rc)
-        super().release()
-
-    def close(self):
-        self._dev_held = None
-        super().close()
+    def _release_device(self, lease_ptr):
+        ptr, stream = lease_ptr
+        rc = _c.wharf_loader_release_device(self._holder.loader, ptr, stream)
+        if rc:
+            self._fail(rc)
 
     def _iter_prefetch(self):
-        # As wharf.Loader.__iter__: a loop left early keeps its batch until
-        # the next release point.  A batch that cannot be shown as tensors
-        # is given back at once, not held by a loop that cannot go on.
+        # As wharf.Loader.__iter__, with device buffers: a batch's buffer
+        # goes back when nothing refers to its tensors; a loop that keeps
+        # held_batches of them gets clones.
         self._start_pass()
-        _, sp = self._stream()
         while True:
-            self.release()
+            hold = self._holder
+            hold.drain()
+            _, sp = self._stream()
             ptr = ctypes.POINTER(_lib.DeviceBatch)()
             with _torch.cuda.device(self.device):
                 rc = _c.wharf_loader_next_device(self._handle(), sp,
                                                  ctypes.byref(ptr))
+            self._taken = True
+            self._epoch_chosen = False
             if rc == _lib.WHARF_END:
-                self._ended = True
                 return
             if rc:
                 self._fail(rc)
-            self._dev_held = ptr
+            copy = self._must_copy(hold.dev_held)
+            lease = None if copy else _Lease(hold, (ptr, sp), device=True)
             try:
-                fields = self._device_fields(ptr.contents)
+                fields = self._device_fields(ptr.contents, lease)
+                if copy:
+                    fields = tuple(t.clone() for t in fields)
             except BaseException:
-                self.release()
+                if lease is None:
+                    self._release_device((ptr, sp))
                 raise
+            if copy:
+                self._release_device((ptr, sp))
             yield fields
 
-    def _device_fields(self, b):
+    def _device_fields(self, b, keep):
         dec = self.decoder
         n = b.count
         if not b.sample_size:
@@ -195,15 +244,13 @@ class Loader(_NumpyLoader):
         np_dt = dec.np_dtype
         shape = dec.shape or (b.sample_size // np_dt.itemsize,)
         data = _torch.as_tensor(
-            _DeviceArray(b.data, (n,) + tuple(shape), np_dt.str,
-                         self._holder),
+            _DeviceArray(b.data, (n,) + tuple(shape), np_dt.str, keep),
             device=self.device)
         if name == "bfloat16":
             data = data.view(_torch.bfloat16)
         if dec.fields[0] == "input":
             return (data[:, 0], data[:, 1])
         labels = _torch.as_tensor(
-            _DeviceArray(b.labels, (n,), "<i4", self._holder),
-            device=self.device)
+            _DeviceArray(b.labels, (n,), "<i4", keep), device=self.device)
         # int64, as cross_entropy takes: a copy of n labels on the device.
         return (data, labels.long())

@@ -16,6 +16,7 @@ import tempfile
 import textwrap
 import time
 import unittest
+import warnings
 import weakref
 
 import numpy as np
@@ -305,6 +306,8 @@ class TestOrder(Tmp):
 
 
 class TestViews(Tmp):
+    """DataLoader's lifetime rule: a batch lives while it is referenced."""
+
     def setUp(self):
         super().setUp()
         self.files = self.image_folder(classes=1, per_class=12, size=16)
@@ -313,62 +316,219 @@ class TestViews(Tmp):
     def bytes_of(self, sid):
         return self.files[self.ix.sample(int(sid))[0]]
 
+    def assert_intact(self, data, ids):
+        self.assertEqual(len(data), len(ids))
+        for k, sid in enumerate(ids):
+            self.assertEqual(bytes(data[k]), self.bytes_of(sid))
+
     def test_held_batch_stays_valid_while_others_pass(self):
-        l = self.loader(self.ix, batch_size=2, num_workers=1, prefetch=3)
+        l = self.loader(self.ix, batch_size=2, num_workers=1, prefetch=1,
+                        held_batches=2)
         held = l.next_batch()
         ids = list(map(int, held.samples))
-        self.assertEqual(len(ids), 2)
-        others = 0
-        for b in l:  # releases each batch it takes; the held one stays
-            others += 1
-        self.assertEqual(others, 5)
-        for k, sid in enumerate(ids):
-            self.assertEqual(held.data[k].tobytes(), self.bytes_of(sid))
-        held.release()
-        self.assertTrue(held.released)
+        # A new for is a full pass (the next epoch): 6 batches through the
+        # slots the held batch does not take.
+        others = sum(1 for _ in l)
+        self.assertEqual(others, 6)
+        self.assert_intact(held.data, ids)
+        self.assertEqual(l.stats()["copied_batches"], 0)
 
-    def test_views_are_invalid_after_release(self):
-        # One slot: batch 1 can only go where batch 0 was once it is
-        # released, which is what "invalid after release" means.
-        l = self.loader(self.ix, batch_size=3, num_workers=1, prefetch=1)
+    def test_a_view_keeps_its_slot_after_release(self):
+        l = self.loader(self.ix, batch_size=3, num_workers=1, prefetch=1,
+                        decode=wharf.decode.raw(16))
         it = iter(l)
         b0 = next(it)
-        x0, ids0 = b0.data, list(map(int, b0.samples))
-        self.assertEqual(x0[0].tobytes(), self.bytes_of(ids0[0]))
-        b1 = next(it)  # released b0
+        x0, ids0 = b0.data[1:], list(map(int, b0.samples))[1:]
+        b0.release()
         self.assertTrue(b0.released)
-        self.assertEqual(x0[0].tobytes(), self.bytes_of(int(b1.samples[0])))
-        self.assertNotEqual(x0[0].tobytes(), self.bytes_of(ids0[0]))
-        # Holding the only slot: the next batch has nowhere to go.
+        # One worker slot: every batch goes through it.
+        self.assertEqual(sum(1 for _ in it), 3)
+        self.assert_intact(x0, ids0)
+        self.assertEqual(l.stats()["held_batches"], 1)
+        del x0
         l.release()
-        self.assertTrue(b1.released)
-        held = l.next_batch()
-        self.assertIsNotNone(held)
-        with self.assertRaises(wharf.WharfError) as cm:
-            l.next_batch()
-        self.assertEqual(cm.exception.errno, errno.ENOBUFS)
+        self.assertEqual(l.stats()["held_batches"], 0)
 
     def test_batch_of_an_abandoned_loop_stays_valid(self):
-        # One slot: had the dropped loop released b, the worker would have
-        # filled the slot with batch 1 by now.
+        # One worker slot: had the dropped loop given b's slot back, the
+        # worker would have filled it with batch 1 by now.
         l = self.loader(self.ix, batch_size=3, num_workers=1, prefetch=1)
         b = next(iter(l))
         time.sleep(0.2)
-        self.assertFalse(b.released)
         self.assertEqual(list(map(int, b.samples)), [0, 1, 2])
-        for k in range(3):
-            self.assertEqual(b.data[k].tobytes(), self.bytes_of(k))
-        # A new loop gives it back first (the only slot), then goes on.
-        b1 = next(iter(l))
-        self.assertTrue(b.released)
-        self.assertEqual(list(map(int, b1.samples)), [3, 4, 5])
-        rest = []
-        for x in l:
-            self.assertTrue(b1.released)
-            for k, sid in enumerate(x.samples):
-                self.assertEqual(x.data[k].tobytes(), self.bytes_of(sid))
-            rest.extend(map(int, x.samples))
-        self.assertEqual(rest, list(range(6, 12)))
+        self.assert_intact(b.data, [0, 1, 2])
+        rest = [int(s) for x in l for s in x.samples]  # the next epoch
+        self.assertEqual(rest, list(range(12)))
+        self.assertFalse(b.released)
+        self.assert_intact(b.data, [0, 1, 2])
+
+    def test_batch_kept_after_close_and_after_with(self):
+        before = children()
+        with wharf.Loader(self.ix, batch_size=2, num_workers=2,
+                          decode=wharf.decode.raw(16), shm_dir=self.shm,
+                          shuffle=True) as l:
+            for b in l:
+                last, ids = b.data, list(map(int, b.samples))
+        kids = children() - before
+        # Closed: the workers are gone, the kept batch is not.
+        self.assertEqual([p for p in kids if running(p)], [])
+        gc.collect()
+        time.sleep(0.1)
+        self.assert_intact(last, ids)
+        self.assertEqual(float(last.astype(np.float32).mean()),
+                         float(np.frombuffer(b"".join(
+                             self.bytes_of(i) for i in ids),
+                             np.uint8).astype(np.float32).mean()))
+        self.assertNotEqual(mapped_under(self.shm), [])
+        # The index closes too; its mapping goes with the last batch.
+        want = [self.bytes_of(i) for i in ids]
+        self.ix.close()
+        self.assertEqual([bytes(r) for r in last], want)
+        del b, last
+        gc.collect()
+        self.assertEqual(mapped_under(self.shm), [])
+
+    def test_kept_batches_equal_their_copies(self):
+        # The habit: keep every batch (validation outputs) without a copy.
+        shutil.rmtree(self.path("data"))
+        files = self.image_folder(classes=2, per_class=60, size=24, seed=5)
+        ix = wharf.Index.build(self.path("k.idx"), dir=self.path("data"))
+        l = self.loader(ix, batch_size=2, shuffle=True, seed=2,
+                        decode=wharf.decode.raw(24))
+        kept, clones = [], []
+        with self.assertWarns(RuntimeWarning) as cm:
+            for b in l:
+                kept.append(b.data)
+                clones.append(b.data.copy())
+        self.assertEqual(len(kept), 60)
+        self.assertIn("held_batches", str(cm.warning))
+        for k, c in zip(kept, clones):
+            np.testing.assert_array_equal(k, c)
+        self.assertEqual(l.stats()["copied_batches"], 58)
+        self.assertEqual(sorted(bytes(r) for k in kept for r in k),
+                         sorted(files.values()))
+
+    def test_holder_of_more_batches_than_slots(self):
+        # 1 worker x 1 slot + 2 for held ones: 3 slots; the loop keeps 6.
+        l = self.loader(self.ix, batch_size=2, num_workers=1, prefetch=1,
+                        held_batches=1, decode=wharf.decode.raw(16))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            kept = [(b.data, list(map(int, b.samples)), b.copied) for b in l]
+        self.assertEqual(len([x for x in w if issubclass(
+            x.category, RuntimeWarning)]), 1)
+        self.assertEqual([c for _, _, c in kept],
+                         [False, False] + [True] * 4)
+        for data, ids, _ in kept:
+            self.assert_intact(data, ids)
+        self.assertEqual(l.stats()["copied_batches"], 4)
+
+    def test_loop_that_drops_each_batch_copies_nothing(self):
+        l = self.loader(self.ix, batch_size=2, num_workers=2)
+        for epoch in range(3):
+            for x, y in l:
+                self.assertEqual(len(x), 2)
+        self.assertEqual(l.stats()["copied_batches"], 0)
+
+    def test_each_for_is_a_full_pass(self):
+        l = self.loader(self.ix, batch_size=1, shuffle=True, seed=9)
+        for k, b in enumerate(l):
+            if k == 3:
+                break
+        self.assertEqual(l.epoch, 0)
+        second = [int(s) for b in l for s in b.samples]
+        self.assertEqual(l.epoch, 1)
+        self.assertEqual(sorted(second), list(range(12)))
+        # next(iter()) twice: two passes, as DataLoader does.
+        next(iter(l))
+        next(iter(l))
+        self.assertEqual(l.epoch, 3)
+        # set_epoch names the pass; load_state_dict resumes a cut one.
+        l.set_epoch(7)
+        it = iter(l)
+        first = [int(s) for _ in range(4) for s in next(it).samples]
+        st = l.state_dict()
+        resumed = self.loader(self.ix, batch_size=1, shuffle=True, seed=9)
+        resumed.load_state_dict(st)
+        rest = [int(s) for b in resumed for s in b.samples]
+        self.assertEqual(sorted(first + rest), list(range(12)))
+        l.set_epoch(7)
+        self.assertEqual(first + rest, [int(s) for b in l
+                                        for s in b.samples])
+
+
+class TestDataLoaderHabits(Tmp):
+    """DataLoader's keywords: accepted with wharf's meaning, or refused
+    with the reason and the wharf way."""
+
+    def setUp(self):
+        super().setUp()
+        self.image_folder(classes=3, per_class=4, size=8)
+        os.makedirs(self.path("data", "c3_empty"))
+        self.ix = wharf.Index.build(self.path("i.idx"), dir=self.path("data"))
+
+    def test_accepted(self):
+        l = self.loader(self.ix, batch_size=5, persistent_workers=False,
+                        prefetch_factor=3, drop_last=True, timeout=0,
+                        multiprocessing_context="spawn", collate_fn=None,
+                        sampler=None, worker_init_fn=None)
+        self.assertEqual(l._opt.prefetch, 3)
+        self.assertEqual(l._opt.persistent, 0)
+        self.assertEqual(len(l), 2)
+        self.assertEqual(sum(b.count for b in l), 10)
+        # Fresh workers each epoch, as persistent_workers=False says.
+        w0 = {b.worker for b in l}
+        self.assertTrue(w0)
+
+    def test_refused_with_the_wharf_way(self):
+        for kw, words in (({"sampler": [1, 2]}, "shuffle="),
+                          ({"batch_sampler": [[0]]}, "batch_size="),
+                          ({"collate_fn": lambda x: x}, "in your loop"),
+                          ({"worker_init_fn": print}, "plug-in"),
+                          ({"batch_size": None}, "batch_size=1"),
+                          ({"pin_memory": True}, "wharf.torch.Loader")):
+            with self.assertRaises(ValueError) as cm:
+                wharf.Loader(self.ix, shm_dir=self.shm, **kw)
+            self.assertIn(words, str(cm.exception), kw)
+        with self.assertRaises(TypeError) as cm:
+            wharf.Loader(self.ix, shm_dir=self.shm, bogus=1)
+        self.assertIn("bogus", str(cm.exception))
+        with self.assertRaises(ValueError):
+            wharf.Loader(self.ix, prefetch=2, prefetch_factor=4)
+        self.assertEqual(os.listdir(self.shm), [])
+
+    def test_classes_from_class_folders(self):
+        self.assertEqual(self.ix.classes, ["c0", "c1", "c2", "c3_empty"])
+        self.assertEqual(self.ix.class_to_idx,
+                         {"c0": 0, "c1": 1, "c2": 2, "c3_empty": 3})
+        l = self.loader(self.ix)
+        self.assertEqual(l.classes, self.ix.classes)
+        for b in l:
+            for k, sid in enumerate(b.samples):
+                path = self.ix.sample(int(sid))[0]
+                self.assertEqual(
+                    self.ix.classes[int(b.labels[k])],
+                    os.path.basename(os.path.dirname(path)))
+        # A list index has no class names.
+        lst = self.path("list.txt")
+        with open(lst, "w") as f:
+            f.write("data/c0/f000 0\n")
+        self.assertIsNone(wharf.Index.build(self.path("l.idx"),
+                                            list=lst).classes)
+
+    def test_directory_where_an_index_goes(self):
+        with self.assertRaises(wharf.WharfError) as cm:
+            wharf.Loader(self.path("data"), shm_dir=self.shm)
+        self.assertEqual(cm.exception.errno, errno.EISDIR)
+        self.assertIn("wharf index build --dir", str(cm.exception))
+        self.assertIn("wharf.Index.build", str(cm.exception))
+
+    def test_version(self):
+        self.assertEqual(wharf.__version__, "%d.%d.%d" % wharf.version())
+        src = os.environ.get("WHARF_SRCDIR", os.path.join(
+            os.path.dirname(__file__), "..", ".."))
+        with open(os.path.join(src, "configure.ac")) as f:
+            self.assertIn("[%s]" % wharf.__version__, f.read())
 
 
 class TestErrors(Tmp):

@@ -36,34 +36,94 @@ class TestTorch(unittest.TestCase):
     def test_tensors_equal_records_and_share_the_ring(self):
         l = self.loader(batch_size=5, shuffle=True, seed=1,
                         decode=wharf.decode.array("float32", (3, 5)))
-        n = 0
-        for b in l:
-            x, y = b
-            self.assertIsInstance(x, torch.Tensor)
-            self.assertEqual(x.dtype, torch.float32)
-            self.assertEqual(tuple(x.shape), (b.count, 3, 5))
-            ids = b.samples.numpy().astype(np.int64)
-            np.testing.assert_array_equal(x.numpy(), self.recs[ids])
-            self.assertTrue(torch.all(y == -1))
-            self.assertEqual(y.dtype, torch.int64)
-            # Zero copy: the tensor's memory is the batch in the ring.
-            self.assertEqual(x.data_ptr(), b._ptr.contents.data)
-            n += b.count
-        self.assertEqual(n, 24)
+        n, where = 0, set()
+        for epoch in range(3):
+            for b in l:
+                x, y = b
+                self.assertIsInstance(x, torch.Tensor)
+                self.assertEqual(x.dtype, torch.float32)
+                self.assertEqual(tuple(x.shape), (b.count, 3, 5))
+                ids = b.samples.numpy().astype(np.int64)
+                np.testing.assert_array_equal(x.numpy(), self.recs[ids])
+                self.assertTrue(torch.all(y == -1))
+                self.assertEqual(y.dtype, torch.int64)
+                self.assertFalse(b.copied)
+                where.add(x.data_ptr())
+                n += b.count
+        self.assertEqual(n, 72)
+        # Zero copy: 15 batches lay in the ring's 2 x 2 + 2 slots.
+        self.assertLessEqual(len(where), 6)
 
     def test_batch_of_an_abandoned_loop_stays_valid(self):
-        # One slot: had the dropped loop released b, the worker would have
-        # filled the slot with batch 1 by now.
+        # One worker slot: had the dropped loop given b's slot back, the
+        # worker would have filled it with batch 1 by now.
         l = self.loader(batch_size=5, num_workers=1, prefetch=1,
                         decode=wharf.decode.array("float32", (3, 5)))
         b = next(iter(l))
         time.sleep(0.2)
-        self.assertFalse(b.released)
         np.testing.assert_array_equal(b.data.numpy(), self.recs[:5])
-        # A new loop gives it back first (the only slot), then goes on.
+        # A new loop is the next epoch; b stays as it was.
         got = [x.clone() for x, _ in l]
-        self.assertTrue(b.released)
-        np.testing.assert_array_equal(torch.cat(got).numpy(), self.recs[5:])
+        np.testing.assert_array_equal(torch.cat(got).numpy(), self.recs)
+        np.testing.assert_array_equal(b.data.numpy(), self.recs[:5])
+
+    def test_kept_tensor_after_the_with_block(self):
+        # The habit that crashed the interpreter: keep the last batch for
+        # logging, use it after the loader is gone.
+        with wharf.torch.Loader(self.ix, batch_size=5, num_workers=2,
+                                shm_dir=self.shm, shuffle=True,
+                                decode=wharf.decode.array("float32",
+                                                          (3, 5))) as l:
+            for b in l:
+                last, ids = b.data, b.samples.numpy().astype(np.int64)
+        del l, b
+        import gc
+        gc.collect()
+        time.sleep(0.1)
+        self.assertAlmostEqual(float(last.float().mean()),
+                               float(self.recs[ids].mean()), places=5)
+        np.testing.assert_array_equal(last.numpy(), self.recs[ids])
+
+    def test_appended_batches_equal_their_clones(self):
+        rng = np.random.default_rng(8)
+        recs = rng.standard_normal((100, 4)).astype(np.float32)
+        path = os.path.join(self.dir, "h.f32")
+        recs.tofile(path)
+        ix = wharf.Index.build(os.path.join(self.dir, "h.idx"), files=[path],
+                               record_bytes=16)
+        self.addCleanup(ix.close)
+        l = wharf.torch.Loader(ix, batch_size=2, shuffle=True, seed=3,
+                               num_workers=2, shm_dir=self.shm,
+                               decode=wharf.decode.array("float32", (4,)))
+        self.addCleanup(l.close)
+        kept, clones = [], []
+        with self.assertWarns(RuntimeWarning):
+            for x, y in l:
+                kept.append(x)
+                clones.append(x.clone())
+        self.assertEqual(len(kept), 50)
+        for k, c in zip(kept, clones):
+            self.assertTrue(torch.equal(k, c))
+        got = torch.cat(kept).numpy()
+        self.assertEqual(sorted(map(bytes, got)), sorted(map(bytes, recs)))
+
+    def test_dataloader_keywords(self):
+        g = torch.Generator().manual_seed(11)
+        a = self.loader(batch_size=4, shuffle=True, generator=g,
+                        decode=wharf.decode.array("float32", (3, 5)))
+        b = self.loader(batch_size=4, shuffle=True, seed=11,
+                        decode=wharf.decode.array("float32", (3, 5)))
+        self.assertEqual([s.tolist() for x in a for s in [x.samples]],
+                         [s.tolist() for x in b for s in [x.samples]])
+        with self.assertRaises(ValueError) as cm:
+            self.loader(seed=3, generator=g)
+        self.assertIn("disagree", str(cm.exception))
+        if torch.cuda.is_available():
+            self.skipTest("pin_memory without a GPU is what is checked")
+        with self.assertWarns(UserWarning) as cm:
+            p = self.loader(batch_size=4, pin_memory=True)
+        self.assertIn("no CUDA device", str(cm.warning))
+        self.assertEqual(sum(x.count for x in p), 24)
 
     def test_tokens_as_long_tensors(self):
         toks = np.arange(4 * 9, dtype=np.uint16)
