@@ -202,7 +202,9 @@ static void mount_usage(FILE *out)
 	    "-f\n"
 	    "  -h, --help            show this help\n"
 	    "\n"
-	    "SIZE takes the suffixes K, M, G, T.  Relative paths (DIR, "
+	    "SIZE is bytes, or a number (1.5 too) with K, M, G or T (KB and "
+	    "KiB alike:\n"
+	    "1024).  Relative paths (DIR, "
 	    "--cache-dir,\n"
 	    "--ca-file, --manifest, --token-file) are from the current "
 	    "directory, and\n"
@@ -655,6 +657,16 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		o->cfg.fetch.retry_budget_ms = o->cfg.origin_wait_ms;
 	if (o->cfg.fetch.connect_timeout_ms > o->cfg.origin_wait_ms)
 		o->cfg.fetch.connect_timeout_ms = o->cfg.origin_wait_ms;
+	/* A cap that cannot hold one chunk caches nothing: "500" is
+	 * 500 bytes, not 500M. */
+	if (o->cfg.cache_size && o->cfg.cache_size < o->cfg.chunk_size)
+		return cmd_usage_error("mount",
+				       "--cache-size %llu bytes is less than "
+				       "one chunk (%llu bytes), so nothing "
+				       "would be cached: give a unit (e.g. "
+				       "--cache-size 500M), or 0 for no cap",
+				       (unsigned long long)o->cfg.cache_size,
+				       (unsigned long long)o->cfg.chunk_size);
 	if (nargs != 2)
 		return cmd_usage_error("mount",
 				       "expected SOURCE and DIR, got "

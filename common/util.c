@@ -20,7 +20,7 @@
 int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
-	unsigned long long v;
+	unsigned long long v, frac = 0, scale = 1;
 	unsigned shift = 0;
 
 	/* A digit first: strtoull would skip white space and take " -1" as
@@ -31,41 +31,63 @@ int parse_size(const char *s, uint64_t *out)
 	v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return -EINVAL;
+	/* A decimal fraction (1.5G): up to 9 digits, kept exact as
+	 * frac / scale until the unit is known. */
+	if (*end == '.') {
+		end++;
+		if (*end < '0' || *end > '9')
+			return -EINVAL;
+		for (; *end >= '0' && *end <= '9'; end++) {
+			if (scale >= 1000000000ull)
+				return -EINVAL;
+			frac = frac * 10 + (unsigned)(*end - '0');
+			scale *= 10;
+		}
+	}
 	switch (*end) {
 	case '\0':
 		break;
 	case 'k':
 	case 'K':
 		shift = 10;
-		end++;
 		break;
 	case 'm':
 	case 'M':
 		shift = 20;
-		end++;
 		break;
 	case 'g':
 	case 'G':
 		shift = 30;
-		end++;
 		break;
 	case 't':
 	case 'T':
 		shift = 40;
-		end++;
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (shift && (*end == 'i' || *end == 'I'))
+	/* K, KB and KiB are all 1024: one rule for every SIZE option. */
+	if (shift) {
 		end++;
-	if (shift && (*end == 'b' || *end == 'B'))
-		end++;
+		if (*end == 'i' || *end == 'I')
+			end++;
+		if (*end == 'b' || *end == 'B')
+			end++;
+	}
 	if (*end)
 		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
+	if (v > (UINT64_MAX >> shift))
 		return -EINVAL;
-	*out = (uint64_t)v << shift;
+	/* A fraction of a byte is no size: 1.5 and 1.0001K are refused.
+	 * frac < 10^9 < 2^30 and shift <= 40: 128 bits hold the product. */
+	unsigned __int128 scaled = (unsigned __int128)frac << shift;
+	if (scale > 1 && (!shift || scaled % scale))
+		return -EINVAL;
+	uint64_t bytes = (uint64_t)v << shift;
+	uint64_t part = (uint64_t)(scaled / scale);
+	if (bytes > UINT64_MAX - part)
+		return -EINVAL;
+	*out = bytes + part;
 	return 0;
 }
 

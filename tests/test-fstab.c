@@ -279,6 +279,8 @@ START_TEST(test_bad_options_refused_by_name)
 	    {"insecure=yes", "-o insecure takes no value"},
 	    {"manifest", "-o manifest needs a value"},
 	    {"chunk_size=1K", "--chunk-size: 1K is outside 64K to 256M"},
+	    {"cache_size=500", "--cache-size 500 bytes is less than one chunk"},
+	    {"cache_size=1.5", "--cache-size: '1.5' is not a size"},
 	    {"passthrough=always", "--passthrough=always: auto, on or off"},
 	};
 	char mnt[PATH_MAX], cache[PATH_MAX], err[PATH_MAX], *text;

@@ -70,6 +70,18 @@ START_TEST(test_parse_size_units)
 	ck_assert_uint_eq(v, 10ull << 30);
 	ck_assert_int_eq(parse_size("2T", &v), 0);
 	ck_assert_uint_eq(v, 2ull << 40);
+	/* One rule: K, KB and KiB are 1024; decimals where they come out
+	 * whole. */
+	ck_assert_int_eq(parse_size("500MB", &v), 0);
+	ck_assert_uint_eq(v, 500ull << 20);
+	ck_assert_int_eq(parse_size("500mib", &v), 0);
+	ck_assert_uint_eq(v, 500ull << 20);
+	ck_assert_int_eq(parse_size("1.5G", &v), 0);
+	ck_assert_uint_eq(v, 3ull << 29);
+	ck_assert_int_eq(parse_size("0.25KiB", &v), 0);
+	ck_assert_uint_eq(v, 256);
+	ck_assert_int_eq(parse_size("2.0T", &v), 0);
+	ck_assert_uint_eq(v, 2ull << 40);
 }
 END_TEST
 
@@ -88,6 +100,13 @@ START_TEST(test_parse_size_rejects)
 	ck_assert_int_eq(parse_size(" -1", &v), -EINVAL);
 	ck_assert_int_eq(parse_size("\n-5M", &v), -EINVAL);
 	ck_assert_int_eq(parse_size(" 4M", &v), -EINVAL);
+	/* Not a whole number of bytes, or not a number. */
+	ck_assert_int_eq(parse_size("1.5", &v), -EINVAL);
+	ck_assert_int_eq(parse_size("1.0001K", &v), -EINVAL);
+	ck_assert_int_eq(parse_size("1.G", &v), -EINVAL);
+	ck_assert_int_eq(parse_size("1..5G", &v), -EINVAL);
+	ck_assert_int_eq(parse_size("1.5GG", &v), -EINVAL);
+	ck_assert_int_eq(parse_size("16777216.5T", &v), -EINVAL);
 	ck_assert_uint_eq(v, 77);
 }
 END_TEST

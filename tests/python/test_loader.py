@@ -473,12 +473,14 @@ class TestDataLoaderHabits(Tmp):
                         multiprocessing_context="spawn", collate_fn=None,
                         sampler=None, worker_init_fn=None)
         self.assertEqual(l._opt.prefetch, 3)
-        self.assertEqual(l._opt.persistent, 0)
         self.assertEqual(len(l), 2)
+        kids0 = children()
         self.assertEqual(sum(b.count for b in l), 10)
         # Fresh workers each epoch, as persistent_workers=False says.
-        w0 = {b.worker for b in l}
-        self.assertTrue(w0)
+        self.assertEqual(sum(b.count for b in l), 10)
+        kids1 = children()
+        self.assertEqual(len(kids1), 2)
+        self.assertEqual(kids0 & kids1, set())
 
     def test_refused_with_the_wharf_way(self):
         for kw, words in (({"sampler": [1, 2]}, "shuffle="),
