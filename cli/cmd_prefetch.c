@@ -27,6 +27,7 @@
 
 #include "cmd.h"
 #include "jsonw.h"
+#include "mountinfo.h"
 #include "util.h"
 #include "wharf/loader.h"
 
@@ -88,6 +89,39 @@ static int walk_cb(const char *path, const struct stat *sb, int type,
 	return FTW_CONTINUE;
 }
 
+static bool any_path; /* --any: read paths that are not on a wharf mount */
+
+/* Reading a file that is not on a wharf mount fills no cache: refused
+ * (once per device, so a long list costs one look at the mount table). */
+static int on_wharf(const char *path, dev_t dev)
+{
+	static dev_t ok_dev;
+	static bool ok;
+	struct mountinfo_entry e;
+
+	if (any_path || (ok && dev == ok_dev))
+		return 0;
+	int rc = mountinfo_of_dev(dev, &e);
+	if (rc == 1 && !strcmp(e.type, "fuse.wharf")) {
+		ok = true;
+		ok_dev = dev;
+		return 0;
+	}
+	if (rc == 1)
+		fprintf(stderr,
+			"wharf prefetch: %s is not on a wharf mount (it is on "
+			"%s, a %s): prefetch fills a mount's cache by reading "
+			"through it; give a path under the mount, or --any to "
+			"read it anyway\n",
+			path, e.mnt, e.type);
+	else
+		fprintf(stderr,
+			"wharf prefetch: %s: cannot tell which mount it is on "
+			"(%s); --any reads it anyway\n",
+			path, rc < 0 ? strerror(-rc) : "not in the mount table");
+	return -EINVAL;
+}
+
 static int add_path(const char *path)
 {
 	struct stat sb;
@@ -98,6 +132,8 @@ static int add_path(const char *path)
 		prog.errors++;
 		return 0;
 	}
+	if (on_wharf(path, sb.st_dev))
+		return -EINVAL;
 	if (!S_ISDIR(sb.st_mode))
 		return add_item(path, (uint64_t)sb.st_size);
 	if (nftw(path, walk_cb, 64, FTW_PHYS | FTW_ACTIONRETVAL) == FTW_STOP)
@@ -270,6 +306,10 @@ static void usage(FILE *f)
 		   "job warm a\n"
 		   "                  site cache together, each file once\n"
 		   "      --json      print a JSON summary on standard output\n"
+		   "      --any       read PATHs that are not on a wharf mount "
+		   "too\n"
+		   "                  (refused otherwise: reading them fills "
+		   "no cache)\n"
 		   "  -q, --quiet     no progress\n"
 		   "  -h, --help      this text\n"
 		   "\n"
@@ -288,6 +328,7 @@ int cmd_prefetch(int argc, char **argv)
 	    {"rank", required_argument, NULL, 'R'},
 	    {"world", required_argument, NULL, 'W'},
 	    {"json", no_argument, NULL, 'J'},
+	    {"any", no_argument, NULL, 'A'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0}};
@@ -340,6 +381,9 @@ int cmd_prefetch(int argc, char **argv)
 		}
 		case 'J':
 			json = true;
+			break;
+		case 'A':
+			any_path = true;
 			break;
 		case 'q':
 			quiet = true;

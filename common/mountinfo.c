@@ -4,10 +4,12 @@
 #include "mountinfo.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 /* Unescapes mountinfo's octal escapes (\040 for a space) in place. */
 static void unescape_mountinfo(char *s)
@@ -27,7 +29,10 @@ static void unescape_mountinfo(char *s)
 	*w = '\0';
 }
 
-int mountinfo_find(const char *dir, char dev[32], char type[64])
+/* Calls match on each entry of the mount table, in order; the last entry
+ * it accepts is copied to *out.  @return 1 found, 0 not, -errno. */
+static int scan(bool (*match)(const struct mountinfo_entry *, const void *),
+		const void *ctx, struct mountinfo_entry *out)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
@@ -37,23 +42,52 @@ int mountinfo_find(const char *dir, char dev[32], char type[64])
 	if (!f)
 		return -errno;
 	while (getline(&line, &cap, f) > 0) {
-		char mnt[PATH_MAX], d[32], fstype[64];
+		struct mountinfo_entry e;
 		const char *sep;
 
 		/* id parent major:minor root mountpoint opts ... - type */
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mnt) != 2)
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", e.dev, e.mnt) != 2)
 			continue;
 		sep = strstr(line, " - ");
-		if (!sep || sscanf(sep + 3, "%63s", fstype) != 1)
+		if (!sep || sscanf(sep + 3, "%63s", e.type) != 1)
 			continue;
-		unescape_mountinfo(mnt);
-		if (strcmp(mnt, dir))
-			continue;
-		found = 1;
-		snprintf(dev, 32, "%s", d);
-		snprintf(type, 64, "%s", fstype);
+		unescape_mountinfo(e.mnt);
+		if (match(&e, ctx)) {
+			found = 1;
+			*out = e;
+		}
 	}
 	free(line);
 	fclose(f);
 	return found;
+}
+
+static bool at_dir(const struct mountinfo_entry *e, const void *dir)
+{
+	return !strcmp(e->mnt, dir);
+}
+
+static bool of_dev(const struct mountinfo_entry *e, const void *dev)
+{
+	return !strcmp(e->dev, dev);
+}
+
+int mountinfo_find(const char *dir, char dev[32], char type[64])
+{
+	struct mountinfo_entry e;
+	int rc = scan(at_dir, dir, &e);
+
+	if (rc == 1) {
+		snprintf(dev, 32, "%s", e.dev);
+		snprintf(type, 64, "%s", e.type);
+	}
+	return rc;
+}
+
+int mountinfo_of_dev(dev_t dev, struct mountinfo_entry *out)
+{
+	char d[32];
+
+	snprintf(d, sizeof(d), "%u:%u", major(dev), minor(dev));
+	return scan(of_dev, d, out);
 }

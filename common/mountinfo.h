@@ -1,6 +1,14 @@
 #ifndef WHARF_COMMON_MOUNTINFO_H
 #define WHARF_COMMON_MOUNTINFO_H
 /* mountinfo: what the kernel's mount table says about one directory. */
+#include <limits.h>
+#include <sys/types.h>
+
+struct mountinfo_entry {
+	char dev[32];	      /* "major:minor" */
+	char mnt[PATH_MAX];   /* the mountpoint */
+	char type[64];	      /* "fuse.wharf" for a wharf mount */
+};
 
 /*
  * Finds the mount on `dir` (an absolute, resolved path) in
@@ -9,5 +17,9 @@
  * last one wins: it is the mount on top.
  */
 int mountinfo_find(const char *dir, char dev[32], char type[64]);
+
+/* The mount whose device is dev (st_dev of a file on it): 1 and *out set,
+ * 0 when none, -errno. */
+int mountinfo_of_dev(dev_t dev, struct mountinfo_entry *out);
 
 #endif

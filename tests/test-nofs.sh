@@ -58,6 +58,17 @@ else
 	bad "wharf index: $(cat out info 2>/dev/null | head -3)"
 fi
 "$wharf" shm ls >out 2>&1 && ok "wharf shm ls" || bad "wharf shm ls: $(head -2 out)"
+# Reading a directory that is not a wharf mount fills no cache: refused,
+# unless --any says so.
+if "$wharf" prefetch -q "$work/data" >out 2>&1; then
+	bad "wharf prefetch of a plain directory exited 0"
+elif grep -q "is not on a wharf mount" out; then
+	ok "wharf prefetch refuses a path off a wharf mount"
+else
+	bad "wharf prefetch refusal: $(head -2 out)"
+fi
+"$wharf" prefetch -q --any "$work/data" >out 2>&1 &&
+	ok "wharf prefetch --any reads it" || bad "prefetch --any: $(head -2 out)"
 
 for cmd in mount umount cache; do
 	"$wharf" "$cmd" x y >out 2>&1
