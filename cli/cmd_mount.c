@@ -70,6 +70,8 @@ enum {
 	OPT_ORIGIN_WAIT,
 	OPT_UID,
 	OPT_GID,
+	OPT_LOG_FILE,
+	OPT_LOG_LEVEL,
 };
 
 static const struct option mount_longopts[] = {
@@ -104,6 +106,8 @@ static const struct option mount_longopts[] = {
     {"origin-wait", required_argument, NULL, OPT_ORIGIN_WAIT},
     {"uid", required_argument, NULL, OPT_UID},
     {"gid", required_argument, NULL, OPT_GID},
+    {"log-file", required_argument, NULL, OPT_LOG_FILE},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, 'f'},
     {"debug", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
@@ -197,6 +201,11 @@ static void mount_usage(FILE *out)
 	    "(cache_dir=DIR),\n"
 	    "                        or a mount option (allow_other, "
 	    "nosuid...)\n"
+	    "  --log-file FILE       log here (default: syslog once detached, "
+	    "else\n"
+	    "                        CACHE_DIR/wharf.log, named at mount "
+	    "time)\n"
+	    "  --log-level LEVEL     error, warn, info (default) or debug\n"
 	    "  -f, --foreground      stay in the foreground, log to stderr\n"
 	    "  -d, --debug           debug messages and FUSE requests; implies "
 	    "-f\n"
@@ -507,6 +516,17 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		case OPT_GID:
 			rc = opt_uint("gid", optarg, 0, INT32_MAX, &o->cfg.gid);
 			break;
+		case OPT_LOG_FILE:
+			o->cfg.log_file = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			if (log_level_parse(optarg, &o->cfg.log_level))
+				rc = cmd_usage_error(
+				    "mount",
+				    "--log-level: '%s' is not error, warn, "
+				    "info or debug",
+				    optarg);
+			break;
 		case 'o':
 			rc = mount_o(o, optarg);
 			break;
@@ -593,6 +613,7 @@ static int settle_paths(struct mount_opts *o)
 	c->mountpoint = o->mountpoint;
 	c->cache_dir = o->cache_dir;
 	if (settle_path(o, "--cache-dir", &c->cache_dir) ||
+	    settle_path(o, "--log-file", &c->log_file) ||
 	    settle_path(o, "--ca-file", &c->fetch.ca_file) ||
 	    settle_path(o, "--token-file", &c->src.token_file))
 		return 1;
@@ -701,8 +722,7 @@ int cmd_mount(int argc, char **argv)
 		mount_opts_free(&o);
 		return rc < 0 ? 0 : rc;
 	}
-	if (o.cfg.debug)
-		log_set_level(WHARF_LOG_DEBUG);
+	log_set_level(o.cfg.debug ? WHARF_LOG_DEBUG : o.cfg.log_level);
 	if (o.foreground) {
 		rc = mount_serve(&o.cfg, -1);
 		mount_opts_free(&o);

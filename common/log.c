@@ -3,10 +3,16 @@
 
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
+#include <unistd.h>
 
 static enum wharf_log_level log_level = WHARF_LOG_INFO;
 /* Atomic: the thread that sees the mount up detaches, while the others
@@ -14,16 +20,83 @@ static enum wharf_log_level log_level = WHARF_LOG_INFO;
 static bool use_syslog;
 static wharf_log_func log_func;
 static void *log_func_arg;
+static int log_fd = -1; /* a log file, once log_to_fd() is called */
 
 void log_set_level(enum wharf_log_level level)
 {
 	log_level = level;
 }
 
+int log_level_parse(const char *s, enum wharf_log_level *out)
+{
+	static const struct {
+		const char *name;
+		enum wharf_log_level level;
+	} names[] = {{"error", WHARF_LOG_ERROR}, {"warn", WHARF_LOG_WARN},
+		     {"warning", WHARF_LOG_WARN}, {"info", WHARF_LOG_INFO},
+		     {"debug", WHARF_LOG_DEBUG}};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(s, names[i].name)) {
+			*out = names[i].level;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 void log_to_syslog(const char *ident)
 {
 	openlog(ident, LOG_PID, LOG_DAEMON);
 	__atomic_store_n(&use_syslog, true, __ATOMIC_RELEASE);
+}
+
+int log_file_open(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
+		      0640);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+void log_to_fd(int fd)
+{
+	__atomic_store_n(&log_fd, fd, __ATOMIC_RELEASE);
+}
+
+bool log_syslog_present(void)
+{
+	struct stat st;
+	return !stat("/dev/log", &st) && S_ISSOCK(st.st_mode);
+}
+
+/* One line, one write(2): lines of threads and of mounts that share the
+ * file do not interleave (O_APPEND). */
+static void file_line(int fd, const char *tag, const char *msg)
+{
+	char line[2200];
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = snprintf(line, sizeof(line),
+			 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ wharf[%d]: %s: "
+			 "%s\n",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+			 tm.tm_hour, tm.tm_min, tm.tm_sec,
+			 ts.tv_nsec / 1000000, (int)getpid(), tag, msg);
+	if (n >= (int)sizeof(line)) {
+		n = (int)sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	if (write(fd, line, (size_t)n) < 0) {
+		/* Nowhere left to say it. */
+	}
 }
 
 void log_set_func(wharf_log_func fn, void *arg)
@@ -45,8 +118,11 @@ void wlog(enum wharf_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	const int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
 	if (fn)
 		fn(level, msg, log_func_arg);
+	else if (fd >= 0)
+		file_line(fd, tag[level], msg);
 	else if (__atomic_load_n(&use_syslog, __ATOMIC_ACQUIRE))
 		syslog(prio[level], "%s", msg);
 	else

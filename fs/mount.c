@@ -57,6 +57,7 @@ void mount_config_default(struct mount_config *c)
 	c->readahead = 256ull << 20;
 	c->origin_wait_ms = 30000;
 	c->uid = c->gid = -1;
+	c->log_level = WHARF_LOG_INFO;
 	fetch_config_default(&c->fetch);
 }
 
@@ -143,6 +144,8 @@ struct mount_state {
 	bool se_gone; /* under se_mu: the session loop has returned */
 	bool failed;  /* the mount never answered */
 	int ready_fd; /* the daemonizing parent's pipe, or -1 */
+	int log_fd;   /* the log file once detached (or now), or -1 */
+	char log_path[PATH_MAX]; /* its path, when it is the default one */
 };
 
 /* Opens everything a mount needs, up to the FUSE session (not mounted).
@@ -365,12 +368,48 @@ static void mount_close(struct mount_state *m)
 	fuse_opt_free_args(&m->args);
 }
 
+/*
+ * Opens the log file where one is wanted: --log-file, or for a mount that
+ * detaches with no syslog to take its lines (most containers), the cache
+ * directory's wharf.log, so that errors a reader meets leave a trace.  A
+ * foreground mount without --log-file keeps stderr.
+ * @return 0, or -1 after a line on stderr.
+ */
+static int log_plan(struct mount_state *m)
+{
+	const struct mount_config *o = m->o;
+	const char *path = o->log_file;
+
+	m->log_fd = -1;
+	if (!path) {
+		if (m->ready_fd < 0 || log_syslog_present())
+			return 0;
+		snprintf(m->log_path, sizeof(m->log_path), "%s/wharf.log",
+			 o->cache_dir);
+		path = m->log_path;
+	}
+	m->log_fd = log_file_open(path);
+	if (m->log_fd < 0) {
+		fprintf(stderr, "wharf mount: log file %s: %s%s\n", path,
+			m->log_fd == -EINVAL ? "not a regular file"
+					     : strerror(-m->log_fd),
+			o->log_file ? "" : " (give --log-file FILE)");
+		return -1;
+	}
+	if (m->ready_fd < 0)
+		log_to_fd(m->log_fd);
+	return 0;
+}
+
 /* Lets go of the terminal: the parent has exited by the time it matters. */
-static void detach(void)
+static void detach(struct mount_state *m)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-	log_to_syslog("wharf");
+	if (m->log_fd >= 0)
+		log_to_fd(m->log_fd);
+	else
+		log_to_syslog("wharf");
 	if (fd >= 0) {
 		dup2(fd, STDIN_FILENO);
 		dup2(fd, STDOUT_FILENO);
@@ -429,8 +468,15 @@ static void *mount_ready(void *arg)
 	}
 	set_kernel_readahead(m->mountpoint, m->o->readahead);
 	if (m->ready_fd >= 0) {
+		/* Named while the terminal still shows it: a log nobody
+		 * asked for must be easy to find. */
+		if (m->log_path[0])
+			fprintf(stderr,
+				"wharf mount: logging to %s (no syslog here; "
+				"--log-file FILE to choose)\n",
+				m->log_path);
 		tell_parent(m, 0);
-		detach();
+		detach(m);
 	}
 	log_info("mounted %s on %s (cache %s%s%s)", m->src->id, m->mountpoint,
 		 m->o->cache_dir,
@@ -448,6 +494,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 	struct mount_state m = {.o = o,
 				.args = FUSE_ARGS_INIT(0, NULL),
 				.ready_fd = ready_fd,
+				.log_fd = -1,
 				.se_mu = PTHREAD_MUTEX_INITIALIZER};
 	struct fuse_loop_config *lc = NULL;
 	int rc, status = 1;
@@ -459,7 +506,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 			strerror(ENAMETOOLONG));
 		goto out;
 	}
-	if (check_mountpoint(m.mountpoint) || mount_open(&m))
+	if (check_mountpoint(m.mountpoint) || mount_open(&m) || log_plan(&m))
 		goto out;
 	if (fuse_set_signal_handlers(m.se)) {
 		fprintf(stderr, "wharf mount: cannot set signal handlers\n");

@@ -11,6 +11,7 @@
 
 #include "fetch.h"
 #include "ops.h"
+#include "wharf/log.h"
 #include "source.h"
 
 /* The type the kernel's mount table shows for a wharf mount. */
@@ -42,6 +43,11 @@ struct mount_config {
 	enum ops_passthrough passthrough;
 	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
+	/* Where a detached mount logs: this file (absolute) if set, else
+	 * syslog, else CACHE_DIR/wharf.log; a foreground one to stderr
+	 * unless this is set. */
+	const char *log_file;
+	enum wharf_log_level log_level;
 };
 
 /* The defaults of every field (the paths and spec stay NULL). */

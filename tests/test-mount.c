@@ -23,6 +23,7 @@
 
 #include "fixture-ck.h"
 #include "fixture.h"
+#include "log.h"
 #include "tree.h"
 
 #define CHUNK (1u << 20)
@@ -1459,6 +1460,73 @@ START_TEST(test_daemonized_mount_and_umount)
 }
 END_TEST
 
+/* A detached mount where no syslog listens (most containers) logs to its
+ * cache directory, says so at mount time, and a reader's 404 leaves its
+ * cause there; --log-file and --log-level choose. */
+START_TEST(test_detached_mount_logs)
+{
+	char *cache = fx_tmpdir("mount-logs");
+	char mnt[PATH_MAX], manifest[PATH_MAX], path[PATH_MAX + 32], url[256];
+	char *text;
+	size_t len;
+
+	snprintf(mnt, sizeof(mnt), "%s/mnt", cache);
+	ck_assert_int_eq(fx_mkdirs(mnt), 0);
+	snprintf(manifest, sizeof(manifest), "%s/manifest", cache);
+	write_manifest(manifest, "plain/", "status/404/gone 100\n");
+	snprintf(url, sizeof(url), "%s/", ng.base);
+	if (log_syslog_present()) {
+		fx_skip_note(__func__, "a syslog listens on /dev/log: the "
+				       "default log file is not used");
+	} else {
+		ck_assert_int_eq(
+		    fx_sh("'%s' mount --cache-dir '%s/c' --manifest '%s' "
+			  "'%s' '%s' 2> '%s/mount.err'",
+			  fx_wharf_bin(), cache, manifest, url, mnt, cache),
+		    0);
+		snprintf(path, sizeof(path), "%s/mount.err", cache);
+		text = fx_read_file(path, &len);
+		ck_assert_ptr_nonnull(text);
+		ck_assert_msg(strstr(text, "logging to ") &&
+				  strstr(text, "/c/wharf.log"),
+			      "mount said: %s", text);
+		free(text);
+		ck_assert_int_eq(read_errno(mnt, "status/404/gone"), ENOENT);
+		ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt),
+				 0);
+		snprintf(path, sizeof(path), "%s/c/wharf.log", cache);
+		text = fx_read_file(path, &len);
+		ck_assert_ptr_nonnull(text);
+		ck_assert_msg(strstr(text, "status/404/gone") &&
+				  strstr(text, "404"),
+			      "log: %s", text);
+		ck_assert_ptr_nonnull(strstr(text, "]: info: mounted "));
+		free(text);
+	}
+	/* A relative --log-file, errors only; a bad level refused. */
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir c2 "
+			       "--log-file my.log -o log_level=error "
+			       "--manifest manifest '%s' mnt",
+			       cache, fx_wharf_bin(), url),
+			 0);
+	ck_assert_int_eq(read_errno(mnt, "status/404/gone"), ENOENT);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	snprintf(path, sizeof(path), "%s/my.log", cache);
+	text = fx_read_file(path, &len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "]: error: ") &&
+			  !strstr(text, "]: info: "),
+		      "log at level error: %s", text);
+	free(text);
+	ck_assert_int_eq(fx_sh("'%s' mount --log-level loud '%s/json/' '%s' "
+			       "2>/dev/null",
+			       fx_wharf_bin(), ng.base, mnt),
+			 2);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
 /* ---- offline operation, and names no filesystem can show ---- */
 
 START_TEST(test_wharf_dir_hidden)
@@ -2370,6 +2438,7 @@ static Suite *mount_suite(void)
 	fx_tcase_add(tc, test_origin_errors_map, why);
 	fx_tcase_add(tc, test_html_listing_without_entry, why);
 	fx_tcase_add(tc, test_daemonized_mount_and_umount, why);
+	fx_tcase_add(tc, test_detached_mount_logs, why);
 	fx_tcase_add(tc, test_wharf_dir_hidden, why);
 	fx_tcase_add(tc, test_offline_remount, why);
 	fx_tcase_add(tc, test_changed_object_not_stale, why);
