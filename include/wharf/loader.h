@@ -297,7 +297,15 @@ struct wharf_options {
 	uint32_t skip_bad;    /* 1: leave bad samples out, count them */
 	uint32_t persistent;  /* 1 (default): workers live across epochs */
 	uint32_t timeout_ms;  /* 0: none; else a batch later than this fails */
-	uint32_t reserved0;
+	/* Moving windows (the tokens decoder sets it; 0: off).  Epoch 0 reads
+	 * each sample where the index puts it; each later epoch e reads every
+	 * sample k * shift_step bytes further on, k in [1, L / shift_step)
+	 * for a sample of L bytes, a pure function of (seed, e) the same for
+	 * every sample of that length (sampler order and resumes unchanged).
+	 * A sample is moved only when the index's next sample continues it in
+	 * the same file with the same length: the read then never leaves the
+	 * index's records, and the last record of a run is read in place. */
+	uint32_t shift_step;
 	uint64_t seed; /* shuffle seed (0) */
 	/* Bytes per output sample.  0: the index's length when all samples have
 	 * the same length (fixed-size), else variable-size.  Must be set when a
