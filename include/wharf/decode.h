@@ -71,13 +71,13 @@
  *       file of 2,112 scans, 4.5 MB, costs 26 s and 410 MB).  max_scans
  *       (default 500, TurboJPEG's own scan limit) caps the scans;
  *       max_pixel_scans (default 2^30) caps width x height x scans, the
- *       work of the entropy decoder: a 12-megapixel photograph of 10 to 80
+ *       work of the entropy decoder: a 12-megapixel photograph of up to 89
  *       scans passes, the largest picture allowed (2^26 pixels) with up to
  *       16.  A budget of work rather than of time, so that whether a
  *       sample decodes does not depend on the machine or its load (an
  *       epoch stays reproducible; wharf_options.timeout_ms bounds time).
  *       The scans are counted from the markers before decoding, so such a
- *       file fails in milliseconds without its coefficient memory.  0
+ *       file fails in microseconds without its coefficient memory.  0
  *       lifts a limit.
  *       The decoder keeps its decoding buffers per process: loaders that
  *       share one with num_workers 0 must not run on two threads at once.
