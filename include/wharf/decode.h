@@ -105,7 +105,8 @@ typedef struct wharf_decoder wharf_decoder;
 int wharf_decoder_new(const char *spec, wharf_decoder **out);
 
 /*
- * Sets opt's sample_fn, worker_init, user and (when the decoder knows it)
+ * Sets opt's sample_fn, worker_init, user, shift_step (moving token
+ * windows; 0 for every other decoder) and (when the decoder knows it)
  * sample_bytes.  Overwrites those fields only.
  * @return 0, or -EINVAL when opt->size is too small.
  */
