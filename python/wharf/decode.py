@@ -9,6 +9,7 @@ of your own goes into a plug-in shared object (plugin()).
 """
 
 import ctypes
+import errno
 
 import numpy as np
 
@@ -44,6 +45,11 @@ def _decode_error():
     return _error
 
 
+def _refused(message):
+    """A DecodeError for a parameter refused here, before libwharf."""
+    return _decode_error()(errno.EINVAL, message)
+
+
 def __getattr__(name):
     if name == "DecodeError":
         return _decode_error()
@@ -65,8 +71,8 @@ def _dtype(dtype):
             pass
         got = lib.wharf_dtype(name.encode(), ctypes.byref(size))
     if got is None:
-        raise _decode_error()(22, "unsupported dtype %r (libwharf(3), "
-                                  "Decoders, lists them)" % (dtype,))
+        raise _refused("unsupported dtype %r (libwharf(3), Decoders, lists "
+                       "them)" % (dtype,))
     return got.decode(), size.value
 
 
@@ -81,8 +87,8 @@ def _word(key, value):
     word)."""
     value = str(value)
     if not value or any(c.isspace() for c in value):
-        raise _decode_error()(22, "%s cannot be empty or hold spaces: %r"
-                              % (key, value))
+        raise _refused("%s cannot be empty or hold spaces: %r"
+                       % (key, value))
     return "%s=%s" % (key, value)
 
 
@@ -185,8 +191,8 @@ def _size(size):
             all(isinstance(v, (int, np.integer)) and
                 not isinstance(v, bool) for v in size)):
         return int(size[0]), int(size[1])
-    raise _decode_error()(22, "size must be an int or (height, width), "
-                              "got %r" % (size,))
+    raise _refused("size must be an int or (height, width), got %r"
+                   % (size,))
 
 
 class Jpeg(Decoder):
@@ -201,8 +207,8 @@ class Jpeg(Decoder):
         def nums(key, v, n):
             v = [float(x) for x in v]
             if len(v) != n:
-                raise _decode_error()(22, "%s: expected %d numbers, got %r"
-                                      % (key, n, v))
+                raise _refused("%s: expected %d numbers, got %r"
+                               % (key, n, v))
             return "%s=%s" % (key, ",".join(repr(x) for x in v))
 
         words = ["jpeg", "size=%d,%d" % (h, w), _word("crop", crop),
