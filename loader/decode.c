@@ -42,6 +42,7 @@ struct wharf_decoder {
 	uint32_t in_size;   /* tokens: bytes per stored token */
 	uint32_t out_size;  /* tokens: bytes per output token */
 	uint64_t window;    /* tokens */
+	bool moving;	    /* tokens: windows move each epoch */
 	void *dl;
 	wharf_sample_fn plugin_fn;
 	plugin_init_fn plugin_init;
@@ -55,20 +56,48 @@ static int decode_fail(int rc, const char *spec, const char *what)
 	return error_set(rc, strdupf("decoder \"%s\": %s", spec, what));
 }
 
-static int dtype_size(const char *t)
+/* The element types, both spellings: short as specs write them, long as
+ * NumPy and torch do.  The only table: wharf_dtype() gives it to the
+ * bindings, so that a spelling the documentation uses works everywhere. */
+static const struct dtype {
+	const char *name, *long_name;
+	uint32_t size;
+} dtypes[] = {
+    {"u8", "uint8", 1},	  {"i8", "int8", 1},	 {"u16", "uint16", 2},
+    {"i16", "int16", 2},  {"f16", "float16", 2}, {"bf16", "bfloat16", 2},
+    {"u32", "uint32", 4}, {"i32", "int32", 4},	 {"f32", "float32", 4},
+    {"u64", "uint64", 8}, {"i64", "int64", 8},	 {"f64", "float64", 8},
+};
+
+/* The entry of either spelling, or NULL (name NULL: absent). */
+static const struct dtype *dtype_find(const char *name)
 {
-	static const struct {
-		const char *name;
-		int size;
-	} types[] = {
-	    {"u8", 1},	{"i8", 1},   {"u16", 2}, {"i16", 2},
-	    {"f16", 2}, {"bf16", 2}, {"u32", 4}, {"i32", 4},
-	    {"f32", 4}, {"u64", 8},  {"i64", 8}, {"f64", 8},
-	};
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		if (!strcmp(t, types[i].name))
-			return types[i].size;
-	return 0;
+	for (size_t i = 0; name && i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+		if (!strcmp(name, dtypes[i].name) ||
+		    !strcmp(name, dtypes[i].long_name))
+			return &dtypes[i];
+	return NULL;
+}
+
+/* Whether name spells one of the short names in `among` ("u16 u32"). */
+static bool dtype_is(const char *name, const char *among)
+{
+	const struct dtype *t = dtype_find(name);
+	const size_t n = t ? strlen(t->name) : 0;
+
+	for (const char *p = among; t && (p = strstr(p, t->name)); p += n)
+		if ((p == among || p[-1] == ' ') && (!p[n] || p[n] == ' '))
+			return true;
+	return false;
+}
+
+const char *wharf_dtype(const char *name, uint32_t *size)
+{
+	const struct dtype *t = dtype_find(name);
+
+	if (t && size)
+		*size = t->size;
+	return t ? t->long_name : NULL;
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -285,8 +314,9 @@ static int load_plugin(struct wharf_decoder *d, const char *spec,
 }
 
 struct spec_words {
-	const char *dtype, *shape, *offset, *window, *out, *path, *symbol, *arg,
-	    *bytes, *size, *crop, *scale, *ratio, *flip, *layout, *mean, *std;
+	const char *dtype, *shape, *offset, *window, *out, *windows, *path,
+	    *symbol, *arg, *bytes, *size, *crop, *scale, *ratio, *flip, *layout,
+	    *mean, *std, *max_scans, *max_pixel_scans;
 };
 
 /* Splits "key=value" words (in place) into w; unknown keys are errors. */
@@ -301,6 +331,7 @@ static int split_words(char *s, struct spec_words *w, const char **bad)
 	    {"offset", offsetof(struct spec_words, offset)},
 	    {"window", offsetof(struct spec_words, window)},
 	    {"out", offsetof(struct spec_words, out)},
+	    {"windows", offsetof(struct spec_words, windows)},
 	    {"path", offsetof(struct spec_words, path)},
 	    {"symbol", offsetof(struct spec_words, symbol)},
 	    {"arg", offsetof(struct spec_words, arg)},
@@ -313,6 +344,8 @@ static int split_words(char *s, struct spec_words *w, const char **bad)
 	    {"layout", offsetof(struct spec_words, layout)},
 	    {"mean", offsetof(struct spec_words, mean)},
 	    {"std", offsetof(struct spec_words, std)},
+	    {"max_scans", offsetof(struct spec_words, max_scans)},
+	    {"max_pixel_scans", offsetof(struct spec_words, max_pixel_scans)},
 	};
 	char *save = NULL;
 
@@ -339,12 +372,21 @@ static int parse_array(struct wharf_decoder *d, const char *spec,
 		       const struct spec_words *w)
 {
 	uint64_t elems;
-	const int size = w->dtype ? dtype_size(w->dtype) : 0;
+	const struct dtype *t = dtype_find(w->dtype);
+	const uint32_t size = t ? t->size : 0;
 
-	if (!size)
-		return decode_fail(-EINVAL, spec,
-				   "dtype= must be one of u8 i8 u16 i16 u32 "
-				   "i32 u64 i64 f16 bf16 f32 f64");
+	if (!t) {
+		char names[256] = "";
+
+		for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+			snprintf(names + strlen(names),
+				 sizeof(names) - strlen(names), " %s (%s)",
+				 dtypes[i].name, dtypes[i].long_name);
+		return error_set(-EINVAL,
+				 strdupf("decoder \"%s\": dtype= must be one "
+					 "of%s",
+					 spec, names));
+	}
 	if (!w->shape || parse_shape(w->shape, &elems) ||
 	    elems > UINT64_MAX / (uint64_t)size)
 		return decode_fail(-EINVAL, spec,
@@ -363,24 +405,30 @@ static int parse_array(struct wharf_decoder *d, const char *spec,
 static int parse_tokens(struct wharf_decoder *d, const char *spec,
 			const struct spec_words *w)
 {
-	const int in = w->dtype ? dtype_size(w->dtype) : 0;
-
-	if (!w->dtype || (strcmp(w->dtype, "u16") && strcmp(w->dtype, "u32")))
-		return decode_fail(-EINVAL, spec, "dtype= must be u16 or u32");
+	if (!dtype_is(w->dtype, "u16 u32"))
+		return decode_fail(
+		    -EINVAL, spec,
+		    "dtype= must be u16 or u32 (uint16, uint32)");
 	if (!w->window || parse_u64(w->window, &d->window) || !d->window ||
 	    d->window > (UINT64_MAX / 16) - 1)
 		return decode_fail(-EINVAL, spec,
 				   "window= must be a positive token count");
-	d->in_size = (uint32_t)in;
-	if (!w->out || !strcmp(w->out, "i64"))
-		d->out_size = 8;
-	else if (!strcmp(w->out, "i32"))
-		d->out_size = 4;
-	else if (!strcmp(w->out, "same"))
+	d->in_size = dtype_find(w->dtype)->size;
+	if (w->out && !strcmp(w->out, "same"))
 		d->out_size = d->in_size;
+	else if (!w->out || dtype_is(w->out, "i64 i32"))
+		d->out_size = w->out ? dtype_find(w->out)->size : 8;
 	else
 		return decode_fail(-EINVAL, spec,
-				   "out= must be i64, i32 or same");
+				   "out= must be i64, i32 (int64, int32) or "
+				   "same");
+	if (!w->windows || !strcmp(w->windows, "moving"))
+		d->moving = true;
+	else if (!strcmp(w->windows, "fixed"))
+		d->moving = false;
+	else
+		return decode_fail(-EINVAL, spec,
+				   "windows= must be moving or fixed");
 	d->kind = DECODE_TOKENS;
 	d->in_bytes = (d->window + 1) * d->in_size;
 	d->out_bytes = 2 * d->window * d->out_size;
@@ -406,16 +454,20 @@ static int parse_plugin(struct wharf_decoder *d, const char *spec,
 static int parse_jpeg(struct wharf_decoder *d, const char *spec,
 		      const struct spec_words *w)
 {
+	const struct dtype *t = dtype_find(w->dtype);
+	/* jpeg.c sees the short spelling only. */
 	const struct jpegdec_words jw = {
 	    .size = w->size,
 	    .crop = w->crop,
 	    .scale = w->scale,
 	    .ratio = w->ratio,
 	    .flip = w->flip,
-	    .dtype = w->dtype,
+	    .dtype = t ? t->name : w->dtype,
 	    .layout = w->layout,
 	    .mean = w->mean,
 	    .std = w->std,
+	    .max_scans = w->max_scans,
+	    .max_pixel_scans = w->max_pixel_scans,
 	};
 	const char *why = NULL;
 	const int rc = jpegdec_new(&jw, &d->jpeg, &why);
@@ -502,8 +554,14 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 				 strdupf("wharf_decoder_apply: options of "
 					 "%u bytes are too old",
 					 opt->size));
+	/* shift_step came after the first options: older callers lack it. */
+	const bool has_shift = opt->size >= offsetof(struct wharf_options,
+						     shift_step) +
+						sizeof(opt->shift_step);
 	opt->user = d;
 	opt->worker_init = NULL;
+	if (has_shift)
+		opt->shift_step = 0;
 	switch (d->kind) {
 	case DECODE_RAW:
 		opt->sample_fn = d->out_bytes ? decode_fit : NULL;
@@ -516,6 +574,15 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 		break;
 	case DECODE_TOKENS:
 		opt->sample_fn = decode_tokens;
+		if (d->moving && !has_shift)
+			return error_set(-EINVAL,
+					 strdupf("wharf_decoder_apply: moving "
+						 "windows need options of this "
+						 "header (%u bytes given): "
+						 "rebuild, or windows=fixed",
+						 opt->size));
+		if (d->moving)
+			opt->shift_step = d->in_size;
 		break;
 	case DECODE_PLUGIN:
 		opt->sample_fn = decode_plugin;

@@ -52,6 +52,12 @@
 /* Larger images are refused: a header can claim 65500 x 65500, and the
  * rows of the crop are kept whole. */
 #define JPEG_MAX_PIXELS (1ull << 26)
+/* Decode limits (max_scans=, max_pixel_scans=; include/wharf/decode.h
+ * argues the numbers).  A progressive file may have any number of scans,
+ * each a pass over the whole coefficient buffer: a few megabytes of them
+ * make one sample cost half a minute. */
+#define JPEG_MAX_SCANS 500
+#define JPEG_MAX_PIXEL_SCANS (1ull << 30)
 /* Fixed-point weights.  PIL uses 22 bits; 14 fit the 16-bit lanes that
  * SSE2 multiplies, and move an output by a level only where its exact
  * value lies within a few hundredths of a level of a rounding boundary. */
@@ -64,9 +70,10 @@
 
 struct jpeg_err {
 	struct jpeg_error_mgr pub;
-	jmp_buf jump;
+	jmp_buf jump; /* 1: libjpeg's error; JUMP_LIMIT: over a limit */
 	char msg[JMSG_LENGTH_MAX];
 };
+#define JUMP_LIMIT 2
 
 /* Taps of one output pixel: n weights from input position first. */
 struct tap {
@@ -77,19 +84,23 @@ struct tap {
 struct jpeg_state {
 	struct jpeg_decompress_struct cinfo;
 	struct jpeg_err err;
+	struct jpeg_progress_mgr progress; /* checks the limits per scan */
+	const struct jpegdec *j;
 	unsigned char *pix; /* decoded rows of the crop */
 	size_t pix_cap;
-	unsigned char *mid; /* after the horizontal pass: rows x size x 3 */
+	unsigned char *mid; /* after the horizontal pass: rows x width x 3 */
 	size_t mid_cap;
 	int32_t *kx, *ky; /* weights, ksize per output (kx paired for SSE2) */
 	size_t kx_cap, ky_cap;
-	struct tap *tx, *ty; /* size each */
-	int32_t *acc;	     /* one output row, size x 3 */
+	struct tap *tx, *ty; /* width and height of them */
+	int32_t *acc;	     /* one output row, width x 3 */
 	unsigned char *row;  /* the same row, rounded */
 };
 
 struct jpegdec {
-	uint32_t size;
+	uint32_t w, h;		  /* output width and height */
+	uint32_t max_scans;	  /* 0: no cap */
+	uint64_t max_pixel_scans; /* 0: no budget */
 	bool center, flip, f32, chw;
 	double scale[2];
 	double log_ratio[2];
@@ -175,6 +186,12 @@ static int parse_format(struct jpegdec *j, const struct jpegdec_words *w,
 		return *why = "layout= must be chw or hwc", -EINVAL;
 	if ((w->mean || w->std) && !j->f32)
 		return *why = "mean= and std= need dtype=f32", -EINVAL;
+	/* One without the other is a mistake, not a request for a default. */
+	if (!w->mean != !w->std)
+		return *why = w->mean
+				  ? "mean= needs std= (give both or neither)"
+				  : "std= needs mean= (give both or neither)",
+		       -EINVAL;
 	if (w->mean && parse_numbers(w->mean, mean, 3))
 		return *why = "mean= must be three numbers R,G,B", -EINVAL;
 	if (w->std && (parse_numbers(w->std, std, 3) || std[0] <= 0 ||
@@ -189,30 +206,83 @@ static int parse_format(struct jpegdec *j, const struct jpegdec_words *w,
 	return 0;
 }
 
+/* An output side: 1 to JPEG_MAX_SIZE pixels, ending at *end. */
+static int parse_side(const char *s, char **end, uint32_t *side)
+{
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, end, 10);
+	if (errno || !v || v > JPEG_MAX_SIZE)
+		return -EINVAL;
+	*side = (uint32_t)v;
+	return 0;
+}
+
+/* size=S (a square) or size=H,W, torchvision's (height, width). */
+static int parse_size(struct jpegdec *j, const char *s)
+{
+	char *end;
+
+	if (!s || parse_side(s, &end, &j->h))
+		return -EINVAL;
+	j->w = j->h;
+	if (*end == ',' && parse_side(end + 1, &end, &j->w))
+		return -EINVAL;
+	return *end ? -EINVAL : 0;
+}
+
+/* A limit: a count, 0 for none. */
+static int parse_limit(const char *s, uint64_t max, uint64_t *v)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end || *v > max ? -EINVAL : 0;
+}
+
+static int parse_limits(struct jpegdec *j, const struct jpegdec_words *w,
+			const char **why)
+{
+	uint64_t v = JPEG_MAX_SCANS;
+
+	if (w->max_scans && parse_limit(w->max_scans, UINT32_MAX, &v))
+		return *why = "max_scans= must be a scan count (0: no cap)",
+		       -EINVAL;
+	j->max_scans = (uint32_t)v;
+	j->max_pixel_scans = JPEG_MAX_PIXEL_SCANS;
+	if (w->max_pixel_scans &&
+	    parse_limit(w->max_pixel_scans, UINT64_MAX, &j->max_pixel_scans))
+		return *why = "max_pixel_scans= must be a count of pixels "
+			      "times scans (0: no budget)",
+		       -EINVAL;
+	return 0;
+}
+
 int jpegdec_new(const struct jpegdec_words *w, struct jpegdec **out,
 		const char **why)
 {
 	struct jpegdec *j = calloc(1, sizeof(*j));
-	char *end;
-	unsigned long size;
 	int rc;
 
 	*out = NULL;
 	if (!j)
 		return *why = "out of memory", -ENOMEM;
-	rc = -EINVAL;
-	*why = "size= must be an output side of 1 to 4096 pixels";
-	if (!w->size)
+	rc = parse_size(j, w->size);
+	if (rc) {
+		*why = "size= must be S or H,W: sides of 1 to 4096 pixels";
 		goto out;
-	errno = 0;
-	size = strtoul(w->size, &end, 10);
-	if (errno || *end || end == w->size || !size || size > JPEG_MAX_SIZE)
-		goto out;
-	j->size = (uint32_t)size;
+	}
 	rc = parse_crop(j, w, why);
-	if (rc)
-		goto out;
-	rc = parse_format(j, w, why);
+	if (!rc)
+		rc = parse_format(j, w, why);
+	if (!rc)
+		rc = parse_limits(j, w, why);
 out:
 	if (rc) {
 		free(j);
@@ -224,7 +294,7 @@ out:
 
 uint64_t jpegdec_out_bytes(const struct jpegdec *j)
 {
-	return (uint64_t)j->size * j->size * 3 * (j->f32 ? 4 : 1);
+	return (uint64_t)j->w * j->h * 3 * (j->f32 ? 4 : 1);
 }
 
 /* ---------------------------------------------------------- randomness */
@@ -300,29 +370,33 @@ found:
 }
 
 /* torchvision's eval transform: Resize(size / 0.875) of the short side,
- * then CenterCrop(size), as one box on the source image. */
+ * then CenterCrop(size), as one box on the source image.  For an output
+ * of h x w, the picture is resized (aspect kept) until it covers
+ * h / 0.875 x w / 0.875, which for a square is that rule. */
 static void center_crop(const struct jpegdec *j, int W, int H, struct crop *c)
 {
-	const int s = (int)(j->size / 0.875 + 1e-9);
+	const int sw = (int)(j->w / 0.875 + 1e-9);
+	const int sh = (int)(j->h / 0.875 + 1e-9);
 	int rw, rh, left, top;
 	double fx, fy;
 
-	/* Resize's output size: the long side truncated, as torchvision. */
-	if (W <= H) {
-		rw = s;
-		rh = (int)((double)s * H / W);
+	/* Resize's output size: the other side truncated, as torchvision.
+	 * The width binds when sw / W >= sh / H. */
+	if ((int64_t)sw * H >= (int64_t)sh * W) {
+		rw = sw;
+		rh = (int)((double)sw * H / W);
 	} else {
-		rh = s;
-		rw = (int)((double)s * W / H);
+		rh = sh;
+		rw = (int)((double)sh * W / H);
 	}
-	left = ROUND_EVEN((rw - (int)j->size) / 2.0);
-	top = ROUND_EVEN((rh - (int)j->size) / 2.0);
+	left = ROUND_EVEN((rw - (int)j->w) / 2.0);
+	top = ROUND_EVEN((rh - (int)j->h) / 2.0);
 	fx = (double)W / rw;
 	fy = (double)H / rh;
 	c->x0 = left * fx;
-	c->x1 = (left + j->size) * fx;
+	c->x1 = (left + j->w) * fx;
 	c->y0 = top * fy;
-	c->y1 = (top + j->size) * fy;
+	c->y1 = (top + j->h) * fy;
 	c->lo_x = c->lo_y = 0;
 	c->hi_x = W;
 	c->hi_y = H;
@@ -449,7 +523,7 @@ static void pass_x(const struct jpegdec *j, const struct jpeg_state *st,
 		   int ksize, const unsigned char *src, size_t stride, int rows,
 		   bool flip)
 {
-	const uint32_t S = j->size;
+	const uint32_t S = j->w;
 
 	for (int y = 0; y < rows; y++) {
 		const unsigned char *row = src + (size_t)y * stride;
@@ -485,8 +559,8 @@ static void row_float(float *restrict o, const unsigned char *restrict v,
 static void store_row(const struct jpegdec *j, const unsigned char *v,
 		      uint32_t i, void *out)
 {
-	const uint32_t S = j->size;
-	const size_t plane = (size_t)S * S;
+	const uint32_t S = j->w;
+	const size_t plane = (size_t)S * j->h;
 
 	if (j->chw && !j->f32) {
 		for (int c = 0; c < 3; c++)
@@ -610,9 +684,9 @@ static size_t row_y(unsigned char *v, const unsigned char *m, size_t stride,
 static void pass_y(const struct jpegdec *j, const struct jpeg_state *st,
 		   int ksize, int first_row, void *out)
 {
-	const size_t n = (size_t)j->size * 3;
+	const size_t n = (size_t)j->w * 3;
 
-	for (uint32_t i = 0; i < j->size; i++) {
+	for (uint32_t i = 0; i < j->h; i++) {
 		const int32_t *k = st->ky + (size_t)i * ksize;
 		const unsigned char *m =
 		    st->mid + (size_t)(st->ty[i].first - first_row) * n;
@@ -629,6 +703,86 @@ static void pass_y(const struct jpegdec *j, const struct jpeg_state *st,
 		row_round(st->row + done, st->acc + done, n - done);
 		store_row(j, st->row, i, out);
 	}
+}
+
+/* -------------------------------------------------------------- limits */
+
+/*
+ * The scans of a JPEG stream (its SOS markers) up to EOI, without decoding:
+ * segments are skipped by their lengths, and in entropy-coded data a 0xFF
+ * is followed by 0 (a stuffed byte) or a restart marker, never by another
+ * marker's code.  Milliseconds for megabytes, so that a file over the
+ * limits is refused before libjpeg allocates its coefficients.
+ */
+static uint64_t count_scans(const unsigned char *p, size_t n)
+{
+	uint64_t scans = 0;
+	size_t i = 2; /* past SOI */
+
+	while (i + 1 < n) {
+		const unsigned char *ff = memchr(p + i, 0xFF, n - i - 1);
+		unsigned m;
+
+		if (!ff)
+			break;
+		i = (size_t)(ff - p);
+		m = p[i + 1];
+		if (m == 0xD9) /* EOI */
+			break;
+		/* Fill bytes, stuffed zeros, restarts, SOI and TEM stand
+		 * alone; every other marker has a length. */
+		if (m == 0xFF || m == 0x00 || m == 0x01 ||
+		    (m >= 0xD0 && m <= 0xD8)) {
+			i += m == 0xFF ? 1 : 2;
+			continue;
+		}
+		if (i + 3 >= n)
+			break;
+		scans += m == 0xDA;
+		i += 2 + ((size_t)p[i + 2] << 8 | p[i + 3]);
+	}
+	return scans;
+}
+
+/* Whether a W x H picture of `scans` scans (at_least: of that many or
+ * more) is over j's limits; *msg then says which, and how to raise it. */
+static bool over_limits(const struct jpegdec *j, unsigned W, unsigned H,
+			uint64_t scans, bool at_least, char *msg, size_t len)
+{
+	const char *more = at_least ? "at least " : "";
+
+	if (j->max_scans && scans > j->max_scans) {
+		snprintf(msg, len,
+			 "jpeg: %s%llu scans, over max_scans=%u (raise it; "
+			 "0: no cap)",
+			 more, (unsigned long long)scans, j->max_scans);
+		return true;
+	}
+	if (j->max_pixel_scans &&
+	    (uint64_t)W * H * scans > j->max_pixel_scans) {
+		snprintf(msg, len,
+			 "jpeg: %ux%u pixels x %s%llu scans, over "
+			 "max_pixel_scans=%llu (raise it; 0: none)",
+			 W, H, more, (unsigned long long)scans,
+			 (unsigned long long)j->max_pixel_scans);
+		return true;
+	}
+	return false;
+}
+
+/* libjpeg's progress hook: its own count of scans, checked as it reads
+ * them, for a file whose markers count_scans() read otherwise. */
+static void on_progress(j_common_ptr cinfo)
+{
+	struct jpeg_state *st =
+	    (struct jpeg_state *)(void *)((char *)cinfo -
+					  offsetof(struct jpeg_state, cinfo));
+	const struct jpeg_decompress_struct *ci = &st->cinfo;
+
+	if (over_limits(st->j, ci->image_width, ci->image_height,
+			(uint64_t)ci->input_scan_number, true, st->err.msg,
+			sizeof(st->err.msg)))
+		longjmp(st->err.jump, JUMP_LIMIT);
 }
 
 /* ------------------------------------------------------------- decoder */
@@ -688,19 +842,22 @@ static int state_make(struct jpegdec *j)
 
 	if (!st)
 		return -ENOMEM;
-	st->tx = calloc(j->size, sizeof(*st->tx));
-	st->ty = calloc(j->size, sizeof(*st->ty));
-	st->acc = calloc((size_t)j->size * 3, sizeof(*st->acc));
-	st->row = malloc((size_t)j->size * 3);
+	st->tx = calloc(j->w, sizeof(*st->tx));
+	st->ty = calloc(j->h, sizeof(*st->ty));
+	st->acc = calloc((size_t)j->w * 3, sizeof(*st->acc));
+	st->row = malloc((size_t)j->w * 3);
 	if (!st->tx || !st->ty || !st->acc || !st->row)
 		goto fail;
 	st->cinfo.err = jpeg_std_error(&st->err.pub);
 	st->err.pub.error_exit = on_error;
 	st->err.pub.emit_message = on_message;
+	st->progress.progress_monitor = on_progress;
+	st->j = j;
 	/* Only an allocation in jpeg_create_decompress can fail. */
 	if (setjmp(st->err.jump))
 		goto fail;
 	jpeg_create_decompress(&st->cinfo);
+	st->cinfo.progress = &st->progress;
 	j->st = st;
 	return 0;
 fail:
@@ -709,20 +866,20 @@ fail:
 }
 
 /*
- * The smallest DCT scale n/8 that keeps the box at least min pixels wide
- * and high.  Random crops take min = the output size (PIL's draft() rule):
- * the DCT's own downscale is a sound filter, and most of the saving.  The
+ * The smallest DCT scale n/8 that keeps the box at least min_w pixels wide
+ * and min_h high.  Random crops take min = the output size (PIL's draft()
+ * rule): the DCT's own downscale is a sound filter, and most of the saving. The
  * eval crop takes twice that, so that it stays within a fraction of a level
  * of torchvision's output (at min = size, photographs of fine texture differ
  * by a few levels, since the two filters are not the same).
  */
-static unsigned dct_scale(const struct crop *c, uint32_t min)
+static unsigned dct_scale(const struct crop *c, uint32_t min_w, uint32_t min_h)
 {
 	/* Only the scales libjpeg-turbo has SIMD code for: at 3/8, 5/8, 6/8
 	 * and 7/8 its plain C IDCTs cost more than the pixels saved. */
 	for (unsigned n = 1; n < 8; n *= 2)
-		if ((c->x1 - c->x0) * n / 8 >= min &&
-		    (c->y1 - c->y0) * n / 8 >= min)
+		if ((c->x1 - c->x0) * n / 8 >= min_w &&
+		    (c->y1 - c->y0) * n / 8 >= min_h)
 			return n;
 	return 8;
 }
@@ -762,32 +919,31 @@ static int plan(const struct jpegdec *j, struct jpeg_state *st,
 {
 	const int lx = (int)floor(c->lo_x * fx), ly = (int)floor(c->lo_y * fy);
 	int hx = (int)ceil(c->hi_x * fx), hy = (int)ceil(c->hi_y * fy);
-	const uint32_t S = j->size;
 
 	if (hx > out_w)
 		hx = out_w;
 	if (hy > out_h)
 		hy = out_h;
 	if (grow((void **)&st->kx, &st->kx_cap,
-		 (size_t)S * kx * sizeof(int32_t)) ||
+		 (size_t)j->w * kx * sizeof(int32_t)) ||
 	    grow((void **)&st->ky, &st->ky_cap,
-		 (size_t)S * ky * sizeof(int32_t)))
+		 (size_t)j->h * ky * sizeof(int32_t)))
 		return -ENOMEM;
-	make_taps(c->x0 * fx - lx, c->x1 * fx - lx, hx - lx, S, kx, WEIGHT_BITS,
-		  st->tx, st->kx);
-	make_taps(c->y0 * fy - ly, c->y1 * fy - ly, hy - ly, S, ky, WEIGHT_BITS,
-		  st->ty, st->ky);
+	make_taps(c->x0 * fx - lx, c->x1 * fx - lx, hx - lx, j->w, kx,
+		  WEIGHT_BITS, st->tx, st->kx);
+	make_taps(c->y0 * fy - ly, c->y1 * fy - ly, hy - ly, j->h, ky,
+		  WEIGHT_BITS, st->ty, st->ky);
 #ifdef __SSE2__
-	pair_weights(st->kx, st->tx, S, kx);
+	pair_weights(st->kx, st->tx, j->w, kx);
 #endif
-	for (uint32_t o = 0; o < S; o++) {
-		st->tx[o].first += lx;
-		st->ty[o].first += ly;
-	}
 	*x0 = *y0 = INT32_MAX;
 	*x1 = *y1 = 0;
-	for (uint32_t o = 0; o < S; o++) {
+	for (uint32_t o = 0; o < j->w; o++) {
+		st->tx[o].first += lx;
 		span(&st->tx[o], x0, x1);
+	}
+	for (uint32_t o = 0; o < j->h; o++) {
+		st->ty[o].first += ly;
 		span(&st->ty[o], y0, y1);
 	}
 	if (*x1 <= *x0)
@@ -838,6 +994,11 @@ static int decode(struct jpegdec *j, const void *in, uint64_t in_len, void *out)
 				(unsigned long long)JPEG_MAX_PIXELS);
 		return -EFBIG;
 	}
+	if (over_limits(j, (unsigned)W, (unsigned)H, count_scans(in, in_len),
+			false, st->err.msg, sizeof(st->err.msg))) {
+		wharf_set_error("%s", st->err.msg);
+		return -EFBIG;
+	}
 	if (j->center)
 		center_crop(j, W, H, &c);
 	else
@@ -850,13 +1011,14 @@ static int decode(struct jpegdec *j, const void *in, uint64_t in_len, void *out)
 	 * two pixels in eight bytes. */
 	ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
 	ci->dct_method = JDCT_ISLOW;
-	ci->scale_num = dct_scale(&c, j->center ? 2 * j->size : j->size);
+	ci->scale_num = j->center ? dct_scale(&c, 2 * j->w, 2 * j->h)
+				  : dct_scale(&c, j->w, j->h);
 	ci->scale_denom = 8;
 	jpeg_start_decompress(ci);
 	fx = (double)ci->output_width / W;
 	fy = (double)ci->output_height / H;
-	kx = ksize_for(c.x0 * fx, c.x1 * fx, j->size);
-	ky = ksize_for(c.y0 * fy, c.y1 * fy, j->size);
+	kx = ksize_for(c.x0 * fx, c.x1 * fx, j->w);
+	ky = ksize_for(c.y0 * fy, c.y1 * fy, j->h);
 	if (plan(j, st, &c, fx, fy, kx, ky, (int)ci->output_width,
 		 (int)ci->output_height, &x0, &x1, &y0, &y1))
 		return -ENOMEM;
@@ -867,15 +1029,14 @@ static int decode(struct jpegdec *j, const void *in, uint64_t in_len, void *out)
 	/* 4 bytes of padding: pixel_x() may read one pixel past a row. */
 	if (grow((void **)&st->pix, &st->pix_cap,
 		 (size_t)(y1 - y0) * xw * 4 + 4) ||
-	    grow((void **)&st->mid, &st->mid_cap,
-		 (size_t)(y1 - y0) * j->size * 3))
+	    grow((void **)&st->mid, &st->mid_cap, (size_t)(y1 - y0) * j->w * 3))
 		return -ENOMEM;
 	read_rows(st, y0, y1, (size_t)xw * 4);
 	/* Rows below the crop are not needed: stop here. */
 	jpeg_abort_decompress(ci);
 	if (cmyk)
 		cmyk_to_rgb(st->pix, (size_t)xw * 4, y1 - y0, (int)xw);
-	for (uint32_t o = 0; o < j->size; o++)
+	for (uint32_t o = 0; o < j->w; o++)
 		st->tx[o].first -= (int)xoff;
 	pass_x(j, st, kx, st->pix, (size_t)xw * 4, y1 - y0, flip);
 	pass_y(j, st, ky, y0, out);
@@ -886,14 +1047,19 @@ int jpegdec_sample(void *user, uint64_t sample, const void *in, uint64_t in_len,
 		   void *out, uint64_t out_cap, uint64_t *out_len)
 {
 	struct jpegdec *j = user;
-	int rc;
+	int rc, jump;
 
 	if (out_cap < jpegdec_out_bytes(j))
 		return -ENOBUFS;
 	if (!j->st && state_make(j))
 		return -ENOMEM;
-	if (setjmp(j->st->err.jump)) {
+	jump = setjmp(j->st->err.jump);
+	if (jump) {
 		jpeg_abort_decompress(&j->st->cinfo);
+		if (jump == JUMP_LIMIT) {
+			wharf_set_error("%s", j->st->err.msg);
+			return -EFBIG;
+		}
 		wharf_set_error("not a JPEG, or a damaged one (%llu bytes): %s",
 				(unsigned long long)in_len, j->st->err.msg);
 		return -EINVAL;

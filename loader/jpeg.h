@@ -12,7 +12,7 @@
 /* The spec's words, as decode.c split them (NULL: absent). */
 struct jpegdec_words {
 	const char *size, *crop, *scale, *ratio, *flip, *dtype, *layout, *mean,
-	    *std;
+	    *std, *max_scans, *max_pixel_scans;
 };
 
 struct jpegdec;

@@ -774,6 +774,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.ring = &l->ring;
 	l->fill.skip_bad = l->opt.skip_bad != 0;
 	l->fill.seed = l->opt.seed;
+	l->fill.shift_step = l->opt.shift_step;
 	l->fill.sample_fn = l->opt.sample_fn;
 	l->fill.batch_fn = l->opt.batch_fn;
 	l->fill.user = l->opt.user;

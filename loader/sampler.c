@@ -105,6 +105,16 @@ uint64_t sampler_sample_seed(uint64_t seed, uint64_t epoch, uint64_t id)
 	return splitmix64(k ^ splitmix64(id));
 }
 
+uint64_t sampler_shift(uint64_t seed, uint64_t epoch, uint64_t steps)
+{
+	/* Never 0 after epoch 0: with epoch 0's records, any one later epoch
+	 * then covers every pair of tokens that epoch 0 splits. */
+	if (epoch == 0 || steps < 2)
+		return 0;
+	return 1 + splitmix64(seed ^ splitmix64(epoch ^ 0xbb67ae85ull)) %
+		       (steps - 1);
+}
+
 void sampler_epoch_keys(const struct sampler *s, uint64_t epoch,
 			struct sampler_epoch *e)
 {

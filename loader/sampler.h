@@ -59,6 +59,11 @@ uint64_t sampler_at(const struct sampler *s, const struct sampler_epoch *e,
  * whichever worker (or process) decodes the sample. */
 uint64_t sampler_sample_seed(uint64_t seed, uint64_t epoch, uint64_t id);
 
+/* Moving windows: the shift, in steps, of every sample of `steps` steps in
+ * epoch epoch: 0 in epoch 0 (the index's own records), else in
+ * [1, steps), a pure function of (seed, epoch). */
+uint64_t sampler_shift(uint64_t seed, uint64_t epoch, uint64_t steps);
+
 /* Writes batch b's sample ids into out (room for s->batch).
  * @return the count, 0 when b >= nbatches. */
 uint32_t sampler_batch(const struct sampler *s, const struct sampler_epoch *e,

@@ -290,6 +290,23 @@ static int read_full(struct fill_ctx *c, struct where *w, struct slot_hdr *h,
 	return 0;
 }
 
+/* Where sample id (len bytes) is read in epoch: moved by the epoch's shift
+ * (wharf_options.shift_step) when the next sample continues it in its file
+ * with the same length, so that the read stays inside the index's records. */
+static uint64_t read_offset(const struct fill_ctx *c, uint64_t epoch,
+			    uint64_t id, uint64_t len)
+{
+	const struct index *idx = c->idx;
+	const uint64_t off = idx->offset[id];
+
+	if (!c->shift_step || id + 1 >= idx->count ||
+	    idx->file[id + 1] != idx->file[id] ||
+	    idx->length[id + 1] != len || idx->offset[id + 1] - off != len)
+		return off;
+	return off + sampler_shift(c->seed, epoch, len / c->shift_step) *
+			 c->shift_step;
+}
+
 /* The length of sample id (the file's size when the index has none). */
 static int sample_len(struct where *w, int fd, uint64_t id, uint64_t *len)
 {
@@ -353,7 +370,7 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			c->scratch_cap = len;
 		}
 		rc = read_full(c, w, h, (unsigned)ent, c->scratch, len,
-			       idx->offset[id]);
+			       read_offset(c, h->epoch, id, len));
 		if (rc)
 			return rc;
 		uint64_t out_cap = c->sample_size ? c->sample_size : cap;
@@ -393,7 +410,8 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 	/* Extend the run while the next sample starts where this one ends. */
 	uint32_t run = 1;
 	uint64_t total = len;
-	while (merge && k + run < n) {
+	/* Moved samples are not merged: each has its own shift. */
+	while (merge && !c->shift_step && k + run < n) {
 		uint64_t prev = ids[k + run - 1], nx = ids[k + run];
 		if (nx >= idx->count || idx->file[nx] != file ||
 		    idx->length[prev] == WHARF_LENGTH_UNKNOWN ||
@@ -413,7 +431,7 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			    (unsigned long long)len, (unsigned long long)cap);
 	*nrun = run; /* also on failure: the caller retries a merged run */
 	rc = read_full(c, w, h, (unsigned)ent, data + pos, total,
-		       idx->offset[id]);
+		       read_offset(c, h->epoch, id, len));
 	if (rc)
 		return rc;
 	*used = total;

@@ -27,6 +27,7 @@ struct fill_ctx {
 	uint64_t sample_size; /* 0: variable-size */
 	bool skip_bad;
 	uint64_t seed; /* the options' seed: sample transforms' randomness */
+	uint32_t shift_step; /* moving windows: wharf_options.shift_step */
 	wharf_sample_fn sample_fn;
 	wharf_batch_fn batch_fn;
 	void *user;

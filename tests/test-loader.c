@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <wharf/decode.h>
 #include <wharf/loader.h>
 #include <wharf/log.h>
 
@@ -300,6 +301,226 @@ START_TEST(transforms)
 	}
 	ck_assert_uint_eq(n, NREC);
 	wharf_loader_close(l);
+}
+END_TEST
+
+/* Token windows: two files of u32 tokens f * TOK_FILE + i, records of
+ * TREC tokens; the second has a tail of 5 tokens the index leaves out. */
+#define TW 7
+#define TREC (TW + 1)
+#define TOK_FILE 100000u
+static const uint32_t tok_recs[2] = {40, 25};
+#define TOK_SAMPLES 65
+#define TOK_SPEC "tokens dtype=u32 window=7 out=same"
+static wharf_index *toks;
+
+static void tokens_index(void)
+{
+	char *idx, *f[2];
+
+	for (int k = 0; k < 2; k++) {
+		const uint32_t n = tok_recs[k] * TREC + (k ? 5 : 0);
+		uint32_t *t = malloc(n * sizeof(*t));
+		FILE *fp;
+
+		if (asprintf(&f[k], "%s/tokens%d", root, k) < 0)
+			abort();
+		for (uint32_t i = 0; i < n; i++)
+			t[i] = k * TOK_FILE + i;
+		fp = fopen(f[k], "wb");
+		ck_assert_ptr_nonnull(fp);
+		ck_assert_uint_eq(fwrite(t, sizeof(*t), n, fp), n);
+		fclose(fp);
+		free(t);
+	}
+	if (asprintf(&idx, "%s/tokens.idx", root) < 0)
+		abort();
+	ck_assert_int_eq(wharf_index_build_records(TREC * 4,
+						   (const char *const *)f, 2,
+						   idx),
+			 0);
+	ck_assert_int_eq(wharf_index_open(idx, 0, &toks), 0);
+	ck_assert_uint_eq(wharf_index_count(toks), TOK_SAMPLES);
+	free(idx);
+	free(f[0]);
+	free(f[1]);
+}
+
+/* The windows of one epoch by sample id (2 TW tokens each) into out, with
+ * spec: from the epoch's start, or from the state *from; up to `stop`
+ * batches (then the state into *st), else to the end. */
+static void windows_of(const char *spec, uint32_t workers, uint64_t seed,
+		       uint64_t epoch, const struct wharf_state *from,
+		       uint64_t stop, struct wharf_state *st, uint32_t *out)
+{
+	struct wharf_options o;
+	const struct wharf_batch *b;
+	wharf_decoder *d;
+	wharf_loader *l;
+	uint64_t i = 0;
+	int rc = 0;
+
+	ck_assert_int_eq(wharf_decoder_new(spec, &d), 0);
+	opts(&o, 4, workers);
+	o.shuffle = 1;
+	o.seed = seed;
+	ck_assert_int_eq(wharf_decoder_apply(d, &o), 0);
+	open_loader(toks, &o, &l);
+	if (from)
+		ck_assert_int_eq(wharf_loader_state_restore(l, from), 0);
+	else
+		ck_assert_int_eq(wharf_loader_set_epoch(l, epoch), 0);
+	for (; i < stop && (rc = wharf_loader_next(l, &b)) == 0; i++) {
+		for (uint32_t k = 0; k < b->count; k++)
+			memcpy(out + b->samples[k] * 2 * TW,
+			       (const uint32_t *)b->data + k * 2 * TW,
+			       2 * TW * sizeof(*out));
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	}
+	ck_assert_msg(i == stop || rc == WHARF_END, "next: %d %s", rc,
+		      wharf_loader_error(l));
+	if (st)
+		ck_assert_int_eq(wharf_loader_state_save(l, st), 0);
+	wharf_loader_close(l);
+	wharf_decoder_free(d);
+}
+
+/*
+ * Checks one epoch's windows (each an input and its target moved by one,
+ * inside its file's records) and marks the pairs of tokens they train in
+ * pairs[f][i] (i: the first token's position).  @return the epoch's
+ * shift: that of every window but the last of each file, which stays.
+ */
+static uint32_t check_windows(const uint32_t *w, char *pairs[2])
+{
+	uint32_t shift = UINT32_MAX;
+
+	for (uint64_t id = 0; id < TOK_SAMPLES; id++) {
+		const uint32_t *x = w + id * 2 * TW, *y = x + TW;
+		const uint32_t f = id >= tok_recs[0];
+		const uint32_t r = (uint32_t)id - (f ? tok_recs[0] : 0);
+		const uint32_t start = x[0] - f * TOK_FILE;
+
+		ck_assert_uint_eq(x[0] / TOK_FILE, f);
+		for (int j = 0; j < TW; j++) {
+			ck_assert_uint_eq(x[j], x[0] + j);
+			ck_assert_uint_eq(y[j], x[j] + 1);
+			pairs[f][start + j] = 1;
+		}
+		ck_assert_uint_ge(start, r * TREC);
+		ck_assert_uint_le(start + TREC, tok_recs[f] * TREC);
+		if (r + 1 == tok_recs[f]) {
+			ck_assert_uint_eq(start, r * TREC);
+			continue;
+		}
+		if (shift == UINT32_MAX)
+			shift = start - r * TREC;
+		ck_assert_uint_eq(start - r * TREC, shift);
+	}
+	return shift;
+}
+
+/* Moving windows: epoch 0 reads the records; each later epoch moves every
+ * window (but each file's last) by one shift in 1..TW, a function of seed
+ * and epoch only, resumed exactly; epochs 0 and 1 together train every
+ * pair of tokens inside the records, which fixed windows never do. */
+START_TEST(moving_windows)
+{
+	const size_t one = (size_t)TOK_SAMPLES * 2 * TW;
+	uint32_t *w = calloc(one, sizeof(*w)), *v = calloc(one, sizeof(*v));
+	char *pairs[2], *fixed[2];
+	struct wharf_state st;
+	uint32_t shifts[4];
+
+	tokens_index();
+	for (int f = 0; f < 2; f++) {
+		pairs[f] = calloc(tok_recs[f] * TREC, 1);
+		fixed[f] = calloc(tok_recs[f] * TREC, 1);
+	}
+	for (uint64_t e = 0; e < 4; e++) {
+		windows_of(TOK_SPEC, 2, 11, e, NULL, UINT64_MAX, NULL, w);
+		shifts[e] = check_windows(w, pairs);
+		ck_assert_uint_le(shifts[e], TW);
+		if (e == 0)
+			ck_assert_uint_eq(shifts[e], 0);
+		else
+			ck_assert_uint_ge(shifts[e], 1);
+		/* The same seed and epoch: the same windows, whatever the
+		 * workers. */
+		windows_of(TOK_SPEC " windows=moving", 0, 11, e, NULL,
+			   UINT64_MAX, NULL, v);
+		ck_assert_int_eq(memcmp(w, v, one * sizeof(*w)), 0);
+		/* windows=fixed: the records, every epoch. */
+		windows_of(TOK_SPEC " windows=fixed", 1, 11, e, NULL,
+			   UINT64_MAX, NULL, v);
+		ck_assert_uint_eq(check_windows(v, fixed), 0);
+		if (e == 1)
+			for (int f = 0; f < 2; f++)
+				for (uint32_t i = 0; i + 1 < tok_recs[f] * TREC;
+				     i++)
+					ck_assert_msg(pairs[f][i],
+						      "file %d: pair at %u "
+						      "untrained",
+						      f, i);
+	}
+	ck_assert_msg(shifts[1] != shifts[2] || shifts[2] != shifts[3],
+		      "the shift is the same in epochs 1 to 3");
+	/* Fixed windows never train the pair across a record boundary. */
+	for (int f = 0; f < 2; f++)
+		for (uint32_t r = 1; r < tok_recs[f]; r++)
+			ck_assert(!fixed[f][r * TREC - 1]);
+	/* Epoch 3 cut after 5 batches and resumed by another loader: the
+	 * same windows as in one go. */
+	windows_of(TOK_SPEC, 2, 11, 3, NULL, UINT64_MAX, NULL, w);
+	memset(v, 0, one * sizeof(*v));
+	windows_of(TOK_SPEC, 2, 11, 3, NULL, 5, &st, v);
+	windows_of(TOK_SPEC, 1, 11, 0, &st, UINT64_MAX, NULL, v);
+	ck_assert_int_eq(memcmp(w, v, one * sizeof(*w)), 0);
+	for (int f = 0; f < 2; f++) {
+		free(pairs[f]);
+		free(fixed[f]);
+	}
+	free(w);
+	free(v);
+	wharf_index_close(toks);
+}
+END_TEST
+
+/* Element types in either spelling, from the one table. */
+START_TEST(dtype_spellings)
+{
+	static const char *const specs[] = {
+	    "tokens dtype=uint16 window=4 out=int32",
+	    "tokens dtype=u16 window=4 out=i32",
+	    "array dtype=bfloat16 shape=16",
+	    "array dtype=bf16 shape=16",
+	};
+	wharf_decoder *d;
+	uint32_t size = 0;
+
+	ck_assert_str_eq(wharf_dtype("u16", &size), "uint16");
+	ck_assert_uint_eq(size, 2);
+	ck_assert_str_eq(wharf_dtype("float64", &size), "float64");
+	ck_assert_uint_eq(size, 8);
+	ck_assert_str_eq(wharf_dtype("bf16", NULL), "bfloat16");
+	ck_assert_ptr_null(wharf_dtype("f33", NULL));
+	ck_assert_ptr_null(wharf_dtype("uint", NULL));
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		ck_assert_msg(wharf_decoder_new(specs[i], &d) == 0, "%s: %s",
+			      specs[i], wharf_last_error());
+		ck_assert_uint_eq(wharf_decoder_sample_bytes(d), 32);
+		wharf_decoder_free(d);
+	}
+	ck_assert_int_eq(wharf_decoder_new("tokens dtype=int16 window=4", &d),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "uint16"));
+	ck_assert_int_eq(wharf_decoder_new("array dtype=f33 shape=2", &d),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "u16 (uint16)"));
+	ck_assert_int_eq(
+	    wharf_decoder_new("tokens dtype=u16 window=4 windows=sliding", &d),
+	    -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "windows="));
 }
 END_TEST
 
@@ -1173,6 +1394,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, out_of_order_same_multiset);
 	tcase_add_test(tc, variable_size_and_labels);
 	tcase_add_test(tc, transforms);
+	tcase_add_test(tc, moving_windows);
+	tcase_add_test(tc, dtype_spellings);
 	tcase_add_loop_test(tc, resume, 0, 2);
 	tcase_add_loop_test(tc, epochs_differ_and_repeat, 0, 2);
 	tcase_add_test(tc, set_epoch_at_start_keeps_read_ahead);

@@ -325,6 +325,18 @@ struct wharf_options {
 	wharf_sample_fn sample_fn;
 	wharf_batch_fn batch_fn;
 	void *user; /* passed to the callbacks (copied into each worker) */
+	/* Fields from here on were added later: a caller built against an
+	 * older header passes a smaller size, and they keep their defaults. */
+	/* Moving windows (the tokens decoder sets it; 0: off).  Epoch 0 reads
+	 * each sample where the index puts it; each later epoch e reads every
+	 * sample k * shift_step bytes further on, k in [1, L / shift_step)
+	 * for a sample of L bytes, a pure function of (seed, e) the same for
+	 * every sample of that length (sampler order and resumes unchanged).
+	 * A sample is moved only when the index's next sample continues it in
+	 * the same file with the same length: the read then never leaves the
+	 * index's records, and the last record of a run is read in place. */
+	uint32_t shift_step;
+	uint32_t reserved1;
 };
 
 /* Fills *opt with the defaults above and sets opt->size.  Always call it (or

@@ -68,6 +68,8 @@ class Options(ctypes.Structure):
         ("sample_fn", c_void_p),
         ("batch_fn", c_void_p),
         ("user", c_void_p),
+        ("shift_step", c_u32),
+        ("reserved1", c_u32),
     ]
 
 
@@ -130,6 +132,7 @@ _SIGNATURES = {
     # name: (restype, argtypes)
     "wharf_version_number": (ctypes.c_uint, []),
     "wharf_last_error": (c_char_p, []),
+    "wharf_dtype": (c_char_p, [c_char_p, _P(c_u32)]),
     "wharf_index_open": (ctypes.c_int, [c_char_p, c_u32, _P(c_void_p)]),
     "wharf_index_close": (None, [c_void_p]),
     "wharf_index_count": (c_u64, [c_void_p]),
