@@ -101,5 +101,6 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(version=version(), cmdclass={"build_py": BuildPyWithLibrary},
+setup(version=version(), package_dir={"": "python"}, packages=["wharf"],
+      cmdclass={"build_py": BuildPyWithLibrary},
       distclass=BinaryDistribution)
