@@ -124,8 +124,13 @@ else
 		else
 			ok "the bundled libwharf needs neither CUDA nor FUSE, curl, zstd"
 		fi
-		if (cd "$work/elsewhere" && clean_env "$work/venv/bin/python" \
-			-c 'import wharf, wharf.torch' &&
+		# setup.py's version (configure.ac's AC_INIT) is the library's.
+		if (cd "$work/elsewhere" && clean_env "$work/venv/bin/python" -c '
+import importlib.metadata, sys
+import wharf, wharf.torch
+pip = importlib.metadata.version("wharf")
+sys.exit(None if pip == wharf.__version__ else
+         "pip says version %s, the library %s" % (pip, wharf.__version__))' &&
 			clean_env "$work/venv/bin/python" "$work/epoch.py" torch \
 				"$work/data" "$work/venv" "$work") >"$work/a.out" 2>&1; then
 			ok "$(tail -1 "$work/a.out")"
