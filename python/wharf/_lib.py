@@ -6,7 +6,6 @@ converts and checks them.
 """
 
 import ctypes
-import ctypes.util
 import errno
 import os
 
@@ -193,29 +192,33 @@ class LibraryNotFound(ImportError):
 
 
 def _candidates():
-    """Where to look for libwharf, in order; each entry is (path, why)."""
+    """Where to look for libwharf, in order; each entry is (path, why).
+
+    An installed package uses the library inside it (pip install puts it
+    there) or the system's; the build trees of the checkout the package sits
+    in come last, so that PYTHONPATH=python works after ./quickstart build
+    (build/plain) or an in-tree make."""
     env = os.environ.get("WHARF_LIBRARY")
     if env:
+        # A named library is the only one: another would hide a wrong path.
         yield env, "WHARF_LIBRARY"
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libwharf.so", "libwharf.so.0"):
-        yield os.path.join(here, name), "next to the package"
+    yield os.path.join(here, "libwharf.so.0"), "inside the package"
     try:
         from . import _installed  # written by make install
-        yield os.path.join(_installed.LIBDIR, "libwharf.so.0"), "libdir"
+        yield (os.path.join(_installed.LIBDIR, "libwharf.so.0"),
+               "make install's libdir")
     except ImportError:
         pass
-    # Build trees: the package's own tree (in-tree build) and
-    # $WHARF_BUILDDIR (out of tree), as make check runs it.
-    trees = [os.path.join(here, "..", "..")]
+    yield "libwharf.so.0", "linker path"
+    checkout = os.path.normpath(os.path.join(here, "..", ".."))
+    trees = [os.path.join(checkout, "build", "plain"), checkout]
     if os.environ.get("WHARF_BUILDDIR"):
-        trees.insert(0, os.environ["WHARF_BUILDDIR"])
+        trees.append(os.environ["WHARF_BUILDDIR"])
     for tree in trees:
-        yield (os.path.normpath(os.path.join(tree, "loader", ".libs",
-                                             "libwharf.so")), "build tree")
-    found = ctypes.util.find_library("wharf")
-    yield (found or "libwharf.so.0"), "system linker path"
+        yield (os.path.join(tree, "loader", ".libs", "libwharf.so"),
+               "build tree")
 
 
 def load():
@@ -244,9 +247,15 @@ def load():
             fn.argtypes = args
         lib.wharf_path = path
         return lib
+    checkout = os.path.join(os.path.dirname(__file__), "..", "..")
+    if os.path.exists(os.path.join(checkout, "pyproject.toml")):
+        checkout = os.path.abspath(checkout)
+    else:
+        checkout = "/path/to/wharf-checkout"
     raise LibraryNotFound(
-        "cannot load libwharf; set WHARF_LIBRARY to the path of "
-        "libwharf.so.  Tried:\n  " + "\n  ".join(tried))
+        "cannot load libwharf.  Install the package with the library inside "
+        "it: pip install --no-build-isolation %s (or set WHARF_LIBRARY to "
+        "a libwharf.so).  Tried:\n  %s" % (checkout, "\n  ".join(tried)))
 
 
 def strerror(rc):
