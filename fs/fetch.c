@@ -51,7 +51,8 @@ void fetch_no_redirect(struct fetch_engine *fe)
 int fetch_credentials(const struct fetch_engine *fe, const char *who,
 		      const char *what, char **err)
 {
-	if (!fe || !fe->site_cache || strncasecmp(fe->site_cache, "http://", 7) ||
+	if (!fe || !fe->site_cache ||
+	    strncasecmp(fe->site_cache, "http://", 7) ||
 	    fe->cfg.site_cache_insecure_credentials)
 		return 0;
 	err_set(err,

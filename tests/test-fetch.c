@@ -869,10 +869,11 @@ START_TEST(redirect_schemes)
 
 	scripted_start(&f, never, &dummy, buf, sizeof(buf));
 	port = atoi(strrchr(f.url, ':') + 1);
-	snprintf(gopher, sizeof(gopher),
-		 "HTTP/1.1 302 Found\r\nLocation: gopher://127.0.0.1:%d/1x?sig=s"
-		 "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-		 port);
+	snprintf(
+	    gopher, sizeof(gopher),
+	    "HTTP/1.1 302 Found\r\nLocation: gopher://127.0.0.1:%d/1x?sig=s"
+	    "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+	    port);
 	snprintf(ftp, sizeof(ftp),
 		 "HTTP/1.1 302 Found\r\nLocation: ftp://127.0.0.1:%d/x\r\n"
 		 "Content-Length: 0\r\nConnection: close\r\n\r\n",
@@ -881,11 +882,11 @@ START_TEST(redirect_schemes)
 	req.range_len = 8;
 	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
 	ck_assert_uint_eq(res.attempts, 1);
-	ck_assert_msg(strstr(res.err,
-			     "HTTP 302 redirects to gopher://127.0.0.1:") &&
-			  strstr(res.err, "/1x: only http:// and https:// "
-					  "redirects are followed"),
-		      "%s", res.err);
+	ck_assert_msg(
+	    strstr(res.err, "HTTP 302 redirects to gopher://127.0.0.1:") &&
+		strstr(res.err, "/1x: only http:// and https:// "
+				"redirects are followed"),
+	    "%s", res.err);
 	ck_assert_ptr_null(strstr(res.err, "sig=s"));
 	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
 	ck_assert_uint_eq(res.attempts, 1);
@@ -911,9 +912,9 @@ END_TEST
  * the configuration opts in; https, or no cache, is fine. */
 START_TEST(credentials_not_in_clear)
 {
-	static const char *const caches[] = {
-	    NULL, "http://cache.example:3128/", "https://cache.example/",
-	    "HTTP://cache.example"};
+	static const char *const caches[] = {NULL, "http://cache.example:3128/",
+					     "https://cache.example/",
+					     "HTTP://cache.example"};
 	struct fetch_config cfg;
 	struct fetch_engine *own;
 	char *err = NULL;
@@ -941,7 +942,8 @@ START_TEST(credentials_not_in_clear)
 					"cache ") &&
 				strstr(err, "cache.example") &&
 				strstr(err, "https://") &&
-				strstr(err, "--site-cache-insecure-credentials"),
+				strstr(err,
+				       "--site-cache-insecure-credentials"),
 			    "%s", err);
 			free(err);
 			err = NULL;
@@ -1583,7 +1585,7 @@ START_TEST(range_ignored)
 END_TEST
 
 #define PART(range, len, body)                                                 \
-	"HTTP/1.1 206 Partial Content\r\nContent-Length: " len "\r\n" range   \
+	"HTTP/1.1 206 Partial Content\r\nContent-Length: " len "\r\n" range    \
 	"Connection: close\r\n\r\n" body
 #define CR(v) "Content-Range: " v "\r\n"
 

@@ -712,9 +712,8 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 		goto fail;
 	}
 	if (!opt->anonymous) {
-		rc = fetch_credentials(fe, spec,
-				       "bearer tokens (none with --anonymous)",
-				       err);
+		rc = fetch_credentials(
+		    fe, spec, "bearer tokens (none with --anonymous)", err);
 		if (rc)
 			goto fail;
 	}
