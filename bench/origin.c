@@ -54,6 +54,17 @@ struct bucket {
 	uint64_t last; /* ns */
 };
 
+/* --bad-ranges: what a misbehaving server or cache does to a Range. */
+enum bad_ranges {
+	BR_NONE,
+	BR_FROM_ZERO,	/* 206, the bytes from offset 0, no Content-Range */
+	BR_NO_HEADER,	/* 206, the right bytes, no Content-Range */
+	BR_WRONG_TOTAL, /* 206, Content-Range names a size one byte larger */
+	BR_WHOLE,	/* 200 and the whole file: Range ignored (allowed) */
+};
+static const char *const bad_ranges_names[] = {
+    "", "from-zero", "no-header", "wrong-total", "whole", NULL};
+
 static struct config {
 	const char *root;
 	const char *addr;
@@ -69,6 +80,10 @@ static struct config {
 	uint64_t seed;
 	bool quiet;
 	bool html; /* listings as nginx's HTML autoindex, not JSON */
+	enum bad_ranges bad_ranges; /* how a ranged GET is answered wrong */
+	/* --redirect PATH=URL: a GET or HEAD of PATH answers 302 URL */
+	const char *redirect_path[8], *redirect_to[8];
+	unsigned n_redirects;
 } cfg = {
     .addr = "127.0.0.1",
     .threads = 2,
@@ -308,6 +323,8 @@ static const char *status_text(int code)
 		return "Partial Content";
 	case 301:
 		return "Moved Permanently";
+	case 302:
+		return "Found";
 	case 400:
 		return "Bad Request";
 	case 403:
@@ -753,6 +770,13 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 		reply_simple(c, 403, NULL);
 		return;
 	}
+	for (unsigned i = 0; i < cfg.n_redirects; i++)
+		if (!strcmp(path, cfg.redirect_path[i])) {
+			snprintf(extra, sizeof(extra), "Location: %s\r\n",
+				 cfg.redirect_to[i]);
+			reply_simple(c, 302, extra);
+			return;
+		}
 	c->fault = pick_fault(w);
 	if (c->fault == F_5XX) {
 		COUNT(e5xx, 1);
@@ -782,18 +806,25 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 		c->fault = F_NONE;
 		return;
 	}
+	if (r == 1 && cfg.bad_ranges == BR_WHOLE)
+		r = 0;
 	if (r == 0) {
 		start = 0;
 		end = size ? size - 1 : 0;
 	}
 	http_date(sb.st_mtime, date, sizeof(date));
-	if (r == 1)
+	if (r == 1 && cfg.bad_ranges != BR_FROM_ZERO &&
+	    cfg.bad_ranges != BR_NO_HEADER)
 		snprintf(extra, sizeof(extra),
 			 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
 			 "\r\n",
-			 start, end, size);
+			 start, end, size + (cfg.bad_ranges == BR_WRONG_TOTAL));
 	else
 		extra[0] = 0;
+	if (r == 1 && cfg.bad_ranges == BR_FROM_ZERO) {
+		end -= start;
+		start = 0;
+	}
 	c->head_len = (size_t)snprintf(
 	    c->head, sizeof(c->head),
 	    "HTTP/1.1 %d %s\r\nServer: wharf-origin\r\nContent-Type: "
@@ -1195,6 +1226,19 @@ static void usage(FILE *f)
 	    "(for\n"
 	    "                            clients that parse only HTML index "
 	    "pages)\n"
+	    "      --bad-ranges MODE     answer every ranged GET wrong, as a "
+	    "broken server\n"
+	    "                            or cache would: from-zero (206, "
+	    "bytes from\n"
+	    "                            offset 0, no Content-Range), "
+	    "no-header (206\n"
+	    "                            without Content-Range), wrong-total "
+	    "(a size\n"
+	    "                            one byte larger), whole (200, the "
+	    "whole file)\n"
+	    "      --redirect PATH=URL   answer a request of PATH with 302 "
+	    "to URL (up\n"
+	    "                            to 8 times)\n"
 	    "  -q, --quiet               no start and exit lines\n"
 	    "  -h, --help                this text\n"
 	    "\n"
@@ -1269,7 +1313,9 @@ int main(int argc, char **argv)
 		OPT_STALLMS,
 		OPT_SLOW,
 		OPT_SEED,
-		OPT_LISTING
+		OPT_LISTING,
+		OPT_BAD_RANGES,
+		OPT_REDIRECT
 	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -1288,6 +1334,8 @@ int main(int argc, char **argv)
 	    {"slow", required_argument, NULL, OPT_SLOW},
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"listing", required_argument, NULL, OPT_LISTING},
+	    {"bad-ranges", required_argument, NULL, OPT_BAD_RANGES},
+	    {"redirect", required_argument, NULL, OPT_REDIRECT},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0}};
@@ -1364,6 +1412,24 @@ int main(int argc, char **argv)
 			cfg.html = !strcmp(optarg, "html");
 			bad |= !cfg.html && strcmp(optarg, "json");
 			break;
+		case OPT_BAD_RANGES:
+			cfg.bad_ranges = BR_NONE;
+			for (int i = 1; bad_ranges_names[i]; i++)
+				if (!strcmp(optarg, bad_ranges_names[i]))
+					cfg.bad_ranges = (enum bad_ranges)i;
+			bad |= cfg.bad_ranges == BR_NONE;
+			break;
+		case OPT_REDIRECT: {
+			char *eq = strchr(optarg, '=');
+
+			bad |= !eq || optarg[0] != '/' || cfg.n_redirects == 8;
+			if (!bad) {
+				*eq = '\0';
+				cfg.redirect_path[cfg.n_redirects] = optarg;
+				cfg.redirect_to[cfg.n_redirects++] = eq + 1;
+			}
+			break;
+		}
 		case 'q':
 			cfg.quiet = true;
 			break;

@@ -54,6 +54,7 @@ enum {
 	OPT_CA_FILE,
 	OPT_INSECURE,
 	OPT_SITE_CACHE,
+	OPT_SITE_CACHE_INSECURE_CREDENTIALS,
 	OPT_NO_HEDGE,
 	OPT_ENDPOINT,
 	OPT_REGION,
@@ -90,6 +91,8 @@ static const struct option mount_longopts[] = {
     {"ca-file", required_argument, NULL, OPT_CA_FILE},
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"site-cache", required_argument, NULL, OPT_SITE_CACHE},
+    {"site-cache-insecure-credentials", no_argument, NULL,
+     OPT_SITE_CACHE_INSECURE_CREDENTIALS},
     {"no-hedge", no_argument, NULL, OPT_NO_HEDGE},
     {"endpoint", required_argument, NULL, OPT_ENDPOINT},
     {"region", required_argument, NULL, OPT_REGION},
@@ -172,6 +175,11 @@ static void mount_usage(FILE *out)
 	    "shipped);\n"
 	    "                        requests stay the origin's (Host, "
 	    "signature)\n"
+	    "  --site-cache-insecure-credentials\n"
+	    "                        let an s3:// or gs:// source's "
+	    "credentials go to\n"
+	    "                        an http:// site cache in clear "
+	    "(refused without)\n"
 	    "  --endpoint URL        S3 or GCS endpoint\n"
 	    "  --region REGION       S3 region\n"
 	    "  --no-sign             S3: anonymous requests\n"
@@ -452,6 +460,9 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->cfg.fetch.site_cache = optarg;
 			break;
 		}
+		case OPT_SITE_CACHE_INSECURE_CREDENTIALS:
+			o->cfg.fetch.site_cache_insecure_credentials = true;
+			break;
 		case OPT_NO_HEDGE:
 			o->cfg.fetch.hedge = false;
 			break;

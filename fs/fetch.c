@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define CANCELLED "cancelled: the mount is stopping"
@@ -45,6 +46,22 @@ void fetch_no_redirect(struct fetch_engine *fe)
 {
 	if (fe) /* a source opened without one, to check its spec */
 		fe->no_redirect = true;
+}
+
+int fetch_credentials(const struct fetch_engine *fe, const char *who,
+		      const char *what, char **err)
+{
+	if (!fe || !fe->site_cache ||
+	    strncasecmp(fe->site_cache, "http://", 7) ||
+	    fe->cfg.site_cache_insecure_credentials)
+		return 0;
+	err_set(err,
+		"%s: its reads carry %s, which would go in clear to the site "
+		"cache %s: give --site-cache as https:// (with --ca-file for "
+		"a private CA), or add --site-cache-insecure-credentials if "
+		"the network to the cache is trusted",
+		who, what, fe->site_cache);
+	return -EPERM;
 }
 
 void fetch_config_default(struct fetch_config *cfg)
@@ -362,7 +379,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 
 	if (!leg_claims(l))
 		return 0;
-	fetch_header_line(line, n, x->req->range_off, x->res, &x->head);
+	fetch_header_line(line, n, x->res, &x->head);
 	return n;
 }
 
@@ -384,11 +401,16 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 		if (code < 200 || code > 299) {
 			x->discard = true;
 		} else {
+			char why[160];
+
+			/* Other bytes than asked: none is taken (the judge
+			 * says why). */
+			if (fetch_range_mismatch(req, code, res, &x->head, why,
+						 sizeof(why)))
+				return 0;
 			/* The origin ignored Range: drop what precedes it. */
 			if (code == 200 && req->range_len)
 				x->skip = req->range_off;
-			if (code == 206 && x->head.bad_range)
-				return 0;
 		}
 	}
 	if (x->discard)
@@ -453,9 +475,12 @@ static CURL *easy_get(struct fetch_engine *fe)
 	return curl_easy_init();
 }
 
-static void easy_put(struct fetch_engine *fe, CURL *e)
+/* A handle goes back to the pool only after a transfer that ended well:
+ * one that failed its setup or a transfer (a refused redirect leaves it
+ * failing every later setup) is freed, so no request picks it up. */
+static void easy_put(struct fetch_engine *fe, CURL *e, bool reuse)
 {
-	if (fe->npool < POOL_MAX)
+	if (reuse && fe->npool < POOL_MAX)
 		fe->pool[fe->npool++] = e;
 	else
 		curl_easy_cleanup(e);
@@ -494,9 +519,17 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	SET(CURLOPT_HEADERDATA, l);
 	SET(CURLOPT_HTTPHEADER, headers);
 	/* Signed requests are never redirected: their tokens and headers
-	 * would go to whatever host the answer names. */
+	 * would go to whatever host the answer names.  Others go to http
+	 * and https only (curl's default would take ftp too). */
 	SET(CURLOPT_FOLLOWLOCATION, fe->no_redirect ? 0L : 1L);
 	SET(CURLOPT_MAXREDIRS, 5L);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the _STR forms */
+	SET(CURLOPT_PROTOCOLS_STR, "http,https");
+	SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	SET(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
 	/* The object's bytes as stored: an encoded body is refused. */
 	SET(CURLOPT_ACCEPT_ENCODING, "identity");
 	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
@@ -565,7 +598,7 @@ static bool leg_start(struct fetch_engine *fe, struct leg *l)
 		return false;
 	if (easy_setup(fe, l) ||
 	    curl_multi_add_handle(fe->multi, l->easy) != CURLM_OK) {
-		easy_put(fe, l->easy);
+		easy_put(fe, l->easy, false);
 		l->easy = NULL;
 		return false;
 	}
@@ -575,8 +608,9 @@ static bool leg_start(struct fetch_engine *fe, struct leg *l)
 	return true;
 }
 
-/* Takes a leg off the multi handle, keeping its handle for reuse. */
-static void leg_stop(struct fetch_engine *fe, struct leg *l)
+/* Takes a leg off the multi handle; its handle is kept for reuse when
+ * its transfer ended well. */
+static void leg_stop(struct fetch_engine *fe, struct leg *l, bool reuse)
 {
 	long nc = 0;
 
@@ -585,7 +619,7 @@ static void leg_stop(struct fetch_engine *fe, struct leg *l)
 	    nc > 0)
 		STAT_ADD(fe->st.connects, (uint64_t)nc);
 	curl_multi_remove_handle(fe->multi, l->easy);
-	easy_put(fe, l->easy);
+	easy_put(fe, l->easy, reuse);
 	l->easy = NULL;
 	fe->running--;
 	l->x->host->running--;
@@ -769,6 +803,25 @@ static void hosts_turn(struct fetch_engine *fe)
 
 /* ---- the engine thread ---- */
 
+/* A redirect to a scheme other than http(s) was refused: the error names
+ * the answer and where it pointed (without a query: it may be signed). */
+static void redirect_refused(struct xfer *x, const struct leg *l)
+{
+	const long st = x->res->status;
+	char *to = NULL, where[160];
+
+	if (st < 300 || st > 399 ||
+	    curl_easy_getinfo(l->easy, CURLINFO_EFFECTIVE_URL, &to) !=
+		CURLE_OK ||
+	    !to)
+		return;
+	url_for_log(to, where, sizeof(where));
+	snprintf(x->errbuf, sizeof(x->errbuf),
+		 "HTTP %ld redirects to %s: only http:// and https:// "
+		 "redirects are followed",
+		 st, where);
+}
+
 /* A leg ended with cc.  The request ends with its winner, or with the last
  * leg when none got an answer; a loser just goes. */
 static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
@@ -779,12 +832,12 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 	uint64_t lat;
 
 	if (x->winner && x->winner != l) {
-		leg_stop(fe, l);
+		leg_stop(fe, l, cc == CURLE_OK);
 		return;
 	}
 	if (!x->winner && other->easy) {
 		/* No byte came on this leg; the other may still answer. */
-		leg_stop(fe, l);
+		leg_stop(fe, l, cc == CURLE_OK);
 		return;
 	}
 	curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &x->res->status);
@@ -806,9 +859,11 @@ static void leg_done(struct fetch_engine *fe, struct leg *l, CURLcode cc)
 	if (x->hedged && l == &x->leg[1] && cc == CURLE_OK)
 		STAT_ADD(fe->st.hedge_wins, 1);
 	memcpy(x->errbuf, l->errbuf, sizeof(x->errbuf));
-	leg_stop(fe, l);
+	if (cc == CURLE_UNSUPPORTED_PROTOCOL)
+		redirect_refused(x, l);
+	leg_stop(fe, l, cc == CURLE_OK);
 	if (other->easy)
-		leg_stop(fe, other);
+		leg_stop(fe, other, false); /* cut off mid-transfer */
 	run_unlink(fe, x);
 	xfer_finish(fe, x, cc);
 }
@@ -829,7 +884,7 @@ static void engine_cancel(struct fetch_engine *fe)
 	while ((x = fe->run_head)) {
 		for (int i = 0; i < 2; i++)
 			if (x->leg[i].easy)
-				leg_stop(fe, &x->leg[i]);
+				leg_stop(fe, &x->leg[i], false);
 		run_unlink(fe, x);
 		xfer_finish(fe, x, CURLE_ABORTED_BY_CALLBACK);
 	}

@@ -67,6 +67,9 @@ struct fetch_config {
 	 * and no_proxy in the environment apply to every request.
 	 */
 	const char *site_cache;
+	/* Let credentials go to a plain-http:// site cache all the same
+	 * (--site-cache-insecure-credentials): see fetch_credentials. */
+	bool site_cache_insecure_credentials;
 };
 
 /* Checks a --site-cache URL: http:// or https://, a host, no query.
@@ -81,6 +84,18 @@ void fetch_config_default(struct fetch_config *cfg);
  * host; a 3xx answer is final (-EIO).  Call before the first request. */
 void fetch_no_redirect(struct fetch_engine *fe);
 
+/*
+ * A source whose reads will carry credentials (what: "GCS bearer tokens")
+ * says so when it opens, before its first request: through a plain
+ * http:// site cache they would cross the network in clear, and anyone on
+ * the way (or the cache's log) could use them.  That is refused unless the
+ * configuration opts in (site_cache_insecure_credentials).  who names the
+ * source in the message.  A NULL engine (a spec checked alone) passes.
+ * @return 0, or -EPERM with *err saying why and how to fix it.
+ */
+int fetch_credentials(const struct fetch_engine *fe, const char *who,
+		      const char *what, char **err) WHARF_CHECK;
+
 struct fetch_req {
 	const char *url;	    /* caller-owned until the request ends */
 	struct curl_slist *headers; /* extra headers, caller-owned, may be NULL */
@@ -90,6 +105,10 @@ struct fetch_req {
 	size_t post_len;
 	/* Range: bytes=off-(off+len-1).  len == 0: no Range header. */
 	uint64_t range_off, range_len;
+	/* The object's size as the reader pinned it, 0 when not known.  A
+	 * 206 must name it as its Content-Range total; a 200 to a range (the
+	 * whole object) must be as long. */
+	uint64_t size;
 	/*
 	 * Body destination.  With grow == false the body goes into buf (cap
 	 * bytes, caller-owned; a longer body is an error, a shorter one for a
@@ -132,7 +151,12 @@ struct fetch_res {
 struct fetch_head {
 	char reason[64];   /* status line text after the code */
 	char encoding[24]; /* a Content-Encoding other than identity */
-	bool bad_range;	   /* Content-Range starts elsewhere than range_off */
+	char range[80];	   /* Content-Range as sent, "" when none came */
+	/* It read "bytes FIRST-LAST/TOTAL" (TOTAL in fetch_res.total_size,
+	 * 0 for "*"); false when none came or it says anything else (a
+	 * 416's unsatisfied range). */
+	bool range_ok;
+	uint64_t range_first, range_last;
 };
 
 /*
@@ -142,8 +166,23 @@ struct fetch_head {
  * Content-Range fill them.  The engine's own parser, declared for its fuzz
  * target (tests/fuzz).
  */
-void fetch_header_line(const char *line, size_t n, uint64_t range_off,
-		       struct fetch_res *res, struct fetch_head *h);
+void fetch_header_line(const char *line, size_t n, struct fetch_res *res,
+		       struct fetch_head *h);
+
+/*
+ * Whether the answer whose status and headers are in res and h fits req,
+ * a ranged GET: a 206 must carry a Content-Range of exactly the bytes
+ * asked (cut at the object's end), with req->size as its total when that
+ * is pinned, and as many body bytes as it names; a 200 (the whole object:
+ * the origin ignored Range) must be req->size bytes long when it says its
+ * length.  Anything else would put other bytes in the range.
+ * @return NULL when it fits (or req has no range, or the status is
+ * another), else buf, saying what came and what was asked.
+ */
+const char *fetch_range_mismatch(const struct fetch_req *req, long status,
+				 const struct fetch_res *res,
+				 const struct fetch_head *h, char *buf,
+				 size_t cap);
 
 /* @return 0, or -errno (-ENOMEM, -EINVAL) with nothing allocated. */
 int fetch_engine_new(const struct fetch_config *cfg,

@@ -5,7 +5,10 @@
 #include "fetch.h"
 
 #include <curl/curl.h>
+#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,8 +44,61 @@ static void copy_field(char *dst, size_t cap, const char *src, size_t n)
 	dst[n] = '\0';
 }
 
-void fetch_header_line(const char *line, size_t n, uint64_t range_off,
-		       struct fetch_res *res, struct fetch_head *h)
+/* The decimal number at *p, moving *p past it; false when there is none
+ * or it does not fit 64 bits (no sign, no space: strtoull takes both). */
+static bool number(const char **p, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return false;
+	for (; isdigit((unsigned char)*s); s++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*p = s;
+	*out = v;
+	return true;
+}
+
+/*
+ * h->range into h->range_first, h->range_last and res->total_size:
+ * "bytes A-B/N", or a star for N (total 0); range_ok only when it is one
+ * of these and agrees with itself.  A 416's unsatisfied range (a star for
+ * A-B) gives the total alone.
+ */
+static void content_range(struct fetch_res *res, struct fetch_head *h)
+{
+	const char *p = h->range;
+	uint64_t total = 0;
+	bool ok = false;
+
+	if (strncasecmp(p, "bytes ", 6))
+		return;
+	p += 6;
+	if (*p == '*')
+		p++;
+	else if (number(&p, &h->range_first) && *p++ == '-' &&
+		 number(&p, &h->range_last))
+		ok = h->range_first <= h->range_last;
+	else
+		return;
+	if (*p++ != '/')
+		return;
+	if (*p == '*')
+		p++;
+	else if (!number(&p, &total) || (ok && total <= h->range_last))
+		return;
+	if (*p)
+		return;
+	h->range_ok = ok;
+	res->total_size = total;
+}
+
+void fetch_header_line(const char *line, size_t n, struct fetch_res *res,
+		       struct fetch_head *h)
 {
 	size_t vlen;
 	const char *v;
@@ -58,7 +114,8 @@ void fetch_header_line(const char *line, size_t n, uint64_t range_off,
 		res->total_size = 0;
 		h->reason[0] = '\0';
 		h->encoding[0] = '\0';
-		h->bad_range = false;
+		h->range[0] = '\0';
+		h->range_ok = false;
 		if (sp)
 			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
 		if (sp2) {
@@ -95,15 +152,67 @@ void fetch_header_line(const char *line, size_t n, uint64_t range_off,
 		if (strcasecmp(tmp, "identity"))
 			copy_field(h->encoding, sizeof(h->encoding), v, vlen);
 	} else if (hdr_is(line, n, "content-range", &v, &vlen)) {
-		/* "bytes A-B/N", or "bytes *" then "/N" for a 416 */
-		const char *slash;
-
-		copy_field(tmp, sizeof(tmp), v, vlen);
-		slash = strrchr(tmp, '/');
-		if (slash && slash[1] != '*')
-			res->total_size = strtoull(slash + 1, NULL, 10);
-		if (!strncasecmp(tmp, "bytes ", 6) && tmp[6] != '*' &&
-		    strtoull(tmp + 6, NULL, 10) != range_off)
-			h->bad_range = true;
+		copy_field(h->range, sizeof(h->range), v, vlen);
+		h->range_ok = false;
+		res->total_size = 0;
+		content_range(res, h);
 	}
+}
+
+const char *fetch_range_mismatch(const struct fetch_req *req, long status,
+				 const struct fetch_res *res,
+				 const struct fetch_head *h, char *buf,
+				 size_t cap)
+{
+	const uint64_t size = req->size ? req->size : res->total_size;
+	uint64_t end = req->range_off + req->range_len;
+	char total[24] = "*";
+
+	if (!req->range_len || req->head)
+		return NULL;
+	if (status == 200) {
+		/* its length as it says it, else as its end showed it */
+		const uint64_t len = res->content_length >= 0
+					 ? (uint64_t)res->content_length
+					 : res->total_size;
+
+		if (!req->size || !len || len == req->size)
+			return NULL;
+		snprintf(buf, cap,
+			 "HTTP 200 (the range ignored) with a body of %" PRIu64
+			 " bytes, not the object's %" PRIu64,
+			 len, req->size);
+		return buf;
+	}
+	if (status != 206)
+		return NULL;
+	if (size && end > size)
+		end = size;
+	if (size)
+		snprintf(total, sizeof(total), "%" PRIu64, size);
+	if (!h->range[0]) {
+		snprintf(buf, cap, "HTTP 206 without a Content-Range");
+		return buf;
+	}
+	if (end <= req->range_off) {
+		snprintf(buf, cap,
+			 "HTTP 206 with Content-Range: %s for a range past the "
+			 "object's end (%s bytes)",
+			 h->range, total);
+		return buf;
+	}
+	if (!h->range_ok || h->range_first != req->range_off ||
+	    h->range_last + 1 != end || (req->size && res->total_size != size))
+		snprintf(buf, cap,
+			 "HTTP 206 with Content-Range: %s, not bytes %" PRIu64
+			 "-%" PRIu64 "/%s",
+			 h->range, req->range_off, end - 1, total);
+	else if (res->content_length >= 0 &&
+		 (uint64_t)res->content_length != end - req->range_off)
+		snprintf(buf, cap,
+			 "HTTP 206 of %" PRId64 " bytes with Content-Range: %s",
+			 res->content_length, h->range);
+	else
+		return NULL;
+	return buf;
 }

@@ -65,10 +65,16 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		*rc = -EIO;
 		return V_FAIL;
 	}
-	if (x->head.bad_range && st == 206) {
-		snprintf(what, wcap, "HTTP 206 for another range than asked");
+	/* A 200 to a range is the whole object; when it ended before the
+	 * range did, its size is what was skipped plus what was kept. */
+	if (st == 200 && req->range_len && !req->head && !x->enough &&
+	    x->cc == CURLE_OK)
+		res->total_size = req->range_off - x->skip + res->len;
+	/* Other bytes than asked would land in the range: retried, since a
+	 * cache or proxy on the way may answer right the next time. */
+	if (fetch_range_mismatch(req, st, res, &x->head, what, wcap)) {
 		*rc = -EIO;
-		return V_FAIL;
+		return V_RETRY;
 	}
 	if (x->cc != CURLE_OK && !(x->enough && x->cc == CURLE_WRITE_ERROR)) {
 		snprintf(what, wcap, "%.150s",
@@ -93,11 +99,6 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 			return V_OK;
 		}
 		want = req->range_len;
-		if (st == 200 && !x->enough) {
-			/* The whole object came and ended early: its size is
-			 * what was skipped plus what was kept. */
-			res->total_size = req->range_off - x->skip + res->len;
-		}
 		if (res->total_size && req->range_off + want > res->total_size)
 			want = req->range_off < res->total_size
 				   ? res->total_size - req->range_off

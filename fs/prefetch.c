@@ -361,6 +361,7 @@ static int load_prepare(struct load *ld, bool background)
 		return rc;
 	}
 	ld->rd.req.background = background;
+	ld->rd.req.size = f->size; /* an answer must be of this version's */
 	ld->rd.req.buf = ld->buf;
 	ld->rd.req.cap = ld->want;
 	ld->rd.req.grow = false;

@@ -852,6 +852,106 @@ START_TEST(signed_not_redirected)
 }
 END_TEST
 
+/* A redirect goes to http or https only: gopher:// and ftp:// fail the
+ * request, at once and saying so, and the handle that met them is not
+ * handed to the next request (a refused redirect leaves it failing every
+ * later setup).  Nothing reaches the ftp port. */
+START_TEST(redirect_schemes)
+{
+	static const char *const never[] = {"HTTP/1.1 500 No\r\n\r\n", NULL};
+	char gopher[256], ftp[256], url[512];
+	const char *const answers[] = {gopher, ftp, NULL};
+	struct scripted o, f;
+	char buf[64];
+	struct fetch_req req = {0}, dummy = {0}, list = {0};
+	struct fetch_res res;
+	int port;
+
+	scripted_start(&f, never, &dummy, buf, sizeof(buf));
+	port = atoi(strrchr(f.url, ':') + 1);
+	snprintf(
+	    gopher, sizeof(gopher),
+	    "HTTP/1.1 302 Found\r\nLocation: gopher://127.0.0.1:%d/1x?sig=s"
+	    "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+	    port);
+	snprintf(ftp, sizeof(ftp),
+		 "HTTP/1.1 302 Found\r\nLocation: ftp://127.0.0.1:%d/x\r\n"
+		 "Content-Length: 0\r\nConnection: close\r\n\r\n",
+		 port);
+	scripted_start(&o, answers, &req, buf, sizeof(buf));
+	req.range_len = 8;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_uint_eq(res.attempts, 1);
+	ck_assert_msg(
+	    strstr(res.err, "HTTP 302 redirects to gopher://127.0.0.1:") &&
+		strstr(res.err, "/1x: only http:// and https:// "
+				"redirects are followed"),
+	    "%s", res.err);
+	ck_assert_ptr_null(strstr(res.err, "sig=s"));
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_uint_eq(res.attempts, 1);
+	ck_assert_msg(strstr(res.err, "HTTP 302 redirects to ftp://"), "%s",
+		      res.err);
+	script_stop(&o.sc, o.th);
+	script_stop(&f.sc, f.th);
+	ck_assert_int_eq(f.sc.served, 0);
+	/* The same engine reads and lists on as before. */
+	ck_assert_int_eq(get("/plain/big.bin", 100, 64, buf, 64, &res), 0);
+	check_bytes((const uint8_t *)buf, 100, 64);
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	list.url = url;
+	list.grow = true;
+	list.cap = 1 << 20;
+	ck_assert_int_eq(fetch_run(fe, &list, &res), 0);
+	ck_assert_ptr_nonnull(strstr(res.body, "big.bin"));
+	free(res.body);
+}
+END_TEST
+
+/* Credentials through a plain-http site cache are refused by name, unless
+ * the configuration opts in; https, or no cache, is fine. */
+START_TEST(credentials_not_in_clear)
+{
+	static const char *const caches[] = {NULL, "http://cache.example:3128/",
+					     "https://cache.example/",
+					     "HTTP://cache.example"};
+	struct fetch_config cfg;
+	struct fetch_engine *own;
+	char *err = NULL;
+
+	ck_assert_int_eq(fetch_credentials(NULL, "gs://b/", "tokens", &err), 0);
+	for (unsigned i = 0; i < ARRAY_SIZE(caches); i++) {
+		for (int optin = 0; optin < 2; optin++) {
+			const bool refused =
+			    caches[i] && caches[i][4] != 's' && !optin;
+
+			fetch_config_default(&cfg);
+			cfg.site_cache = caches[i];
+			cfg.site_cache_insecure_credentials = optin;
+			ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
+			ck_assert_int_eq(
+			    fetch_credentials(own, "gs://b/", "tokens", &err),
+			    refused ? -EPERM : 0);
+			fetch_engine_free(own);
+			ck_assert(!err == !refused);
+			if (!err)
+				continue;
+			ck_assert_msg(
+			    strstr(err, "gs://b/: its reads carry tokens, "
+					"which would go in clear to the site "
+					"cache ") &&
+				strstr(err, "cache.example") &&
+				strstr(err, "https://") &&
+				strstr(err,
+				       "--site-cache-insecure-credentials"),
+			    "%s", err);
+			free(err);
+			err = NULL;
+		}
+	}
+}
+END_TEST
+
 /* Through a site cache a ranged GET goes to the cache and stays the
  * origin's: path and query as they were, the origin's Host (the one the
  * request carries when it has one: it is signed), X-Wharf-Origin, the
@@ -1433,6 +1533,16 @@ START_TEST(resign_may_not_nest)
 }
 END_TEST
 
+/* scripted_start for bytes 3-6 of an object of 10 bytes, as pinned. */
+static void scripted_range(struct scripted *o, const char *const *answers,
+			   struct fetch_req *req, void *buf, size_t cap)
+{
+	scripted_start(o, answers, req, buf, cap);
+	req->range_off = 3;
+	req->range_len = 4;
+	req->size = 10;
+}
+
 START_TEST(range_ignored)
 {
 	/* a 200 with the whole object: the engine skips to the range */
@@ -1441,17 +1551,18 @@ START_TEST(range_ignored)
 	    "Connection: close\r\n\r\n0123456789",
 	    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"
 	    "Connection: close\r\n\r\n0123456789",
-	    "HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\n"
-	    "Content-Range: bytes 5-7/10\r\nConnection: close\r\n\r\n567",
+	    "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n"
+	    "Connection: close\r\n\r\n0123456789x",
+	    "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n"
+	    "Connection: close\r\n\r\n0123456789x",
+	    "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n012345678",
 	    NULL};
 	struct scripted o;
 	char buf[16];
 	struct fetch_req req = {0};
 	struct fetch_res res;
 
-	scripted_start(&o, answers, &req, buf, sizeof(buf));
-	req.range_off = 3;
-	req.range_len = 4;
+	scripted_range(&o, answers, &req, buf, sizeof(buf));
 	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
 	ck_assert_uint_eq(res.len, 4);
 	ck_assert_int_eq(memcmp(buf, "3456", 4), 0);
@@ -1462,11 +1573,81 @@ START_TEST(range_ignored)
 	ck_assert_uint_eq(res.len, 2);
 	ck_assert_int_eq(memcmp(buf, "89", 2), 0);
 	ck_assert_uint_eq(res.total_size, 10);
-	/* a 206 for another range than asked is an error, never data */
-	req.range_off = 4;
-	req.range_len = 3;
+	/* a whole object of another size than the one pinned is another
+	 * object: as its length says, or as its end shows */
 	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
-	ck_assert_ptr_nonnull(strstr(res.err, "another range"));
+	ck_assert_ptr_nonnull(strstr(res.err, "HTTP 200 (the range ignored) "
+					      "with a body of 9 bytes, not "
+					      "the object's 10"));
+	ck_assert_uint_eq(res.attempts, 3);
+	script_stop(&o.sc, o.th);
+}
+END_TEST
+
+#define PART(range, len, body)                                                 \
+	"HTTP/1.1 206 Partial Content\r\nContent-Length: " len "\r\n" range    \
+	"Connection: close\r\n\r\n" body
+#define CR(v) "Content-Range: " v "\r\n"
+
+/* A 206 carries the Content-Range of exactly the bytes asked, of the
+ * object's pinned size; anything else is retried, then fails naming what
+ * came, and no byte of it lands in the buffer. */
+START_TEST(range_checked)
+{
+	static const char *const answers[] = {
+	    /* bytes from offset 0, no Content-Range: three tries */
+	    PART("", "4", "0123"), PART("", "4", "0123"), PART("", "4", "0123"),
+	    /* honest about the wrong bytes */
+	    PART(CR("bytes 0-3/10"), "4", "0123"),
+	    PART(CR("bytes 0-3/10"), "4", "0123"),
+	    PART(CR("bytes 0-3/10"), "4", "0123"),
+	    /* another size, then right */
+	    PART(CR("bytes 3-6/11"), "4", "3456"),
+	    PART(CR("bytes 3-6/10"), "4", "3456"),
+	    /* ends early; a body longer than its range; garbage; then right */
+	    PART(CR("bytes 3-5/10"), "3", "345"),
+	    PART(CR("bytes 3-6/10"), "5", "34567"),
+	    PART(CR("bytes 3-6/1x"), "4", "3456"),
+	    PART(CR("bytes 3-6/10"), "4", "3456"),
+	    /* no size pinned: any total that agrees with the range */
+	    PART(CR("bytes 3-6/11"), "4", "3456"),
+	    /* the tail of the object, cut at its end */
+	    PART(CR("bytes 8-9/10"), "2", "89"), NULL};
+	struct scripted o;
+	char buf[16];
+	struct fetch_req req = {0};
+	struct fetch_res res;
+
+	scripted_range(&o, answers, &req, buf, sizeof(buf));
+	memset(buf, '-', sizeof(buf));
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_uint_eq(res.attempts, 3);
+	ck_assert_msg(strstr(res.err, "/obj bytes=3-6: HTTP 206 without a "
+				      "Content-Range"),
+		      "%s", res.err);
+	ck_assert_int_eq(memcmp(buf, "----", 4), 0);
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_ptr_nonnull(strstr(res.err, "HTTP 206 with Content-Range: "
+					      "bytes 0-3/10, not bytes "
+					      "3-6/10"));
+	ck_assert_int_eq(memcmp(buf, "----", 4), 0);
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_uint_eq(res.attempts, 2);
+	ck_assert_int_eq(memcmp(buf, "3456", 4), 0);
+	memset(buf, '-', sizeof(buf));
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EIO);
+	ck_assert_ptr_nonnull(strstr(res.err, "Content-Range: bytes 3-6/1x"));
+	ck_assert_int_eq(memcmp(buf, "----", 4), 0);
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_int_eq(memcmp(buf, "3456", 4), 0);
+	req.size = 0;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_uint_eq(res.total_size, 11);
+	req.size = 10;
+	req.range_off = 8;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), 0);
+	ck_assert_uint_eq(res.len, 2);
+	ck_assert_int_eq(memcmp(buf, "89", 2), 0);
 	script_stop(&o.sc, o.th);
 }
 END_TEST
@@ -1808,6 +1989,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, short_body_retried);
 	tcase_add_test(tc, stall_retried);
 	tcase_add_test(tc, range_ignored);
+	tcase_add_test(tc, range_checked);
+	tcase_add_test(tc, redirect_schemes);
+	tcase_add_test(tc, credentials_not_in_clear);
 	tcase_add_test(tc, throttled);
 	tcase_add_test(tc, hedging);
 	tcase_add_test(tc, conc_grows_with_throughput);

@@ -711,6 +711,12 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 		rc = -ENAMETOOLONG;
 		goto fail;
 	}
+	if (!opt->anonymous) {
+		rc = fetch_credentials(
+		    fe, spec, "bearer tokens (none with --anonymous)", err);
+		if (rc)
+			goto fail;
+	}
 	if (opt->no_check)
 		goto done; /* id only: see source_options */
 	co.token_file = opt->token_file;

@@ -1049,6 +1049,12 @@ static int source_s3_open(const char *spec, const struct source_options *opt,
 	if (rc)
 		goto fail;
 	s->sign = !opt->no_sign;
+	if (s->sign) {
+		rc = fetch_credentials(
+		    fe, spec, "signed headers (and any session token)", err);
+		if (rc)
+			goto fail;
+	}
 	if (opt->no_check)
 		goto done; /* id only: see source_options */
 	if (s->sign) {

@@ -1,8 +1,9 @@
 /* Response header lines (fetch_header_line): status lines, ETag,
  * Content-Type, Last-Modified, Content-Length, Content-Encoding and
  * Content-Range, as the origin sends them, each line handed over as curl
- * hands it (not NUL-terminated).  The first 8 bytes are the asked range's
- * offset. */
+ * hands it (not NUL-terminated); then whether they fit a ranged GET
+ * (fetch_range_mismatch) as a 206 and as a 200.  The first 8 bytes are the
+ * asked range's offset. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -34,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FUZZ_ASSERT(line != NULL);
 		memcpy(line, data + i, n);
-		fetch_header_line(line, n, range_off, &res, &h);
+		fetch_header_line(line, n, &res, &h);
 		free(line);
 		i += n;
 	}
@@ -44,5 +45,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(memchr(h.encoding, '\0', sizeof(h.encoding)));
 	FUZZ_ASSERT(res.content_length >= -1);
 	FUZZ_ASSERT(res.mtime >= 0);
+	FUZZ_ASSERT(memchr(h.range, '\0', sizeof(h.range)));
+	FUZZ_ASSERT(!h.range_ok || h.range_first <= h.range_last);
+	{
+		/* a range of 64 KiB at the offset, of an object whose size
+		 * the listing gave, and of one whose size is not known */
+		struct fetch_req req = {.range_off = range_off >> 1,
+					.range_len = 65536};
+		char why[160];
+
+		for (int k = 0; k < 2; k++) {
+			req.size = k ? 0 : req.range_off + 100000;
+			if (fetch_range_mismatch(&req, 206, &res, &h, why,
+						 sizeof(why)))
+				FUZZ_ASSERT(memchr(why, '\0', sizeof(why)));
+			else
+				FUZZ_ASSERT(h.range_ok &&
+					    h.range_first == req.range_off);
+			(void)fetch_range_mismatch(&req, 200, &res, &h, why,
+						   sizeof(why));
+		}
+	}
 	return 0;
 }
