@@ -483,6 +483,19 @@ START_TEST(test_unreachable_origin)
 	ck_assert_msg(rc == 1, "exit status %d: %s", rc, log);
 	ck_assert_msg(strstr(log, "127.0.0.1"), "unclear message: %s", log);
 	free(log);
+	/* A name that does not resolve: the last word keeps the cause (it
+	 * was "Failed initialization" once a retry took a spoiled handle). */
+	rc = fx_sh("'%s' mount --retries 1 --cache-dir '%s/c' "
+		   "http://no-such-host.invalid/data/ '%s' >'%s' 2>&1",
+		   fx_wharf_bin(), cache, mnt, logpath);
+	log = fx_read_file(logpath, &len);
+	ck_assert_ptr_nonnull(log);
+	ck_assert_msg(rc == 1, "exit status %d: %s", rc, log);
+	const char *last = strstr(log, "wharf mount: ");
+	ck_assert_msg(last && strstr(last, "Could not resolve host") &&
+			  !strstr(log, "Failed initialization"),
+		      "the cause is lost: %s", log);
+	free(log);
 	fx_sh("umount '%s' 2>/dev/null", mnt);
 	fx_rmtree(cache);
 	free(cache);
