@@ -510,6 +510,29 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
 	return nginx_spawn(ng);
 }
 
+int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
+			  const char *other_name, const char *other_root)
+{
+	char *conf;
+
+	if (nginx_init(ng, "nginx-vhosts", "http"))
+		return -1;
+	if (asprintf(&conf,
+		     NGINX_TOP "http {\n access_log off;\n" NGINX_TEMPS
+		     " server {\n  listen 127.0.0.1:%2$d default_server;\n"
+		     "  location / { alias %3$s/; autoindex on; "
+		     "autoindex_format json; }\n }\n"
+		     " server {\n  listen 127.0.0.1:%2$d;\n"
+		     "  server_name %4$s;\n"
+		     "  location / { alias %5$s/; autoindex on; "
+		     "autoindex_format json; }\n }\n}\n",
+		     ng->dir, ng->port, root, other_name, other_root) < 0)
+		abort();
+	write_text(ng->dir, "nginx.conf", conf);
+	free(conf);
+	return nginx_spawn(ng);
+}
+
 long long fx_sum_lines(const char *path)
 {
 	FILE *f = fopen(path, "r");

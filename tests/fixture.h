@@ -113,6 +113,13 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
  * "https://127.0.0.1:PORT".  @return 0, or -1 (openssl or nginx failed).
  */
 int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
+/*
+ * nginx on 127.0.0.1 with two virtual hosts on one port: the default one
+ * serves `root` (JSON listings), the one named `other_name` serves
+ * `other_root`.  ng->base is "http://127.0.0.1:PORT".  @return 0 or -1.
+ */
+int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
+			  const char *other_name, const char *other_root);
 /* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
 long long fx_sum_lines(const char *path);
 
