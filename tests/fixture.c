@@ -118,6 +118,37 @@ int fx_write_file(const char *path, uint64_t size, uint32_t seed)
 	return close(fd) ? -errno : 0;
 }
 
+long long fx_read_seed(const char *dir, const char *name, uint32_t seed,
+		       uint64_t *got)
+{
+	static const size_t step = 300007; /* not chunk-aligned on purpose */
+	char path[PATH_MAX];
+	unsigned char *buf = malloc(step);
+	long long bad = 0;
+	ssize_t n = 0;
+	int fd;
+
+	*got = 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || !buf) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((n = read(fd, buf, step)) > 0) {
+		for (ssize_t k = 0; k < n; k++)
+			bad += buf[k] != fx_byte(seed, *got + (uint64_t)k);
+		*got += (uint64_t)n;
+	}
+	if (n < 0 && errno != EIO)
+		bad = -1;
+	close(fd);
+	free(buf);
+	return bad;
+}
+
 int fx_mkdirs(const char *path)
 {
 	return fx_sh("mkdir -p '%s'", path) ? -EIO : 0;

@@ -40,6 +40,14 @@ void fx_rmtree(const char *path);
 int fx_write_file(const char *path, uint64_t size, uint32_t seed);
 /* The byte fx_write_file puts at offset off. */
 uint8_t fx_byte(uint32_t seed, uint64_t off);
+/*
+ * Reads dir/name to its end or its first error, comparing with what
+ * fx_write_file made of seed; *got: the bytes read.  @return how many of
+ * them differ, or -1 when it does not open or an error other than EIO
+ * (what a mount says when it cannot keep its pin) ended the read.
+ */
+long long fx_read_seed(const char *dir, const char *name, uint32_t seed,
+		       uint64_t *got);
 /* mkdir -p */
 int fx_mkdirs(const char *path);
 /* Reads a whole file into a malloc'd buffer; NULL on error. */

@@ -484,42 +484,12 @@ static void put(const char *root, const char *name, uint64_t size,
 	ck_assert_int_eq(rename(tmp, path), 0);
 }
 
-/*
- * Reads dir/name to its end or its first error; *got: the bytes read.
- * @return how many of them are not seed's, or -1 when the error was not
- * EIO (a mount that cannot keep its pin says EIO) or it does not open.
- */
-static long long read_version(const char *dir, const char *name,
-			      uint32_t seed, uint64_t *got)
-{
-	char path[PATH_MAX + 64];
-	static unsigned char buf[300007]; /* not chunk-aligned on purpose */
-	long long bad = 0;
-	ssize_t n;
-	int fd;
-
-	*got = 0;
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t k = 0; k < n; k++)
-			bad += buf[k] != fx_byte(seed, *got + (uint64_t)k);
-		*got += (uint64_t)n;
-	}
-	if (n < 0 && errno != EIO)
-		bad = -1;
-	close(fd);
-	return bad;
-}
-
 /* Every byte of dir/name is seed's, size of them. */
 static void check_all(const char *dir, const char *name, uint64_t size,
 		      uint32_t seed)
 {
 	uint64_t got;
-	const long long bad = read_version(dir, name, seed, &got);
+	const long long bad = fx_read_seed(dir, name, seed, &got);
 
 	ck_assert_msg(bad == 0 && got == size,
 		      "%s/%s: %lld of %llu bytes read are not the version "
@@ -566,7 +536,7 @@ START_TEST(replaced_object_never_mixed)
 	check_all(mnts[1].dir, "big.bin", BIG, 3);
 	check_all(mnts[1].dir, "small.bin", SMALL, 4);
 
-	bad = read_version(mnts[0].dir, "big.bin", 1, &got);
+	bad = fx_read_seed(mnts[0].dir, "big.bin", 1, &got);
 	fprintf(stderr, "the mount that pinned the old version read %llu "
 		"bytes of it, then %s\n", (unsigned long long)got,
 		got == BIG ? "the end" : "EIO");
