@@ -131,6 +131,17 @@ int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
 /* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
 long long fx_sum_lines(const char *path);
 
+/* Why Squid cannot be started here (not installed), or NULL. */
+const char *fx_squid_missing(void);
+/*
+ * Squid as a site cache: examples/site-cache/squid-wharf.conf as shipped,
+ * but for the lines it marks EDIT: its port, cache directory and sizes,
+ * its StoreID helper (copied from the source tree), and its origins file,
+ * which lets through the one origin "http://127.0.0.1:PORT".  Stop it with
+ * fx_nginx_stop.  ng->base is the URL for --site-cache.  @return 0 or -1.
+ */
+int fx_squid_start(struct fx_nginx *ng, const char *origin);
+
 /* Pieces of the site cache's counters from its log: GETs it answered
  * from its cache (HIT), fetched (MISS) and refused (403). */
 struct fx_site_cache_log {

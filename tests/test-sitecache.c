@@ -442,10 +442,9 @@ static struct fx_nginx vh;
 static char vroot[PATH_MAX], vother[PATH_MAX];
 static time_t t0; /* the first versions' time, well in the past */
 
-static void vhosts_setup(void)
+/* The origin with its two virtual hosts. */
+static void vhosts_origin(void)
 {
-	const char *origins[2] = {NULL, NULL};
-
 	work = fx_tmpdir("sitekeys");
 	snprintf(vroot, sizeof(vroot), "%s/origin", work);
 	snprintf(vother, sizeof(vother), "%s/other", work);
@@ -453,9 +452,24 @@ static void vhosts_setup(void)
 	ck_assert_int_eq(fx_mkdirs(vother), 0);
 	ck_assert_int_eq(fx_nginx_vhosts_start(&vh, vroot, OTHER_HOST, vother),
 			 0);
+	t0 = time(NULL) - 3600;
+}
+
+/* ... behind nginx-wharf.conf. */
+static void vhosts_setup(void)
+{
+	const char *origins[2] = {NULL, NULL};
+
+	vhosts_origin();
 	origins[0] = vh.base;
 	ck_assert_int_eq(fx_site_cache_start(&sc, origins, SLICE, NULL), 0);
-	t0 = time(NULL) - 3600;
+}
+
+/* ... behind squid-wharf.conf instead. */
+static void squid_setup(void)
+{
+	vhosts_origin();
+	ck_assert_int_eq(fx_squid_start(&sc, vh.base), 0);
 }
 
 static void vhosts_teardown(void)
@@ -558,8 +572,10 @@ static void version_of_time(time_t t, char *out, size_t cap)
 }
 
 /* One ranged GET of name's first chunk through the cache, as a client
- * other than a mount may send it.  @return the HTTP status. */
-static int cache_get(const char *name, const char *host, const char *version)
+ * other than a mount may send it, with one more header (or "").
+ * @return the HTTP status. */
+static int cache_get(const char *name, const char *host, const char *version,
+		     const char *more)
 {
 	char out[PATH_MAX], *text;
 	size_t len;
@@ -568,8 +584,8 @@ static int cache_get(const char *name, const char *host, const char *version)
 	snprintf(out, sizeof(out), "%s/status", work);
 	if (fx_sh("curl -s -o /dev/null -w '%%{http_code}' -H "
 		  "'X-Wharf-Origin: %s' -H 'Host: %s' -H 'X-Wharf-Version: %s' "
-		  "-r 0-1048575 '%s/%s' >'%s'",
-		  vh.base, host, version, sc.base, name, out))
+		  "-H '%s' -r 0-1048575 '%s/%s' >'%s'",
+		  vh.base, host, version, more, sc.base, name, out))
 		return -1;
 	text = fx_read_file(out, &len);
 	if (text)
@@ -579,15 +595,18 @@ static int cache_get(const char *name, const char *host, const char *version)
 }
 
 /* A request naming a version the origin does not (yet) have keeps
- * nothing: once the object is replaced by that version, mounts read it. */
+ * nothing, whatever pin it sends: once the object is replaced by that
+ * version, mounts read it.  (Squid cannot check this: its file says so.) */
 START_TEST(forged_version_keeps_nothing)
 {
-	char version[96];
+	char version[96], pin[128];
 
 	put(vroot, "f.bin", SMALL, 5, t0);
 	version_of_time(t0 + 60, version, sizeof(version));
+	snprintf(pin, sizeof(pin), "If-Unmodified-Since: %s",
+		 version + strlen("last-modified "));
 	/* The origin answers with what it has; the cache passes it on. */
-	ck_assert_int_eq(cache_get("f.bin", vh.base + 7, version), 206);
+	ck_assert_int_eq(cache_get("f.bin", vh.base + 7, version, pin), 206);
 	put(vroot, "f.bin", SMALL, 6, t0 + 60);
 	mount_vh(0);
 	check_all(mnts[0].dir, "f.bin", SMALL, 6);
@@ -606,13 +625,13 @@ START_TEST(foreign_host_refused)
 	put(vroot, "f.bin", SMALL, 7, t0);
 	put(vother, "f.bin", SMALL, 8, t0);
 	version_of_time(t0, version, sizeof(version));
-	status = cache_get("f.bin", OTHER_HOST, version);
+	status = cache_get("f.bin", OTHER_HOST, version, "");
 	mount_vh(0);
 	check_all(mnts[0].dir, "f.bin", SMALL, 7);
 	unmount(0);
 	ck_assert_int_eq(status, 403);
 	/* Asked with its own Host, the same request is answered. */
-	ck_assert_int_eq(cache_get("f.bin", vh.base + 7, version), 206);
+	ck_assert_int_eq(cache_get("f.bin", vh.base + 7, version, ""), 206);
 }
 END_TEST
 
@@ -622,10 +641,12 @@ int main(void)
 	TCase *tc = tcase_create("nginx");
 	TCase *unit = tcase_create("route");
 	TCase *vers = tcase_create("versions");
+	TCase *squid = tcase_create("squid");
 	TCase *left = tcase_create("left out");
 	const char *why = fx_nginx_missing();
 	const char *why_mount = why ? why : fx_fuse_missing();
 	const char *why_tls = why_mount;
+	const char *why_squid = why_mount ? why_mount : fx_squid_missing();
 	SRunner *sr;
 	int failed;
 
@@ -635,6 +656,8 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_checked_fixture(vers, vhosts_setup, vhosts_teardown);
 	tcase_set_timeout(vers, 120);
+	tcase_add_checked_fixture(squid, squid_setup, vhosts_teardown);
+	tcase_set_timeout(squid, 120);
 	/* What cannot run here is named, one SKIP line each, from a case
 	 * of its own (without the fixture). */
 #define ADD(t, why) fx_tcase_add((why) ? left : tc, t, why)
@@ -650,9 +673,14 @@ int main(void)
 	ADD(forged_version_keeps_nothing, why_mount);
 	ADD(foreign_host_refused, why_mount);
 #undef ADD
+#define ADD(t, why) fx_tcase_add((why) ? left : squid, t, why)
+	ADD(replaced_object_never_mixed, why_squid);
+	ADD(foreign_host_refused, why_squid);
+#undef ADD
 	suite_add_tcase(s, unit);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, vers);
+	suite_add_tcase(s, squid);
 	suite_add_tcase(s, left);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
