@@ -643,6 +643,8 @@ int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
 		return -1;
 	if (asprintf(&conf,
 		     NGINX_TOP "http {\n access_log off;\n" NGINX_TEMPS
+		     " gzip on;\n gzip_types *;\n gzip_min_length 1;\n"
+		     " gzip_proxied any;\n"
 		     " server {\n  listen 127.0.0.1:%2$d default_server;\n"
 		     "  location / { alias %3$s/; autoindex on; "
 		     "autoindex_format json; }\n }\n"

@@ -124,7 +124,9 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
 /*
  * nginx on 127.0.0.1 with two virtual hosts on one port: the default one
  * serves `root` (JSON listings), the one named `other_name` serves
- * `other_root`.  ng->base is "http://127.0.0.1:PORT".  @return 0 or -1.
+ * `other_root`.  Both gzip what they send to a client that accepts it,
+ * proxies included.
+ * ng->base is "http://127.0.0.1:PORT".  @return 0 or -1.
  */
 int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
 			  const char *other_name, const char *other_root);

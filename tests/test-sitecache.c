@@ -614,6 +614,29 @@ START_TEST(forged_version_keeps_nothing)
 }
 END_TEST
 
+/* A request that accepts gzip, of the version mounts pin, from an origin
+ * that gzips: what the cache keeps is still the bytes as stored, which
+ * mounts take (they refuse an encoded body). */
+START_TEST(encoded_answer_not_kept)
+{
+	char version[96], pin[128];
+
+	put(vroot, "f.bin", SMALL, 9, t0);
+	version_of_time(t0, version, sizeof(version));
+	snprintf(pin, sizeof(pin), "If-Unmodified-Since: %s",
+		 version + strlen("last-modified "));
+	ck_assert_int_eq(fx_sh("curl -s -o /dev/null -H 'X-Wharf-Origin: %s' "
+			       "-H 'Host: %s' -H 'X-Wharf-Version: %s' "
+			       "-H '%s' -H 'Accept-Encoding: gzip' "
+			       "-r 0-1048575 '%s/f.bin'",
+			       vh.base, vh.base + 7, version, pin, sc.base),
+			 0);
+	mount_vh(0);
+	check_all(mnts[0].dir, "f.bin", SMALL, 9);
+	unmount(0);
+}
+END_TEST
+
 /* A Host other than X-Wharf-Origin's authority is refused, even when the
  * other virtual host's file has the same size and time: mounts read
  * their origin's bytes. */
@@ -672,10 +695,12 @@ int main(void)
 	ADD(replaced_object_never_mixed, why_mount);
 	ADD(forged_version_keeps_nothing, why_mount);
 	ADD(foreign_host_refused, why_mount);
+	ADD(encoded_answer_not_kept, why_mount);
 #undef ADD
 #define ADD(t, why) fx_tcase_add((why) ? left : squid, t, why)
 	ADD(replaced_object_never_mixed, why_squid);
 	ADD(foreign_host_refused, why_squid);
+	ADD(encoded_answer_not_kept, why_squid);
 #undef ADD
 	suite_add_tcase(s, unit);
 	suite_add_tcase(s, tc);
