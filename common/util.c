@@ -126,6 +126,25 @@ const char *format_age(int64_t s, char *buf, size_t len)
 	return buf;
 }
 
+const char *format_http_date(int64_t t, char *buf, size_t len)
+{
+	static const char *const wday[] = {"Sun", "Mon", "Tue", "Wed",
+					   "Thu", "Fri", "Sat"};
+	static const char *const month[] = {"Jan", "Feb", "Mar", "Apr",
+					    "May", "Jun", "Jul", "Aug",
+					    "Sep", "Oct", "Nov", "Dec"};
+	const time_t tt = (time_t)t;
+	struct tm tm;
+	int n;
+
+	if (!gmtime_r(&tt, &tm))
+		return NULL;
+	n = snprintf(buf, len, "%s, %02d %s %d %02d:%02d:%02d GMT",
+		     wday[tm.tm_wday], tm.tm_mday, month[tm.tm_mon],
+		     tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	return n > 0 && (size_t)n < len ? buf : NULL;
+}
+
 uint64_t now_ns(void)
 {
 	struct timespec ts;

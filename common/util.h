@@ -22,6 +22,10 @@ const char *format_size(uint64_t bytes, char *buf, size_t len);
 /* Formats an age in seconds as "3d4h", "2h10m", "5m12s" or "40s" (a
  * negative one, from a clock set back, as "0s"); returns buf. */
 const char *format_age(int64_t seconds, char *buf, size_t len);
+/* Formats epoch seconds as an HTTP date (RFC 9110, "Sun, 06 Nov 1994
+ * 08:49:37 GMT", English whatever the locale) into buf (30 bytes do).
+ * @return buf, or NULL when t is out of range or len too small. */
+const char *format_http_date(int64_t t, char *buf, size_t len);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);

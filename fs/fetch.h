@@ -58,7 +58,9 @@ struct fetch_config {
 	 * the request has it: SigV4 signs it), every header the source set
 	 * (Authorization, x-amz-*, If-Match), plus
 	 *     X-Wharf-Origin: https://origin-host[:port]
-	 * which the cache uses to pick its upstream and to key its entries.
+	 *     X-Wharf-Version: etag "..." (or generation G, last-modified D)
+	 * which the cache uses to pick its upstream and to key its entries
+	 * (sitecache.h says which versions are sent).
 	 * The hop to the cache is what this URL says (plain HTTP inside a
 	 * site); the cache speaks TLS to an https origin.  Listings, HEADs
 	 * and POSTs (token exchanges, metadata servers) go to the origin
@@ -109,6 +111,10 @@ struct fetch_req {
 	 * 206 must name it as its Content-Range total; a 200 to a range (the
 	 * whole object) must be as long. */
 	uint64_t size;
+	/* The object's version as the source pinned it (source_object's
+	 * version, set by prepare_read), or NULL: a site cache keys its
+	 * entry by it and checks the answer against it (sitecache.h). */
+	const char *version;
 	/*
 	 * Body destination.  With grow == false the body goes into buf (cap
 	 * bytes, caller-owned; a longer body is an error, a shorter one for a

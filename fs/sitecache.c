@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #define VIA_ORIGIN "X-Wharf-Origin: "
+#define VIA_VERSION "X-Wharf-Version: "
 
 const char *fetch_site_cache_check(const char *url)
 {
@@ -71,6 +72,49 @@ static bool has_header(const struct curl_slist *h, const char *name)
 	return false;
 }
 
+static bool all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+/*
+ * X-Wharf-Version for version v into out (sitecache.h), from the forms
+ * the sources give: an ETag as the origin sent it, quoted (weak ones
+ * too: the cache compares them as strings); a GCS generation, digits;
+ * an HTTP origin's "t<mtime>-s<size>".  false: none of these (a size
+ * alone, an unquoted manifest ETag, no version), or it does not fit.
+ */
+static bool version_header(const char *v, char *out, size_t cap)
+{
+	char date[32], *end;
+	long long t;
+	int n;
+
+	if (!v || !*v || strpbrk(v, "\r\n"))
+		return false;
+	if (v[0] == '"' || !strncmp(v, "W/\"", 3)) {
+		n = snprintf(out, cap, "%setag %s", VIA_VERSION, v);
+	} else if (all_digits(v)) {
+		n = snprintf(out, cap, "%sgeneration %s", VIA_VERSION, v);
+	} else if (v[0] == 't') {
+		errno = 0;
+		t = strtoll(v + 1, &end, 10);
+		if (errno || t <= 0 || strncmp(end, "-s", 2) ||
+		    !format_http_date(t, date, sizeof(date)))
+			return false;
+		n = snprintf(out, cap, "%slast-modified %s", VIA_VERSION,
+			     date);
+	} else {
+		return false;
+	}
+	return n > 0 && (size_t)n < cap;
+}
+
 /* A user in the origin's URL stays in the URL (curl sends it as Basic
  * auth, which the cache passes on). */
 int sitecache_route(const char *base, const struct fetch_req *req,
@@ -100,12 +144,15 @@ int sitecache_route(const char *base, const struct fetch_req *req,
 	for (char *p = v->origin + strlen(VIA_ORIGIN); *p != ':'; p++)
 		*p = (char)tolower((unsigned char)*p);
 	snprintf(v->host, sizeof(v->host), "Host: %.*s", hlen, host);
-	v->list[0].data = v->origin;
-	v->list[0].next = req->headers;
-	if (!has_header(req->headers, "Host")) {
-		v->list[0].next = &v->list[1];
-		v->list[1].data = v->host;
-		v->list[1].next = req->headers;
-	}
+	/* Origin, then version and Host where there are, then req's. */
+	n = 0;
+	v->list[n++].data = v->origin;
+	if (version_header(req->version, v->version, sizeof(v->version)))
+		v->list[n++].data = v->version;
+	if (!has_header(req->headers, "Host"))
+		v->list[n++].data = v->host;
+	for (int i = 0; i < n - 1; i++)
+		v->list[i].next = &v->list[i + 1];
+	v->list[n - 1].next = req->headers;
 	return 0;
 }

@@ -14,13 +14,27 @@
 #include "fetch.h"
 
 #define SITECACHE_URL_MAX 8192 /* a request's URL through the cache */
+#define SITECACHE_VERSION_MAX 320 /* X-Wharf-Version: a version of 256 */
 
-/* A request's way through the cache: X-Wharf-Origin and, unless the
- * request has one, Host, chained in front of its own headers (no
- * allocation; curl reads the list while the transfer runs). */
+/*
+ * A request's way through the cache: X-Wharf-Origin, X-Wharf-Version when
+ * the read has a version the cache can check, and, unless the request has
+ * one, Host, chained in front of its own headers (no allocation; curl
+ * reads the list while the transfer runs).
+ *
+ * X-Wharf-Version names the version the source pinned (fetch_req.version)
+ * in the terms the origin's answer carries it, so that the cache can key
+ * its entry by it and keep only answers of that version:
+ *     etag "..."          an ETag (S3, an HTTP origin that gives one)
+ *     generation G        a GCS generation
+ *     last-modified D     an HTTP origin's modification time (no ETag)
+ * A read with no such version (a manifest that gives sizes alone) goes
+ * without: the shipped configurations pass it to the origin uncached.
+ */
 struct sitecache_via {
-	struct curl_slist list[2];
+	struct curl_slist list[3];
 	char origin[FETCH_HOST_MAX + 24];
+	char version[SITECACHE_VERSION_MAX];
 	char host[FETCH_HOST_MAX + 8];
 };
 

@@ -118,6 +118,37 @@ int fx_write_file(const char *path, uint64_t size, uint32_t seed)
 	return close(fd) ? -errno : 0;
 }
 
+long long fx_read_seed(const char *dir, const char *name, uint32_t seed,
+		       uint64_t *got)
+{
+	static const size_t step = 300007; /* not chunk-aligned on purpose */
+	char path[PATH_MAX];
+	unsigned char *buf = malloc(step);
+	long long bad = 0;
+	ssize_t n = 0;
+	int fd;
+
+	*got = 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || !buf) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((n = read(fd, buf, step)) > 0) {
+		for (ssize_t k = 0; k < n; k++)
+			bad += buf[k] != fx_byte(seed, *got + (uint64_t)k);
+		*got += (uint64_t)n;
+	}
+	if (n < 0 && errno != EIO)
+		bad = -1;
+	close(fd);
+	free(buf);
+	return bad;
+}
+
 int fx_mkdirs(const char *path)
 {
 	return fx_sh("mkdir -p '%s'", path) ? -EIO : 0;
@@ -291,20 +322,29 @@ const char *fx_nginx_missing(void)
 			     "nginx-light)";
 }
 
-/* Starts nginx on ng's conf and waits (bounded) for its port. */
-static int nginx_spawn(struct fx_nginx *ng)
+/* Starts the server argv (nginx, squid) of ng, its output in its
+ * directory, and waits (bounded) for its port. */
+static int server_spawn(struct fx_nginx *ng, char *const argv[])
 {
-	char log[4200], path[4200];
-	char *argv[] = {(char *)nginx_bin(), "-c", path, "-p", ng->dir, NULL};
+	char log[4200];
 
-	snprintf(path, sizeof(path), "%s/nginx.conf", ng->dir);
 	snprintf(log, sizeof(log), "%s/stderr.log", ng->dir);
 	ng->pid = fx_spawn(argv, log);
-	if (ng->pid < 0 || fx_wait_port(ng->port, 10000)) {
-		fprintf(stderr, "nginx did not start; see %s\n", ng->dir);
+	if (ng->pid < 0 || fx_wait_port(ng->port, 20000)) {
+		fprintf(stderr, "%s did not start; see %s\n", argv[0], ng->dir);
 		return -1;
 	}
 	return 0;
+}
+
+/* Starts nginx on ng's conf. */
+static int nginx_spawn(struct fx_nginx *ng)
+{
+	char path[4200];
+	char *argv[] = {(char *)nginx_bin(), "-c", path, "-p", ng->dir, NULL};
+
+	snprintf(path, sizeof(path), "%s/nginx.conf", ng->dir);
+	return server_spawn(ng, argv);
 }
 
 /* What every nginx of the tests has, its directory as argument 1: a
@@ -483,6 +523,90 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
 	return nginx_spawn(ng);
 }
 
+#define SQUID_BIN "/usr/sbin/squid"
+
+const char *fx_squid_missing(void)
+{
+	return access(SQUID_BIN, X_OK) ? "squid is not installed (apt-get "
+					 "install squid)"
+				       : NULL;
+}
+
+int fx_squid_start(struct fx_nginx *ng, const char *origin)
+{
+	const char *src = getenv("WHARF_SRCDIR");
+	const char *hostport = origin + strlen("http://");
+	char path[PATH_MAX], listen[64], cache[PATH_MAX], *conf, *text, *re;
+	char *argv[] = {SQUID_BIN, "-N", "-f", path, NULL};
+	size_t len;
+	int rc = 0;
+
+	memset(ng, 0, sizeof(*ng));
+	if (fx_squid_missing())
+		return -1;
+	ng->dir = fx_tmpdir("squid");
+	ng->port = fx_free_port();
+	snprintf(ng->base, sizeof(ng->base), "http://127.0.0.1:%d", ng->port);
+	/* Squid run by root works as its own user (proxy). */
+	if (chmod(ng->dir, 0777))
+		return -1;
+	snprintf(path, sizeof(path), "%s/examples/site-cache/squid-wharf.conf",
+		 src ? src : "..");
+	conf = fx_read_file(path, &len);
+	snprintf(path, sizeof(path),
+		 "%s/examples/site-cache/squid-wharf-storeid", src ? src : "..");
+	text = fx_read_file(path, &len);
+	if (!conf || !text) {
+		fprintf(stderr, "cannot read the shipped Squid files\n");
+		free(conf);
+		free(text);
+		return -1;
+	}
+	write_text(ng->dir, "storeid", text);
+	free(text);
+	snprintf(path, sizeof(path), "%s/storeid", ng->dir);
+	if (chmod(path, 0755))
+		abort();
+	/* The origin as the shipped file's examples list one. */
+	if (asprintf(&re, "127\\.0\\.0\\.1:%s", strchr(hostport, ':') + 1) < 0 ||
+	    asprintf(&text,
+		     "cache_peer 127.0.0.1 parent %1$s 0 no-query no-digest "
+		     "originserver name=o\n"
+		     "acl o url_regex -i ^http://%2$s/\n"
+		     "acl o_via req_header X-Wharf-Origin -i ^http://%2$s$\n"
+		     "cache_peer_access o allow o o_via\n"
+		     "http_access allow o o_via\n",
+		     strchr(hostport, ':') + 1, re) < 0)
+		abort();
+	free(re);
+	write_text(ng->dir, "origins.conf", text);
+	free(text);
+	snprintf(listen, sizeof(listen), "http_port 127.0.0.1:%d ", ng->port);
+	snprintf(cache, sizeof(cache), "%s/cache 200", ng->dir);
+	rc |= subst(&conf, "http_port 3128 ", listen);
+	snprintf(path, sizeof(path), "%s/origins.conf", ng->dir);
+	rc |= subst(&conf, "/etc/squid/wharf-origins.conf", path);
+	snprintf(path, sizeof(path), "%s/storeid", ng->dir);
+	rc |= subst(&conf, "/etc/squid/squid-wharf-storeid", path);
+	rc |= subst(&conf, "/var/spool/squid/wharf 500000", cache);
+	rc |= subst(&conf, "cache_mem 4096 MB", "cache_mem 64 MB");
+	if (asprintf(&text,
+		     "%1$s\npid_filename %2$s/squid.pid\n"
+		     "access_log stdio:%2$s/access.log squid\n"
+		     "cache_log %2$s/cache.log\ncache_store_log none\n"
+		     "coredump_dir %2$s\nshutdown_lifetime 1 seconds\n",
+		     conf, ng->dir) < 0)
+		abort();
+	free(conf);
+	write_text(ng->dir, "squid.conf", text);
+	free(text);
+	snprintf(path, sizeof(path), "%s/squid.conf", ng->dir);
+	if (rc || fx_sh("'" SQUID_BIN "' -z -N -f '%s' >'%s/z.log' 2>&1", path,
+			ng->dir))
+		return -1;
+	return server_spawn(ng, argv);
+}
+
 int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
 {
 	char *conf;
@@ -504,6 +628,31 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root)
 		     "  location / { alias %3$s/; autoindex on; "
 		     "autoindex_format json; }\n }\n}\n",
 		     ng->dir, ng->port, root) < 0)
+		abort();
+	write_text(ng->dir, "nginx.conf", conf);
+	free(conf);
+	return nginx_spawn(ng);
+}
+
+int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
+			  const char *other_name, const char *other_root)
+{
+	char *conf;
+
+	if (nginx_init(ng, "nginx-vhosts", "http"))
+		return -1;
+	if (asprintf(&conf,
+		     NGINX_TOP "http {\n access_log off;\n" NGINX_TEMPS
+		     " gzip on;\n gzip_types *;\n gzip_min_length 1;\n"
+		     " gzip_proxied any;\n"
+		     " server {\n  listen 127.0.0.1:%2$d default_server;\n"
+		     "  location / { alias %3$s/; autoindex on; "
+		     "autoindex_format json; }\n }\n"
+		     " server {\n  listen 127.0.0.1:%2$d;\n"
+		     "  server_name %4$s;\n"
+		     "  location / { alias %5$s/; autoindex on; "
+		     "autoindex_format json; }\n }\n}\n",
+		     ng->dir, ng->port, root, other_name, other_root) < 0)
 		abort();
 	write_text(ng->dir, "nginx.conf", conf);
 	free(conf);

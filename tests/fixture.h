@@ -40,6 +40,14 @@ void fx_rmtree(const char *path);
 int fx_write_file(const char *path, uint64_t size, uint32_t seed);
 /* The byte fx_write_file puts at offset off. */
 uint8_t fx_byte(uint32_t seed, uint64_t off);
+/*
+ * Reads dir/name to its end or its first error, comparing with what
+ * fx_write_file made of seed; *got: the bytes read.  @return how many of
+ * them differ, or -1 when it does not open or an error other than EIO
+ * (what a mount says when it cannot keep its pin) ended the read.
+ */
+long long fx_read_seed(const char *dir, const char *name, uint32_t seed,
+		       uint64_t *got);
 /* mkdir -p */
 int fx_mkdirs(const char *path);
 /* Reads a whole file into a malloc'd buffer; NULL on error. */
@@ -113,8 +121,28 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
  * "https://127.0.0.1:PORT".  @return 0, or -1 (openssl or nginx failed).
  */
 int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
+/*
+ * nginx on 127.0.0.1 with two virtual hosts on one port: the default one
+ * serves `root` (JSON listings), the one named `other_name` serves
+ * `other_root`.  Both gzip what they send to a client that accepts it,
+ * proxies included.
+ * ng->base is "http://127.0.0.1:PORT".  @return 0 or -1.
+ */
+int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
+			  const char *other_name, const char *other_root);
 /* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
 long long fx_sum_lines(const char *path);
+
+/* Why Squid cannot be started here (not installed), or NULL. */
+const char *fx_squid_missing(void);
+/*
+ * Squid as a site cache: examples/site-cache/squid-wharf.conf as shipped,
+ * but for the lines it marks EDIT: its port, cache directory and sizes,
+ * its StoreID helper (copied from the source tree), and its origins file,
+ * which lets through the one origin "http://127.0.0.1:PORT".  Stop it with
+ * fx_nginx_stop.  ng->base is the URL for --site-cache.  @return 0 or -1.
+ */
+int fx_squid_start(struct fx_nginx *ng, const char *origin);
 
 /* Pieces of the site cache's counters from its log: GETs it answered
  * from its cache (HIT), fetched (MISS) and refused (403). */

@@ -1249,6 +1249,50 @@ START_TEST(test_site_cache_mounts)
 }
 END_TEST
 
+/* Replaced in the store after a mount read its first chunk through the
+ * cache (reads pinned with If-Match): a fresh mount reads all of the new
+ * version, the mount that pinned the old one old bytes or EIO, never a
+ * mix; likewise an object of one chunk. */
+START_TEST(test_site_cache_replaced)
+{
+	static const uint64_t big = (3u << 20) + 7, one = 200000;
+	struct fx_mount old, fresh;
+	unsigned char buf[4096];
+	char path[PATH_MAX + 64];
+	long long bad;
+	uint64_t got;
+	int fd;
+
+	put_object("sr/big.bin", big, 80);
+	put_object("sr/one.bin", one, 81);
+	site_start(false);
+	ck_assert_int_eq(
+	    mount_start(&old, "sr-old", "s3://" BUCKET "/sr", site.base), 0);
+	snprintf(path, sizeof(path), "%s/big.bin", old.dir);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), sizeof(buf));
+	close(fd);
+	ck_assert_uint_eq(buf[100], fx_byte(80, 100));
+	ck_assert_int_eq(differ(old.dir, "one.bin", one, 81), 0);
+
+	put_object("sr/big.bin", big, 82);
+	put_object("sr/one.bin", one, 83);
+	ck_assert_int_eq(
+	    mount_start(&fresh, "sr-new", "s3://" BUCKET "/sr", site.base),
+	    0);
+	ck_assert_msg(differ(fresh.dir, "big.bin", big, 82) == 0,
+		      "a fresh mount did not read the new version whole");
+	ck_assert_msg(differ(fresh.dir, "one.bin", one, 83) == 0,
+		      "a fresh mount did not read the new one-chunk object");
+	bad = fx_read_seed(old.dir, "big.bin", 80, &got);
+	ck_assert_msg(bad == 0,
+		      "the old mount read %lld bytes not of its version", bad);
+	ck_assert_int_eq(fx_mount_stop(&old), 0);
+	ck_assert_int_eq(fx_mount_stop(&fresh), 0);
+}
+END_TEST
+
 /* A read of path [0, len) through the site cache with its signature
  * spoiled (one hex digit changed, no resigning). */
 static int spoiled_read(struct source *src, const char *path,
@@ -1410,6 +1454,7 @@ int main(void)
 	ADD(test_mount_stuck_token, why_mount);
 	ADD(test_mount_wrong_secret, why_mount);
 	ADD(test_site_cache_mounts, why_site);
+	ADD(test_site_cache_replaced, why_site);
 	ADD(test_site_cache_wrong_signature, why_site);
 	ADD(test_site_cache_strict, why_site);
 #undef ADD

@@ -4,22 +4,29 @@
  * real nginx started from examples/site-cache/nginx-wharf.conf as shipped,
  * every byte checked, and the origin serves each byte about once; `wharf
  * prefetch --rank/--world` splits a warm-up between them without overlap.
- * The signed cases (S3, GCS) are in test-s3.c and test-gcs.c.
+ * In front of a real nginx origin with two virtual hosts, the same config
+ * never mixes versions of a replaced file, keeps nothing for a forged
+ * version and refuses a Host other than the origin's.  The signed cases
+ * (S3, GCS) are in test-s3.c and test-gcs.c.
  */
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture-ck.h"
 #include "fixture.h"
+#include "sitecache.h"
 
 #define MOUNTS 3
 /* Mounts cut files into 1 MiB chunks (fx_mount_start). */
@@ -321,12 +328,13 @@ START_TEST(unlisted_origin_refused)
 		  "bytes=0-9' '%s/shards/a.bin')\" = 403",
 		  sc.base),
 	    0);
-	/* The listed one, asked the same way, answers. */
+	/* The listed one, asked the same way (with its Host), answers. */
 	ck_assert_int_eq(
 	    fx_sh("test \"$(curl -s -o /dev/null -w '%%{http_code}' "
-		  "-H 'X-Wharf-Origin: %.*s' -H 'Range: bytes=0-9' "
-		  "'%s/shards/a.bin')\" = 206",
-		  (int)strlen(origin_url) - 1, origin_url, sc.base),
+		  "-H 'X-Wharf-Origin: %.*s' -H 'Host: %.*s' "
+		  "-H 'Range: bytes=0-9' '%s/shards/a.bin')\" = 206",
+		  (int)strlen(origin_url) - 1, origin_url,
+		  (int)strlen(origin_url) - 8, origin_url + 7, sc.base),
 	    0);
 }
 END_TEST
@@ -375,14 +383,293 @@ START_TEST(https_origin)
 }
 END_TEST
 
+/* The headers a read takes through the cache: X-Wharf-Origin, the
+ * version the source pinned in the origin's own terms (none when it has
+ * none the cache could check), Host, then the request's own. */
+START_TEST(version_header_sent)
+{
+	static const struct {
+		const char *version, *header; /* NULL: no X-Wharf-Version */
+	} cases[] = {
+	    {"\"9b2c-1\"", "X-Wharf-Version: etag \"9b2c-1\""},
+	    {"W/\"w1\"", "X-Wharf-Version: etag W/\"w1\""},
+	    {"1712345678901234", "X-Wharf-Version: generation 1712345678901234"},
+	    {"t1700000000-s10",
+	     "X-Wharf-Version: last-modified Tue, 14 Nov 2023 22:13:20 GMT"},
+	    {"s10", NULL},	/* a manifest's size alone */
+	    {"abc", NULL},	/* an unquoted ETag: not what an origin sends */
+	    {"t12x-s1", NULL},
+	    {"", NULL},
+	    {NULL, NULL},
+	};
+	char pin[] = "If-Match: \"9b2c-1\"";
+	struct curl_slist own = {pin, NULL};
+	struct fetch_req req = {.url = "http://Origin.example:81/a?b",
+				.headers = &own,
+				.range_len = 4};
+	struct sitecache_via v;
+	char url[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct curl_slist *h = v.list;
+
+		req.version = cases[i].version;
+		ck_assert_int_eq(sitecache_route("http://c:8080", &req, &v,
+						 url, sizeof(url)),
+				 0);
+		ck_assert_str_eq(url, "http://c:8080/a?b");
+		ck_assert_str_eq(h->data,
+				 "X-Wharf-Origin: http://Origin.example:81");
+		h = h->next;
+		if (cases[i].header) {
+			ck_assert_str_eq(h->data, cases[i].header);
+			h = h->next;
+		}
+		ck_assert_str_eq(h->data, "Host: Origin.example:81");
+		ck_assert_ptr_eq(h->next, &own);
+	}
+}
+END_TEST
+
+/* ---- Versions and hosts: the shipped config in front of a real nginx
+ * origin with two virtual hosts, the default one mounted. */
+
+#define OTHER_HOST "other-vhost.example"
+#define BIG (10 * 1000 * 1000) /* ten chunks */
+#define SMALL 100000	       /* one chunk */
+
+static struct fx_nginx vh;
+static char vroot[PATH_MAX], vother[PATH_MAX];
+static time_t t0; /* the first versions' time, well in the past */
+
+/* The origin with its two virtual hosts. */
+static void vhosts_origin(void)
+{
+	work = fx_tmpdir("sitekeys");
+	snprintf(vroot, sizeof(vroot), "%s/origin", work);
+	snprintf(vother, sizeof(vother), "%s/other", work);
+	ck_assert_int_eq(fx_mkdirs(vroot), 0);
+	ck_assert_int_eq(fx_mkdirs(vother), 0);
+	ck_assert_int_eq(fx_nginx_vhosts_start(&vh, vroot, OTHER_HOST, vother),
+			 0);
+	t0 = time(NULL) - 3600;
+}
+
+/* ... behind nginx-wharf.conf. */
+static void vhosts_setup(void)
+{
+	const char *origins[2] = {NULL, NULL};
+
+	vhosts_origin();
+	origins[0] = vh.base;
+	ck_assert_int_eq(fx_site_cache_start(&sc, origins, SLICE, NULL), 0);
+}
+
+/* ... behind squid-wharf.conf instead. */
+static void squid_setup(void)
+{
+	vhosts_origin();
+	ck_assert_int_eq(fx_squid_start(&sc, vh.base), 0);
+}
+
+static void vhosts_teardown(void)
+{
+	for (int i = 0; i < MOUNTS; i++)
+		fx_mount_stop(&mnts[i]);
+	fx_unmount_leftovers(work);
+	fx_nginx_stop(&vh);
+	fx_nginx_stop(&sc);
+	fx_rmtree(work);
+	free(work);
+}
+
+/* Puts (or replaces, as one rename) root/name: size bytes of seed,
+ * modified at mtime. */
+static void put(const char *root, const char *name, uint64_t size,
+		uint32_t seed, time_t mtime)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 72];
+	const struct timeval tv[2] = {{mtime, 0}, {mtime, 0}};
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	ck_assert_int_eq(fx_write_file(tmp, size, seed), 0);
+	ck_assert_int_eq(utimes(tmp, tv), 0);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* Every byte of dir/name is seed's, size of them. */
+static void check_all(const char *dir, const char *name, uint64_t size,
+		      uint32_t seed)
+{
+	uint64_t got;
+	const long long bad = fx_read_seed(dir, name, seed, &got);
+
+	ck_assert_msg(bad == 0 && got == size,
+		      "%s/%s: %lld of %llu bytes read are not the version "
+		      "expected (of %llu)",
+		      dir, name, bad, (unsigned long long)got,
+		      (unsigned long long)size);
+}
+
+static void mount_vh(int i)
+{
+	char url[160];
+
+	snprintf(url, sizeof(url), "%s/", vh.base);
+	mount_url(i, url, NULL);
+}
+
+/* Replaced at the origin (same size, newer time) after a mount read it
+ * through the cache: a fresh mount reads all of the new version; the
+ * mount that pinned the old one reads old bytes or EIO, never new ones. */
+START_TEST(replaced_object_never_mixed)
+{
+	unsigned char buf[4096];
+	char path[PATH_MAX + 64];
+	long long bad;
+	uint64_t got;
+	int fd;
+
+	put(vroot, "big.bin", BIG, 1, t0);
+	put(vroot, "small.bin", SMALL, 2, t0);
+	mount_vh(0);
+	/* The first chunk of the big one, all of the small one. */
+	snprintf(path, sizeof(path), "%s/big.bin", mnts[0].dir);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), sizeof(buf));
+	close(fd);
+	for (size_t k = 0; k < sizeof(buf); k++)
+		ck_assert_uint_eq(buf[k], fx_byte(1, k));
+	check_all(mnts[0].dir, "small.bin", SMALL, 2);
+
+	put(vroot, "big.bin", BIG, 3, t0 + 60);
+	put(vroot, "small.bin", SMALL, 4, t0 + 60);
+	mount_vh(1);
+	check_all(mnts[1].dir, "big.bin", BIG, 3);
+	check_all(mnts[1].dir, "small.bin", SMALL, 4);
+
+	bad = fx_read_seed(mnts[0].dir, "big.bin", 1, &got);
+	fprintf(stderr, "the mount that pinned the old version read %llu "
+		"bytes of it, then %s\n", (unsigned long long)got,
+		got == BIG ? "the end" : "EIO");
+	ck_assert_msg(bad == 0, "the old mount read %lld bytes that are not "
+		      "the old version's", bad);
+	unmount(0);
+	unmount(1);
+}
+END_TEST
+
+/* The X-Wharf-Version a mount sends for a file of an nginx origin
+ * (no ETag in its listings) modified at t. */
+static void version_of_time(time_t t, char *out, size_t cap)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, cap, "last-modified %a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+/* One ranged GET of name's first chunk through the cache, as a client
+ * other than a mount may send it, with one more header (or "").
+ * @return the HTTP status. */
+static int cache_get(const char *name, const char *host, const char *version,
+		     const char *more)
+{
+	char out[PATH_MAX], *text;
+	size_t len;
+	int code = -1;
+
+	snprintf(out, sizeof(out), "%s/status", work);
+	if (fx_sh("curl -s -o /dev/null -w '%%{http_code}' -H "
+		  "'X-Wharf-Origin: %s' -H 'Host: %s' -H 'X-Wharf-Version: %s' "
+		  "-H '%s' -r 0-1048575 '%s/%s' >'%s'",
+		  vh.base, host, version, more, sc.base, name, out))
+		return -1;
+	text = fx_read_file(out, &len);
+	if (text)
+		code = atoi(text);
+	free(text);
+	return code;
+}
+
+/* A request naming a version the origin does not (yet) have keeps
+ * nothing, whatever pin it sends: once the object is replaced by that
+ * version, mounts read it.  (Squid cannot check this: its file says so.) */
+START_TEST(forged_version_keeps_nothing)
+{
+	char version[96], pin[128];
+
+	put(vroot, "f.bin", SMALL, 5, t0);
+	version_of_time(t0 + 60, version, sizeof(version));
+	snprintf(pin, sizeof(pin), "If-Unmodified-Since: %s",
+		 version + strlen("last-modified "));
+	/* The origin answers with what it has; the cache passes it on. */
+	ck_assert_int_eq(cache_get("f.bin", vh.base + 7, version, pin), 206);
+	put(vroot, "f.bin", SMALL, 6, t0 + 60);
+	mount_vh(0);
+	check_all(mnts[0].dir, "f.bin", SMALL, 6);
+	unmount(0);
+}
+END_TEST
+
+/* A request that accepts gzip, of the version mounts pin, from an origin
+ * that gzips: what the cache keeps is still the bytes as stored, which
+ * mounts take (they refuse an encoded body). */
+START_TEST(encoded_answer_not_kept)
+{
+	char version[96], pin[128];
+
+	put(vroot, "f.bin", SMALL, 9, t0);
+	version_of_time(t0, version, sizeof(version));
+	snprintf(pin, sizeof(pin), "If-Unmodified-Since: %s",
+		 version + strlen("last-modified "));
+	ck_assert_int_eq(fx_sh("curl -s -o /dev/null -H 'X-Wharf-Origin: %s' "
+			       "-H 'Host: %s' -H 'X-Wharf-Version: %s' "
+			       "-H '%s' -H 'Accept-Encoding: gzip' "
+			       "-r 0-1048575 '%s/f.bin'",
+			       vh.base, vh.base + 7, version, pin, sc.base),
+			 0);
+	mount_vh(0);
+	check_all(mnts[0].dir, "f.bin", SMALL, 9);
+	unmount(0);
+}
+END_TEST
+
+/* A Host other than X-Wharf-Origin's authority is refused, even when the
+ * other virtual host's file has the same size and time: mounts read
+ * their origin's bytes. */
+START_TEST(foreign_host_refused)
+{
+	char version[96];
+	int status;
+
+	put(vroot, "f.bin", SMALL, 7, t0);
+	put(vother, "f.bin", SMALL, 8, t0);
+	version_of_time(t0, version, sizeof(version));
+	status = cache_get("f.bin", OTHER_HOST, version, "");
+	mount_vh(0);
+	check_all(mnts[0].dir, "f.bin", SMALL, 7);
+	unmount(0);
+	ck_assert_int_eq(status, 403);
+	/* Asked with its own Host, the same request is answered. */
+	ck_assert_int_eq(cache_get("f.bin", vh.base + 7, version, ""), 206);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sitecache");
 	TCase *tc = tcase_create("nginx");
+	TCase *unit = tcase_create("route");
+	TCase *vers = tcase_create("versions");
+	TCase *squid = tcase_create("squid");
 	TCase *left = tcase_create("left out");
 	const char *why = fx_nginx_missing();
 	const char *why_mount = why ? why : fx_fuse_missing();
 	const char *why_tls = why_mount;
+	const char *why_squid = why_mount ? why_mount : fx_squid_missing();
 	SRunner *sr;
 	int failed;
 
@@ -390,6 +677,10 @@ int main(void)
 		why_tls = "no openssl command (for the origin's certificate)";
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(vers, vhosts_setup, vhosts_teardown);
+	tcase_set_timeout(vers, 120);
+	tcase_add_checked_fixture(squid, squid_setup, vhosts_teardown);
+	tcase_set_timeout(squid, 120);
 	/* What cannot run here is named, one SKIP line each, from a case
 	 * of its own (without the fixture). */
 #define ADD(t, why) fx_tcase_add((why) ? left : tc, t, why)
@@ -399,7 +690,22 @@ int main(void)
 	ADD(unlisted_origin_refused, why);
 	ADD(https_origin, why_tls);
 #undef ADD
+	tcase_add_test(unit, version_header_sent);
+#define ADD(t, why) fx_tcase_add((why) ? left : vers, t, why)
+	ADD(replaced_object_never_mixed, why_mount);
+	ADD(forged_version_keeps_nothing, why_mount);
+	ADD(foreign_host_refused, why_mount);
+	ADD(encoded_answer_not_kept, why_mount);
+#undef ADD
+#define ADD(t, why) fx_tcase_add((why) ? left : squid, t, why)
+	ADD(replaced_object_never_mixed, why_squid);
+	ADD(foreign_host_refused, why_squid);
+	ADD(encoded_answer_not_kept, why_squid);
+#undef ADD
+	suite_add_tcase(s, unit);
 	suite_add_tcase(s, tc);
+	suite_add_tcase(s, vers);
+	suite_add_tcase(s, squid);
 	suite_add_tcase(s, left);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

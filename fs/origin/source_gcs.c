@@ -592,6 +592,7 @@ static int gcs_prepare_read(struct source *src, const char *path,
 	if (rc)
 		return rc;
 	rd->req.url = rd->url;
+	rd->req.version = version;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
 	rd->req.resign = read_reauth;

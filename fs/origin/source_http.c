@@ -447,15 +447,9 @@ static int http_stat(struct source *src, const char *path,
  * compares strongly), a size alone, no modification time. */
 static bool validator_of(const char *version, char *out, size_t cap)
 {
-	static const char *const wday[] = {"Sun", "Mon", "Tue", "Wed",
-					   "Thu", "Fri", "Sat"};
-	static const char *const month[] = {"Jan", "Feb", "Mar", "Apr",
-					    "May", "Jun", "Jul", "Aug",
-					    "Sep", "Oct", "Nov", "Dec"};
+	char date[32];
 	char *end;
 	long long t;
-	struct tm tm;
-	time_t tt;
 	int n;
 
 	if (version[0] == '"') {
@@ -470,14 +464,9 @@ static bool validator_of(const char *version, char *out, size_t cap)
 		return false;
 	/* A time on the minute may come from a listing that shows no
 	 * seconds (nginx's HTML index): allow the rest of that minute. */
-	tt = (time_t)(t % 60 ? t : t + 59);
-	if (!gmtime_r(&tt, &tm))
+	if (!format_http_date(t % 60 ? t : t + 59, date, sizeof(date)))
 		return false;
-	/* RFC 9110's date, in English whatever the locale. */
-	n = snprintf(out, cap,
-		     "If-Unmodified-Since: %s, %02d %s %d %02d:%02d:%02d GMT",
-		     wday[tm.tm_wday], tm.tm_mday, month[tm.tm_mon],
-		     tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	n = snprintf(out, cap, "If-Unmodified-Since: %s", date);
 	return n > 0 && (size_t)n < cap;
 }
 
@@ -500,6 +489,7 @@ static int http_prepare_read(struct source *src, const char *path,
 	}
 	rd->req.headers = rd->headers;
 	rd->req.url = rd->url;
+	rd->req.version = version;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
 	return 0;

@@ -842,6 +842,7 @@ static int s3_prepare_read(struct source *src, const char *path,
 	if (rc)
 		return rc;
 	rd->req.url = rd->url;
+	rd->req.version = version;
 	rd->req.headers = rd->headers;
 	rd->req.range_off = off;
 	rd->req.range_len = len;
