@@ -42,6 +42,12 @@ struct mount_config {
 	enum ops_passthrough passthrough;
 	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
+	/* Modes shown (and, with default_permissions, enforced by the
+	 * kernel): --umask applied, never a write bit. */
+	unsigned file_mode, dir_mode;
+	/* How long a file whose read failed at the origin answers that
+	 * error without asking again (--error-ttl); 0: never cached. */
+	unsigned error_ttl_ms;
 };
 
 /* The defaults of every field (the paths and spec stay NULL). */

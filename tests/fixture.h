@@ -113,6 +113,8 @@ int fx_site_cache_start(struct fx_nginx *ng, const char *const origins[],
  * "https://127.0.0.1:PORT".  @return 0, or -1 (openssl or nginx failed).
  */
 int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
+/* The resident memory of process pid (VmRSS) in KiB, or -1. */
+long fx_rss_kib(pid_t pid);
 /* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
 long long fx_sum_lines(const char *path);
 
