@@ -273,6 +273,7 @@ static int opt_mode(const char *name, const char *arg, unsigned *out)
 static int opt_owner(const char *name, const char *arg, bool group, long *out)
 {
 	const char *const what = group ? "group" : "user";
+	long id = -1;
 	char *end;
 	unsigned long v;
 
@@ -294,15 +295,17 @@ static int opt_owner(const char *name, const char *arg, bool group, long *out)
 		const struct group *gr = getgrnam(arg);
 
 		if (gr)
-			*out = (long)gr->gr_gid;
+			id = (long)gr->gr_gid;
 	} else {
 		const struct passwd *pw = getpwnam(arg);
 
 		if (pw)
-			*out = (long)pw->pw_uid;
+			id = (long)pw->pw_uid;
 	}
-	if (*out >= 0)
+	if (id >= 0) {
+		*out = id;
 		return 0;
+	}
 	if (errno && errno != ENOENT && errno != ESRCH)
 		return cmd_usage_error("mount",
 				       "--%s %s: cannot look up the "
@@ -594,11 +597,9 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->cfg.origin_wait_ms = (unsigned)v * 1000;
 			break;
 		case OPT_UID:
-			o->cfg.uid = -1;
 			rc = opt_owner("uid", optarg, false, &o->cfg.uid);
 			break;
 		case OPT_GID:
-			o->cfg.gid = -1;
 			rc = opt_owner("gid", optarg, true, &o->cfg.gid);
 			break;
 		case OPT_FILE_MODE:
