@@ -52,6 +52,7 @@ struct origin {
 static void origin_answer(struct origin *o, int c)
 {
 	char req[8192], head[512], path[1024], body[FILE_SIZE];
+	char crange[96] = "";
 	unsigned long long a = 0, b = FILE_SIZE - 1;
 	const char *range;
 	size_t n = 0;
@@ -73,6 +74,13 @@ static void origin_answer(struct origin *o, int c)
 		__atomic_fetch_add(&o->requests, 1, __ATOMIC_RELAXED);
 		status = __atomic_load_n(&o->status, __ATOMIC_ACQUIRE);
 	}
+	range = strcasestr(req, "\r\nRange: bytes=");
+	if (range)
+		sscanf(range + 15, "%llu-%llu", &a, &b);
+	if (b >= FILE_SIZE)
+		b = FILE_SIZE - 1;
+	if (a > b)
+		status = 416;
 	if (status) {
 		n = (size_t)snprintf(head, sizeof(head),
 				     "HTTP/1.1 %d No\r\nContent-Length: 0\r\n"
@@ -81,19 +89,17 @@ static void origin_answer(struct origin *o, int c)
 		(void)!send(c, head, n, MSG_NOSIGNAL);
 		return;
 	}
-	range = strcasestr(req, "\r\nRange: bytes=");
-	if (range)
-		sscanf(range + 15, "%llu-%llu", &a, &b);
-	if (b >= FILE_SIZE)
-		b = FILE_SIZE - 1;
 	for (unsigned long long i = a; i <= b; i++)
 		body[i - a] = (char)fx_byte(SEED, i);
-	n = (size_t)snprintf(
-	    head, sizeof(head),
-	    "HTTP/1.1 %s\r\nContent-Length: %llu\r\n"
-	    "%s%llu-%llu/%d\r\nConnection: close\r\n\r\n",
-	    range ? "206 Partial Content" : "200 OK", b - a + 1,
-	    range ? "Content-Range: bytes " : "X-Range: ", a, b, FILE_SIZE);
+	if (range)
+		snprintf(crange, sizeof(crange),
+			 "Content-Range: bytes %llu-%llu/%d\r\n", a, b,
+			 FILE_SIZE);
+	n = (size_t)snprintf(head, sizeof(head),
+			     "HTTP/1.1 %s\r\nContent-Length: %llu\r\n%s"
+			     "Connection: close\r\n\r\n",
+			     range ? "206 Partial Content" : "200 OK",
+			     b - a + 1, crange);
 	(void)!send(c, head, n, MSG_NOSIGNAL);
 	if (strncmp(req, "HEAD", 4))
 		(void)!send(c, body, b - a + 1, MSG_NOSIGNAL);
