@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,7 @@ struct mount_opts {
 	struct mount_config cfg;
 	char *cache_dir; /* as given, malloc'd; cfg.cache_dir is absolute */
 	bool foreground;
+	unsigned umask; /* applied to the modes once all are parsed */
 	/* Long options given as -o name=value, parsed after the rest. */
 	char **o_args; /* "--name=value", malloc'd */
 	unsigned n_o_args;
@@ -73,6 +76,10 @@ enum {
 	OPT_GID,
 	OPT_LOG_FILE,
 	OPT_LOG_LEVEL,
+	OPT_FILE_MODE,
+	OPT_DIR_MODE,
+	OPT_UMASK,
+	OPT_ERROR_TTL,
 };
 
 static const struct option mount_longopts[] = {
@@ -111,6 +118,10 @@ static const struct option mount_longopts[] = {
     {"gid", required_argument, NULL, OPT_GID},
     {"log-file", required_argument, NULL, OPT_LOG_FILE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"file-mode", required_argument, NULL, OPT_FILE_MODE},
+    {"dir-mode", required_argument, NULL, OPT_DIR_MODE},
+    {"umask", required_argument, NULL, OPT_UMASK},
+    {"error-ttl", required_argument, NULL, OPT_ERROR_TTL},
     {"foreground", no_argument, NULL, 'f'},
     {"debug", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
@@ -164,6 +175,10 @@ static void mount_usage(FILE *out)
 	    "  --retries N           retries of a failed request (default 5)\n"
 	    "  --timeout SECONDS     stall and connect timeout (default 30 and "
 	    "10)\n"
+	    "  --error-ttl SEC       a file whose read failed at the origin "
+	    "fails again\n"
+	    "                        without a request for SEC seconds (10; "
+	    "0: off)\n"
 	    "  --manifest URL|FILE   list objects from \"path size [etag]\" "
 	    "lines\n"
 	    "  --ca-file FILE        trust the CA certificates in FILE too\n"
@@ -202,9 +217,22 @@ static void mount_usage(FILE *out)
 	    "  --offline             mount from the listing snapshot; never "
 	    "ask the\n"
 	    "                        origin\n"
+	    "Access (the kernel checks modes: default_permissions is always "
+	    "on):\n"
+	    "  --uid USER, --gid GROUP  owner shown for every file, a name or "
+	    "a number\n"
+	    "                        (default: yours)\n"
+	    "  --file-mode MODE      mode of files, octal (default 0444)\n"
+	    "  --dir-mode MODE       mode of directories, octal (default "
+	    "0555)\n"
+	    "  --umask MASK          bits taken from both modes, octal "
+	    "(default 0);\n"
+	    "                        write bits are always dropped: read-only\n"
+	    "                        (-o allow_other,gid=G,file_mode=0440,"
+	    "dir_mode=0550:\n"
+	    "                        the owner and group G read, no one "
+	    "else)\n"
 	    "Process:\n"
-	    "  --uid N, --gid N      owner shown for every file (default: "
-	    "yours)\n"
 	    "  -o OPT[,OPT...]       any option above as name=value "
 	    "(cache_dir=DIR),\n"
 	    "                        or a mount option (allow_other, "
@@ -237,6 +265,75 @@ static int opt_size(const char *name, const char *arg, uint64_t *out)
 		return cmd_usage_error("mount", "--%s: '%s' is not a size",
 				       name, arg);
 	return 0;
+}
+
+/* A mode option: octal digits, at most 0777.  @return 0 or 2. */
+static int opt_mode(const char *name, const char *arg, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 8);
+	if (errno || end == arg || *end || arg[strspn(arg, "01234567")] ||
+	    v > 0777)
+		return cmd_usage_error("mount",
+				       "--%s: '%s' is not an octal mode from "
+				       "0 to 0777 (such as 0440)",
+				       name, arg);
+	*out = (unsigned)v;
+	return 0;
+}
+
+/*
+ * --uid or --gid: a number, or a user's (group's) name, looked up now:
+ * nothing after the start resolves a name again.  @return 0 or 2.
+ */
+static int opt_owner(const char *name, const char *arg, bool group, long *out)
+{
+	const char *const what = group ? "group" : "user";
+	long id = -1;
+	char *end;
+	unsigned long v;
+
+	if (arg[0] >= '0' && arg[0] <= '9') {
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		/* (uid_t)-1 means "no change" to the kernel. */
+		if (errno || *end || v >= UINT32_MAX)
+			return cmd_usage_error(
+			    "mount",
+			    "--%s: '%s' is not a %s name or a number "
+			    "below 4294967295",
+			    name, arg, what);
+		*out = (long)v;
+		return 0;
+	}
+	errno = 0;
+	if (group) {
+		const struct group *gr = getgrnam(arg);
+
+		if (gr)
+			id = (long)gr->gr_gid;
+	} else {
+		const struct passwd *pw = getpwnam(arg);
+
+		if (pw)
+			id = (long)pw->pw_uid;
+	}
+	if (id >= 0) {
+		*out = id;
+		return 0;
+	}
+	if (errno && errno != ENOENT && errno != ESRCH)
+		return cmd_usage_error("mount",
+				       "--%s %s: cannot look up the "
+				       "%s: %s",
+				       name, arg, what, strerror(errno));
+	return cmd_usage_error("mount",
+			       "--%s: no %s named '%s' (give a %s name or a "
+			       "number)",
+			       name, what, arg, what);
 }
 
 /* An integer option within [lo, hi]; 2 when not. */
@@ -522,10 +619,23 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->cfg.origin_wait_ms = (unsigned)v * 1000;
 			break;
 		case OPT_UID:
-			rc = opt_uint("uid", optarg, 0, INT32_MAX, &o->cfg.uid);
+			rc = opt_owner("uid", optarg, false, &o->cfg.uid);
 			break;
 		case OPT_GID:
-			rc = opt_uint("gid", optarg, 0, INT32_MAX, &o->cfg.gid);
+			rc = opt_owner("gid", optarg, true, &o->cfg.gid);
+			break;
+		case OPT_FILE_MODE:
+			rc = opt_mode("file-mode", optarg, &o->cfg.file_mode);
+			break;
+		case OPT_DIR_MODE:
+			rc = opt_mode("dir-mode", optarg, &o->cfg.dir_mode);
+			break;
+		case OPT_UMASK:
+			rc = opt_mode("umask", optarg, &o->umask);
+			break;
+		case OPT_ERROR_TTL:
+			rc = opt_uint("error-ttl", optarg, 0, 3600, &v);
+			o->cfg.error_ttl_ms = (unsigned)v * 1000;
 			break;
 		case OPT_LOG_FILE:
 			o->cfg.log_file = optarg;
@@ -699,6 +809,9 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 				       "--cache-size 500M), or 0 for no cap",
 				       (unsigned long long)o->cfg.cache_size,
 				       (unsigned long long)o->cfg.chunk_size);
+	/* Whatever the order of the options; nothing can be written. */
+	o->cfg.file_mode &= ~o->umask & ~0222u;
+	o->cfg.dir_mode &= ~o->umask & ~0222u;
 	if (nargs != 2)
 		return cmd_usage_error("mount",
 				       "expected SOURCE and DIR, got "

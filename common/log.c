@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 static enum wharf_log_level log_level = WHARF_LOG_INFO;
 /* Atomic: the thread that sees the mount up detaches, while the others
  * log. */
@@ -21,6 +24,11 @@ static bool use_syslog;
 static wharf_log_func log_func;
 static void *log_func_arg;
 static int log_fd = -1; /* a log file, once log_to_fd() is called */
+
+/* The limits that held lines back, for log_limits_flush; their counts are
+ * under the same lock.  Limits are static: none goes away. */
+static pthread_mutex_t limits_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct log_limit *limits;
 
 void log_set_level(enum wharf_log_level level)
 {
@@ -105,19 +113,14 @@ void log_set_func(wharf_log_func fn, void *arg)
 	__atomic_store_n(&log_func, fn, __ATOMIC_RELEASE);
 }
 
-void wlog(enum wharf_log_level level, const char *fmt, ...)
+static void vlog(enum wharf_log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_DEBUG};
 	static const char *const tag[] = {"error", "warning", "info", "debug"};
 	const wharf_log_func fn = __atomic_load_n(&log_func, __ATOMIC_ACQUIRE);
 	char msg[2048];
-	va_list ap;
 
-	if (level > log_level)
-		return;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	const int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
 	if (fn)
 		fn(level, msg, log_func_arg);
@@ -127,4 +130,88 @@ void wlog(enum wharf_log_level level, const char *fmt, ...)
 		syslog(prio[level], "%s", msg);
 	else
 		fprintf(stderr, "wharf: %s: %s\n", tag[level], msg);
+}
+
+void wlog(enum wharf_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	va_start(ap, fmt);
+	vlog(level, fmt, ap);
+	va_end(ap);
+}
+
+/* Under limits_mu: the summary of what l held back, in buf ("" when
+ * nothing), and its count back to 0. */
+static void limit_summary(struct log_limit *l, char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	if (!l->dropped)
+		return;
+	snprintf(buf, cap,
+		 "%lu more line%s like this %s not logged (at most %u in %u "
+		 "s); the last: %s",
+		 l->dropped, l->dropped == 1 ? "" : "s",
+		 l->dropped == 1 ? "was" : "were", l->lines, l->seconds,
+		 l->last);
+	l->dropped = 0;
+}
+
+void log_limited(struct log_limit *l, enum wharf_log_level level,
+		 const char *fmt, ...)
+{
+	char summary[sizeof(l->last) + 128];
+	uint64_t now;
+	bool pass;
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	now = log_level == WHARF_LOG_DEBUG ? 0 : now_ns();
+	pthread_mutex_lock(&limits_mu);
+	summary[0] = '\0';
+	if (!l->used || now - l->window_ns >= l->seconds * 1000000000ull) {
+		limit_summary(l, summary, sizeof(summary));
+		l->window_ns = now;
+		l->used = 0;
+	}
+	/* Debugging: every line (now is 0, so the window never ends). */
+	pass = !now || l->used < l->lines;
+	if (pass) {
+		l->used++;
+	} else {
+		l->dropped++;
+		l->level = level;
+		va_start(ap, fmt);
+		vsnprintf(l->last, sizeof(l->last), fmt, ap);
+		va_end(ap);
+		if (!l->listed) {
+			l->listed = true;
+			l->next = limits;
+			limits = l;
+		}
+	}
+	pthread_mutex_unlock(&limits_mu);
+	if (summary[0])
+		wlog(level, "%s", summary);
+	if (pass) {
+		va_start(ap, fmt);
+		vlog(level, fmt, ap);
+		va_end(ap);
+	}
+}
+
+void log_limits_flush(void)
+{
+	char summary[sizeof(limits->last) + 128];
+
+	pthread_mutex_lock(&limits_mu);
+	for (struct log_limit *l = limits; l; l = l->next) {
+		limit_summary(l, summary, sizeof(summary));
+		if (summary[0])
+			wlog(l->level, "%s", summary);
+	}
+	pthread_mutex_unlock(&limits_mu);
 }

@@ -7,6 +7,9 @@
  * program installs (the loader's wharf_log_set_func).  Messages name the object: URL, range, chunk, sample,
  * what the origin said.
  */
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "wharf/log.h"
 
 #define WHARF_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -33,5 +36,44 @@ void wlog(enum wharf_log_level level, const char *fmt, ...) WHARF_PRINTF(2, 3);
 #define log_warn(...) wlog(WHARF_LOG_WARN, __VA_ARGS__)
 #define log_info(...) wlog(WHARF_LOG_INFO, __VA_ARGS__)
 #define log_debug(...) wlog(WHARF_LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * Rate limiting, for lines that other users or a failing origin can
+ * repeat at will (a read of a failing file, say): at most `lines` lines
+ * in each `seconds`; the rest are counted, and the next line let through
+ * is preceded by one summary, "N more lines like this were not logged in
+ * the last S s; the last: ...".  log_limits_flush() writes the summaries
+ * still pending (at exit).  At the debug level nothing is held back.
+ */
+struct log_limit {
+	unsigned lines, seconds;
+	/* The rest is log.c's, under its lock. */
+	uint64_t window_ns; /* when the current window began */
+	unsigned used;
+	unsigned long dropped;
+	char last[256];		    /* the last line dropped */
+	enum wharf_log_level level; /* ... and its level */
+	bool listed;		    /* in the list log_limits_flush walks */
+	struct log_limit *next;
+};
+#define LOG_LIMIT_INIT(lines, seconds)                                         \
+	{                                                                      \
+		(lines), (seconds), 0, 0, 0, "", 0, 0, 0                       \
+	}
+/* Each call site its own limit: 10 lines a minute. */
+#define LOG_LIMIT_LINES 10
+#define LOG_LIMIT_SECONDS 60
+
+void log_limited(struct log_limit *l, enum wharf_log_level level,
+		 const char *fmt, ...) WHARF_PRINTF(3, 4);
+void log_limits_flush(void);
+#define log_limited_at(level, ...)                                             \
+	do {                                                                   \
+		static struct log_limit log_site_ =                            \
+		    LOG_LIMIT_INIT(LOG_LIMIT_LINES, LOG_LIMIT_SECONDS);        \
+		log_limited(&log_site_, level, __VA_ARGS__);                   \
+	} while (0)
+#define log_error_limited(...) log_limited_at(WHARF_LOG_ERROR, __VA_ARGS__)
+#define log_warn_limited(...) log_limited_at(WHARF_LOG_WARN, __VA_ARGS__)
 
 #endif

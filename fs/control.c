@@ -20,6 +20,13 @@
 #include <wharf/hints.h>
 
 #define HINT_LINE_MAX 4200 /* a path and two numbers */
+/*
+ * Stats files open at once, each with its snapshot (a few KiB): anyone who
+ * may read the mount may open them, and without a cap the memory of the
+ * daemon would grow with the files others hold open (and the search of a
+ * read with them).  Monitors open, read and close; more opens wait.
+ */
+#define CONTROL_STATS_OPENS 128
 
 const struct control_entry control_files[CONTROL_NFILES] = {
     {"stats", CONTROL_STATS},
@@ -77,12 +84,14 @@ void control_stat(const struct ops_ctx *ctx, uint64_t ino, struct stat *st)
 	st->st_gid = ctx->gid;
 	st->st_mtime = st->st_ctime = st->st_atime = ctx->mounted_at;
 	if (ino == CONTROL_DIR) {
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | ctx->dir_mode;
 		st->st_nlink = 2;
 	} else {
 		/* Hints is opened read-only for the ioctl and reads empty;
-		 * stats has no size before its snapshot. */
-		st->st_mode = S_IFREG | 0444;
+		 * stats has no size before its snapshot.  Both are the
+		 * mount's like its files: who cannot read the dataset can
+		 * neither read its stats nor steer its reads. */
+		st->st_mode = S_IFREG | ctx->file_mode;
 		st->st_nlink = 1;
 	}
 }
@@ -132,15 +141,27 @@ int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh)
 {
 	struct ops_control *c = &ctx->state->control;
 	struct stats_file *sf;
+	bool full;
 
 	*fh = 0;
 	if (ino == CONTROL_DIR)
 		return -EISDIR;
 	if (ino != CONTROL_STATS)
 		return 0;
+	/* The place first: a refused open costs no snapshot. */
+	pthread_mutex_lock(&c->mu);
+	full = c->n_opened == CONTROL_STATS_OPENS;
+	if (!full)
+		c->n_opened++;
+	pthread_mutex_unlock(&c->mu);
+	if (full)
+		return -EAGAIN;
 	sf = calloc(1, sizeof(*sf));
 	if (!sf || stats_json(&ctx->stats, &sf->json, &sf->len)) {
 		free(sf);
+		pthread_mutex_lock(&c->mu);
+		c->n_opened--;
+		pthread_mutex_unlock(&c->mu);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&c->mu);
@@ -200,6 +221,7 @@ void control_release(struct ops_ctx *ctx, uint64_t ino, uint64_t fh)
 		if ((*at)->id == fh) {
 			gone = *at;
 			*at = gone->next;
+			c->n_opened--;
 			break;
 		}
 	pthread_mutex_unlock(&c->mu);
@@ -276,6 +298,8 @@ static int hint_line(struct ops_ctx *ctx, char *line, size_t len)
 	if (ino == TREE_ROOT)
 		return -EISDIR;
 	rc = files_get(ctx, ino, &f);
+	if (!rc)
+		rc = files_failed(ctx, f);
 	if (rc)
 		return rc;
 	return prefetch_hint(ctx->prefetch, f->pf, off, n);

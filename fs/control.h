@@ -63,7 +63,8 @@ void control_getattr(struct ops_ctx *ctx, uint64_t ino, struct stat *st);
 
 /* An open of control inode ino: *fh is the handle its reads and release
  * pass back (a stats snapshot's, taken now; 0 for hints).  @return 0,
- * -EISDIR (the directory) or -ENOMEM. */
+ * -EISDIR (the directory), -ENOMEM, or -EAGAIN (too many stats files
+ * open: try again once some are closed). */
 int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh) WHARF_CHECK;
 /* Bytes [off, off+size) of open fh of ino (a stats file; hints read
  * empty), in *data and *n, which stay valid until control_read_done

@@ -185,7 +185,7 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 		if (rc == -ENOENT || rc == -ECANCELED)
 			log_debug("%s", res->err);
 		else
-			log_error("%s", res->err);
+			log_error_limited("%s", res->err);
 		STAT_ADD(fe->st.errors, 1);
 		if (c->r.grow) {
 			free(res->body);

@@ -5,10 +5,20 @@
  * until unmount (about 150 bytes and the path per file).  Inodes live as
  * long as the mount, so no entry is ever dropped, and a lookup of one made
  * before takes no lock.
+ *
+ * The error cache lives here too, per file: a read that failed at the
+ * origin (403, 404, 5xx after retries, the object gone or changed) is
+ * answered again, without a request, for --error-ttl (10 s by default).
+ * The retries already spent up to --origin-wait on it, so a fresh try a
+ * moment later would mostly fail the same way; 10 s is short enough that
+ * a fixed permission or a passing outage shows soon, and long enough that
+ * a reader (or another user) in a loop costs the origin one request, and
+ * the log a line, per file every 10 s instead of one per read.
  */
 #include "config.h"
 
 #include "ops_i.h"
+#include "offline.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -111,6 +121,35 @@ int files_get(struct ops_ctx *ctx, uint64_t ino, struct ops_file **out)
 	}
 	*out = f;
 	return 0;
+}
+
+int files_failed(const struct ops_ctx *ctx, struct ops_file *f)
+{
+	const int rc = __atomic_load_n(&f->failed, __ATOMIC_ACQUIRE);
+
+	if (!rc)
+		return 0;
+	if (now_ns() < __atomic_load_n(&f->failed_until_ns, __ATOMIC_RELAXED))
+		return rc;
+	/* Over: the next read asks the origin again (a race with a new
+	 * failure only makes that one stand shorter). */
+	__atomic_store_n(&f->failed, 0, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void files_note(const struct ops_ctx *ctx, struct ops_file *f, int rc)
+{
+	const unsigned ttl = ctx->stats.error_ttl_ms;
+
+	/* ENOMEM and EINVAL are this process's; an interrupted reader's
+	 * EINTR is no answer at all.  Offline, no request went out, and the
+	 * mount reads again as soon as the origin is back. */
+	if (!ttl || (rc != -ENOENT && rc != -EACCES && rc != -EIO) ||
+	    offline_is_offline(ctx->stats.source))
+		return;
+	__atomic_store_n(&f->failed_until_ns,
+			 now_ns() + (uint64_t)ttl * 1000000, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->failed, rc, __ATOMIC_RELEASE);
 }
 
 void files_cleanup(struct ops_ctx *ctx)

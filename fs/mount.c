@@ -58,6 +58,9 @@ void mount_config_default(struct mount_config *c)
 	c->origin_wait_ms = 30000;
 	c->uid = c->gid = -1;
 	c->log_level = WHARF_LOG_INFO;
+	c->file_mode = 0444;
+	c->dir_mode = 0555;
+	c->error_ttl_ms = 10000;
 	fetch_config_default(&c->fetch);
 }
 
@@ -219,6 +222,8 @@ static int mount_open(struct mount_state *m)
 	    .prefetch = m->pf,
 	    .uid = o->uid >= 0 ? (uid_t)o->uid : getuid(),
 	    .gid = o->gid >= 0 ? (gid_t)o->gid : getgid(),
+	    .file_mode = (mode_t)o->file_mode,
+	    .dir_mode = (mode_t)o->dir_mode,
 	    .mounted_at = time(NULL),
 	    .walk_readahead = o->readahead > 0,
 	    .passthrough = o->passthrough,
@@ -232,7 +237,8 @@ static int mount_open(struct mount_state *m)
 		      .source = m->src,
 		      .mountpoint = m->mountpoint,
 		      .cache_dir = o->cache_dir,
-		      .started_ns = now_ns()},
+		      .started_ns = now_ns(),
+		      .error_ttl_ms = o->error_ttl_ms},
 	};
 	/* A comma in fsname would split the option string. */
 	fsname = strdupf("wharf:%s", m->src->id);
@@ -366,6 +372,8 @@ static void mount_close(struct mount_state *m)
 	if (m->fe)
 		fetch_engine_free(m->fe);
 	fuse_opt_free_args(&m->args);
+	/* What the rate limits held back, before the last line. */
+	log_limits_flush();
 }
 
 /*

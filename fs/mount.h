@@ -48,6 +48,12 @@ struct mount_config {
 	 * unless this is set. */
 	const char *log_file;
 	enum wharf_log_level log_level;
+	/* Modes shown (and, with default_permissions, enforced by the
+	 * kernel): --umask applied, never a write bit. */
+	unsigned file_mode, dir_mode;
+	/* How long a file whose read failed at the origin answers that
+	 * error without asking again (--error-ttl); 0: never cached. */
+	unsigned error_ttl_ms;
 };
 
 /* The defaults of every field (the paths and spec stay NULL). */

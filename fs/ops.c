@@ -62,10 +62,10 @@ static void fill_stat(const struct ops_ctx *ctx, const struct tree_attr *a,
 	st->st_atime = st->st_mtime;
 	st->st_blksize = PF_MAX_READ;
 	if (a->is_dir) {
-		st->st_mode = S_IFDIR | 0555;
+		st->st_mode = S_IFDIR | ctx->dir_mode;
 		st->st_nlink = 2;
 	} else {
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | ctx->file_mode;
 		st->st_nlink = 1;
 		st->st_size = (off_t)a->size;
 		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
@@ -182,7 +182,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	if (!control_is(ino)) {
 		rc = tree_list(ctx->tree, ino, &err);
 		if (err) {
-			log_error("%s", err);
+			log_error_limited("%s", err);
 			free(err);
 		}
 	}
@@ -402,12 +402,22 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rc = files_get(ctx, ino, &f);
-	if (!rc && off == 0)
-		walk_note(ctx, ino, f);
-	if (!rc)
-		rc = prefetch_read(ctx->prefetch, f->pf, (uint64_t)off, size,
-				   &rd);
 	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = files_failed(ctx, f);
+	if (rc) {
+		__atomic_fetch_add(&ctx->stats.errors_cached, 1,
+				   __ATOMIC_RELAXED);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (off == 0)
+		walk_note(ctx, ino, f);
+	rc = prefetch_read(ctx->prefetch, f->pf, (uint64_t)off, size, &rd);
+	if (rc) {
+		files_note(ctx, f, rc);
 		fuse_reply_err(req, -rc);
 		return;
 	}

@@ -41,6 +41,9 @@ struct ops_ctx {
 	struct stats_sources stats; /* what .wharf/stats reports */
 	uid_t uid;		    /* owner shown for every inode */
 	gid_t gid;
+	/* Their permission bits, which the kernel checks (the mount has
+	 * default_permissions). */
+	mode_t file_mode, dir_mode;
 	time_t mounted_at;	 /* mtime of the virtual inodes */
 	bool walk_readahead;	 /* queue files ahead of a directory walk */
 	/* When to serve cached files by passthrough.h, where the kernel

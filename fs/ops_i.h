@@ -35,6 +35,10 @@ struct ops_file {
 	int backing_id, backing_fd;
 	struct store_file_id checked; /* the cache file last verified */
 	bool no_pack; /* atomic: the store cannot pack it (compressed chunks) */
+	/* files.c's error cache: the -errno of the last read that failed
+	 * at the origin and until when it stands (both atomic; 0: none). */
+	int failed;
+	uint64_t failed_until_ns;
 };
 
 /* A file whose pack the packer is to make or check (backing_pack_later). */
@@ -87,6 +91,7 @@ struct ops_control {
 	 * release.
 	 */
 	struct stats_file *opened;
+	unsigned n_opened; /* at most CONTROL_STATS_OPENS */
 	uint64_t last_id;
 };
 
@@ -127,6 +132,16 @@ struct ops_state {
  * -errno. */
 int files_get(struct ops_ctx *ctx, uint64_t ino,
 	      struct ops_file **out) WHARF_CHECK;
+/*
+ * The error cache, so that a failing file costs the origin one request
+ * (and the log a line or two) per --error-ttl however often it is read.
+ * files_failed: the error a read or hint of f answers without a fetch, or
+ * 0; no lock, and the clock is read only for a file that failed.
+ * files_note: the result of a read of f that went to prefetch_read (an
+ * origin's refusal or EIO is kept; anything else is the reader's own).
+ */
+int files_failed(const struct ops_ctx *ctx, struct ops_file *f);
+void files_note(const struct ops_ctx *ctx, struct ops_file *f, int rc);
 /* Frees every file, at unmount, once nothing uses them. */
 void files_cleanup(struct ops_ctx *ctx);
 

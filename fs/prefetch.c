@@ -351,7 +351,7 @@ static int load_prepare(struct load *ld, bool background)
 					ld->want, &ld->rd);
 	/* -ENOLINK: offline, and the source said so once. */
 	if (rc && rc != -ENOLINK)
-		log_error("%s%s: bytes %llu-%llu: cannot prepare the "
+		log_error_limited("%s%s: bytes %llu-%llu: cannot prepare the "
 			  "request: %s",
 			  pf->src->id, f->path, (unsigned long long)off,
 			  (unsigned long long)(off + ld->want - 1),
@@ -399,7 +399,7 @@ static int load_landed(struct load *ld)
 
 	STAT_ADD(pf->stats.chunks_fetched, 1);
 	if (rc) {
-		log_error("%s%s: chunk %llu (bytes %llu-%llu): %s%s",
+		log_error_limited("%s%s: chunk %llu (bytes %llu-%llu): %s%s",
 			  pf->src->id, f->path, idx, (unsigned long long)off,
 			  (unsigned long long)(off + ld->want - 1),
 			  ld->res.err[0] ? ld->res.err : strerror(-rc),

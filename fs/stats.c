@@ -156,6 +156,9 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	jsonw_u64(&w, "chunks_fetched", ps.chunks_fetched);
 	jsonw_u64(&w, "chunk_errors", ps.chunk_errors);
 	jsonw_u64(&w, "files", ps.files);
+	jsonw_u64(&w, "errors_cached",
+		  __atomic_load_n(&s->errors_cached, __ATOMIC_RELAXED));
+	jsonw_u64(&w, "error_ttl_ms", s->error_ttl_ms);
 	jsonw_end(&w);
 
 	put_passthrough(&w);

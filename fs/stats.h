@@ -15,7 +15,7 @@
  *                     throughput_mbs, backoffs, changes,
  *                     last_change_s_ago, why}, ...],
  *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
- *              chunk_errors, files},
+ *              chunk_errors, files, errors_cached, error_ttl_ms},
  *    "passthrough": {on, stopped, opens, backing_files, refused},
  *    "readahead": {queued, loaded, dropped},
  *    "hints": {lines, bad_lines, queued, loaded, cached, dropped, stale,
@@ -27,6 +27,8 @@
  * passthrough.h), whether the mount stopped that (--passthrough=auto,
  * when files of one chunk made nearly all opens), the opens it served so,
  * the cache files it holds now, and the ones it refused.
+ * errors_cached: reads of a file whose read had failed at the origin less
+ * than error_ttl_ms before, answered with that error and no request.
  * offline: true while listings come from the snapshot and reads that need
  * the origin fail (see offline.h).
  * skipped_entries: listing entries left out because no filesystem can show
@@ -57,6 +59,10 @@ struct stats_sources {
 	uint64_t started_ns; /* now_ns() at mount */
 	/* .wharf/hints lines taken and refused (control.c counts, atomic). */
 	uint64_t hint_lines, hint_bad;
+	/* Reads (and hints) of files whose last fetch failed, answered with
+	 * that error without a request (files.c counts, atomic). */
+	uint64_t errors_cached;
+	unsigned error_ttl_ms; /* how long such an error stands */
 };
 
 /* A malloc'd, NUL-terminated JSON text (ends with a newline) in *out.

@@ -55,7 +55,8 @@ void walk_note(struct ops_ctx *ctx, uint64_t ino, const struct ops_file *self)
 			if (files_get(ctx, next, &f) ||
 			    f->parent != self->parent)
 				break;
-			if (!f->size)
+			/* Nothing, or failing: its reader will be told. */
+			if (!f->size || files_failed(ctx, f))
 				continue;
 			queued = prefetch_ahead(ctx->prefetch, f->pf,
 						budget < WALK_FILE_BYTES
@@ -86,9 +87,11 @@ void walk_spill(struct ops_ctx *ctx, uint64_t ino, const struct ops_file *self,
 
 		if (files_get(ctx, next, &f) || f->parent != self->parent)
 			return;
-		if (f->size) {
+		if (!f->size)
+			continue;
+		/* Failing: its reader will be told, without a fetch. */
+		if (!files_failed(ctx, f))
 			prefetch_ahead(ctx->prefetch, f->pf, bytes);
-			return;
-		}
+		return;
 	}
 }

@@ -659,6 +659,23 @@ int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
 	return nginx_spawn(ng);
 }
 
+long fx_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
 long long fx_sum_lines(const char *path)
 {
 	FILE *f = fopen(path, "r");

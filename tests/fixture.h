@@ -130,6 +130,9 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
  */
 int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
 			  const char *other_name, const char *other_root);
+
+/* The resident memory of process pid (VmRSS) in KiB, or -1. */
+long fx_rss_kib(pid_t pid);
 /* The sum of the numbers in a file, one a line (bytes.log); -1 if none. */
 long long fx_sum_lines(const char *path);
 

@@ -646,23 +646,6 @@ START_TEST(test_shard_hinted_many_times)
 }
 END_TEST
 
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 START_TEST(test_memory_cap_10000_objects)
 {
 	static const char *const opts[] = {"--memory-cache", "16M", NULL};
@@ -672,7 +655,7 @@ START_TEST(test_memory_cap_10000_objects)
 	long before, after;
 
 	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
-	before = rss_kb(m.pid);
+	before = fx_rss_kib(m.pid);
 	/* 10,000 hinted objects: the small files over and over, and the big
 	 * files' chunks. */
 	for (int i = 0; i < N; i++) {
@@ -687,7 +670,7 @@ START_TEST(test_memory_cap_10000_objects)
 	ck_assert_int_le(fx_mount_stat(m.dir, "hints", "queue"),
 			 fx_mount_stat(m.dir, "hints", "queue_cap"));
 	wait_drained(&m, -1);
-	after = rss_kb(m.pid);
+	after = fx_rss_kib(m.pid);
 	ck_assert_int_le(fx_mount_stat(m.dir, "prefetch", "inflight_max"),
 			 fx_mount_stat(m.dir, "prefetch", "inflight_cap"));
 	ck_assert_int_gt(fx_mount_stat(m.dir, "prefetch", "inflight_max"), 0);
