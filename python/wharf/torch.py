@@ -186,7 +186,8 @@ class Loader(_NumpyLoader):
             if addr not in self._pinned:
                 # A slot's data sits at a fixed address and holds at most
                 # batch_size samples: registered once, for good.
-                size = self._opt.batch_size * b.data[0].nbytes
+                one = b.data[0]
+                size = self._opt.batch_size * one.element_size() * one.numel()
                 err = _torch.cuda.cudart().cudaHostRegister(addr, size, 0)
                 if int(err) == 0:
                     self._pinned.append(addr)
