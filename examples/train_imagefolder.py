@@ -11,8 +11,8 @@ is enough to show the loader feeding a real training step.  Each epoch
 prints samples/s and the data-stall share (time the loop waited for data
 over the epoch's time), from the loader's own counters.
 
-Needs PYTHONPATH=<source>/python and libwharf (WHARF_LIBRARY, an installed
-libwharf, or a build tree in WHARF_BUILDDIR).
+Needs the wharf package: `pip install .` from the source tree, or
+PYTHONPATH=<source>/python after ./quickstart build (README, Install).
 """
 
 import argparse

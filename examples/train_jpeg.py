@@ -13,8 +13,9 @@ sample.  The last epoch is followed by an evaluation pass with the eval
 transform (crop="center": Resize(size / 0.875), CenterCrop(size)).  Each
 epoch prints samples/s and the data-stall share.
 
-Needs PYTHONPATH=<source>/python and a libwharf built with libjpeg-turbo
-(WHARF_LIBRARY, an installed libwharf, or a build tree in WHARF_BUILDDIR).
+Needs the wharf package with a libwharf built with libjpeg-turbo: `pip
+install .` from the source tree, or PYTHONPATH=<source>/python after
+./quickstart build (README, Install).
 """
 
 import argparse
