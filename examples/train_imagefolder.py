@@ -12,7 +12,7 @@ prints samples/s and the data-stall share (time the loop waited for data
 over the epoch's time), from the loader's own counters.
 
 Needs the wharf package: `pip install .` from the source tree, or
-PYTHONPATH=<source>/python after ./quickstart build (README, Install).
+PYTHONPATH=<source>/python after ./quickstart build (README).
 """
 
 import argparse

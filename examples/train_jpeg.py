@@ -15,7 +15,7 @@ epoch prints samples/s and the data-stall share.
 
 Needs the wharf package with a libwharf built with libjpeg-turbo: `pip
 install .` from the source tree, or PYTHONPATH=<source>/python after
-./quickstart build (README, Install).
+./quickstart build (README).
 """
 
 import argparse
