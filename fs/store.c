@@ -279,6 +279,18 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	return rc;
 }
 
+void store_remove(struct store *st, const struct chunk_key *key)
+{
+	struct sentry *victims = NULL, *e;
+
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e)
+		victims = store_evict_one_locked(st, e);
+	pthread_mutex_unlock(&st->mu);
+	store_evict_files(st, victims, NULL, NULL);
+}
+
 void store_get_stats(struct store *st, struct store_stats *out)
 {
 	pthread_mutex_lock(&st->mu);

@@ -213,6 +213,9 @@ void store_chunk_bad(struct store *st, const struct chunk_key *key, int fd,
  * them for store_evict_files. */
 struct sentry *store_evict_locked(struct store *st, uint64_t target,
 				  uint64_t need);
+/* Under mu: takes e out of the index (its pack's chunks with it) and
+ * returns it for store_evict_files. */
+struct sentry *store_evict_one_locked(struct store *st, struct sentry *e);
 /* Without mu: removes the victims' files (a pack's whole) and frees
  * them. */
 void store_evict_files(struct store *st, struct sentry *victims,
