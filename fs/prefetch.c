@@ -650,13 +650,14 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		return 0;
 	}
 	STAT_ADD(pf->stats.sums_bad, 1);
-	log_error("%s%s: its bytes do not match the origin's checksum: the "
-		  "origin's listing says %s, the %llu chunks received (%u "
-		  "read back from the chunk cache) give %s; dropping them "
-		  "and fetching the object again from the origin itself, "
-		  "not through a site cache",
-		  pf->src->id, f->path, want, (unsigned long long)f->nchunks,
-		  reread, checksum_format(&got, got1));
+	log_error("%s%s: its bytes do not match the origin's checksum: "
+		  "expected %s (from the origin's listing or manifest), got "
+		  "%s from the bytes received (%llu chunks, %u of them read "
+		  "back from the chunk cache); dropping them and fetching "
+		  "the object again from the origin itself, not through a "
+		  "site cache",
+		  pf->src->id, f->path, want, checksum_format(&got, got1),
+		  (unsigned long long)f->nchunks, reread);
 	sums_drop(pf, f, idx);
 	rc = sums_refetch(pf, f, idx, buf, &got);
 	if (rc) {
@@ -687,8 +688,9 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		return 0;
 	}
 	log_error("%s%s: fetched again from the origin itself, its bytes "
-		  "still do not match: the origin's listing says %s, its "
-		  "bytes give %s; reads of it fail with EIO until a remount",
+		  "still do not match: expected %s (from the origin's listing "
+		  "or manifest), got %s from the origin's own bytes; reads of "
+		  "it fail with EIO until a remount",
 		  pf->src->id, f->path, want, got2);
 	return sums_fail(pf, f, idx);
 }
