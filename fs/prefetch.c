@@ -116,6 +116,15 @@ struct sums {
 	 * checked; SUMS_BAD: the origin's own bytes did not match either:
 	 * reads fail */
 	int verdict;
+	/* MD5 and SHA-256, which do not combine: the object's digest fed
+	 * with its chunks in order as they come, [0, next) so far, so that
+	 * the check reads back only the chunks that came ahead of their
+	 * turn; broken: a chunk could not be read back (the check reads
+	 * all).  Under mu. */
+	pthread_mutex_t mu;
+	struct checksum_ctx stream; /* algo CHECKSUM_NONE: not begun */
+	uint64_t next;
+	bool broken;
 	uint64_t inline_bits[2];
 	uint32_t inline_crc;
 };
@@ -184,7 +193,11 @@ static void file_unref(struct pf_file *f)
 	free(f->spans);
 	if (f->whole != &f->whole_inline)
 		free(f->whole); /* or NULL */
-	free(f->sums);
+	if (f->sums) {
+		pthread_mutex_destroy(&f->sums->mu);
+		checksum_abort(&f->sums->stream);
+		free(f->sums);
+	}
 	free(f->path);
 	free(f->version);
 	free(f);
@@ -415,16 +428,19 @@ static bool load_renew(struct load *ld)
  * the origin (one pass over bytes just written, before the store hashes
  * them), and the chunk that completes the object runs the check: a
  * CRC32C object's comes from its chunks' CRCs, combined, with no byte
- * read again; MD5 and SHA-256 do not combine, so such an object is read
- * once more from the chunk store.  An object of one chunk is checked
+ * read again.  MD5 and SHA-256 do not combine: such an object's digest is
+ * fed with its chunks in order as they come, and a chunk that came ahead
+ * of its turn is read back from the store when its turn comes (a
+ * sequential reader's read-ahead lands nearly in order).  An object of
+ * one chunk is checked
  * before its bytes are stored or served; a larger one before its last
  * chunk is served, after the others were.  A mismatch drops the object's
  * chunks from the store and the memory cache and fetches them all again
  * from the origin itself, not through a site cache; if those do not
  * match either, they are dropped again and reads of the object fail with
- * EIO until a remount.  Once matched, each chunk's CRC is kept, and a
- * chunk fetched again later (evicted meanwhile) is checked against it
- * before it is served.  A match is recorded in the store, for `wharf
+ * EIO until a remount.  Once matched, the chunks' CRCs are kept, and a
+ * chunk fetched again later (evicted meanwhile) is checked against its
+ * own before it is served.  A match is recorded in the store, for `wharf
  * cache verify`.
  */
 
@@ -504,6 +520,68 @@ static int sums_compute(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	return 0;
 }
 
+/* Feeds f's running digest (an MD5 or SHA-256 object's) with the chunks
+ * whose turn has come: idx's bytes from buf when not NULL, the others'
+ * read back from the store (they came ahead of their turn).  Chunk idx
+ * is marked got. */
+static void sums_advance(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			 const void *buf)
+{
+	struct sums *sm = f->sums;
+	void *scratch = NULL;
+
+	pthread_mutex_lock(&sm->mu);
+	if (!sm->broken && sm->stream.algo == CHECKSUM_NONE &&
+	    checksum_begin(&sm->stream, f->want.algo))
+		sm->broken = true;
+	while (!sm->broken && sm->next < f->nchunks &&
+	       bit_get(sm->got, sm->next)) {
+		const size_t len = chunk_len(pf, f, sm->next);
+		const void *data = sm->next == idx ? buf : NULL;
+		struct chunk_key key;
+		size_t n = 0;
+
+		if (!data) {
+			if (!scratch)
+				scratch = malloc(pf->cfg.chunk_size);
+			file_key(pf, f, sm->next, &key);
+			if (!scratch ||
+			    store_get(pf->st, &key, scratch, len, &n) ||
+			    n != len) {
+				sm->broken = true;
+				break;
+			}
+			data = scratch;
+		}
+		checksum_feed(&sm->stream, data, len);
+		if (!bit_get(sm->known, sm->next))
+			note_crc(sm, sm->next, crc32c_update(0, data, len));
+		sm->next++;
+	}
+	pthread_mutex_unlock(&sm->mu);
+	free(scratch);
+}
+
+/* The running digest of f when it has had every chunk: into *got.
+ * @return whether it had. */
+static bool sums_streamed(struct pf_file *f, struct checksum *got)
+{
+	struct sums *sm = f->sums;
+	bool done;
+
+	if (f->want.algo == CHECKSUM_CRC32C || f->nchunks < 2)
+		return false;
+	pthread_mutex_lock(&sm->mu);
+	done = !sm->broken && sm->next == f->nchunks &&
+	       sm->stream.algo != CHECKSUM_NONE;
+	if (done) {
+		checksum_end(&sm->stream, got);
+		sm->stream.algo = CHECKSUM_NONE;
+	}
+	pthread_mutex_unlock(&sm->mu);
+	return done;
+}
+
 /* Fetches [off, off + want) of chunk idx of f from the origin itself
  * into buf.  @return 0 or -errno (logged). */
 static int fetch_direct(struct prefetch *pf, struct pf_file *f, uint64_t idx,
@@ -533,9 +611,9 @@ static int fetch_direct(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	return ld.rc;
 }
 
-/* Drops f's chunks from the store and the memory cache, but chunk idx's
- * load in flight. */
-static void sums_drop(struct prefetch *pf, struct pf_file *f, uint64_t idx)
+/* Drops f's chunks from the store and the memory cache (a load in
+ * flight, as the one that runs the check, is left to its owner). */
+static void sums_drop(struct prefetch *pf, struct pf_file *f)
 {
 	for (uint64_t i = 0; i < f->nchunks; i++) {
 		struct chunk_key key;
@@ -543,8 +621,7 @@ static void sums_drop(struct prefetch *pf, struct pf_file *f, uint64_t idx)
 		file_key(pf, f, i, &key);
 		if (pf->st)
 			store_remove(pf->st, &key);
-		if (i != idx)
-			chunks_forget(pf->cc, &key);
+		chunks_forget(pf->cc, &key);
 	}
 }
 
@@ -570,7 +647,7 @@ static int sums_refetch(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 			checksum_abort(&ctx);
 			break;
 		}
-		f->sums->crc[i] = crc32c_update(0, dst, len);
+		note_crc(f->sums, i, crc32c_update(0, dst, len));
 		if (crc_only)
 			checksum_feed_crc32c(&ctx, f->sums->crc[i], len);
 		else
@@ -585,7 +662,8 @@ static int sums_refetch(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	return rc;
 }
 
-/* f matched: its chunks' CRCs stand, and the store records it. */
+/* f matched: its chunks' CRCs known so far stand, and the store records
+ * it. */
 static void sums_good(struct prefetch *pf, struct pf_file *f)
 {
 	char digest[CHECKSUM_TEXT_MAX];
@@ -599,8 +677,6 @@ static void sums_good(struct prefetch *pf, struct pf_file *f)
 								digest)};
 	int rc;
 
-	for (uint64_t i = 0; i < f->nchunks; i++)
-		bit_set(f->sums->known, i);
 	__atomic_store_n(&f->sums->verdict, SUMS_GOOD, __ATOMIC_RELEASE);
 	if (!pf->st)
 		return;
@@ -612,9 +688,9 @@ static void sums_good(struct prefetch *pf, struct pf_file *f)
 }
 
 /* The bytes of f cannot be had right: reads fail from now on. */
-static int sums_fail(struct prefetch *pf, struct pf_file *f, uint64_t idx)
+static int sums_fail(struct prefetch *pf, struct pf_file *f)
 {
-	sums_drop(pf, f, idx);
+	sums_drop(pf, f);
 	__atomic_store_n(&f->sums->verdict, SUMS_BAD, __ATOMIC_RELEASE);
 	STAT_ADD(pf->stats.sums_failed, 1);
 	return -EIO;
@@ -633,7 +709,9 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	    got2[CHECKSUM_TEXT_MAX];
 	struct checksum got;
 	unsigned reread = 0;
-	int rc = sums_compute(pf, f, idx, buf, &got, &reread);
+	int rc = sums_streamed(f, &got)
+		     ? 0
+		     : sums_compute(pf, f, idx, buf, &got, &reread);
 
 	checksum_format(&f->want, want);
 	if (rc) {
@@ -658,13 +736,13 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		  "site cache",
 		  pf->src->id, f->path, want, checksum_format(&got, got1),
 		  (unsigned long long)f->nchunks, reread);
-	sums_drop(pf, f, idx);
+	sums_drop(pf, f);
 	rc = sums_refetch(pf, f, idx, buf, &got);
 	if (rc) {
 		log_error("%s%s: cannot fetch it again (%s): reads of it fail "
 			  "with EIO until a remount",
 			  pf->src->id, f->path, strerror(-rc));
-		return sums_fail(pf, f, idx);
+		return sums_fail(pf, f);
 	}
 	checksum_format(&got, got2);
 	if (checksum_equal(&f->want, &got)) {
@@ -692,7 +770,7 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		  "or manifest), got %s from the origin's own bytes; reads of "
 		  "it fail with EIO until a remount",
 		  pf->src->id, f->path, want, got2);
-	return sums_fail(pf, f, idx);
+	return sums_fail(pf, f);
 }
 
 /* A chunk of a matched object came from the origin again (evicted
@@ -703,7 +781,8 @@ static int sums_chunk_again(struct prefetch *pf, struct pf_file *f,
 	const uint32_t want = f->sums->crc[idx];
 	int rc;
 
-	if (crc == want)
+	/* Unknown: a chunk the check had from the store and no CRC of. */
+	if (!bit_get(f->sums->known, idx) || crc == want)
 		return 0;
 	STAT_ADD(pf->stats.sums_bad, 1);
 	log_error("%s%s: chunk %llu, fetched again, has CRC32C %08x, and "
@@ -757,8 +836,13 @@ static int sums_loaded(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 {
 	struct sums *sm = f->sums;
 
-	if (f->nchunks < 2 || !bit_set(sm->got, idx) ||
-	    __atomic_add_fetch(&sm->ngot, 1, __ATOMIC_ACQ_REL) != f->nchunks ||
+	if (f->nchunks < 2 || !bit_set(sm->got, idx))
+		return 0;
+	/* Before the count: the one that completes it finds every chunk
+	 * fed that any chunk's turn allowed. */
+	if (f->want.algo != CHECKSUM_CRC32C)
+		sums_advance(pf, f, idx, buf);
+	if (__atomic_add_fetch(&sm->ngot, 1, __ATOMIC_ACQ_REL) != f->nchunks ||
 	    !__atomic_load_n(&sm->fetched, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE))
 		return 0;
@@ -795,6 +879,7 @@ static int sums_open(struct pf_file *f, const char *digest)
 		sm->known = sm->got + words;
 		sm->crc = (uint32_t *)(sm->known + words);
 	}
+	pthread_mutex_init(&sm->mu, NULL);
 	f->sums = sm;
 	return 0;
 }

@@ -319,6 +319,9 @@ int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
 	victims = store_evict_locked(st, max_bytes, 0);
 	pthread_mutex_unlock(&st->mu);
 	store_evict_files(st, victims, chunks, bytes);
+	/* Emptied: no object is left to check against its record. */
+	if (!max_bytes)
+		store_sums_clear(st);
 	return 0;
 }
 

@@ -169,8 +169,9 @@ void store_remove(struct store *st, const struct chunk_key *key);
  * then.  `wharf cache verify` reads the object's chunks again and checks
  * them against it: a chunk whose bytes changed after the fact, though
  * its own checksum was made to match, is caught there.  Lines of objects
- * evicted since stay until the cache is cleared (one per object
- * verified, a few hundred bytes each); the last line of an object wins.
+ * evicted since stay (one per object verified, a few hundred bytes each)
+ * until the cache is emptied (store_prune to 0); the last line of an
+ * object wins.
  */
 struct store_sum {
 	const char *source, *path, *version; /* as in store_key */
@@ -280,8 +281,9 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 	       char **err) WHARF_CHECK;
 
 /* Evicts least recently used chunks until the store holds at most
- * max_bytes (0 empties it).  Needs the store open, i.e. its lock.
- * *chunks and *bytes (may be NULL) get what was removed.  @return 0. */
+ * max_bytes (0 empties it, and drops its checksums on record).  Needs the
+ * store open, i.e. its lock.  *chunks and *bytes (may be NULL) get what
+ * was removed.  @return 0. */
 int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
 		uint64_t *bytes);
 

@@ -231,6 +231,11 @@ int pack_walk(const char *chunkdir, DIR *d, const char *fan,
 	      const struct chunk_key *key, unsigned flags, store_walk_fn fn,
 	      void *arg);
 
+/* ---- store_sums.c ---- */
+
+/* Removes the origin checksums on record (the cache was emptied). */
+void store_sums_clear(struct store *st);
+
 /* ---- cachedir.c ---- */
 
 /* Removes what a crash left in the fan-out dirs (open as fan_fd): temp

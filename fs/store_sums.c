@@ -93,6 +93,15 @@ int store_sum_record(struct store *st, const struct store_sum *s)
 	return rc;
 }
 
+void store_sums_clear(struct store *st)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", st->dir, SUMS_NAME);
+	if (unlink(path) && errno != ENOENT)
+		log_warn("%s: cannot remove: %s", path, strerror(errno));
+}
+
 /* ---- checking what is on record ---- */
 
 /* Reads the record whole, as the cache's files are opened: no link

@@ -1094,6 +1094,12 @@ START_TEST(test_mount)
 			      "%s: %lld bytes differ through the mount",
 			      objects[i].key, bad);
 	}
+	/* Checked against their MD5 ETags, in whatever order the chunks
+	 * came, and all good. */
+	ck_assert_int_gt(fx_mount_stat(m.dir, "origin_checksums", "checked"),
+			 0);
+	ck_assert_int_eq(
+	    fx_mount_stat(m.dir, "origin_checksums", "mismatches"), 0);
 	snprintf(path, sizeof(path), "%s/many", m.dir);
 	d = opendir(path);
 	ck_assert_ptr_nonnull(d);

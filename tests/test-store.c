@@ -2404,6 +2404,13 @@ START_TEST(cli_verify_origin_sums)
 				  "whole"),
 		      "verify said: %s", out);
 	free(out);
+	/* emptied with the cache */
+	snprintf(path, sizeof(path), "%s/sums", cache);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	free(args);
+	args = strdupf("clear --cache-dir '%s'", cache);
+	ck_assert_int_eq(wharf(args, NULL), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
 	free(args);
 	free(data);
 	free(bad);
