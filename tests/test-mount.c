@@ -763,6 +763,8 @@ START_TEST(test_manifest_digests_bad_site_cache)
 		digest_of("sub/deeper/leaf", CHECKSUM_CRC32C, d[2]));
 	/* the digest of another file: no bytes of "one" match it */
 	fprintf(f, "one 1 - %s\n", d[0]);
+	/* an S3 ETag that is no MD5: the origin's own bytes are served */
+	fprintf(f, "chunk %u - md5-etag:%s\n", CHUNK, strchr(d[1], ':') + 1);
 	ck_assert_int_eq(fclose(f), 0);
 	snprintf(url, sizeof(url), "%s/plain/", ng.base);
 	fx_mount_init(&m, work_dir, "digests");
@@ -770,6 +772,7 @@ START_TEST(test_manifest_digests_bad_site_cache)
 
 	/* One chunk: checked before a byte is served. */
 	ck_assert_int_eq(check_file(m.dir, "chunk-1", CHUNK - 1), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
 	ck_assert_int_eq(read_whole_errno(m.dir, "one"), EIO);
 	/* Many: the first read may have had bad bytes, a read after the
 	 * kernel's pages are dropped has none. */
@@ -787,11 +790,13 @@ START_TEST(test_manifest_digests_bad_site_cache)
 		ck_assert_int_eq(check_file(m.dir, name, size), 0);
 	}
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "checked"),
-			 4);
+			 5);
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"),
 			 1);
 	ck_assert_int_eq(
-	    fx_mount_stat(m.dir, "origin_checksums", "repaired") + 1,
+	    fx_mount_stat(m.dir, "origin_checksums", "etag_not_md5"), 1);
+	ck_assert_int_eq(
+	    fx_mount_stat(m.dir, "origin_checksums", "repaired") + 2,
 	    fx_mount_stat(m.dir, "origin_checksums", "mismatches"));
 	/* "one" again: it fails at once */
 	ck_assert_int_eq(read_whole_errno(m.dir, "one"), EIO);
@@ -805,13 +810,13 @@ START_TEST(test_manifest_digests_bad_site_cache)
 	    0);
 	/* what was verified is on record, and nothing of "one" is cached */
 	ck_assert_int_eq(fx_sh("'%s' cache verify --cache-dir '%s' | grep -q "
-			       "'^3 objects checked against their origin.s "
-			       "checksum: 3 good, 0 bad; 0 not cached whole'",
+			       "'^4 objects checked against their origin.s "
+			       "checksum: 4 good, 0 bad; 0 not cached whole'",
 			       fx_wharf_bin(), cache),
 			 0);
-	/* 1 + 2 + 4 chunks: none of "one" */
+	/* 1 + 1 + 2 + 4 chunks: none of "one" */
 	ck_assert_int_eq(fx_sh("test $('%s' cache ls --cache-dir '%s' | wc -l) "
-			       "= 7",
+			       "= 8",
 			       fx_wharf_bin(), cache),
 			 0);
 	fx_stop(bad_pid, 5000);

@@ -80,7 +80,8 @@ struct manifest {
 };
 /* Parses "path size [etag [digest]]" lines, '#' comments and blank lines
  * allowed.  The digest is the object's checksum, crc32c:HEX (8 digits),
- * md5:HEX (32) or sha256:HEX (64); an etag of "-" before it means none.
+ * md5:HEX (32), sha256:HEX (64) or md5-etag:HEX (an S3 ETag, which may
+ * not be an MD5); an etag of "-" before it means none.
  * Paths are percent-decoded ("a%20b" for a name with a space, %25 for '%').
  * A line whose path or size cannot be shown is skipped with a warning.
  * @return 0, or -EINVAL (with the line number in *err), -ENOMEM. */
