@@ -839,8 +839,11 @@ static int sums_loaded(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	if (f->nchunks < 2 || !bit_set(sm->got, idx))
 		return 0;
 	/* Before the count: the one that completes it finds every chunk
-	 * fed that any chunk's turn allowed. */
-	if (f->want.algo != CHECKSUM_CRC32C)
+	 * fed that any chunk's turn allowed.  Only once a chunk came from
+	 * the origin: an object read whole from the store is not checked,
+	 * and a warm read costs no digest. */
+	if (f->want.algo != CHECKSUM_CRC32C &&
+	    __atomic_load_n(&sm->fetched, __ATOMIC_RELAXED))
 		sums_advance(pf, f, idx, buf);
 	if (__atomic_add_fetch(&sm->ngot, 1, __ATOMIC_ACQ_REL) != f->nchunks ||
 	    !__atomic_load_n(&sm->fetched, __ATOMIC_RELAXED) ||
