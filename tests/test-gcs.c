@@ -1554,7 +1554,7 @@ START_TEST(mount_checksums_bad_site_cache)
 	char tok[PATH_MAX], bad[64];
 	const char *const opts[] = {"--endpoint", fake_url, "--retries", "2",
 				    "--token-file", tok, "--site-cache", bad,
-				    NULL};
+				    "--site-cache-insecure-credentials", NULL};
 	const char *cache = sums_mnt.cache;
 	long long mism;
 
