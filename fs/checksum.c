@@ -88,9 +88,8 @@ static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t n)
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c,
-							  const uint8_t *p,
-							  size_t n)
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw(uint32_t c, const uint8_t *p, size_t n)
 {
 	uint64_t c64;
 
@@ -232,7 +231,7 @@ bool checksum_equal(const struct checksum *a, const struct checksum *b)
 
 int checksum_begin(struct checksum_ctx *ctx, enum checksum_algo algo)
 {
-	const EVP_MD *md = algo == CHECKSUM_MD5	   ? EVP_md5()
+	const EVP_MD *md = algo == CHECKSUM_MD5	     ? EVP_md5()
 			   : algo == CHECKSUM_SHA256 ? EVP_sha256()
 						     : NULL;
 

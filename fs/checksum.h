@@ -68,8 +68,7 @@ int checksum_begin(struct checksum_ctx *ctx,
 		   enum checksum_algo algo) WHARF_CHECK;
 void checksum_feed(struct checksum_ctx *ctx, const void *data, size_t len);
 /* Bytes whose CRC32C is known already (a chunk's): for CRC32C only. */
-void checksum_feed_crc32c(struct checksum_ctx *ctx, uint32_t crc,
-			  uint64_t len);
+void checksum_feed_crc32c(struct checksum_ctx *ctx, uint32_t crc, uint64_t len);
 /* The checksum of what was fed; frees the context. */
 void checksum_end(struct checksum_ctx *ctx, struct checksum *out);
 /* Frees the context without a result (NULL-safe fields). */

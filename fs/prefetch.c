@@ -106,11 +106,11 @@ struct pf_file {
 
 /* The check of one object against its origin's checksum (sums_*). */
 struct sums {
-	uint64_t *got;	  /* bits: chunks loaded in this file's life */
-	uint64_t *known;  /* bits: crc[i] is chunk i's CRC32C */
-	uint32_t *crc;	  /* each chunk's CRC32C */
-	uint64_t ngot;	  /* atomic: bits set in got */
-	bool fetched;	  /* atomic: a chunk came from the origin */
+	uint64_t *got;	 /* bits: chunks loaded in this file's life */
+	uint64_t *known; /* bits: crc[i] is chunk i's CRC32C */
+	uint32_t *crc;	 /* each chunk's CRC32C */
+	uint64_t ngot;	 /* atomic: bits set in got */
+	bool fetched;	 /* atomic: a chunk came from the origin */
 	/* atomic: 0 unchecked; SUMS_GOOD: matched, and crc[] holds the
 	 * good chunks' CRCs, against which a chunk fetched again is
 	 * checked; SUMS_BAD: the origin's own bytes did not match either:
@@ -472,8 +472,7 @@ static void note_crc(struct sums *sm, uint64_t i, uint32_t crc)
  * -ENOMEM.
  */
 static int sums_compute(struct prefetch *pf, struct pf_file *f, uint64_t idx,
-			const void *buf, struct checksum *got,
-			unsigned *reread)
+			const void *buf, struct checksum *got, unsigned *reread)
 {
 	struct sums *sm = f->sums;
 	const bool crc_only = f->want.algo == CHECKSUM_CRC32C;
@@ -673,8 +672,8 @@ static void sums_good(struct prefetch *pf, struct pf_file *f)
 				      .size = f->size,
 				      .mtime = f->mtime,
 				      .chunk_size = pf->cfg.chunk_size,
-				      .digest = checksum_format(&f->want,
-								digest)};
+				      .digest =
+					  checksum_format(&f->want, digest)};
 	int rc;
 
 	__atomic_store_n(&f->sums->verdict, SUMS_GOOD, __ATOMIC_RELEASE);

@@ -190,9 +190,9 @@ struct store_sum_check {
 	 * checked); -EBADMSG: they do not match (got says what they give);
 	 * else a chunk could not be read (why says how). */
 	int state;
-	const char *got;  /* "ALGO:HEX" of the bytes, with -EBADMSG */
-	const char *why;  /* with another error */
-	bool removed;	  /* -EBADMSG: its chunks were removed */
+	const char *got; /* "ALGO:HEX" of the bytes, with -EBADMSG */
+	const char *why; /* with another error */
+	bool removed;	 /* -EBADMSG: its chunks were removed */
 };
 typedef int (*store_sum_fn)(const struct store_sum_check *c, void *arg);
 /*

@@ -39,9 +39,9 @@ static int put_str(char *out, size_t cap, const char *s)
 int store_sum_record(struct store *st, const struct store_sum *s)
 {
 	/* 3x for each encoded string (a path is at most 4 KiB) */
-	const size_t cap = 3 * (strlen(s->source) + strlen(s->path) +
-				strlen(s->version)) +
-			   256;
+	const size_t cap =
+	    3 * (strlen(s->source) + strlen(s->path) + strlen(s->version)) +
+	    256;
 	char *line = malloc(cap), path[PATH_MAX];
 	size_t n;
 	int fd, rc = 0, w;
@@ -125,7 +125,8 @@ static int read_private(const char *path, char **text, size_t *len)
 	else if (!(*text = malloc((size_t)sb.st_size + 1)))
 		rc = -ENOMEM;
 	while (!rc && got < (size_t)sb.st_size) {
-		const ssize_t r = read(fd, *text + got, (size_t)sb.st_size - got);
+		const ssize_t r =
+		    read(fd, *text + got, (size_t)sb.st_size - got);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -259,9 +260,9 @@ static int feed_chunks(struct checker *k, const struct store_sum *s,
 	const uint64_t n = (s->size + s->chunk_size - 1) / s->chunk_size;
 
 	for (uint64_t i = 0; i < n; i++) {
-		const size_t want = i + 1 < n ? s->chunk_size
-					      : (size_t)(s->size -
-							 i * s->chunk_size);
+		const size_t want = i + 1 < n
+					? s->chunk_size
+					: (size_t)(s->size - i * s->chunk_size);
 		struct chunk_key key;
 		struct hdr h;
 		int fd, rc;
@@ -303,11 +304,11 @@ static bool remove_object(struct checker *k, const struct store_sum *s)
 		snprintf(rel, sizeof(rel), "%.2s/%s", hex, hex);
 		any |= unlinkat(k->chunks_fd, rel, 0) == 0;
 		if (i == 0) {
-			char fan[3];
-			const int fd = (snprintf(fan, sizeof(fan), "%.2s",
-						 hex),
-					openat(k->chunks_fd, fan, DIR_OPEN));
+			/* a pack is named by chunk 0, in its fan-out dir */
+			int fd;
 
+			rel[2] = '\0';
+			fd = openat(k->chunks_fd, rel, DIR_OPEN);
 			if (fd >= 0) {
 				any |= store_unlink_pack(fd, &key) == 0;
 				close(fd);

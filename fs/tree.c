@@ -281,8 +281,7 @@ static void fill_attr(const struct tree *t, uint32_t ino, struct tree_attr *a)
 	a->mtime = nd->mtime;
 	a->name = nd->name;
 	a->version = nd->version;
-	a->digest = nd->has_digest ? nd->version + strlen(nd->version) + 1
-				   : "";
+	a->digest = nd->has_digest ? nd->version + strlen(nd->version) + 1 : "";
 }
 
 /* Under at least the read lock. */

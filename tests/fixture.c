@@ -806,7 +806,8 @@ pid_t fx_bad_cache_start(const char *work_dir, char *url, size_t url_cap)
 	char *argv[] = {"/usr/bin/python3", script, port, NULL};
 	pid_t pid;
 
-	snprintf(script, sizeof(script), "%s/tests/bad-cache", src ? src : "..");
+	snprintf(script, sizeof(script), "%s/tests/bad-cache",
+		 src ? src : "..");
 	snprintf(port, sizeof(port), "%d", p);
 	snprintf(log, sizeof(log), "%s/bad-cache.log", work_dir);
 	pid = fx_spawn(argv, log);

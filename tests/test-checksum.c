@@ -45,9 +45,9 @@ START_TEST(crc32c_vectors)
 	ck_assert_uint_eq(crc32c_update(0, z, 32), 0x8a9136aau);
 	ck_assert_uint_eq(crc32c_update(0, ff, 32), 0x62a8ab43u);
 	/* in pieces */
-	ck_assert_uint_eq(crc32c_update(crc32c_update(0, "1234", 4), "56789",
-					5),
-			  0xe3069283u);
+	ck_assert_uint_eq(
+	    crc32c_update(crc32c_update(0, "1234", 4), "56789", 5),
+	    0xe3069283u);
 }
 END_TEST
 
@@ -90,11 +90,11 @@ START_TEST(crc32c_combines)
 
 		ck_assert_int_eq(checksum_begin(&ctx, CHECKSUM_CRC32C), 0);
 		for (size_t off = 0; off < n; off += 1u << 20) {
-			const size_t len = n - off < (1u << 20) ? n - off
-								: 1u << 20;
+			const size_t len =
+			    n - off < (1u << 20) ? n - off : 1u << 20;
 
-			checksum_feed_crc32c(&ctx, crc32c_update(0, b + off, len),
-					     len);
+			checksum_feed_crc32c(
+			    &ctx, crc32c_update(0, b + off, len), len);
 		}
 		checksum_end(&ctx, &got);
 		checksum_from_crc32c(whole, &want);
@@ -104,8 +104,7 @@ START_TEST(crc32c_combines)
 }
 END_TEST
 
-static void digest_is(enum checksum_algo a, const char *data,
-		      const char *text)
+static void digest_is(enum checksum_algo a, const char *data, const char *text)
 {
 	struct checksum_ctx ctx;
 	struct checksum got;

@@ -1552,9 +1552,16 @@ START_TEST(mount_checksums_bad_site_cache)
 					   NULL};
 	static const char *const one_chunk[] = {"one", "chunk-1", "gen/obj"};
 	char tok[PATH_MAX], bad[64];
-	const char *const opts[] = {"--endpoint", fake_url, "--retries", "2",
-				    "--token-file", tok, "--site-cache", bad,
-				    "--site-cache-insecure-credentials", NULL};
+	const char *const opts[] = {"--endpoint",
+				    fake_url,
+				    "--retries",
+				    "2",
+				    "--token-file",
+				    tok,
+				    "--site-cache",
+				    bad,
+				    "--site-cache-insecure-credentials",
+				    NULL};
 	const char *cache = sums_mnt.cache;
 	long long mism;
 
@@ -1591,9 +1598,8 @@ START_TEST(mount_checksums_bad_site_cache)
 			 0);
 	/* On record, and good by `wharf cache verify` (the cache is in
 	 * use: it only reads). */
-	ck_assert_int_eq(fx_sh("test $(grep -c '^wharf-sum1 ' '%s/sums') = 5",
-			       cache),
-			 0);
+	ck_assert_int_eq(
+	    fx_sh("test $(grep -c '^wharf-sum1 ' '%s/sums') = 5", cache), 0);
 	ck_assert_int_eq(fx_sh("'%s' cache verify --cache-dir '%s' | grep -q "
 			       "'^5 objects checked against their origin.s "
 			       "checksum: 5 good, 0 bad'",

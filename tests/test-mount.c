@@ -791,8 +791,7 @@ START_TEST(test_manifest_digests_bad_site_cache)
 	}
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "checked"),
 			 5);
-	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"),
-			 1);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 1);
 	ck_assert_int_eq(
 	    fx_mount_stat(m.dir, "origin_checksums", "etag_not_md5"), 1);
 	ck_assert_int_eq(

@@ -1098,8 +1098,8 @@ START_TEST(test_mount)
 	 * came, and all good. */
 	ck_assert_int_gt(fx_mount_stat(m.dir, "origin_checksums", "checked"),
 			 0);
-	ck_assert_int_eq(
-	    fx_mount_stat(m.dir, "origin_checksums", "mismatches"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "mismatches"),
+			 0);
 	snprintf(path, sizeof(path), "%s/many", m.dir);
 	d = opendir(path);
 	ck_assert_ptr_nonnull(d);
@@ -1226,8 +1226,7 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	ck_assert_int_ge(mism, 2);
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "repaired"),
 			 mism);
-	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"),
-			 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 0);
 	status = fx_mount_stop(&m);
 	ck_assert_msg(status == 0, "the mount exited with status %d", status);
 	ck_assert_msg(log_has(m.log, "sums/small: its bytes do not match the "

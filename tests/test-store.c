@@ -2316,8 +2316,8 @@ END_TEST
 
 /* Records that an object (obj_keys's) matched its origin's checksum, as
  * a mount does. */
-static void record_sum(struct store *st, const char *path,
-		       const uint8_t *data, enum checksum_algo a)
+static void record_sum(struct store *st, const char *path, const uint8_t *data,
+		       enum checksum_algo a)
 {
 	char text[CHECKSUM_TEXT_MAX];
 	struct checksum_ctx ctx;

@@ -3,8 +3,8 @@
 /*
  * listing: the pure parsers behind HTTP directory listings (no network).
  * nginx JSON autoindex, HTML index pages (nginx, Apache, python
- * http.server), and manifests ("path size [etag [digest]]" lines).  Every input is
- * untrusted: sizes are bounded, malformed input is a clear error.
+ * http.server), and manifests ("path size [etag [digest]]" lines).  Every input
+ * is untrusted: sizes are bounded, malformed input is a clear error.
  */
 #include <stdbool.h>
 #include <stddef.h>

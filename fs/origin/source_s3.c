@@ -358,8 +358,8 @@ static int lp_emit(struct lp *l, const char *key, bool dir, uint64_t size)
 				  .size = dir ? 0 : size,
 				  .mtime = dir ? 0 : l->mtime,
 				  .version = dir ? "" : l->etag,
-				  .digest = dir ? NULL
-						: etag_digest(l->etag, digest),
+				  .digest =
+				      dir ? NULL : etag_digest(l->etag, digest),
 				  .bad = dir ? NULL : l->bad};
 
 	if (strncmp(key, l->prefix, l->plen)) {
