@@ -661,9 +661,11 @@ static int sums_refetch(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	return rc;
 }
 
-/* f matched: its chunks' CRCs known so far stand, and the store records
- * it. */
-static void sums_good(struct prefetch *pf, struct pf_file *f)
+/* f matched (the checksum matched: the origin's, or for an ETag that is
+ * no MD5 the one its own bytes give): its chunks' CRCs known so far
+ * stand, and the store records it. */
+static void sums_good(struct prefetch *pf, struct pf_file *f,
+		      const struct checksum *matched)
 {
 	char digest[CHECKSUM_TEXT_MAX];
 	const struct store_sum rec = {.source = pf->src->id,
@@ -673,7 +675,7 @@ static void sums_good(struct prefetch *pf, struct pf_file *f)
 				      .mtime = f->mtime,
 				      .chunk_size = pf->cfg.chunk_size,
 				      .digest =
-					  checksum_format(&f->want, digest)};
+					  checksum_format(matched, digest)};
 	int rc;
 
 	__atomic_store_n(&f->sums->verdict, SUMS_GOOD, __ATOMIC_RELEASE);
@@ -723,7 +725,7 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	}
 	STAT_ADD(pf->stats.sums_checked, 1);
 	if (checksum_equal(&f->want, &got)) {
-		sums_good(pf, f);
+		sums_good(pf, f, &f->want);
 		return 0;
 	}
 	STAT_ADD(pf->stats.sums_bad, 1);
@@ -749,7 +751,7 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		log_warn("%s%s: fetched again from the origin itself, its "
 			 "bytes match %s: those are served and cached",
 			 pf->src->id, f->path, want);
-		sums_good(pf, f);
+		sums_good(pf, f, &f->want);
 		return 0;
 	}
 	if (f->want.weak) {
@@ -760,8 +762,8 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 			 "whose ETags are not MD5s); served as the origin "
 			 "sends them",
 			 pf->src->id, f->path, got2, want);
-		f->want = got; /* the origin's bytes, for chunks again */
-		sums_good(pf, f);
+		/* recorded as the origin's bytes give it, for verify */
+		sums_good(pf, f, &got);
 		return 0;
 	}
 	log_error("%s%s: fetched again from the origin itself, its bytes "
