@@ -1588,6 +1588,12 @@ START_TEST(mount_checksums_bad_site_cache)
 	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "repaired"),
 			 mism);
 	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "failed"), 0);
+	/* and in `wharf cache stats`, the mount's live counters */
+	ck_assert_int_eq(fx_sh("'%s' cache stats --cache-dir '%s' | grep -q "
+			       "'\"origin_checksums\": {\"checked\": 5, "
+			       "\"mismatches\": [1-9]'",
+			       fx_wharf_bin(), cache),
+			 0);
 	/* Both sides of the mismatch in the log. */
 	ck_assert_int_eq(fx_sh("grep -q 'big: its bytes do not match the "
 			       "origin.s checksum: expected crc32c:[0-9a-f]"
