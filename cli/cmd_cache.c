@@ -38,7 +38,9 @@ static void usage(FILE *out)
 		"  ls                     one line per chunk: key, bytes on "
 		"disk, raw bytes,\n"
 		"                         codec, last use\n"
-		"  verify                 check every chunk; report and "
+		"  verify                 check every chunk, and every object "
+		"whose origin\n"
+		"                         checksum is on record; report and "
 		"remove bad ones\n"
 		"                         (exit status 1 when any was bad)\n"
 		"  prune --max-size SIZE  evict the least recently used "
@@ -289,6 +291,7 @@ static int print_entry(const struct store_entry *e, void *arg)
 
 struct vtally {
 	uint64_t ok, bad, removed;
+	uint64_t objects, objects_bad, objects_partial, objects_unreadable;
 };
 
 static int verify_entry(const struct store_entry *e, void *arg)
@@ -308,6 +311,41 @@ static int verify_entry(const struct store_entry *e, void *arg)
 	return 0;
 }
 
+/* An object on record, checked against its origin's checksum: only
+ * what is wrong is printed. */
+static int verify_object(const struct store_sum_check *c, void *arg)
+{
+	struct vtally *v = arg;
+
+	switch (c->state) {
+	case 0:
+		v->objects++;
+		break;
+	case -ENOENT: /* partly evicted: nothing to check */
+		v->objects_partial++;
+		break;
+	case -EBADMSG:
+		v->objects++;
+		v->objects_bad++;
+		printf("%s%s (version %s): its cached bytes give %s, not the "
+		       "origin's %s%s\n",
+		       c->sum.source, c->sum.path, c->sum.version, c->got,
+		       c->sum.digest,
+		       c->removed ? "; its chunks removed, a mount fetches it "
+				    "again"
+				  : "");
+		break;
+	default:
+		v->objects_unreadable++;
+		printf("%s%s (version %s): not checked against the origin's "
+		       "%s: %s\n",
+		       c->sum.source, c->sum.path, c->sum.version,
+		       c->sum.digest, c->why);
+		break;
+	}
+	return 0;
+}
+
 static int do_walk(const struct opts *o)
 {
 	const bool verify = !strcmp(o->sub, "verify");
@@ -315,10 +353,12 @@ static int do_walk(const struct opts *o)
 	char *err = NULL;
 	int rc;
 
-	if (verify)
+	if (verify) {
 		rc = store_walk(o->dir, STORE_WALK_VERIFY, verify_entry, &v,
 				&err);
-	else
+		if (!rc)
+			rc = store_sums_verify(o->dir, verify_object, &v, &err);
+	} else
 		rc = store_walk(o->dir, 0, print_entry, NULL, &err);
 	if (rc) {
 		fprintf(stderr, "wharf cache %s: %s\n", o->sub, err);
@@ -330,7 +370,14 @@ static int do_walk(const struct opts *o)
 	printf("%llu chunks checked: %llu good, %llu bad, %llu removed\n",
 	       (unsigned long long)(v.ok + v.bad), (unsigned long long)v.ok,
 	       (unsigned long long)v.bad, (unsigned long long)v.removed);
-	return v.bad ? 1 : 0;
+	printf("%llu objects checked against their origin's checksum: %llu "
+	       "good, %llu bad; %llu not cached whole, %llu unreadable\n",
+	       (unsigned long long)v.objects,
+	       (unsigned long long)(v.objects - v.objects_bad),
+	       (unsigned long long)v.objects_bad,
+	       (unsigned long long)v.objects_partial,
+	       (unsigned long long)v.objects_unreadable);
+	return v.bad || v.objects_bad ? 1 : 0;
 }
 
 /* ---- prune, clear ---- */

@@ -51,6 +51,8 @@ struct centry {
 	int err;		      /* a failed load's -errno */
 	bool in_ring;		      /* under evict_mu */
 	bool unmap_when_let_go;	      /* its file was removed; under mu */
+	bool orphan; /* forgotten while held: out of the table and the ring,
+		      * freed by its last holder; under mu */
 	bool used;		      /* CLOCK bit; atomic */
 };
 
@@ -548,9 +550,11 @@ void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err)
 
 /*
  * Drops the entry found for key if judge (called under evict_mu and the
- * bucket's mu) says so, counting it in *counter.  Callers that saw the
- * entry before find it again by key, under the locks in their order: it
- * may be gone, or a new load of the key, so judge looks afresh.
+ * bucket's mu) says so, counting it in *counter.  One still held
+ * (chunks_forget's) leaves the table now and is freed by its last
+ * holder.  Callers that saw the entry before find it again by key, under
+ * the locks in their order: it may be gone, or a new load of the key, so
+ * judge looks afresh.
  */
 static void drop_by_key(struct chunk_cache *cc, const struct chunk_key *key,
 			bool (*judge)(struct centry *e, bool arg), bool arg,
@@ -566,7 +570,9 @@ static void drop_by_key(struct chunk_cache *cc, const struct chunk_key *key,
 	if (e && judge(e, arg)) {
 		bucket_unlink(b, e);
 		ring_remove(cc, e);
-		gone = true;
+		/* Held (chunks_forget's only): its last holder frees it. */
+		gone = !e->refs;
+		e->orphan = !gone;
 	}
 	pthread_mutex_unlock(&b->mu);
 	pthread_mutex_unlock(&cc->evict_mu);
@@ -631,6 +637,14 @@ bool chunks_put_served(struct chunk_cache *cc, struct chunk *c, size_t served)
 	pthread_mutex_lock(&b->mu);
 	assert(e->refs > 0 && e->state == READY);
 	e->refs--;
+	if (e->orphan) {
+		const bool last = !e->refs;
+
+		pthread_mutex_unlock(&b->mu);
+		if (last)
+			entry_free(cc, e);
+		return false;
+	}
 	e->served += served;
 	whole = served && e->served >= e->pub.len;
 	/* Marked while loading, it may hold a buffer of ours instead. */
@@ -652,6 +666,18 @@ bool chunks_put_served(struct chunk_cache *cc, struct chunk *c, size_t served)
 	if (over)
 		make_room(cc, 0);
 	return whole;
+}
+
+/* Whether an entry with bad bytes goes: any that is ready. */
+static bool bad_bytes(struct centry *e, bool unused)
+{
+	(void)unused;
+	return e->state == READY;
+}
+
+void chunks_forget(struct chunk_cache *cc, const struct chunk_key *key)
+{
+	drop_by_key(cc, key, bad_bytes, false, &cc->evictions);
 }
 
 bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key)

@@ -70,6 +70,10 @@ bool chunks_put_served(struct chunk_cache *cc, struct chunk *c, size_t served);
  * cache as arg): a mapping of it is dropped now, or when it is let go, so
  * that the file's disk blocks are freed. */
 void chunks_file_removed(void *cache, const struct chunk_key *key);
+/* The chunk's bytes are bad (its object failed the origin's checksum):
+ * the next chunks_get of key loads it afresh.  Whoever holds the old
+ * entry keeps it until chunks_put; a load in flight is left alone. */
+void chunks_forget(struct chunk_cache *cc, const struct chunk_key *key);
 /* Is the chunk ready in memory now?  No reference is taken; a ready
  * chunk counts as used, as by chunks_get, for eviction. */
 bool chunks_contains(struct chunk_cache *cc, const struct chunk_key *key);

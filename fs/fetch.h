@@ -137,6 +137,9 @@ struct fetch_req {
 	/* Nobody waits for it yet (read-ahead, hints): it waits for room
 	 * under its host's limit.  false: it starts at once. */
 	bool background;
+	/* Straight to the origin, never through the site cache: a read
+	 * again of bytes that failed the origin's checksum. */
+	bool origin_only;
 };
 
 struct fetch_res {

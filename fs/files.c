@@ -68,8 +68,8 @@ static int file_new(struct ops_ctx *ctx, uint64_t ino, struct ops_file **out)
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	rc = prefetch_open(ctx->prefetch, path, a.version, a.size, a.mtime,
-			   &f->pf);
+	rc = prefetch_open(ctx->prefetch, path, a.version, a.digest, a.size,
+			   a.mtime, &f->pf);
 	if (rc < 0) {
 		free(f);
 		return rc;

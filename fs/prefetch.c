@@ -25,6 +25,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "checksum.h"
+
 #define QUEUE_CAP 1024
 /* Hinted chunks queued at most: 24 bytes each, so 384 KiB whatever the
  * number of objects hinted; more are dropped and counted. */
@@ -95,7 +97,38 @@ struct pf_file {
 	uint32_t span_head, span_len, span_cap;
 	uint32_t pending;     /* atomic: span_len - span_head, read unlocked */
 	uint64_t *spans_live; /* atomic: the mount's count of spans */
+	/* The origin's checksum of the object (algo CHECKSUM_NONE: none,
+	 * and nothing below is used) and its check: see "Origin
+	 * checksums". */
+	struct checksum want;
+	struct sums *sums;
 };
+
+/* The check of one object against its origin's checksum (sums_*). */
+struct sums {
+	uint64_t *got;	 /* bits: chunks loaded in this file's life */
+	uint64_t *known; /* bits: crc[i] is chunk i's CRC32C */
+	uint32_t *crc;	 /* each chunk's CRC32C */
+	uint64_t ngot;	 /* atomic: bits set in got */
+	bool fetched;	 /* atomic: a chunk came from the origin */
+	/* atomic: 0 unchecked; SUMS_GOOD: matched, and crc[] holds the
+	 * good chunks' CRCs, against which a chunk fetched again is
+	 * checked; SUMS_BAD: the origin's own bytes did not match either:
+	 * reads fail */
+	int verdict;
+	/* MD5 and SHA-256, which do not combine: the object's digest fed
+	 * with its chunks in order as they come, [0, next) so far, so that
+	 * the check reads back only the chunks that came ahead of their
+	 * turn; broken: a chunk could not be read back (the check reads
+	 * all).  Under mu. */
+	pthread_mutex_t mu;
+	struct checksum_ctx stream; /* algo CHECKSUM_NONE: not begun */
+	uint64_t next;
+	bool broken;
+	uint64_t inline_bits[2];
+	uint32_t inline_crc;
+};
+enum { SUMS_GOOD = 1, SUMS_BAD = 2 };
 
 struct job {
 	struct pf_file *f;
@@ -160,6 +193,11 @@ static void file_unref(struct pf_file *f)
 	free(f->spans);
 	if (f->whole != &f->whole_inline)
 		free(f->whole); /* or NULL */
+	if (f->sums) {
+		pthread_mutex_destroy(&f->sums->mu);
+		checksum_abort(&f->sums->stream);
+		free(f->sums);
+	}
 	free(f->path);
 	free(f->version);
 	free(f);
@@ -383,6 +421,473 @@ static bool load_renew(struct load *ld)
 	return true;
 }
 
+/* ---- origin checksums ----
+ *
+ * An object whose origin gives a checksum (pf_file.want) is checked whole
+ * once all its chunks are in.  A chunk's CRC32C is taken as it lands from
+ * the origin (one pass over bytes just written, before the store hashes
+ * them), and the chunk that completes the object runs the check: a
+ * CRC32C object's comes from its chunks' CRCs, combined, with no byte
+ * read again.  MD5 and SHA-256 do not combine: such an object's digest is
+ * fed with its chunks in order as they come, and a chunk that came ahead
+ * of its turn is read back from the store when its turn comes (a
+ * sequential reader's read-ahead lands nearly in order).  An object of
+ * one chunk is checked
+ * before its bytes are stored or served; a larger one before its last
+ * chunk is served, after the others were.  A mismatch drops the object's
+ * chunks from the store and the memory cache and fetches them all again
+ * from the origin itself, not through a site cache; if those do not
+ * match either, they are dropped again and reads of the object fail with
+ * EIO until a remount.  Once matched, the chunks' CRCs are kept, and a
+ * chunk fetched again later (evicted meanwhile) is checked against its
+ * own before it is served.  A match is recorded in the store, for `wharf
+ * cache verify`.
+ */
+
+static bool bit_get(const uint64_t *v, uint64_t i)
+{
+	return __atomic_load_n(&v[i / 64], __ATOMIC_ACQUIRE) &
+	       (1ull << (i % 64));
+}
+
+/* @return whether the bit was clear. */
+static bool bit_set(uint64_t *v, uint64_t i)
+{
+	const uint64_t bit = 1ull << (i % 64);
+
+	return !(__atomic_fetch_or(&v[i / 64], bit, __ATOMIC_ACQ_REL) & bit);
+}
+
+static void note_crc(struct sums *sm, uint64_t i, uint32_t crc)
+{
+	sm->crc[i] = crc;
+	bit_set(sm->known, i);
+}
+
+/*
+ * The object's checksum into *got: chunk idx's bytes from buf (when not
+ * NULL), a CRC32C object's other chunks from their CRCs where known, the
+ * rest read from the store (*reread counts them).  Every chunk's CRC is
+ * known after.  @return 0; -ENOENT (a chunk is no longer cached), -EIO,
+ * -ENOMEM.
+ */
+static int sums_compute(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			const void *buf, struct checksum *got, unsigned *reread)
+{
+	struct sums *sm = f->sums;
+	const bool crc_only = f->want.algo == CHECKSUM_CRC32C;
+	struct checksum_ctx ctx;
+	void *scratch = NULL;
+	int rc = checksum_begin(&ctx, f->want.algo);
+
+	for (uint64_t i = 0; !rc && i < f->nchunks; i++) {
+		const size_t len = chunk_len(pf, f, i);
+		const void *data = i == idx ? buf : NULL;
+		struct chunk_key key;
+		size_t n = 0;
+
+		if (!(crc_only && bit_get(sm->known, i)) && !data) {
+			if (!scratch && !(scratch = malloc(pf->cfg.chunk_size)))
+				rc = -ENOMEM;
+			file_key(pf, f, i, &key);
+			if (!rc)
+				rc = pf->st ? store_get(pf->st, &key, scratch,
+							len, &n)
+					    : -ENOENT;
+			if (!rc && n != len)
+				rc = -EIO;
+			if (rc == -EBADMSG) /* corrupt, and removed */
+				rc = -ENOENT;
+			data = scratch;
+			(*reread)++;
+		}
+		if (rc)
+			break;
+		if (data && !bit_get(sm->known, i))
+			note_crc(sm, i, crc32c_update(0, data, len));
+		if (crc_only)
+			checksum_feed_crc32c(&ctx, sm->crc[i], len);
+		else
+			checksum_feed(&ctx, data, len);
+	}
+	free(scratch);
+	if (rc) {
+		checksum_abort(&ctx);
+		return rc;
+	}
+	checksum_end(&ctx, got);
+	return 0;
+}
+
+/* Feeds f's running digest (an MD5 or SHA-256 object's) with the chunks
+ * whose turn has come: idx's bytes from buf when not NULL, the others'
+ * read back from the store (they came ahead of their turn).  Chunk idx
+ * is marked got. */
+static void sums_advance(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			 const void *buf)
+{
+	struct sums *sm = f->sums;
+	void *scratch = NULL;
+
+	pthread_mutex_lock(&sm->mu);
+	if (!sm->broken && sm->stream.algo == CHECKSUM_NONE &&
+	    checksum_begin(&sm->stream, f->want.algo))
+		sm->broken = true;
+	while (!sm->broken && sm->next < f->nchunks &&
+	       bit_get(sm->got, sm->next)) {
+		const size_t len = chunk_len(pf, f, sm->next);
+		const void *data = sm->next == idx ? buf : NULL;
+		struct chunk_key key;
+		size_t n = 0;
+
+		if (!data) {
+			if (!scratch)
+				scratch = malloc(pf->cfg.chunk_size);
+			file_key(pf, f, sm->next, &key);
+			if (!scratch ||
+			    store_get(pf->st, &key, scratch, len, &n) ||
+			    n != len) {
+				sm->broken = true;
+				break;
+			}
+			data = scratch;
+		}
+		checksum_feed(&sm->stream, data, len);
+		if (!bit_get(sm->known, sm->next))
+			note_crc(sm, sm->next, crc32c_update(0, data, len));
+		sm->next++;
+	}
+	pthread_mutex_unlock(&sm->mu);
+	free(scratch);
+}
+
+/* The running digest of f when it has had every chunk: into *got.
+ * @return whether it had. */
+static bool sums_streamed(struct pf_file *f, struct checksum *got)
+{
+	struct sums *sm = f->sums;
+	bool done;
+
+	if (f->want.algo == CHECKSUM_CRC32C || f->nchunks < 2)
+		return false;
+	pthread_mutex_lock(&sm->mu);
+	done = !sm->broken && sm->next == f->nchunks &&
+	       sm->stream.algo != CHECKSUM_NONE;
+	if (done) {
+		checksum_end(&sm->stream, got);
+		sm->stream.algo = CHECKSUM_NONE;
+	}
+	pthread_mutex_unlock(&sm->mu);
+	return done;
+}
+
+/* Fetches [off, off + want) of chunk idx of f from the origin itself
+ * into buf.  @return 0 or -errno (logged). */
+static int fetch_direct(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			void *buf, size_t want)
+{
+	struct load ld = {
+	    .pf = pf, .f = f, .idx = idx, .buf = buf, .want = want};
+	int rc;
+
+	do {
+		rc = load_prepare(&ld, false);
+		if (rc)
+			return ld.renewed ? -EACCES : rc;
+		ld.rd.req.origin_only = true;
+		ld.rc = fetch_run(pf->src->fetch, &ld.rd.req, &ld.res);
+	} while (load_renew(&ld));
+	if (!ld.rc && ld.res.len != want) {
+		snprintf(ld.res.err, sizeof(ld.res.err),
+			 "%zu bytes came, expected %zu", ld.res.len, want);
+		ld.rc = -EIO;
+	}
+	if (ld.rc)
+		log_error("%s%s: chunk %llu, fetched again from the origin: "
+			  "%s",
+			  pf->src->id, f->path, (unsigned long long)idx,
+			  ld.res.err[0] ? ld.res.err : strerror(-ld.rc));
+	return ld.rc;
+}
+
+/* Drops f's chunks from the store and the memory cache (a load in
+ * flight, as the one that runs the check, is left to its owner). */
+static void sums_drop(struct prefetch *pf, struct pf_file *f)
+{
+	for (uint64_t i = 0; i < f->nchunks; i++) {
+		struct chunk_key key;
+
+		file_key(pf, f, i, &key);
+		if (pf->st)
+			store_remove(pf->st, &key);
+		chunks_forget(pf->cc, &key);
+	}
+}
+
+/* Fetches all of f again from the origin itself: into the store, chunk
+ * idx into buf when not NULL (its chunk is not published yet), each
+ * chunk's CRC noted, the object's checksum into *got.  @return 0 or
+ * -errno (logged). */
+static int sums_refetch(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			void *buf, struct checksum *got)
+{
+	const bool crc_only = f->want.algo == CHECKSUM_CRC32C;
+	struct checksum_ctx ctx;
+	void *scratch = malloc(pf->cfg.chunk_size);
+	int rc = scratch ? checksum_begin(&ctx, f->want.algo) : -ENOMEM;
+
+	for (uint64_t i = 0; !rc && i < f->nchunks; i++) {
+		const size_t len = chunk_len(pf, f, i);
+		void *dst = i == idx && buf ? buf : scratch;
+		struct chunk_key key;
+
+		rc = fetch_direct(pf, f, i, dst, len);
+		if (rc) {
+			checksum_abort(&ctx);
+			break;
+		}
+		note_crc(f->sums, i, crc32c_update(0, dst, len));
+		if (crc_only)
+			checksum_feed_crc32c(&ctx, f->sums->crc[i], len);
+		else
+			checksum_feed(&ctx, dst, len);
+		file_key(pf, f, i, &key);
+		if (pf->st)
+			(void)!store_put(pf->st, &key, dst, len);
+	}
+	if (!rc)
+		checksum_end(&ctx, got);
+	free(scratch);
+	return rc;
+}
+
+/* f matched (the checksum matched: the origin's, or for an ETag that is
+ * no MD5 the one its own bytes give): its chunks' CRCs known so far
+ * stand, and the store records it. */
+static void sums_good(struct prefetch *pf, struct pf_file *f,
+		      const struct checksum *matched)
+{
+	char digest[CHECKSUM_TEXT_MAX];
+	const struct store_sum rec = {.source = pf->src->id,
+				      .path = f->path,
+				      .version = f->version,
+				      .size = f->size,
+				      .mtime = f->mtime,
+				      .chunk_size = pf->cfg.chunk_size,
+				      .digest =
+					  checksum_format(matched, digest)};
+	int rc;
+
+	__atomic_store_n(&f->sums->verdict, SUMS_GOOD, __ATOMIC_RELEASE);
+	if (!pf->st)
+		return;
+	rc = store_sum_record(pf->st, &rec);
+	if (rc)
+		log_warn("%s%s: cannot record its checksum in the cache (%s): "
+			 "`wharf cache verify` will not check it",
+			 pf->src->id, f->path, strerror(-rc));
+}
+
+/* The bytes of f cannot be had right: reads fail from now on. */
+static int sums_fail(struct prefetch *pf, struct pf_file *f)
+{
+	sums_drop(pf, f);
+	__atomic_store_n(&f->sums->verdict, SUMS_BAD, __ATOMIC_RELEASE);
+	STAT_ADD(pf->stats.sums_failed, 1);
+	return -EIO;
+}
+
+/*
+ * All of f is in; chunk idx's bytes are in buf (NULL: all are in the
+ * store): checks f against the origin's checksum, and on a mismatch
+ * fetches it again from the origin itself.  @return 0 (matched, or could
+ * not be checked: logged), -EIO (the origin's own bytes do not match).
+ */
+static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+		      void *buf)
+{
+	char want[CHECKSUM_TEXT_MAX], got1[CHECKSUM_TEXT_MAX],
+	    got2[CHECKSUM_TEXT_MAX];
+	struct checksum got;
+	unsigned reread = 0;
+	int rc = sums_streamed(f, &got)
+		     ? 0
+		     : sums_compute(pf, f, idx, buf, &got, &reread);
+
+	checksum_format(&f->want, want);
+	if (rc) {
+		STAT_ADD(pf->stats.sums_unchecked, 1);
+		log_warn("%s%s: not checked against the origin's %s: %s",
+			 pf->src->id, f->path, want,
+			 rc == -ENOENT ? "a chunk of it is no longer cached"
+				       : strerror(-rc));
+		return 0;
+	}
+	STAT_ADD(pf->stats.sums_checked, 1);
+	if (checksum_equal(&f->want, &got)) {
+		sums_good(pf, f, &f->want);
+		return 0;
+	}
+	STAT_ADD(pf->stats.sums_bad, 1);
+	log_error("%s%s: its bytes do not match the origin's checksum: "
+		  "expected %s (from the origin's listing or manifest), got "
+		  "%s from the bytes received (%llu chunks, %u of them read "
+		  "back from the chunk cache); dropping them and fetching "
+		  "the object again from the origin itself, not through a "
+		  "site cache",
+		  pf->src->id, f->path, want, checksum_format(&got, got1),
+		  (unsigned long long)f->nchunks, reread);
+	sums_drop(pf, f);
+	rc = sums_refetch(pf, f, idx, buf, &got);
+	if (rc) {
+		log_error("%s%s: cannot fetch it again (%s): reads of it fail "
+			  "with EIO until a remount",
+			  pf->src->id, f->path, strerror(-rc));
+		return sums_fail(pf, f);
+	}
+	checksum_format(&got, got2);
+	if (checksum_equal(&f->want, &got)) {
+		STAT_ADD(pf->stats.sums_repaired, 1);
+		log_warn("%s%s: fetched again from the origin itself, its "
+			 "bytes match %s: those are served and cached",
+			 pf->src->id, f->path, want);
+		sums_good(pf, f, &f->want);
+		return 0;
+	}
+	if (f->want.weak) {
+		STAT_ADD(pf->stats.sums_etag_not_md5, 1);
+		log_warn("%s%s: the origin itself sends bytes whose MD5 is "
+			 "%s, and its ETag says %s: that ETag is no MD5 of the "
+			 "object (SSE-KMS or SSE-C encryption, or a store "
+			 "whose ETags are not MD5s); served as the origin "
+			 "sends them",
+			 pf->src->id, f->path, got2, want);
+		/* recorded as the origin's bytes give it, for verify */
+		sums_good(pf, f, &got);
+		return 0;
+	}
+	log_error("%s%s: fetched again from the origin itself, its bytes "
+		  "still do not match: expected %s (from the origin's listing "
+		  "or manifest), got %s from the origin's own bytes; reads of "
+		  "it fail with EIO until a remount",
+		  pf->src->id, f->path, want, got2);
+	return sums_fail(pf, f);
+}
+
+/* A chunk of a matched object came from the origin again (evicted
+ * since): it must have the CRC it had then.  @return 0 or -EIO. */
+static int sums_chunk_again(struct prefetch *pf, struct pf_file *f,
+			    uint64_t idx, void *buf, size_t len, uint32_t crc)
+{
+	const uint32_t want = f->sums->crc[idx];
+	int rc;
+
+	/* Unknown: a chunk the check had from the store and no CRC of. */
+	if (!bit_get(f->sums->known, idx) || crc == want)
+		return 0;
+	STAT_ADD(pf->stats.sums_bad, 1);
+	log_error("%s%s: chunk %llu, fetched again, has CRC32C %08x, and "
+		  "%08x when the object matched the origin's checksum; "
+		  "fetching it again from the origin itself",
+		  pf->src->id, f->path, (unsigned long long)idx, crc, want);
+	rc = fetch_direct(pf, f, idx, buf, len);
+	if (!rc)
+		crc = crc32c_update(0, buf, len);
+	if (!rc && crc == want) {
+		STAT_ADD(pf->stats.sums_repaired, 1);
+		return 0;
+	}
+	STAT_ADD(pf->stats.sums_failed, 1);
+	if (!rc)
+		log_error("%s%s: chunk %llu from the origin itself has CRC32C "
+			  "%08x, not %08x: the read fails with EIO",
+			  pf->src->id, f->path, (unsigned long long)idx, crc,
+			  want);
+	return -EIO;
+}
+
+/* Chunk idx of f landed from the origin into buf, before it is stored:
+ * its CRC is noted or checked, and an object of one chunk is checked
+ * whole.  @return 0 or -EIO. */
+static int sums_landed(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+		       void *buf, size_t len)
+{
+	struct sums *sm = f->sums;
+	const int verdict = __atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE);
+	const uint32_t crc = crc32c_update(0, buf, len);
+
+	if (verdict == SUMS_BAD)
+		return -EIO;
+	if (verdict == SUMS_GOOD)
+		return sums_chunk_again(pf, f, idx, buf, len, crc);
+	note_crc(sm, idx, crc);
+	__atomic_store_n(&sm->fetched, true, __ATOMIC_RELAXED);
+	if (f->nchunks > 1)
+		return 0;
+	bit_set(sm->got, 0);
+	return sums_check(pf, f, idx, buf);
+}
+
+/* Chunk idx of f is in the store or published (buf: its bytes, NULL when
+ * in the store alone): the one that completes an object of many chunks,
+ * of which one came from the origin now, runs the check.
+ * @return sums_check's. */
+static int sums_loaded(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+		       void *buf)
+{
+	struct sums *sm = f->sums;
+
+	if (f->nchunks < 2 || !bit_set(sm->got, idx))
+		return 0;
+	/* Before the count: the one that completes it finds every chunk
+	 * fed that any chunk's turn allowed.  Only once a chunk came from
+	 * the origin: an object read whole from the store is not checked,
+	 * and a warm read costs no digest. */
+	if (f->want.algo != CHECKSUM_CRC32C &&
+	    __atomic_load_n(&sm->fetched, __ATOMIC_RELAXED))
+		sums_advance(pf, f, idx, buf);
+	if (__atomic_add_fetch(&sm->ngot, 1, __ATOMIC_ACQ_REL) != f->nchunks ||
+	    !__atomic_load_n(&sm->fetched, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE))
+		return 0;
+	return sums_check(pf, f, idx, buf);
+}
+
+/* Sets up f's check when its origin gave a checksum (once per file, not
+ * per read).  @return 0 or -ENOMEM. */
+static int sums_open(struct pf_file *f, const char *digest)
+{
+	const size_t words = (f->nchunks + 63) / 64;
+	struct sums *sm;
+
+	if (!digest || !*digest || checksum_parse(digest, &f->want))
+		f->want.algo = CHECKSUM_NONE;
+	/* Empty objects have nothing to check; objects of more than
+	 * WHOLE_MAX chunks keep no state for it. */
+	if (f->want.algo == CHECKSUM_NONE || !f->nchunks ||
+	    f->nchunks > WHOLE_MAX)
+		return 0;
+	if (f->nchunks == 1) {
+		sm = calloc(1, sizeof(*sm));
+		if (!sm)
+			return -ENOMEM;
+		sm->got = &sm->inline_bits[0];
+		sm->known = &sm->inline_bits[1];
+		sm->crc = &sm->inline_crc;
+	} else {
+		sm = calloc(1, sizeof(*sm) + 2 * words * sizeof(uint64_t) +
+				   f->nchunks * sizeof(uint32_t));
+		if (!sm)
+			return -ENOMEM;
+		sm->got = (uint64_t *)(sm + 1);
+		sm->known = sm->got + words;
+		sm->crc = (uint32_t *)(sm->known + words);
+	}
+	pthread_mutex_init(&sm->mu, NULL);
+	f->sums = sm;
+	return 0;
+}
+
 /*
  * The origin's answer for ld's chunk is in: checks it, stores it and
  * publishes the chunk, or fails it (dropping our reference).  The chunk
@@ -418,10 +923,20 @@ static int load_landed(struct load *ld)
 		rc = -EIO;
 		goto fail;
 	}
+	if (f->sums) {
+		rc = sums_landed(pf, f, ld->idx, ld->buf, ld->want);
+		if (rc)
+			goto fail;
+	}
 	rc = store_put(pf->st, &ld->key, ld->buf, ld->want);
 	if (rc && rc != -ENOSPC)
 		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
 			 f->path, idx, strerror(-rc));
+	if (f->sums) {
+		rc = sums_loaded(pf, f, ld->idx, ld->buf);
+		if (rc)
+			goto fail;
+	}
 	__atomic_store_n(&f->from_store, false, __ATOMIC_RELAXED);
 	chunks_ready(pf->cc, ld->c, ld->want);
 	STAT_ADD(pf->stats.chunks_loaded, 1);
@@ -482,6 +997,9 @@ ready:
 	__atomic_store_n(&f->from_store, true, __ATOMIC_RELAXED);
 	chunks_ready(pf->cc, ld->c, ld->want);
 	STAT_ADD(pf->stats.chunks_loaded, 1);
+	/* Published already: a mismatch found here fails later reads. */
+	if (f->sums)
+		(void)sums_loaded(pf, f, ld->idx, NULL);
 	return 0;
 }
 
@@ -1106,6 +1624,9 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 	STAT_ADD(pf->stats.reads, 1);
 	if (off >= f->size || size == 0)
 		return 0;
+	if (f->sums &&
+	    __atomic_load_n(&f->sums->verdict, __ATOMIC_RELAXED) == SUMS_BAD)
+		return -EIO; /* logged when it was found */
 	end = f->size - off < size ? f->size : off + size;
 	first = off / cs;
 	last = (end - 1) / cs;
@@ -1195,7 +1716,8 @@ fail:
 }
 
 int prefetch_open(struct prefetch *pf, const char *path, const char *version,
-		  uint64_t size, int64_t mtime, struct pf_file **out)
+		  const char *digest, uint64_t size, int64_t mtime,
+		  struct pf_file **out)
 {
 	struct pf_file *f = calloc(1, sizeof(*f));
 
@@ -1220,6 +1742,14 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 		    f->nchunks <= WHOLE_MAX
 			? calloc((f->nchunks + 63) / 64, sizeof(uint64_t))
 			: NULL;
+	if (sums_open(f, digest)) {
+		if (f->whole != &f->whole_inline)
+			free(f->whole);
+		free(f->path);
+		free(f->version);
+		free(f);
+		return -ENOMEM;
+	}
 	f->refs = 1;
 	f->spans_live = &pf->spans_live;
 	pthread_mutex_init(&f->mu, NULL);
@@ -1426,6 +1956,12 @@ void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out)
 	out->loads = __atomic_load_n(&pf->loads, __ATOMIC_RELAXED);
 	out->loads_max = STAT_GET(pf->stats.loads_max);
 	out->loads_cap = loads_cap(pf);
+	out->sums_checked = STAT_GET(pf->stats.sums_checked);
+	out->sums_bad = STAT_GET(pf->stats.sums_bad);
+	out->sums_repaired = STAT_GET(pf->stats.sums_repaired);
+	out->sums_failed = STAT_GET(pf->stats.sums_failed);
+	out->sums_etag_not_md5 = STAT_GET(pf->stats.sums_etag_not_md5);
+	out->sums_unchecked = STAT_GET(pf->stats.sums_unchecked);
 	pthread_mutex_lock(&pf->qmu);
 	out->hint_queue = pf->q[PF_HINT].len;
 	pthread_mutex_unlock(&pf->qmu);

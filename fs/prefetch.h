@@ -85,9 +85,12 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 /* Stops the pool (jobs still queued are dropped) and frees it. */
 void prefetch_free(struct prefetch *pf);
 
-/* A file's read state: copies path and version.  @return 0 or -ENOMEM. */
+/* A file's read state: copies path and version.  digest: the origin's
+ * checksum of the object, "ALGO:HEX" (checksum.h), or NULL or "": its
+ * bytes are checked against it once they are all in (prefetch.c says
+ * when, and what a mismatch does).  @return 0 or -ENOMEM. */
 int prefetch_open(struct prefetch *pf, const char *path, const char *version,
-		  uint64_t size, int64_t mtime,
+		  const char *digest, uint64_t size, int64_t mtime,
 		  struct pf_file **out) WHARF_CHECK;
 /*
  * Opens the cache file that holds all of f's bytes and nothing else,
@@ -208,6 +211,13 @@ struct prefetch_stats {
 	 * the origin on no thread), the most seen, and the bound now: the
 	 * fetch engine's concurrency plus a few, within --threads. */
 	uint64_t loads, loads_max, loads_cap;
+	/* Origin checksums: objects checked whole; objects (or chunks
+	 * fetched again) that did not match; of those, matched once
+	 * fetched again from the origin itself; still bad (EIO); S3 ETags
+	 * found to be no MD5 (served as the origin sent them); objects not
+	 * checked (a chunk no longer cached when the last came). */
+	uint64_t sums_checked, sums_bad, sums_repaired, sums_failed;
+	uint64_t sums_etag_not_md5, sums_unchecked;
 };
 void prefetch_get_stats(struct prefetch *pf, struct prefetch_stats *out);
 

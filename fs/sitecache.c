@@ -58,6 +58,7 @@ int sitecache_base(const char *url, char **out)
 bool sitecache_applies(const struct fetch_req *req)
 {
 	return req->range_len && !req->head && !req->post &&
+	       !req->origin_only &&
 	       (!strncasecmp(req->url, "http://", 7) ||
 		!strncasecmp(req->url, "https://", 8));
 }

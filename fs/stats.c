@@ -201,6 +201,15 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	jsonw_u64(&w, "loads_cap", ps.loads_cap);
 	jsonw_end(&w);
 
+	jsonw_object(&w, "origin_checksums", JSONW_INLINE);
+	jsonw_u64(&w, "checked", ps.sums_checked);
+	jsonw_u64(&w, "mismatches", ps.sums_bad);
+	jsonw_u64(&w, "repaired", ps.sums_repaired);
+	jsonw_u64(&w, "failed", ps.sums_failed);
+	jsonw_u64(&w, "etag_not_md5", ps.sums_etag_not_md5);
+	jsonw_u64(&w, "unchecked", ps.sums_unchecked);
+	jsonw_end(&w);
+
 	jsonw_object(&w, "tree", JSONW_INLINE);
 	jsonw_u64(&w, "inodes", inodes);
 	jsonw_u64(&w, "bytes", tree_bytes);

@@ -279,6 +279,18 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	return rc;
 }
 
+void store_remove(struct store *st, const struct chunk_key *key)
+{
+	struct sentry *victims = NULL, *e;
+
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e)
+		victims = store_evict_one_locked(st, e);
+	pthread_mutex_unlock(&st->mu);
+	store_evict_files(st, victims, NULL, NULL);
+}
+
 void store_get_stats(struct store *st, struct store_stats *out)
 {
 	pthread_mutex_lock(&st->mu);
@@ -307,6 +319,9 @@ int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
 	victims = store_evict_locked(st, max_bytes, 0);
 	pthread_mutex_unlock(&st->mu);
 	store_evict_files(st, victims, chunks, bytes);
+	/* Emptied: no object is left to check against its record. */
+	if (!max_bytes)
+		store_sums_clear(st);
 	return 0;
 }
 

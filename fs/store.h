@@ -157,6 +157,55 @@ bool store_packed(struct store *st, const struct chunk_key *key);
 int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	      size_t len) WHARF_CHECK;
 
+/* Removes the chunk from the store (its pack whole, when it is in one):
+ * its bytes failed a check the store cannot make itself, the origin's
+ * checksum of its object.  Whoever maps it is told (store_config.evicted).
+ * A chunk the store does not hold: nothing. */
+void store_remove(struct store *st, const struct chunk_key *key);
+
+/*
+ * The origin checksums on record: DIR/sums, a line per object whose
+ * bytes a mount found to match the checksum its origin gave, appended
+ * then.  `wharf cache verify` reads the object's chunks again and checks
+ * them against it: a chunk whose bytes changed after the fact, though
+ * its own checksum was made to match, is caught there.  Lines of objects
+ * evicted since stay (one per object verified, a few hundred bytes each)
+ * until the cache is emptied (store_prune to 0); the last line of an
+ * object wins.
+ */
+struct store_sum {
+	const char *source, *path, *version; /* as in store_key */
+	uint64_t size;
+	int64_t mtime;
+	uint32_t chunk_size;
+	const char *digest; /* the origin's, "ALGO:HEX" (checksum.h) */
+};
+/* Appends s to st's record.  @return 0 or -errno (the caller warns). */
+int store_sum_record(struct store *st, const struct store_sum *s) WHARF_CHECK;
+
+/* One object on record, as store_sums_verify found it. */
+struct store_sum_check {
+	struct store_sum sum;
+	/* 0: its bytes match; -ENOENT: not all its chunks are cached (not
+	 * checked); -EBADMSG: they do not match (got says what they give);
+	 * else a chunk could not be read (why says how). */
+	int state;
+	const char *got; /* "ALGO:HEX" of the bytes, with -EBADMSG */
+	const char *why; /* with another error */
+	bool removed;	 /* -EBADMSG: its chunks were removed */
+};
+typedef int (*store_sum_fn)(const struct store_sum_check *c, void *arg);
+/*
+ * Checks each object on record in dir (the last line of each) against
+ * the origin's checksum, reading its chunk files or pack without the
+ * lock, as store_walk does, and removes the chunks of one that does not
+ * match.  fn returning nonzero stops and is returned.
+ * @return 0, fn's value, or -errno with *err (caller frees); no record
+ * at all is 0 with no call.
+ */
+int store_sums_verify(const char *dir, store_sum_fn fn, void *arg,
+		      char **err) WHARF_CHECK;
+
 struct store_stats {
 	uint64_t chunks, packs, bytes_on_disk, bytes_raw, max_bytes;
 	uint64_t hits, misses, evictions, corrupt;
@@ -232,8 +281,9 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 	       char **err) WHARF_CHECK;
 
 /* Evicts least recently used chunks until the store holds at most
- * max_bytes (0 empties it).  Needs the store open, i.e. its lock.
- * *chunks and *bytes (may be NULL) get what was removed.  @return 0. */
+ * max_bytes (0 empties it, and drops its checksums on record).  Needs the
+ * store open, i.e. its lock.  *chunks and *bytes (may be NULL) get what
+ * was removed.  @return 0. */
 int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
 		uint64_t *bytes);
 

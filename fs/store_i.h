@@ -213,6 +213,9 @@ void store_chunk_bad(struct store *st, const struct chunk_key *key, int fd,
  * them for store_evict_files. */
 struct sentry *store_evict_locked(struct store *st, uint64_t target,
 				  uint64_t need);
+/* Under mu: takes e out of the index (its pack's chunks with it) and
+ * returns it for store_evict_files. */
+struct sentry *store_evict_one_locked(struct store *st, struct sentry *e);
 /* Without mu: removes the victims' files (a pack's whole) and frees
  * them. */
 void store_evict_files(struct store *st, struct sentry *victims,
@@ -227,6 +230,11 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 int pack_walk(const char *chunkdir, DIR *d, const char *fan,
 	      const struct chunk_key *key, unsigned flags, store_walk_fn fn,
 	      void *arg);
+
+/* ---- store_sums.c ---- */
+
+/* Removes the origin checksums on record (the cache was emptied). */
+void store_sums_clear(struct store *st);
 
 /* ---- cachedir.c ---- */
 

@@ -194,6 +194,14 @@ static void evict_entry(struct store *st, struct sentry *e,
 	}
 }
 
+struct sentry *store_evict_one_locked(struct store *st, struct sentry *e)
+{
+	struct sentry *victims = NULL;
+
+	evict_entry(st, e, &victims);
+	return victims;
+}
+
 /*
  * Under mu: takes least recently used chunks out of the index until
  * used + reserved + need <= target, and returns them (chained by hnext)

@@ -25,6 +25,7 @@ struct node {
 	uint32_t nchild;
 	uint8_t is_dir;
 	uint8_t listed;
+	uint8_t has_digest; /* the digest follows the version's NUL */
 };
 
 struct arena_block {
@@ -103,6 +104,25 @@ static const char *arena_dup(struct tree *t, const char *s, size_t len)
 out:
 	pthread_mutex_unlock(&t->arena_mu);
 	return p;
+}
+
+/* The version of obj in the arena, and its digest after the version's
+ * NUL ("V\0D"), so that a node is no larger for it; "" when it has
+ * neither.  NULL without memory. */
+static const char *version_dup(struct tree *t, const struct source_object *obj,
+			       uint8_t *has_digest)
+{
+	const char *v = obj->version ? obj->version : "";
+	const char *d = obj->digest ? obj->digest : "";
+	const size_t vl = strlen(v), dl = strlen(d);
+	char buf[512];
+
+	*has_digest = dl && vl + 1 + dl < sizeof(buf);
+	if (!*has_digest)
+		return vl ? arena_dup(t, v, vl) : "";
+	memcpy(buf, v, vl + 1);
+	memcpy(buf + vl + 1, d, dl);
+	return arena_dup(t, buf, vl + 1 + dl);
 }
 
 /* Makes the caller the lister of directory ino, after waiting for one
@@ -261,6 +281,7 @@ static void fill_attr(const struct tree *t, uint32_t ino, struct tree_attr *a)
 	a->mtime = nd->mtime;
 	a->name = nd->name;
 	a->version = nd->version;
+	a->digest = nd->has_digest ? nd->version + strlen(nd->version) + 1 : "";
 }
 
 /* Under at least the read lock. */
@@ -354,9 +375,7 @@ static int collect(void *arg, const struct source_object *obj)
 		p->cap = cap;
 	}
 	nd.name = arena_dup(p->t, obj->name, len);
-	nd.version = obj->version && *obj->version
-			 ? arena_dup(p->t, obj->version, strlen(obj->version))
-			 : "";
+	nd.version = version_dup(p->t, obj, &nd.has_digest);
 	if (!nd.name || !nd.version)
 		return -ENOMEM;
 	nd.is_dir = obj->is_dir;
@@ -547,6 +566,7 @@ static int take_versions(struct tree *t, uint32_t dir, const struct pending *p)
 		/* Both strings live in the arena until tree_free: a reader
 		 * holding the old pointer still reads a whole string. */
 		old->version = nd->version;
+		old->has_digest = nd->has_digest;
 		old->size = nd->size;
 		old->mtime = nd->mtime;
 		changed++;

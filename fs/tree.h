@@ -34,6 +34,8 @@ struct tree_attr {
 	int64_t mtime;
 	const char *name;    /* "" for the root; valid until tree_free */
 	const char *version; /* "" when the origin gives none; same lifetime */
+	const char *digest;  /* the origin's checksum of the object, "ALGO:HEX"
+			      * (checksum.h), or ""; same lifetime */
 };
 
 /* @return 0 or -ENOMEM.  The source must outlive the tree. */

@@ -797,3 +797,28 @@ long long fx_json_num(const char *json, const char *key)
 	p = strstr(json, pat);
 	return p ? atoll(p + strlen(pat)) : -1;
 }
+
+pid_t fx_bad_cache_start(const char *work_dir, char *url, size_t url_cap)
+{
+	const char *src = getenv("WHARF_SRCDIR");
+	char script[PATH_MAX], port[16], log[PATH_MAX];
+	const int p = fx_free_port();
+	char *argv[] = {"/usr/bin/python3", script, port, NULL};
+	pid_t pid;
+
+	snprintf(script, sizeof(script), "%s/tests/bad-cache",
+		 src ? src : "..");
+	snprintf(port, sizeof(port), "%d", p);
+	snprintf(log, sizeof(log), "%s/bad-cache.log", work_dir);
+	pid = fx_spawn(argv, log);
+	if (pid < 0)
+		return -1;
+	if (fx_wait_port(p, 10000)) {
+		fprintf(stderr, "tests/bad-cache did not come up; see %s\n",
+			log);
+		fx_stop(pid, 5000);
+		return -1;
+	}
+	snprintf(url, url_cap, "http://127.0.0.1:%d", p);
+	return pid;
+}

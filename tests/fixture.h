@@ -79,6 +79,14 @@ pid_t fx_origin_start(const char *root, const char *const extra[],
 		      const char *work_dir, const char *tag, char *url,
 		      size_t url_cap);
 
+/*
+ * tests/bad-cache: a site cache that answers with every body byte zeroed
+ * (as the origin X-Wharf-Origin names answers, otherwise), its log
+ * WORK_DIR/bad-cache.log; url gets "http://127.0.0.1:PORT" for
+ * --site-cache.  @return its pid (stop it with fx_stop), or -1.
+ */
+pid_t fx_bad_cache_start(const char *work_dir, char *url, size_t url_cap);
+
 /* A number bench/origin logged at exit, right after `marker` ("..., N
  * slow" after " stalls, "); -1 when absent. */
 long fx_origin_logged(const char *log, const char *marker);

@@ -94,6 +94,38 @@ START_TEST(hit_miss_owner)
 }
 END_TEST
 
+/* Bad bytes forgotten: the next get loads afresh, a holder keeps the old
+ * chunk until it lets go, and its memory is given back then. */
+START_TEST(forget_bad_bytes)
+{
+	struct chunks_stats st;
+	struct chunk_key k;
+	struct chunk *held, *c;
+	bool owner = false;
+
+	key_n(&k, 3);
+	held = load(3, 5000);
+	chunks_forget(cc, &k);
+	ck_assert(!chunks_contains(cc, &k));
+	ck_assert_uint_eq(((uint8_t *)held->data)[10], pattern(3, 10));
+	ck_assert_int_eq(chunks_get(cc, &k, true, &c, &owner), 0);
+	ck_assert(owner);
+	ck_assert_ptr_ne(c, held);
+	ck_assert_ptr_nonnull(chunks_fill_buffer(cc, c, 100));
+	chunks_ready(cc, c, 100);
+	chunks_put(cc, held);
+	chunks_get_stats(cc, &st);
+	ck_assert_uint_eq(st.bytes, 100);
+	chunks_put(cc, c);
+	/* unheld: gone at once; a key not cached: nothing */
+	chunks_forget(cc, &k);
+	ck_assert(!chunks_contains(cc, &k));
+	chunks_forget(cc, &k);
+	chunks_get_stats(cc, &st);
+	ck_assert_uint_eq(st.bytes, 0);
+}
+END_TEST
+
 START_TEST(eagain_without_wait)
 {
 	struct chunk_key k;
@@ -598,6 +630,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, removed_files_unmapped);
 	tcase_add_test(tc, removed_while_loading);
 	tcase_add_test(tc, read_whole_let_go);
+	tcase_add_test(tc, forget_bad_bytes);
 	tcase_add_test(tc, buffers_reused_within_cap);
 	tcase_add_test(tc, many_threads);
 	suite_add_tcase(s, tc);

@@ -1495,6 +1495,125 @@ START_TEST(site_cache_mounts)
 }
 END_TEST
 
+/* ---- Origin checksums: a site cache that zeroes every body. */
+
+static pid_t bad_pid = -1;
+static struct fx_mount sums_mnt = {.pid = -1};
+
+static void sums_teardown(void)
+{
+	if (sums_mnt.pid > 0)
+		fx_mount_stop(&sums_mnt);
+	fx_unmount_leftovers(work);
+	mnt[0] = '\0';
+	if (bad_pid > 0)
+		fx_stop(bad_pid, 5000);
+	bad_pid = -1;
+	teardown();
+}
+
+static uint64_t size_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (!strcmp(files[i].name, name))
+			return files[i].size;
+	ck_abort_msg("no file %s", name);
+	return 0;
+}
+
+/* Reads the mounted file whole, drops the kernel's pages of it, and
+ * checks it read again: the first read of an object of many chunks may
+ * have had bad bytes (checked when its last chunk arrives). */
+static void check_after_drop(const char *name)
+{
+	char path[PATH_MAX + 64];
+	size_t len;
+	void *buf;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", mnt, name);
+	buf = fx_read_file(path, &len);
+	ck_assert_msg(buf != NULL, "%s: %s", path, strerror(errno));
+	free(buf);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	check_mounted_file(name, size_of(name), seed_of(name));
+}
+
+/* Every object through a site cache that zeroes bodies: the mount finds
+ * each out against its crc32c, fetches it again from the origin itself,
+ * serves it right and counts it; the matches are on record, and `wharf
+ * cache verify` checks them again. */
+START_TEST(mount_checksums_bad_site_cache)
+{
+	static const char *const args[] = {"--token", GOOD, "--checksums",
+					   NULL};
+	static const char *const one_chunk[] = {"one", "chunk-1", "gen/obj"};
+	char tok[PATH_MAX], bad[64];
+	const char *const opts[] = {"--endpoint",
+				    fake_url,
+				    "--retries",
+				    "2",
+				    "--token-file",
+				    tok,
+				    "--site-cache",
+				    bad,
+				    "--site-cache-insecure-credentials",
+				    NULL};
+	const char *cache = sums_mnt.cache;
+	long long mism;
+
+	start_fake(args);
+	bad_pid = fx_bad_cache_start(work, bad, sizeof(bad));
+	ck_assert_int_gt(bad_pid, 0);
+	snprintf(tok, sizeof(tok), "%s/token", work);
+	write_text(tok, GOOD "\n", 0600);
+	fx_mount_init(&sums_mnt, work, "sums");
+	ck_assert_int_eq(fx_mount_start(&sums_mnt, SPEC, opts, NULL), 0);
+	snprintf(mnt, sizeof(mnt), "%s", sums_mnt.dir);
+	/* One chunk: checked before a byte is served. */
+	for (size_t i = 0; i < 3; i++)
+		check_mounted_file(one_chunk[i], size_of(one_chunk[i]),
+				   seed_of(one_chunk[i]));
+	check_after_drop("big");
+	check_after_drop("sizes/chunk+1");
+	ck_assert_int_eq(
+	    fx_sh("curl -s %s/_bad/stats | grep -q '\"requests\": [1-9]'", bad),
+	    0);
+	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "checked"), 5);
+	mism = fx_mount_stat(mnt, "origin_checksums", "mismatches");
+	ck_assert_int_ge(mism, 5);
+	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "repaired"),
+			 mism);
+	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "failed"), 0);
+	/* and in `wharf cache stats`, the mount's live counters */
+	ck_assert_int_eq(fx_sh("'%s' cache stats --cache-dir '%s' | grep -q "
+			       "'\"origin_checksums\": {\"checked\": 5, "
+			       "\"mismatches\": [1-9]'",
+			       fx_wharf_bin(), cache),
+			 0);
+	/* Both sides of the mismatch in the log. */
+	ck_assert_int_eq(fx_sh("grep -q 'big: its bytes do not match the "
+			       "origin.s checksum: expected crc32c:[0-9a-f]"
+			       "\\{8\\} (from the origin.s listing or "
+			       "manifest), got crc32c:[0-9a-f]\\{8\\} from "
+			       "the bytes received (4 chunks' '%s'",
+			       sums_mnt.log),
+			 0);
+	/* On record, and good by `wharf cache verify` (the cache is in
+	 * use: it only reads). */
+	ck_assert_int_eq(
+	    fx_sh("test $(grep -c '^wharf-sum1 ' '%s/sums') = 5", cache), 0);
+	ck_assert_int_eq(fx_sh("'%s' cache verify --cache-dir '%s' | grep -q "
+			       "'^5 objects checked against their origin.s "
+			       "checksum: 5 good, 0 bad'",
+			       fx_wharf_bin(), cache),
+			 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("gcs");
@@ -1546,6 +1665,11 @@ static Suite *suite(void)
 	fx_tcase_add(why ? left : tc, mount_service_account, why);
 	fx_tcase_add(why ? left : tc, mount_token_options, why);
 	fx_tcase_add(why ? left : tc, mount_replaced_object, why);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("origin checksums");
+	tcase_add_checked_fixture(tc, setup, sums_teardown);
+	tcase_set_timeout(tc, 120);
+	fx_tcase_add(why ? left : tc, mount_checksums_bad_site_cache, why);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("site-cache");
 	tcase_add_checked_fixture(tc, setup, site_teardown);

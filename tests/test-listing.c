@@ -35,6 +35,17 @@ static int put(void *arg, const struct listing_entry *e)
 	return 0;
 }
 
+/* "name=digest;" per entry. */
+static int put_digest(void *arg, const struct listing_entry *e)
+{
+	struct out *o = arg;
+	size_t l = strlen(o->s);
+
+	snprintf(o->s + l, sizeof(o->s) - l, "%s=%s;", e->name,
+		 e->digest ? e->digest : "(null)");
+	return 0;
+}
+
 static int stop_at_two(void *arg, const struct listing_entry *e)
 {
 	struct out *o = arg;
@@ -443,6 +454,36 @@ START_TEST(manifest_ok)
 }
 END_TEST
 
+/* The digest column: after an etag, or after "-" for none. */
+START_TEST(manifest_digest)
+{
+	static const char text[] =
+	    "a 3 - MD5:900150983CD24FB0D6963F7D28E17F72\n"
+	    "b 9 \"e-9\" crc32c:e3069283\n"
+	    "c 1 \"e-1\"\n"
+	    "d 2\n";
+	struct manifest *m;
+	const struct manifest_entry *e;
+	struct out o;
+	char *err = NULL;
+
+	ck_assert_int_eq(manifest_parse(text, strlen(text), &m, &err), 0);
+	e = manifest_find(m, "a");
+	ck_assert_str_eq(e->etag, "");
+	ck_assert_str_eq(e->digest, "md5:900150983cd24fb0d6963f7d28e17f72");
+	e = manifest_find(m, "b");
+	ck_assert_str_eq(e->etag, "\"e-9\"");
+	ck_assert_str_eq(e->digest, "crc32c:e3069283");
+	ck_assert_str_eq(manifest_find(m, "c")->digest, "");
+	ck_assert_str_eq(manifest_find(m, "d")->digest, "");
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(manifest_list(m, "", put_digest, &o), 0);
+	ck_assert_str_eq(o.s, "a=md5:900150983cd24fb0d6963f7d28e17f72;"
+			      "b=crc32c:e3069283;c=;d=;");
+	manifest_free(m);
+}
+END_TEST
+
 START_TEST(manifest_malformed)
 {
 	static const struct {
@@ -450,6 +491,10 @@ START_TEST(manifest_malformed)
 	} bad[] = {
 	    {"a 1\nb\n", "line 2"},
 	    {"a 1 e extra\n", "line 1"},
+	    {"a 1 e crc32c:e3069283 x\n", "line 1"},
+	    {"a 1 - crc32c:e306928\n", "digest \"crc32c:e306928\""},
+	    {"a 1 - sha1:a9993e364706816aba3e25717850c26c9cd0d89d\n",
+	     "not crc32c:HEX, md5:HEX or sha256:HEX"},
 	    {"a 1\na 2\n", "listed twice"},
 	    {"a 1\na/b 2\n", "both a file and a directory"},
 	    /* "a.txt" sorts between "a" and "a/b" */
@@ -501,6 +546,7 @@ int main(void)
 	tcase_add_test(tc, unshowable_entries);
 	tcase_add_test(tc, detect_and_urls);
 	tcase_add_test(tc, manifest_ok);
+	tcase_add_test(tc, manifest_digest);
 	tcase_add_test(tc, manifest_malformed);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "fixture-ck.h"
 #include "fixture.h"
 #include "log.h"
@@ -689,6 +690,138 @@ START_TEST(test_remount_from_cache_origin_down)
 	ck_assert_int_gt(fx_json_num(json, "bytes_served"), 0);
 	free(json);
 	own_mount_end(&m, cache);
+}
+END_TEST
+
+/* The errno of a read of all of root/name, 0 when it reads whole. */
+static int read_whole_errno(const char *root, const char *name)
+{
+	char path[PATH_MAX + 64], buf[65536];
+	ssize_t r;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return errno;
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		;
+	if (r < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* "ALGO:HEX" of data_dir/name into out. */
+static const char *digest_of(const char *name, enum checksum_algo a,
+			     char out[CHECKSUM_TEXT_MAX])
+{
+	char path[PATH_MAX];
+	struct checksum_ctx ctx;
+	struct checksum c;
+	size_t len;
+	void *buf;
+
+	snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+	buf = fx_read_file(path, &len);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(checksum_begin(&ctx, a), 0);
+	checksum_feed(&ctx, buf, len);
+	checksum_end(&ctx, &c);
+	free(buf);
+	return checksum_format(&c, out);
+}
+
+/*
+ * A manifest's digest column, through a site cache that zeroes every
+ * body: each object is found out, fetched again from the origin itself
+ * and served right; an object whose digest is wrong fails with EIO and a
+ * clear log line, and nothing of it stays cached.
+ */
+START_TEST(test_manifest_digests_bad_site_cache)
+{
+	struct fx_mount m;
+	char *cache = fx_tmpdir("mount-digests");
+	char manifest[PATH_MAX], url[256], bad[64], d[3][CHECKSUM_TEXT_MAX];
+	char path[PATH_MAX + 64];
+	const char *extra[] = {"--manifest", manifest, "--site-cache", bad,
+			       NULL};
+	pid_t bad_pid;
+	FILE *f;
+	int fd;
+
+	bad_pid = fx_bad_cache_start(work_dir, bad, sizeof(bad));
+	ck_assert_int_gt(bad_pid, 0);
+	snprintf(manifest, sizeof(manifest), "%s/manifest-digests", work_dir);
+	f = fopen(manifest, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "chunk-1 %u - %s\n", CHUNK - 1,
+		digest_of("chunk-1", CHECKSUM_SHA256, d[0]));
+	fprintf(f, "chunk+1 %u - %s\n", CHUNK + 1,
+		digest_of("chunk+1", CHECKSUM_MD5, d[1]));
+	fprintf(f, "sub/deeper/leaf %u - %s\n", 3 * CHUNK + 17,
+		digest_of("sub/deeper/leaf", CHECKSUM_CRC32C, d[2]));
+	/* the digest of another file: no bytes of "one" match it */
+	fprintf(f, "one 1 - %s\n", d[0]);
+	/* an S3 ETag that is no MD5: the origin's own bytes are served */
+	fprintf(f, "chunk %u - md5-etag:%s\n", CHUNK, strchr(d[1], ':') + 1);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(url, sizeof(url), "%s/plain/", ng.base);
+	fx_mount_init(&m, work_dir, "digests");
+	ck_assert_int_eq(mount_start(&m, url, cache, extra), 0);
+
+	/* One chunk: checked before a byte is served. */
+	ck_assert_int_eq(check_file(m.dir, "chunk-1", CHUNK - 1), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_eq(read_whole_errno(m.dir, "one"), EIO);
+	/* Many: the first read may have had bad bytes, a read after the
+	 * kernel's pages are dropped has none. */
+	for (int i = 0; i < 2; i++) {
+		const char *name = i ? "sub/deeper/leaf" : "chunk+1";
+		const uint64_t size = i ? 3 * CHUNK + 17 : CHUNK + 1;
+
+		ck_assert_int_eq(read_whole_errno(m.dir, name), 0);
+		snprintf(path, sizeof(path), "%s/%s", m.dir, name);
+		fd = open(path, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED),
+				 0);
+		close(fd);
+		ck_assert_int_eq(check_file(m.dir, name, size), 0);
+	}
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "checked"),
+			 5);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 1);
+	ck_assert_int_eq(
+	    fx_mount_stat(m.dir, "origin_checksums", "etag_not_md5"), 1);
+	ck_assert_int_eq(
+	    fx_mount_stat(m.dir, "origin_checksums", "repaired") + 2,
+	    fx_mount_stat(m.dir, "origin_checksums", "mismatches"));
+	/* "one" again: it fails at once */
+	ck_assert_int_eq(read_whole_errno(m.dir, "one"), EIO);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_int_eq(
+	    fx_sh("grep -q 'one: fetched again from the origin itself, its "
+		  "bytes still do not match: expected %s (from the origin.s "
+		  "listing or manifest), got sha256:[0-9a-f]* from the "
+		  "origin.s own bytes; reads of it fail with EIO' '%s'",
+		  d[0], m.log),
+	    0);
+	/* what was verified is on record, and nothing of "one" is cached */
+	ck_assert_int_eq(fx_sh("'%s' cache verify --cache-dir '%s' | grep -q "
+			       "'^4 objects checked against their origin.s "
+			       "checksum: 4 good, 0 bad; 0 not cached whole'",
+			       fx_wharf_bin(), cache),
+			 0);
+	/* 1 + 1 + 2 + 4 chunks: none of "one" */
+	ck_assert_int_eq(fx_sh("test $('%s' cache ls --cache-dir '%s' | wc -l) "
+			       "= 8",
+			       fx_wharf_bin(), cache),
+			 0);
+	fx_stop(bad_pid, 5000);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
 }
 END_TEST
 
@@ -1965,7 +2098,7 @@ START_TEST(test_kill_during_cold_read)
 	ck_assert_int_eq(fx_sh("'%s' cache verify --cache-dir '%s' >'%s' 2>&1",
 			       fx_wharf_bin(), cache, vlog),
 			 0);
-	ck_assert_int_eq(count_in_file(vlog, " 0 bad"), 1);
+	ck_assert_int_eq(count_in_file(vlog, " 0 bad, 0 removed"), 1);
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 	for (size_t i = 0; i < sizeof(sized_files) / sizeof(sized_files[0]);
 	     i++)
@@ -2438,6 +2571,7 @@ static Suite *mount_suite(void)
 	fx_tcase_add(tc, test_second_mount_refused, why);
 	fx_tcase_add(tc, test_unreachable_origin, why);
 	fx_tcase_add(tc, test_remount_from_cache_origin_down, why);
+	fx_tcase_add(tc, test_manifest_digests_bad_site_cache, why);
 	fx_tcase_add(tc, test_relative_paths_after_detach, why);
 	fx_tcase_add(tc, test_directory_readahead, why);
 	fx_tcase_add(tc, test_readahead_crosses_into_next_file, why);

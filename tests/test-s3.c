@@ -341,12 +341,17 @@ static void engine_setup(void)
 	unsetenv("AWS_DEFAULT_REGION");
 }
 
+static pid_t bad_pid = -1; /* tests/bad-cache a test started */
+
 static void engine_teardown(void)
 {
 	fetch_engine_free(fe);
 	fe = NULL;
 	if (site.dir)
 		fx_nginx_stop(&site);
+	if (bad_pid > 0)
+		fx_stop(bad_pid, 5000);
+	bad_pid = -1;
 }
 
 /* Opens spec with opt (NULL: the gate as endpoint), or fails the test. */
@@ -1089,6 +1094,12 @@ START_TEST(test_mount)
 			      "%s: %lld bytes differ through the mount",
 			      objects[i].key, bad);
 	}
+	/* Checked against their MD5 ETags, in whatever order the chunks
+	 * came, and all good. */
+	ck_assert_int_gt(fx_mount_stat(m.dir, "origin_checksums", "checked"),
+			 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "mismatches"),
+			 0);
 	snprintf(path, sizeof(path), "%s/many", m.dir);
 	d = opendir(path);
 	ck_assert_ptr_nonnull(d);
@@ -1165,6 +1176,63 @@ START_TEST(test_mount_wrong_secret)
 		      "no clear message in %s", m.log);
 	ck_assert_msg(!log_has(m.log, "not-the-secret"),
 		      "the secret was logged");
+}
+END_TEST
+
+/* Reads the mounted object whole, drops the kernel's pages of it, and
+ * counts the bytes that differ on a second read: the first read of an
+ * object of many chunks may have had bad bytes (it is checked when its
+ * last chunk arrives). */
+static long long differ_after_drop(const char *root, const char *key,
+				   uint64_t size, uint32_t seed)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	ck_assert_int_ge(differ(root, key, size, seed), 0);
+	snprintf(path, sizeof(path), "%s/%s", root, key);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	return differ(root, key, size, seed);
+}
+
+/* Through a site cache that zeroes every body: each object is found out
+ * against the MD5 its ETag gives (s3rver's are those of single-part
+ * uploads), fetched again from the origin itself, and served right. */
+START_TEST(test_mount_checksums_bad_site_cache)
+{
+	struct fx_mount m;
+	char bad[64];
+	long long mism;
+	int status;
+
+	put_object("sums/small", 1000, 31);
+	put_object("sums/two", (1u << 20) + 5, 32);
+	bad_pid = fx_bad_cache_start(work, bad, sizeof(bad));
+	ck_assert_int_gt(bad_pid, 0);
+	if (mount_start(&m, "sums", "s3://" BUCKET "/sums", bad)) {
+		fx_sh("cat '%s' >&2", m.log);
+		ck_abort_msg("the mount did not come up");
+	}
+	/* One chunk: checked before a byte is served. */
+	ck_assert_int_eq(differ(m.dir, "small", 1000, 31), 0);
+	ck_assert_int_eq(differ_after_drop(m.dir, "two", (1u << 20) + 5, 32),
+			 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "checked"),
+			 2);
+	mism = fx_mount_stat(m.dir, "origin_checksums", "mismatches");
+	ck_assert_int_ge(mism, 2);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "repaired"),
+			 mism);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 0);
+	status = fx_mount_stop(&m);
+	ck_assert_msg(status == 0, "the mount exited with status %d", status);
+	ck_assert_msg(log_has(m.log, "sums/small: its bytes do not match the "
+				     "origin.s checksum: expected "
+				     "md5-etag:[0-9a-f]\\{32\\}"),
+		      "no clear log line in %s", m.log);
 }
 END_TEST
 
@@ -1453,6 +1521,7 @@ int main(void)
 	ADD(test_mount, why_mount);
 	ADD(test_mount_stuck_token, why_mount);
 	ADD(test_mount_wrong_secret, why_mount);
+	ADD(test_mount_checksums_bad_site_cache, why_mount);
 	ADD(test_site_cache_mounts, why_site);
 	ADD(test_site_cache_replaced, why_site);
 	ADD(test_site_cache_wrong_signature, why_site);

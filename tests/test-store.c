@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "checksum.h"
 #include "fixture.h"
 #include "store.h"
 
@@ -2313,6 +2314,110 @@ START_TEST(pack_crash_leftovers)
 }
 END_TEST
 
+/* Records that an object (obj_keys's) matched its origin's checksum, as
+ * a mount does. */
+static void record_sum(struct store *st, const char *path, const uint8_t *data,
+		       enum checksum_algo a)
+{
+	char text[CHECKSUM_TEXT_MAX];
+	struct checksum_ctx ctx;
+	struct checksum c;
+	struct store_sum s = {.source = "http://origin/",
+			      .path = path,
+			      .version = "etag-9",
+			      .size = PSIZE,
+			      .mtime = 1700000000,
+			      .chunk_size = PCS};
+
+	ck_assert_int_eq(checksum_begin(&ctx, a), 0);
+	checksum_feed(&ctx, data, PSIZE);
+	checksum_end(&ctx, &c);
+	s.digest = checksum_format(&c, text);
+	ck_assert_int_eq(store_sum_record(st, &s), 0);
+}
+
+/* `wharf cache verify` checks the objects on record against their
+ * origin's checksums: a chunk changed after the fact whose own checksum
+ * was made to match (store_put writes one) is found by them alone. */
+START_TEST(cli_verify_origin_sums)
+{
+	char *cache = strdupf("%s/cache", dir), *out = NULL, *args;
+	struct store *st = open_store(cache, 0);
+	uint8_t *data = malloc(PSIZE), *bad = malloc(PCS);
+	struct chunk_key a[PN], b[PN], p[PN];
+	char path[1024];
+	int rc;
+
+	fill_random(data, PSIZE, 5);
+	obj_keys(a, "a b.bin");
+	obj_keys(b, "md5.bin");
+	obj_keys(p, "packed.bin");
+	put_object(st, a, data);
+	record_sum(st, "a b.bin", data, CHECKSUM_CRC32C);
+	put_object(st, b, data);
+	record_sum(st, "md5.bin", data, CHECKSUM_MD5);
+	put_object(st, p, data);
+	/* a pack where the filesystem keeps xattrs: read as one file */
+	rc = store_pack_object(st, p, PN, PCS, PSIZE);
+	ck_assert_msg(rc == 0 || rc == -ENOTSUP, "%d", rc);
+	record_sum(st, "packed.bin", data, CHECKSUM_SHA256);
+	/* a second line of the same object: checked once */
+	record_sum(st, "a b.bin", data, CHECKSUM_CRC32C);
+	store_close(st);
+	ck_assert_int_eq(fx_sh("echo 'not a record' >> '%s/sums'", cache), 0);
+
+	args = strdupf("verify --cache-dir '%s'", cache);
+	ck_assert_int_eq(wharf(args, &out), 0);
+	ck_assert_msg(strstr(out, "3 objects checked against their origin's "
+				  "checksum: 3 good, 0 bad; 0 not cached "
+				  "whole"),
+		      "verify said: %s", out);
+	free(out);
+
+	st = open_store(cache, 0);
+	memcpy(bad, data + 2 * PCS, PCS);
+	bad[100] ^= 1;
+	ck_assert_int_eq(store_put(st, &a[2], bad, PCS), 0);
+	ck_assert_int_eq(store_put(st, &b[2], bad, PCS), 0);
+	store_close(st);
+	ck_assert_uint_eq(tally(cache, STORE_WALK_VERIFY).bad, 0);
+	ck_assert_int_eq(wharf(args, &out), 1);
+	ck_assert_msg(strstr(out, "http://origin/a b.bin (version etag-9): "
+				  "its cached bytes give crc32c:") &&
+			  strstr(out, ", not the origin's crc32c:") &&
+			  strstr(out, "http://origin/md5.bin (version etag-9): "
+				      "its cached bytes give md5:") &&
+			  strstr(out, "; its chunks removed") &&
+			  strstr(out, ": 1 good, 2 bad"),
+		      "verify said: %s", out);
+	free(out);
+	for (unsigned i = 0; i < PN; i++) {
+		chunk_path(cache, &a[i], path, sizeof(path));
+		ck_assert_int_eq(access(path, F_OK), -1);
+		chunk_path(cache, &b[i], path, sizeof(path));
+		ck_assert_int_eq(access(path, F_OK), -1);
+	}
+	/* What is left is good; the rest is not cached whole. */
+	ck_assert_int_eq(wharf(args, &out), 0);
+	ck_assert_msg(strstr(out, "1 objects checked against their origin's "
+				  "checksum: 1 good, 0 bad; 2 not cached "
+				  "whole"),
+		      "verify said: %s", out);
+	free(out);
+	/* emptied with the cache */
+	snprintf(path, sizeof(path), "%s/sums", cache);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	free(args);
+	args = strdupf("clear --cache-dir '%s'", cache);
+	ck_assert_int_eq(wharf(args, NULL), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	free(args);
+	free(data);
+	free(bad);
+	free(cache);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("store");
@@ -2364,6 +2469,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(cli, setup, teardown);
 	tcase_set_timeout(cli, 120);
 	tcase_add_test(cli, cli_verify);
+	tcase_add_test(cli, cli_verify_origin_sums);
 	tcase_add_test(cli, cli_verify_mounted);
 	tcase_add_test(cli, cli_prune_clear);
 	tcase_add_test(cli, cli_stats_ls);

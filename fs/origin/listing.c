@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "listing.h"
+#include "checksum.h"
 #include "json.h"
 
 #include <assert.h>
@@ -526,10 +527,11 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 	}
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end, *f[4];
-		size_t fl[4], nf = 0;
+		const char *le = nl ? nl : end, *f[5];
+		size_t fl[5], nf = 0;
 		const char *q = p;
 		uint64_t sz;
+		struct checksum sum;
 		const char *dp, *why;
 		char where[48], raw[260], whybuf[96];
 		int dl;
@@ -538,7 +540,7 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		p = nl ? nl + 1 : end;
 		if (le > q && le[-1] == '\r')
 			le--;
-		while (q < le && nf < 4) {
+		while (q < le && nf < 5) {
 			while (q < le && (*q == ' ' || *q == '\t'))
 				q++;
 			if (q >= le || (nf == 0 && *q == '#'))
@@ -553,10 +555,10 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 			continue;
 		while (q < le && (*q == ' ' || *q == '\t'))
 			q++;
-		if (nf < 2 || q < le || (nf == 4)) {
+		if (nf < 2 || q < le || nf == 5) {
 			err_set(err,
 				"manifest line %zu: expected \"path size "
-				"[etag]\"",
+				"[etag [digest]]\"",
 				line);
 			rc = -EINVAL;
 			goto out;
@@ -578,10 +580,26 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 			listing_skip(where, raw, why);
 			continue;
 		}
-		if (nf == 3 && fl[2] > 127) {
+		if (nf >= 3 && fl[2] > 127) {
 			err_set(err, "manifest line %zu: etag too long", line);
 			rc = -EINVAL;
 			goto out;
+		}
+		if (nf == 4) {
+			char dtext[CHECKSUM_TEXT_MAX];
+
+			snprintf(dtext, sizeof(dtext), "%.*s",
+				 (int)(fl[3] < CHECKSUM_TEXT_MAX ? fl[3] : 0),
+				 f[3]);
+			if (checksum_parse(dtext, &sum)) {
+				err_set(err,
+					"manifest line %zu: digest \"%.*s\" is "
+					"not crc32c:HEX, md5:HEX or sha256:HEX",
+					line, (int)(fl[3] > 80 ? 80 : fl[3]),
+					f[3]);
+				rc = -EINVAL;
+				goto out;
+			}
 		}
 		if (m->n == cap) {
 			size_t nc = cap ? cap * 2 : 1024;
@@ -600,11 +618,19 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		bk += (size_t)dl + 1;
 		m->v[m->n].size = sz;
 		m->v[m->n].etag = NULL;
-		if (nf == 3) {
+		m->v[m->n].digest = NULL;
+		/* "-": no etag, on a line that goes on to a digest */
+		if (nf >= 3 && !(nf == 4 && fl[2] == 1 && f[2][0] == '-')) {
 			m->v[m->n].etag = (const char *)(uintptr_t)bk;
 			memcpy(m->blob + bk, f[2], fl[2]);
 			bk += fl[2];
 			m->blob[bk++] = '\0';
+		}
+		if (nf == 4) {
+			/* its canonical form is as long as the field */
+			m->v[m->n].digest = (const char *)(uintptr_t)bk;
+			checksum_format(&sum, m->blob + bk);
+			bk += fl[3] + 1;
 		}
 		m->n++;
 	}
@@ -614,6 +640,8 @@ int manifest_parse(const char *text, size_t len, struct manifest **out,
 		m->v[i].path = m->blob + (uintptr_t)m->v[i].path;
 		m->v[i].etag =
 		    m->v[i].etag ? m->blob + (uintptr_t)m->v[i].etag : "";
+		m->v[i].digest =
+		    m->v[i].digest ? m->blob + (uintptr_t)m->v[i].digest : "";
 	}
 	if (m->n)
 		qsort(m->v, m->n, sizeof(*m->v), mcmp);
@@ -699,6 +727,7 @@ int manifest_list(const struct manifest *m, const char *dir, listing_cb cb,
 		} else {
 			e.size = m->v[i].size;
 			e.etag = m->v[i].etag;
+			e.digest = m->v[i].digest;
 		}
 		rc = cb(arg, &e);
 		if (rc)

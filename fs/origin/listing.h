@@ -3,8 +3,8 @@
 /*
  * listing: the pure parsers behind HTTP directory listings (no network).
  * nginx JSON autoindex, HTML index pages (nginx, Apache, python
- * http.server), and manifests ("path size [etag]" lines).  Every input is
- * untrusted: sizes are bounded, malformed input is a clear error.
+ * http.server), and manifests ("path size [etag [digest]]" lines).  Every input
+ * is untrusted: sizes are bounded, malformed input is a clear error.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,6 +22,7 @@ struct listing_entry {
 	uint64_t size;
 	int64_t mtime;	  /* epoch seconds, 0 when unknown */
 	const char *etag; /* manifest only: the line's etag or ""; else NULL */
+	const char *digest; /* manifest only: "ALGO:HEX" or ""; else NULL */
 	/* Why the entry cannot be shown (a name with '/', a size that is
 	 * negative or past 2^63-1), or NULL.  Such an entry is handed on
 	 * rather than failing the listing, so that its reader can name it
@@ -70,13 +71,17 @@ struct manifest_entry {
 	const char *path; /* "dir/sub/file" */
 	uint64_t size;
 	const char *etag; /* "" when the line gave none */
+	const char *digest; /* "ALGO:HEX" (checksum.h), "" when none */
 };
 struct manifest {
 	struct manifest_entry *v;
 	size_t n;
 	char *blob; /* the strings */
 };
-/* Parses "path size [etag]" lines, '#' comments and blank lines allowed.
+/* Parses "path size [etag [digest]]" lines, '#' comments and blank lines
+ * allowed.  The digest is the object's checksum, crc32c:HEX (8 digits),
+ * md5:HEX (32), sha256:HEX (64) or md5-etag:HEX (an S3 ETag, which may
+ * not be an MD5); an etag of "-" before it means none.
  * Paths are percent-decoded ("a%20b" for a name with a space, %25 for '%').
  * A line whose path or size cannot be shown is skipped with a warning.
  * @return 0, or -EINVAL (with the line number in *err), -ENOMEM. */

@@ -50,6 +50,10 @@ struct source_object {
 	uint64_t size;       /* bytes; 0 for directories */
 	int64_t mtime;       /* epoch seconds, 0 when unknown */
 	const char *version; /* ETag / generation / "" : pins the content */
+	/* The origin's checksum of the whole object, "ALGO:HEX" as
+	 * checksum.h writes it, or NULL: what its bytes are verified
+	 * against once they are all in. */
+	const char *digest;
 	/* Why the entry cannot be shown (a size the origin gave as negative
 	 * or past 2^63-1), or NULL: the tree leaves it out with a warning
 	 * naming it, and lists the rest. */

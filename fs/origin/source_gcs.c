@@ -15,6 +15,9 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
+#include "checksum.h"
 #include "creds_gcp.h"
 #include "json.h"
 
@@ -23,9 +26,10 @@
  * object names under "prefix/" up to the next '/', listed a page at a time
  * with delimiter=/; an object's generation is its version: reads ask for
  * alt=media&generation=G, so a replaced object answers 404 instead of
- * mixing bytes, and the generation goes into the cache key.  The objects'
- * crc32c and md5Hash are not asked for: they cover whole objects, and reads
- * are ranged chunks the chunk store checksums itself.
+ * mixing bytes, and the generation goes into the cache key.  Each object's
+ * crc32c is asked for: the mount checks the object's bytes against it once
+ * they are all in (combined from its chunks' CRCs).  md5Hash is not: a
+ * composite object has none, and CRCs combine where MD5s do not.
  */
 
 #define DEFAULT_ENDPOINT "https://storage.googleapis.com"
@@ -34,8 +38,9 @@
 #define NAME_MAX_GCS 1024 /* GCS object names are at most 1024 bytes */
 #define URL_MAX 4096
 #define AUTH_MAX 4200 /* "Authorization: Bearer " + a token */
-#define LIST_FIELDS "items(name,size,generation,updated),prefixes,nextPageToken"
-#define STAT_FIELDS "name,size,generation,updated"
+#define LIST_FIELDS                                                            \
+	"items(name,size,generation,updated,crc32c),prefixes,nextPageToken"
+#define STAT_FIELDS "name,size,generation,updated,crc32c"
 
 struct gcs_src {
 	struct source base;
@@ -159,6 +164,8 @@ static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 struct item {
 	char name[NAME_MAX_GCS + 1];
 	char generation[32];
+	char digest[CHECKSUM_TEXT_MAX]; /* "crc32c:HEX", or "" */
+	struct checksum sum;
 	uint64_t size;
 	int64_t mtime;
 	bool has_name, has_size, has_gen;
@@ -179,6 +186,26 @@ static int item_size(struct json *s, struct item *it)
 	    it->size > (uint64_t)INT64_MAX)
 		it->bad = "a size that is not a number from 0 to 2^63-1";
 	it->has_size = true;
+	return 0;
+}
+
+/* "crc32c": the base64 of the CRC's 4 bytes, big-endian.  One that does
+ * not decode is an error of the page: it is the object's integrity. */
+static int item_crc32c(struct json *s, struct item *it)
+{
+	unsigned char raw[8];
+	char b64[16];
+	size_t n;
+
+	if (json_string(s, b64, sizeof(b64), &n))
+		return -EINVAL;
+	/* 4 bytes: 8 characters with their "==" padding, 3 decoded ones */
+	if (n != 8 || EVP_DecodeBlock(raw, (const unsigned char *)b64, 8) != 6)
+		return json_fail(s, "a crc32c that is not 4 bytes of base64");
+	checksum_from_crc32c((uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 |
+				 (uint32_t)raw[2] << 8 | raw[3],
+			     &it->sum);
+	checksum_format(&it->sum, it->digest);
 	return 0;
 }
 
@@ -218,6 +245,9 @@ static int parse_item(struct json *s, struct item *it)
 			if (json_string(s, upd, sizeof(upd), &n))
 				return -EINVAL;
 			it->mtime = parse_rfc3339(upd);
+		} else if (!strcmp(key, "crc32c")) {
+			if (item_crc32c(s, it))
+				return -EINVAL;
 		} else if (json_skip(s)) {
 			return -EINVAL;
 		}
@@ -273,6 +303,7 @@ static int page_item(struct json *s, struct page *pg)
 					  .size = it.size,
 					  .mtime = it.mtime,
 					  .version = it.generation,
+					  .digest = it.digest,
 					  .bad = it.bad};
 
 		rc = pg->cb(pg->arg, &o);
@@ -501,7 +532,8 @@ static int count_entry(void *arg, const struct source_object *o)
 static int gcs_stat(struct source *src, const char *path,
 		    struct source_object *out)
 {
-	static __thread char name[NAME_MAX_GCS + 1], gen[32];
+	static __thread char name[NAME_MAX_GCS + 1], gen[32],
+	    digest[CHECKSUM_TEXT_MAX];
 	struct gcs_src *gs = gs_of(src);
 	char url[URL_MAX], *perr = NULL;
 	struct fetch_res res;
@@ -555,6 +587,8 @@ static int gcs_stat(struct source *src, const char *path,
 		return -EIO;
 	}
 	snprintf(gen, sizeof(gen), "%s", it.generation);
+	snprintf(digest, sizeof(digest), "%s", it.digest);
+	out->digest = digest;
 	out->size = it.size;
 	out->mtime = it.mtime;
 	out->version = gen;

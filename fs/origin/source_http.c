@@ -277,11 +277,15 @@ static int fetch_listing(struct http_src *hs, const char *dir, struct hlist *l,
 	return 0;
 }
 
-/* A manifest line without an etag still pins the size. */
-static void man_version(char *out, size_t cap, const char *etag, uint64_t size)
+/* A manifest line without an etag pins its digest, else its size: a
+ * changed digest is new content, with new chunk keys. */
+static void man_version(char *out, size_t cap, const char *etag,
+			const char *digest, uint64_t size)
 {
 	if (etag && *etag)
 		snprintf(out, cap, "%s", etag);
+	else if (digest && *digest)
+		snprintf(out, cap, "%s", digest);
 	else
 		snprintf(out, cap, "s%" PRIu64, size);
 }
@@ -301,8 +305,9 @@ static int man_entry(void *arg, const struct listing_entry *e)
 	char ver[160];
 
 	if (!e->is_dir) {
-		man_version(ver, sizeof(ver), e->etag, e->size);
+		man_version(ver, sizeof(ver), e->etag, e->digest, e->size);
 		o.version = ver;
+		o.digest = e->digest;
 	}
 	return a->cb(a->arg, &o);
 }
@@ -395,8 +400,10 @@ static int http_stat(struct source *src, const char *path,
 
 		if (m) {
 			out->size = m->size;
-			man_version(ver, sizeof(ver), m->etag, m->size);
+			man_version(ver, sizeof(ver), m->etag, m->digest,
+				    m->size);
 			out->version = ver;
+			out->digest = m->digest;
 			return 0;
 		}
 		rc = manifest_list(hs->man, path, first_entry, NULL);

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "checksum.h"
 #include "creds_aws.h"
 #include "sigv4.h"
 
@@ -312,6 +313,33 @@ struct lp {
 	char etag[128];
 };
 
+/*
+ * The MD5 an ETag stands for: that of a single-part upload is the hex
+ * MD5 of the object (32 digits, quoted); a multipart one ends in "-N".
+ * An ETag is not a checksum everywhere (AWS's SSE-KMS and SSE-C, some
+ * S3-compatible stores), so it is marked md5-etag: bytes the origin
+ * itself sends twice against it are served all the same (checksum.h).
+ * @return out, "" when the ETag is none.
+ */
+static const char *etag_digest(const char *etag, char *out)
+{
+	size_t n = strlen(etag);
+	char text[CHECKSUM_TEXT_MAX];
+	struct checksum c;
+
+	out[0] = '\0';
+	if (n == 34 && etag[0] == '"' && etag[33] == '"') {
+		etag++;
+		n -= 2;
+	}
+	if (n != 32)
+		return out;
+	snprintf(text, sizeof(text), "md5-etag:%.32s", etag);
+	if (!checksum_parse(text, &c))
+		checksum_format(&c, out);
+	return out;
+}
+
 /* "2009-10-12T17:50:30.000Z" -> epoch seconds; 0 when unreadable. */
 static int64_t iso8601(const char *s)
 {
@@ -324,12 +352,14 @@ static int64_t iso8601(const char *s)
 /* Emits name (relative to the prefix) as a file or directory. */
 static int lp_emit(struct lp *l, const char *key, bool dir, uint64_t size)
 {
-	char name[1100];
+	char name[1100], digest[CHECKSUM_TEXT_MAX];
 	size_t n;
 	struct source_object o = {.is_dir = dir,
 				  .size = dir ? 0 : size,
 				  .mtime = dir ? 0 : l->mtime,
 				  .version = dir ? "" : l->etag,
+				  .digest =
+				      dir ? NULL : etag_digest(l->etag, digest),
 				  .bad = dir ? NULL : l->bad};
 
 	if (strncmp(key, l->prefix, l->plen)) {
@@ -738,7 +768,7 @@ static int ignore_entry(void *arg, const struct source_object *o)
 static int s3_stat(struct source *src, const char *path,
 		   struct source_object *out)
 {
-	static __thread char name[1100], ver[128];
+	static __thread char name[1100], ver[128], digest[CHECKSUM_TEXT_MAX];
 	struct s3_src *s = s3_of(src);
 	struct fetch_req req = {0};
 	struct fetch_res res;
@@ -776,6 +806,7 @@ static int s3_stat(struct source *src, const char *path,
 		out->mtime = res.mtime;
 		snprintf(ver, sizeof(ver), "%s", res.etag);
 		out->version = ver;
+		out->digest = etag_digest(ver, digest);
 		return 0;
 	}
 	if (rc != -ENOENT)

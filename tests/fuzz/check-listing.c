@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "checksum.h"
 #include "fuzz.h"
 #include "listing.h"
 #include "source.h"
@@ -28,6 +29,12 @@ int fuzz_check_object(void *arg, const struct source_object *o)
 	FUZZ_ASSERT(o->bad || o->size <= (uint64_t)INT64_MAX);
 	FUZZ_ASSERT(!o->is_dir || o->size == 0);
 	FUZZ_ASSERT(o->version != NULL);
+	/* a checksum handed on is one the mount can parse */
+	if (o->digest && *o->digest) {
+		struct checksum c;
+
+		FUZZ_ASSERT(checksum_parse(o->digest, &c) == 0);
+	}
 	(*(size_t *)arg) += strlen(o->name) > 0;
 	return 0;
 }

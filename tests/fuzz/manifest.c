@@ -1,12 +1,13 @@
-/* Manifests ("path size [etag]" lines, manifest_parse), then the lookups a
- * mount makes on what was parsed: each entry is found again by its path,
- * and its directory lists. */
+/* Manifests ("path size [etag [digest]]" lines, manifest_parse), then the
+ * lookups a mount makes on what was parsed: each entry is found again by
+ * its path, its digest parses, and its directory lists. */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "fuzz.h"
 #include "listing.h"
 
@@ -30,6 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FUZZ_ASSERT(strlen(p) <= LISTING_PATH_MAX);
 		FUZZ_ASSERT(manifest_find(m, p) != NULL);
+		if (*m->v[i].digest) {
+			struct checksum c;
+
+			FUZZ_ASSERT(checksum_parse(m->v[i].digest, &c) == 0);
+		}
 		if (slash) {
 			char dir[LISTING_PATH_MAX + 1];
 
