@@ -268,7 +268,7 @@ static void ratio(const struct span *sp, const char *section, const char *what)
 static void print_hosts(const struct doc *d)
 {
 	for (unsigned i = 0;; i++) {
-		char p[64], a[32];
+		char p[64], a[32], age[32];
 		const char *host;
 
 		snprintf(p, sizeof(p), "concurrency.%u.host", i);
@@ -277,23 +277,23 @@ static void print_hosts(const struct doc *d)
 		host = str(d, p);
 #define HOST_NUM(k) (snprintf(p, sizeof(p), "concurrency.%u." k, i), num(d, p))
 		printf("  host        %s: limit %.0f of %.0f, %.0f in flight, "
-		       "%.0f waiting; first byte %.1f ms, %s/s\n",
+		       "%.0f waiting; ",
 		       host, HOST_NUM("limit"), HOST_NUM("ceiling"),
-		       HOST_NUM("in_flight"), HOST_NUM("waiting"),
-		       HOST_NUM("latency_ms"),
-		       size(HOST_NUM("throughput_mbs") * 1e6, a, sizeof(a)));
-		printf("              %.0f changes, %.0f backoffs",
-		       HOST_NUM("changes"), HOST_NUM("backoffs"));
-		if (HOST_NUM("changes") > 0) {
-			char age[32];
-
-			format_age((int64_t)HOST_NUM("last_change_s_ago"), age,
-				   sizeof(age));
-			snprintf(p, sizeof(p), "concurrency.%u.why", i);
-			printf("; the last %s ago: %s", age, str(d, p));
-		}
+		       HOST_NUM("in_flight"), HOST_NUM("waiting"));
+		if (HOST_NUM("latency_ms") > 0)
+			printf("first byte %.1f ms, %s/s\n",
+			       HOST_NUM("latency_ms"),
+			       size(HOST_NUM("throughput_mbs") * 1e6, a,
+				    sizeof(a)));
+		else
+			printf("not measured yet\n");
+		format_age((int64_t)HOST_NUM("last_change_s_ago"), age,
+			   sizeof(age));
+		snprintf(p, sizeof(p), "concurrency.%u.why", i);
+		printf(
+		    "              %.0f changes, %.0f backoffs; %s ago: %s\n",
+		    HOST_NUM("changes"), HOST_NUM("backoffs"), age, str(d, p));
 #undef HOST_NUM
-		printf("\n");
 	}
 }
 
@@ -331,7 +331,7 @@ static void report(const struct span *sp, double interval)
 		printf("  (rates over the last %.1f s)\n", sp->dt);
 	else
 		printf("  (rates averaged since the mount started)\n");
-	printf("  reads       %8.1f/s  %10s/s   %.0f files open\n",
+	printf("  reads       %8.1f/s  %10s/s   %.0f files read\n",
 	       rate(sp, "reads.count"),
 	       size(rate(sp, "reads.bytes_served"), a, sizeof(a)),
 	       num(d, "reads.files"));

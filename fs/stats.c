@@ -294,8 +294,8 @@ static const struct metric {
      "Chunk loads done from the origin (reads.chunks_fetched)."},
     {"chunk_errors_total", COUNTER, SNAP(prefetch.chunk_errors),
      "Chunk loads that failed (reads.chunk_errors)."},
-    {"open_files", GAUGE, SNAP(prefetch.files),
-     "Files with read state in memory now (reads.files)."},
+    {"files_tracked", GAUGE, SNAP(prefetch.files),
+     "Files read whose read state the mount keeps now (reads.files)."},
     {"errors_cached_total", COUNTER, SNAP(errors_cached),
      "Reads answered with a failure that stood, without a request "
      "(reads.errors_cached)."},
