@@ -17,6 +17,7 @@
 
 #include "fixture-ck.h"
 #include "fixture.h"
+#include "stats.h"
 
 #define PYTHON "/usr/bin/python3"
 #define NFILES 3
@@ -90,6 +91,47 @@ static bool exists(const char *path)
 
 	return !stat(path, &st);
 }
+
+/* Label values are escaped as the format wants: a path may hold any byte
+ * but NUL. */
+START_TEST(test_label_escaping)
+{
+	static const char mp[] = "/mnt/a\"b\\c\nd";
+	const struct stats_sources src = {
+	    .source_id = "http://o/", .mountpoint = mp, .cache_dir = "/c"};
+	char path[PATH_MAX], *text = NULL;
+	struct stats_snapshot snap;
+	size_t len;
+	FILE *f;
+
+	stats_take(&src, &snap);
+	ck_assert_int_eq(stats_metrics(&snap, &text, &len), 0);
+	ck_assert_uint_eq(strlen(text), len);
+	ck_assert_ptr_nonnull(strstr(
+	    text,
+	    "wharf_reads_total{mountpoint=\"/mnt/a\\\"b\\\\c\\nd\"} 0\n"));
+	if (checker_missing()) {
+		free(text);
+		fx_skip("%s", checker_missing());
+	}
+	/* And the parser reads back the path. */
+	snprintf(path, sizeof(path), "%s/escaped.prom", work_dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	free(text);
+	ck_assert_int_eq(
+	    fx_sh(PYTHON " -c 'import sys; from prometheus_client.parser "
+			 "import text_string_to_metric_families as p; "
+			 "l = [s.labels[\"mountpoint\"] for f in "
+			 "p(open(sys.argv[1]).read()) for s in f.samples]; "
+			 "sys.exit(not l or set(l) != {sys.argv[2]})' '%s' "
+			 "\"$(printf '/mnt/a\"b\\\\c\\nd')\"",
+		  path),
+	    0);
+}
+END_TEST
 
 START_TEST(test_metrics_agree_with_stats)
 {
@@ -204,6 +246,7 @@ int main(void)
 	if (!why)
 		tcase_add_unchecked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
+	fx_tcase_add(tc, test_label_escaping, why);
 	fx_tcase_add(tc, test_metrics_agree_with_stats, why);
 	fx_tcase_add(tc, test_metrics_file_refused, why);
 	fx_tcase_add(tc, test_stats_lines, why);
