@@ -462,10 +462,16 @@ int cmd_stats(int argc, char **argv)
 			return cmd_bad_option("stats", c, argv, longopts);
 		}
 	}
-	/* --watch SEC DIR, as iostat takes its interval. */
-	if (interval > 0 && argc - optind == 2 && is_number(argv[optind])) {
-		if (parse_interval(argv[optind], &interval))
+	/* --watch SEC DIR (or DIR --watch SEC: getopt put DIR first), as
+	 * iostat takes its interval. */
+	if (interval > 0 && argc - optind == 2) {
+		const bool dir_first =
+		    !is_number(argv[optind]) && is_number(argv[optind + 1]);
+
+		if (parse_interval(argv[optind + dir_first], &interval))
 			return 2;
+		if (dir_first)
+			argv[optind + 1] = argv[optind];
 		optind++;
 	}
 	if (argc - optind != 1)

@@ -226,6 +226,10 @@ START_TEST(test_stats_lines)
 	    fx_sh("test $(grep -c '^  reads' '%s/out') = 2", work_dir), 0);
 	ck_assert(out_has("rates over the last 0.[0-9] s"));
 	ck_assert(out_has("^  reads +0.0/s"));
+	/* DIR first, as getopt leaves it: the number is still the interval. */
+	snprintf(args, sizeof(args), "'%s' --watch 0.2 -c 1", m.dir);
+	ck_assert_int_eq(wharf_stats(args), 0);
+	ck_assert(out_has("^  reads "));
 	/* Not a mount: refused, saying what it is. */
 	ck_assert_int_eq(wharf_stats(work_dir), 1);
 	ck_assert(out_has("is not on a wharf mount"));
