@@ -323,10 +323,10 @@ static void report(const struct span *sp, double interval)
 	printf("%s: %s, up %s, pid %.0f\n", str(d, "mountpoint"),
 	       str(d, "source"), up, num(d, "pid"));
 	if (num(d, "offline") > 0)
-		printf("  OFFLINE     the origin cannot be reached: listings "
-		       "come from the snapshot,\n"
-		       "              reads of what the cache lacks fail "
-		       "(EIO)\n");
+		printf("  OFFLINE     listings come from the snapshot in the "
+		       "cache, the origin is not\n"
+		       "              asked, and reads of what the cache lacks "
+		       "fail (EIO)\n");
 	if (interval > 0)
 		printf("  (rates over the last %.1f s)\n", sp->dt);
 	else

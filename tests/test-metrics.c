@@ -85,6 +85,24 @@ static void read_all(const char *dir)
 	}
 }
 
+/* Waits (up to 10 s) until the file at path has been replaced n times.
+ * @return 0 or -1. */
+static int wait_rewrites(const char *path, int n)
+{
+	struct stat st;
+	ino_t last = 0;
+
+	for (int i = 0; i < 1000 && n >= 0; i++) {
+		if (!stat(path, &st) && st.st_ino != last) {
+			last = st.st_ino;
+			n--;
+		}
+		if (n >= 0)
+			usleep(10000);
+	}
+	return n < 0 ? 0 : -1;
+}
+
 static bool exists(const char *path)
 {
 	struct stat st;
@@ -150,8 +168,8 @@ START_TEST(test_metrics_agree_with_stats)
 			 0);
 	ck_assert(exists(prom)); /* written before the mount is up */
 	read_all(m.dir);
-	/* Reads done; the file catches up within an interval. */
-	usleep(1600000);
+	/* Reads done: the second rewrite from now was begun after them. */
+	ck_assert_int_eq(wait_rewrites(prom, 2), 0);
 	snprintf(args, sizeof(args), "same '%s' '%s'", m.dir, prom);
 	ck_assert_int_eq(check_metrics(args), 0);
 	snprintf(args, sizeof(args), "whole '%s' 3.5", prom);
@@ -235,6 +253,17 @@ START_TEST(test_stats_lines)
 	ck_assert(out_has("is not on a wharf mount"));
 	ck_assert_int_eq(wharf_stats("--count 2 /"), 2);
 	ck_assert_int_eq(wharf_stats(""), 2);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	/* Offline, from the listing snapshot the mount left: said first. */
+	ck_assert_int_eq(
+	    fx_mount_start(&m, url, NULL,
+			   (const char *const[]){"--offline", NULL}),
+	    0);
+	ck_assert_int_eq(wharf_stats(m.dir), 0);
+	ck_assert(out_has("^  OFFLINE +listings come from the snapshot"));
+	ck_assert_int_eq(
+	    fx_sh("grep -q '^wharf_offline{.*} 1$' '%s/.wharf/metrics'", m.dir),
+	    0);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
 }
 END_TEST
