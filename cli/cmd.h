@@ -14,6 +14,7 @@ int cmd_umount(int argc, char **argv);
 /* mount.fuse.wharf SOURCE DIR [-o OPTS]: the form mount(8) runs. */
 int cmd_mount_helper(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
 int cmd_prefetch(int argc, char **argv);
 int cmd_hints(int argc, char **argv);
 int cmd_index(int argc, char **argv);

@@ -80,6 +80,8 @@ enum {
 	OPT_DIR_MODE,
 	OPT_UMASK,
 	OPT_ERROR_TTL,
+	OPT_METRICS_FILE,
+	OPT_METRICS_INTERVAL,
 };
 
 static const struct option mount_longopts[] = {
@@ -122,6 +124,8 @@ static const struct option mount_longopts[] = {
     {"dir-mode", required_argument, NULL, OPT_DIR_MODE},
     {"umask", required_argument, NULL, OPT_UMASK},
     {"error-ttl", required_argument, NULL, OPT_ERROR_TTL},
+    {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+    {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
     {"foreground", no_argument, NULL, 'f'},
     {"debug", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
@@ -242,6 +246,11 @@ static void mount_usage(FILE *out)
 	    "                        CACHE_DIR/wharf.log, named at mount "
 	    "time)\n"
 	    "  --log-level LEVEL     error, warn, info (default) or debug\n"
+	    "  --metrics-file FILE   write the counters in Prometheus' text "
+	    "format to FILE\n"
+	    "                        (for node_exporter's textfile "
+	    "collector: FILE.prom)\n"
+	    "  --metrics-interval SEC  rewrite it every SEC seconds (5)\n"
 	    "  -f, --foreground      stay in the foreground, log to stderr\n"
 	    "  -d, --debug           debug messages and FUSE requests; implies "
 	    "-f\n"
@@ -640,6 +649,13 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		case OPT_LOG_FILE:
 			o->cfg.log_file = optarg;
 			break;
+		case OPT_METRICS_FILE:
+			o->cfg.metrics_file = optarg;
+			break;
+		case OPT_METRICS_INTERVAL:
+			rc = opt_uint("metrics-interval", optarg, 1, 3600, &v);
+			o->cfg.metrics_interval_ms = (unsigned)v * 1000;
+			break;
 		case OPT_LOG_LEVEL:
 			if (log_level_parse(optarg, &o->cfg.log_level))
 				rc = cmd_usage_error(
@@ -735,6 +751,7 @@ static int settle_paths(struct mount_opts *o)
 	c->cache_dir = o->cache_dir;
 	if (settle_path(o, "--cache-dir", &c->cache_dir) ||
 	    settle_path(o, "--log-file", &c->log_file) ||
+	    settle_path(o, "--metrics-file", &c->metrics_file) ||
 	    settle_path(o, "--ca-file", &c->fetch.ca_file) ||
 	    settle_path(o, "--token-file", &c->src.token_file))
 		return 1;

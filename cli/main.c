@@ -32,6 +32,8 @@ static const struct {
     {"umount", MOUNT_CMD(cmd_umount), true, "unmount a wharf mount"},
     {"cache", MOUNT_CMD(cmd_cache), true,
      "inspect, verify, prune or clear a chunk cache"},
+    {"stats", MOUNT_CMD(cmd_stats), true,
+     "show a mount's live state (--watch: every few seconds)"},
     {"prefetch", cmd_prefetch, false, "fill the cache for files on a mount"},
     {"hints", cmd_hints, false, "tell a mount what will be read next"},
     {"index", cmd_index, false, "build or describe a loader index"},

@@ -1,8 +1,9 @@
 /*
  * control: the .wharf directory and its files (see control.h): the stats
- * file's snapshots, and the hints file's lines, parsed and applied.
+ * and metrics files' snapshots, and the hints file's lines, parsed and
+ * applied.
  *
- * Files need no open (ops.c), so neither can the stats file rely on one:
+ * Files need no open (ops.c), so neither can a snapshot file rely on one:
  * without opens its snapshot is taken when its attributes are asked for,
  * and two snapshots in a row differ in size.  The hints ioctl needs no
  * open either.  Few readers, so one lock for all snapshots.
@@ -21,16 +22,18 @@
 
 #define HINT_LINE_MAX 4200 /* a path and two numbers */
 /*
- * Stats files open at once, each with its snapshot (a few KiB): anyone who
- * may read the mount may open them, and without a cap the memory of the
- * daemon would grow with the files others hold open (and the search of a
- * read with them).  Monitors open, read and close; more opens wait.
+ * Stats and metrics files open at once, each with its snapshot (a few
+ * KiB): anyone who may read the mount may open them, and without a cap
+ * the memory of the daemon would grow with the files others hold open
+ * (and the search of a read with them).  Monitors open, read and close; more
+ * opens wait.
  */
 #define CONTROL_STATS_OPENS 128
 
 const struct control_entry control_files[CONTROL_NFILES] = {
     {"stats", CONTROL_STATS},
     {"hints", CONTROL_HINTS},
+    {"metrics", CONTROL_METRICS},
 };
 
 void control_setup(struct ops_ctx *ctx)
@@ -40,7 +43,7 @@ void control_setup(struct ops_ctx *ctx)
 
 static void stats_file_free(struct stats_file *sf)
 {
-	free(sf->json);
+	free(sf->text);
 	free(sf);
 }
 
@@ -54,8 +57,9 @@ void control_cleanup(struct ops_ctx *ctx)
 		c->opened = sf->next;
 		stats_file_free(sf);
 	}
-	free(c->stats.json);
-	c->stats = (struct stats_file){0};
+	free(c->stats.text);
+	free(c->metrics.text);
+	c->stats = c->metrics = (struct stats_file){0};
 	pthread_mutex_destroy(&c->mu);
 }
 
@@ -88,41 +92,61 @@ void control_stat(const struct ops_ctx *ctx, uint64_t ino, struct stat *st)
 		st->st_nlink = 2;
 	} else {
 		/* Hints is opened read-only for the ioctl and reads empty;
-		 * stats has no size before its snapshot.  Both are the
-		 * mount's like its files: who cannot read the dataset can
-		 * neither read its stats nor steer its reads. */
+		 * stats and metrics have no size before their snapshot.  Both
+		 * are the mount's like its files: who cannot read the dataset
+		 * can neither read its stats nor steer its reads. */
 		st->st_mode = S_IFREG | ctx->file_mode;
 		st->st_nlink = 1;
 	}
 }
 
-/* Takes a new getattr snapshot of the stats; returns its length. */
-static size_t stats_refresh(struct ops_ctx *ctx)
+/* A new snapshot of snapshot file ino, as its text.  @return 0 or
+ * -ENOMEM. */
+static int snapshot_text(struct ops_ctx *ctx, uint64_t ino,
+			 struct stats_file *sf)
+{
+	struct stats_snapshot snap;
+
+	stats_take(&ctx->stats, &snap);
+	if (ino == CONTROL_METRICS)
+		return stats_metrics(&snap, &sf->text, &sf->len);
+	return stats_json(&snap, &sf->text, &sf->len);
+}
+
+/* The getattr snapshot of snapshot file ino (under the lock). */
+static struct stats_file *getattr_file(struct ops_control *c, uint64_t ino)
+{
+	return ino == CONTROL_METRICS ? &c->metrics : &c->stats;
+}
+
+/* Takes a new getattr snapshot of file ino; returns its length. */
+static size_t stats_refresh(struct ops_ctx *ctx, uint64_t ino)
 {
 	struct ops_control *c = &ctx->state->control;
-	struct stats_file fresh = {0};
+	struct stats_file fresh = {0}, *cur;
 	size_t len;
 
-	if (stats_json(&ctx->stats, &fresh.json, &fresh.len))
+	if (snapshot_text(ctx, ino, &fresh))
 		fresh = (struct stats_file){0};
 	pthread_mutex_lock(&c->mu);
+	cur = getattr_file(c, ino);
 	/*
 	 * The kernel drops the pages it cached of the last snapshot only when
 	 * the size changes (an invalidation from here would race with this
 	 * very getattr), so two snapshots in a row never have the same size:
-	 * the JSON ends in one newline or two.
+	 * the text ends in one newline or two.
 	 */
-	if (fresh.json && fresh.len == c->stats.len) {
-		char *longer = realloc(fresh.json, fresh.len + 2);
+	if (fresh.text && fresh.len == cur->len) {
+		char *longer = realloc(fresh.text, fresh.len + 2);
 
 		if (longer) {
 			longer[fresh.len] = '\n';
 			longer[++fresh.len] = '\0';
-			fresh.json = longer;
+			fresh.text = longer;
 		}
 	}
-	free(c->stats.json);
-	c->stats = fresh;
+	free(cur->text);
+	*cur = fresh;
 	len = fresh.len;
 	pthread_mutex_unlock(&c->mu);
 	return len;
@@ -132,9 +156,9 @@ void control_getattr(struct ops_ctx *ctx, uint64_t ino, struct stat *st)
 {
 	control_stat(ctx, ino, st);
 	/* Reads without open see this snapshot. */
-	if (ino == CONTROL_STATS &&
+	if (control_is_snapshot(ino) &&
 	    __atomic_load_n(&ctx->state->no_open, __ATOMIC_ACQUIRE))
-		st->st_size = (off_t)stats_refresh(ctx);
+		st->st_size = (off_t)stats_refresh(ctx, ino);
 }
 
 int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh)
@@ -146,7 +170,7 @@ int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh)
 	*fh = 0;
 	if (ino == CONTROL_DIR)
 		return -EISDIR;
-	if (ino != CONTROL_STATS)
+	if (!control_is_snapshot(ino))
 		return 0;
 	/* The place first: a refused open costs no snapshot. */
 	pthread_mutex_lock(&c->mu);
@@ -157,7 +181,7 @@ int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh)
 	if (full)
 		return -EAGAIN;
 	sf = calloc(1, sizeof(*sf));
-	if (!sf || stats_json(&ctx->stats, &sf->json, &sf->len)) {
+	if (!sf || snapshot_text(ctx, ino, sf)) {
 		free(sf);
 		pthread_mutex_lock(&c->mu);
 		c->n_opened--;
@@ -177,15 +201,16 @@ int control_read(struct ops_ctx *ctx, uint64_t ino, uint64_t fh, size_t size,
 		 uint64_t off, const char **data, size_t *n)
 {
 	struct ops_control *c = &ctx->state->control;
-	const struct stats_file *sf = &c->stats;
+	const struct stats_file *sf;
 
 	*data = NULL;
 	*n = 0;
 	if (ino == CONTROL_DIR)
 		return -EISDIR;
-	if (ino != CONTROL_STATS)
+	if (!control_is_snapshot(ino))
 		return 0;
 	pthread_mutex_lock(&c->mu);
+	sf = getattr_file(c, ino);
 	/* The open's snapshot, or getattr's when the kernel does without
 	 * opens (fh 0). */
 	if (fh)
@@ -198,14 +223,14 @@ int control_read(struct ops_ctx *ctx, uint64_t ino, uint64_t fh, size_t size,
 	if (off < sf->len) {
 		*n =
 		    sf->len - (size_t)off < size ? sf->len - (size_t)off : size;
-		*data = sf->json + off;
+		*data = sf->text + off;
 	}
 	return 0;
 }
 
 void control_read_done(struct ops_ctx *ctx, uint64_t ino)
 {
-	if (ino == CONTROL_STATS)
+	if (control_is_snapshot(ino))
 		pthread_mutex_unlock(&ctx->state->control.mu);
 }
 
@@ -214,7 +239,7 @@ void control_release(struct ops_ctx *ctx, uint64_t ino, uint64_t fh)
 	struct ops_control *c = &ctx->state->control;
 	struct stats_file **at, *gone = NULL;
 
-	if (ino != CONTROL_STATS || !fh)
+	if (!control_is_snapshot(ino) || !fh)
 		return;
 	pthread_mutex_lock(&c->mu);
 	for (at = &c->opened; *at; at = &(*at)->next)

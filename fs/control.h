@@ -4,15 +4,17 @@
  * control: the hidden directory `.wharf` in a mount's root and its two
  * files, which are how a program talks to the mount rather than to the
  * dataset.  `stats` reads as a JSON snapshot of the mount's counters
- * (stats.h); `hints` takes read-order hints through an ioctl
+ * (stats.h), `metrics` as the same snapshot in Prometheus' text format;
+ * `hints` takes read-order hints through an ioctl
  * (<wharf/hints.h>): the mount is read-only, so the kernel lets no write
  * through to it.  `.wharf` shadows an origin entry of that name, and a
  * listing of the root leaves it out: it is reachable by name only.
  *
  * Their inodes lie above the tree's (which stay below 2^32).  Calls here
- * return 0 or -errno; ops.c decodes the requests and replies.  A stats
- * file's calls go open -> (read -> read_done)* -> release; without opens
- * (the kernel was told it needs none) reads find getattr's snapshot.
+ * return 0 or -errno; ops.c decodes the requests and replies.  A snapshot
+ * file's (stats, metrics) calls go open -> (read -> read_done)* -> release;
+ * without opens (the kernel was told it needs none) reads find getattr's
+ * snapshot.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,12 +28,18 @@ struct stat;
 #define CONTROL_DIR ((uint64_t)1 << 40)
 #define CONTROL_STATS (CONTROL_DIR + 1)
 #define CONTROL_HINTS (CONTROL_DIR + 2)
+#define CONTROL_METRICS (CONTROL_DIR + 3)
 #define CONTROL_NAME ".wharf"
 
 static inline bool control_is(uint64_t ino)
 {
-	return ino == CONTROL_DIR || ino == CONTROL_STATS ||
-	       ino == CONTROL_HINTS;
+	return ino >= CONTROL_DIR && ino <= CONTROL_METRICS;
+}
+
+/* The files that read as a snapshot of the counters: stats, metrics. */
+static inline bool control_is_snapshot(uint64_t ino)
+{
+	return ino == CONTROL_STATS || ino == CONTROL_METRICS;
 }
 
 /* The files of .wharf, in listing order. */
@@ -39,7 +47,7 @@ struct control_entry {
 	const char *name;
 	uint64_t ino;
 };
-#define CONTROL_NFILES 2
+#define CONTROL_NFILES 3
 extern const struct control_entry control_files[CONTROL_NFILES];
 
 /* Called once, before the session's first request / after its last. */
@@ -62,11 +70,11 @@ void control_stat(const struct ops_ctx *ctx, uint64_t ino, struct stat *st);
 void control_getattr(struct ops_ctx *ctx, uint64_t ino, struct stat *st);
 
 /* An open of control inode ino: *fh is the handle its reads and release
- * pass back (a stats snapshot's, taken now; 0 for hints).  @return 0,
- * -EISDIR (the directory), -ENOMEM, or -EAGAIN (too many stats files
+ * pass back (a snapshot's, taken now; 0 for hints).  @return 0,
+ * -EISDIR (the directory), -ENOMEM, or -EAGAIN (too many snapshot files
  * open: try again once some are closed). */
 int control_open(struct ops_ctx *ctx, uint64_t ino, uint64_t *fh) WHARF_CHECK;
-/* Bytes [off, off+size) of open fh of ino (a stats file; hints read
+/* Bytes [off, off+size) of open fh of ino (a snapshot file; hints read
  * empty), in *data and *n, which stay valid until control_read_done
  * (a lock is held meanwhile: reply, then call it).  @return 0, or -EBADF
  * (released under a read that was given up on: nothing to call after),

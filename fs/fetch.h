@@ -238,6 +238,10 @@ int fetch_submit(struct fetch_engine *fe, const struct fetch_req *req,
 		 struct fetch_res *res, fetch_done_fn *done,
 		 void *arg) WHARF_CHECK;
 
+/* Upper bounds of the first-byte buckets that metrics show, in ns. */
+#define FETCH_TTFB_BUCKETS 14
+extern const uint64_t fetch_ttfb_le_ns[FETCH_TTFB_BUCKETS];
+
 struct fetch_stats {
 	uint64_t requests;    /* attempts sent to the origin */
 	uint64_t retries;
@@ -247,6 +251,11 @@ struct fetch_stats {
 	uint64_t connects;    /* new connections opened (reuse shows here) */
 	uint64_t hedges;      /* second transfers sent for late requests */
 	uint64_t hedge_wins;  /* ... that answered first */
+	/* First-byte latency as metrics show it: successful requests in
+	 * each bucket of fetch_ttfb_le_ns and below (cumulative; the count
+	 * is the last bucket, +Inf), and their sum. */
+	uint64_t ttfb_le[FETCH_TTFB_BUCKETS + 1];
+	uint64_t ttfb_sum_ns;
 };
 /* A consistent snapshot; cheap (no lock on the request path). */
 void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out);

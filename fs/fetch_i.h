@@ -163,6 +163,9 @@ struct fetch_engine {
 		uint64_t requests, retries, errors, bytes, connects;
 		uint64_t hedges, hedge_wins;
 		uint64_t hist[HIST_BUCKETS];
+		/* Metrics' buckets (not cumulative; the last is +Inf). */
+		uint64_t ttfb_le[FETCH_TTFB_BUCKETS + 1];
+		uint64_t ttfb_sum_ns;
 	} st;
 };
 

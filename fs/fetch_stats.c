@@ -29,9 +29,22 @@ static uint64_t hist_upper(unsigned b)
 	return ((uint64_t)(HIST_SUB + sub + 1) << (lg - 2)) - 1;
 }
 
+const uint64_t fetch_ttfb_le_ns[FETCH_TTFB_BUCKETS] = {
+    250000,    500000,	   1000000,    2500000,	   5000000,
+    10000000,  25000000,   50000000,   100000000,  250000000,
+    500000000, 1000000000, 2500000000, 5000000000,
+};
+
+/* Atomic adds only: the engine's threads record, any thread reads. */
 void fetch_stats_ttfb(struct fetch_engine *fe, uint64_t ttfb_ns)
 {
+	unsigned b = 0;
+
+	while (b < FETCH_TTFB_BUCKETS && ttfb_ns > fetch_ttfb_le_ns[b])
+		b++;
 	STAT_ADD(fe->st.hist[hist_bucket(ttfb_ns)], 1);
+	STAT_ADD(fe->st.ttfb_le[b], 1);
+	STAT_ADD(fe->st.ttfb_sum_ns, ttfb_ns);
 }
 
 void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
@@ -48,6 +61,12 @@ void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
 	out->connects = STAT_GET(fe->st.connects);
 	out->hedges = STAT_GET(fe->st.hedges);
 	out->hedge_wins = STAT_GET(fe->st.hedge_wins);
+	out->ttfb_sum_ns = STAT_GET(fe->st.ttfb_sum_ns);
+	for (i = 0; i <= FETCH_TTFB_BUCKETS; i++) {
+		acc += STAT_GET(fe->st.ttfb_le[i]);
+		out->ttfb_le[i] = acc;
+	}
+	acc = 0;
 	for (i = 0; i < HIST_BUCKETS; i++) {
 		h[i] = STAT_GET(fe->st.hist[i]);
 		total += h[i];

@@ -41,6 +41,7 @@
 #include "offline.h"
 #include "passthrough.h"
 #include "prefetch.h"
+#include "metrics.h"
 #include "stats.h"
 #include "store.h"
 #include "tree.h"
@@ -61,6 +62,7 @@ void mount_config_default(struct mount_config *c)
 	c->file_mode = 0444;
 	c->dir_mode = 0555;
 	c->error_ttl_ms = 10000;
+	c->metrics_interval_ms = 5000;
 	fetch_config_default(&c->fetch);
 }
 
@@ -149,6 +151,7 @@ struct mount_state {
 	int ready_fd; /* the daemonizing parent's pipe, or -1 */
 	int log_fd;   /* the log file once detached (or now), or -1 */
 	char log_path[PATH_MAX]; /* its path, when it is the default one */
+	struct metrics_writer *metrics; /* --metrics-file's, or NULL */
 };
 
 /* Opens everything a mount needs, up to the FUSE session (not mounted).
@@ -346,6 +349,7 @@ static void stop_signals_release(void)
 /* Undoes mount_open and the mount, in reverse order. */
 static void mount_close(struct mount_state *m)
 {
+	metrics_writer_stop(m->metrics); /* it reads what follows */
 	if (m->handlers) {
 		stop_signals_release();
 		fuse_remove_signal_handlers(m->se);
@@ -407,6 +411,24 @@ static int log_plan(struct mount_state *m)
 	if (m->ready_fd < 0)
 		log_to_fd(m->log_fd);
 	return 0;
+}
+
+/* Starts the --metrics-file writer, if asked for.
+ * @return 0, or -1 after a line on stderr. */
+static int metrics_plan(struct mount_state *m)
+{
+	char *err = NULL;
+	int rc;
+
+	if (!m->o->metrics_file)
+		return 0;
+	rc = metrics_writer_start(&m->ctx.stats, m->o->metrics_file,
+				  m->o->metrics_interval_ms, &m->metrics, &err);
+	if (rc)
+		fprintf(stderr, "wharf mount: %s (--metrics-file)\n",
+			err ? err : strerror(-rc));
+	free(err);
+	return rc ? -1 : 0;
 }
 
 /* Lets go of the terminal: the parent has exited by the time it matters. */
@@ -514,7 +536,8 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 			strerror(ENAMETOOLONG));
 		goto out;
 	}
-	if (check_mountpoint(m.mountpoint) || mount_open(&m) || log_plan(&m))
+	if (check_mountpoint(m.mountpoint) || mount_open(&m) || log_plan(&m) ||
+	    metrics_plan(&m))
 		goto out;
 	if (fuse_set_signal_handlers(m.se)) {
 		fprintf(stderr, "wharf mount: cannot set signal handlers\n");

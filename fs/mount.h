@@ -54,6 +54,11 @@ struct mount_config {
 	/* How long a file whose read failed at the origin answers that
 	 * error without asking again (--error-ttl); 0: never cached. */
 	unsigned error_ttl_ms;
+	/* Where the counters are written in Prometheus' text format
+	 * (absolute; NULL: nowhere), and how often (--metrics-file,
+	 * --metrics-interval). */
+	const char *metrics_file;
+	unsigned metrics_interval_ms;
 };
 
 /* The defaults of every field (the paths and spec stay NULL). */

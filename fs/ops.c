@@ -72,10 +72,10 @@ static void fill_stat(const struct ops_ctx *ctx, const struct tree_attr *a,
 	}
 }
 
-/* The attributes' timeout: the stats file's change at every snapshot. */
+/* The attributes' timeout: the snapshot files' change at every snapshot. */
 static double attr_timeout(fuse_ino_t ino)
 {
-	return ino == CONTROL_STATS ? 0 : CACHE_TIMEOUT;
+	return control_is_snapshot(ino) ? 0 : CACHE_TIMEOUT;
 }
 
 /* Fills e for ino, which must exist (a, the tree's attributes, for the

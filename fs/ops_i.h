@@ -72,18 +72,20 @@ struct ops_backing {
 	uint64_t packs_until_ns; /* unmounting: jobs left then are dropped */
 };
 
-/* A stats snapshot: taken at open, or (without opens) at getattr. */
+/* A snapshot of .wharf/stats or .wharf/metrics: taken at open, or
+ * (without opens) at getattr. */
 struct stats_file {
-	char *json;
+	char *text;
 	size_t len;
 	uint64_t id;		 /* the open's file handle; 0 for getattr's */
 	struct stats_file *next; /* in ops_control.opened */
 };
 
-/* control.c's: the snapshots behind .wharf/stats, all under mu. */
+/* control.c's: the snapshots behind .wharf/stats and .wharf/metrics, all
+ * under mu. */
 struct ops_control {
 	pthread_mutex_t mu;
-	struct stats_file stats; /* the getattr snapshot */
+	struct stats_file stats, metrics; /* the getattr snapshots */
 	/*
 	 * Snapshots of open stats files.  A read finds its snapshot here by
 	 * id rather than trusting a pointer in fi->fh: a read whose caller

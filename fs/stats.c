@@ -4,8 +4,11 @@
 #include "stats.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "chunks.h"
@@ -23,34 +26,27 @@ static double ms(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
-#define HOSTS_SHOWN 8
-
 /* Opens the kernel served from cache files: their reads never reach the
  * mount, so "reads" does not count them. */
-static void put_passthrough(struct jsonw *w)
+static void put_passthrough(struct jsonw *w, const struct passthrough_stats *p)
 {
-	struct passthrough_stats p;
-
-	passthrough_get_stats(&p);
 	jsonw_object(w, "passthrough", JSONW_INLINE);
-	jsonw_bool(w, "on", p.offered);
-	jsonw_bool(w, "stopped", p.stopped);
-	jsonw_u64(w, "opens", p.opens);
-	jsonw_u64(w, "backing_files", p.backing);
-	jsonw_u64(w, "refused", p.open_errors);
+	jsonw_bool(w, "on", p->offered);
+	jsonw_bool(w, "stopped", p->stopped);
+	jsonw_u64(w, "opens", p->opens);
+	jsonw_u64(w, "backing_files", p->backing);
+	jsonw_u64(w, "refused", p->open_errors);
 	jsonw_end(w);
 }
 
 /* "concurrency": one object per origin host, as its controller last
  * published itself (see fetch.h), on three lines. */
-static void put_hosts(struct jsonw *w, struct fetch_engine *fe)
+static void put_hosts(struct jsonw *w, const struct stats_snapshot *s)
 {
-	struct fetch_host_stats h[HOSTS_SHOWN];
-	const unsigned n = fe ? fetch_get_hosts(fe, h, HOSTS_SHOWN) : 0;
-	const uint64_t now = now_ns();
+	const struct fetch_host_stats *h = s->hosts;
 
 	jsonw_array(w, "concurrency", JSONW_BLOCK);
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < s->nhosts; i++) {
 		jsonw_object(w, NULL, JSONW_INLINE);
 		jsonw_str(w, "host", h[i].host);
 		jsonw_u64(w, "limit", h[i].limit);
@@ -65,157 +61,458 @@ static void put_hosts(struct jsonw *w, struct fetch_engine *fe)
 		jsonw_u64(w, "changes", h[i].changes);
 		jsonw_break(w);
 		jsonw_double(w, "last_change_s_ago",
-			     (double)(now - h[i].changed_ns) / 1e9, 3);
+			     (double)(s->now_ns - h[i].changed_ns) / 1e9, 3);
 		jsonw_str(w, "why", h[i].why);
 		jsonw_end(w);
 	}
 	jsonw_end(w);
 }
 
-int stats_json(const struct stats_sources *s, char **out, size_t *len)
+void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 {
-	struct fetch_stats fs = {0};
-	struct store_stats ss = {0};
-	struct chunks_stats cs = {0};
-	struct prefetch_stats ps = {0};
-	uint64_t inodes = 0, tree_bytes = 0;
+	memset(out, 0, sizeof(*out));
+	out->src = s;
+	out->now_ns = now_ns();
+	out->uptime_s = (double)(out->now_ns - s->started_ns) / 1e9;
+	out->offline = offline_is_offline(s->source);
+	if (s->fetch) {
+		fetch_get_stats(s->fetch, &out->fetch);
+		out->nhosts =
+		    fetch_get_hosts(s->fetch, out->hosts, STATS_HOSTS);
+	}
+	if (s->store)
+		store_get_stats(s->store, &out->store);
+	if (s->chunks)
+		chunks_get_stats(s->chunks, &out->chunks);
+	if (s->prefetch)
+		prefetch_get_stats(s->prefetch, &out->prefetch);
+	if (s->tree)
+		tree_usage(s->tree, &out->inodes, &out->tree_bytes);
+	passthrough_get_stats(&out->passthrough);
+	out->skipped_entries = listing_skipped();
+	out->hint_lines = __atomic_load_n(&s->hint_lines, __ATOMIC_RELAXED);
+	out->hint_bad = __atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED);
+	out->errors_cached =
+	    __atomic_load_n(&s->errors_cached, __ATOMIC_RELAXED);
+	out->error_ttl_ms = s->error_ttl_ms;
+}
+
+int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
+{
+	const struct fetch_stats *const fs = &s->fetch;
+	const struct store_stats *const ss = &s->store;
+	const struct chunks_stats *const cs = &s->chunks;
+	const struct prefetch_stats *const ps = &s->prefetch;
 	char *buf = NULL;
 	size_t n = 0;
 	struct jsonw w;
 	FILE *f;
-
-	if (s->fetch)
-		fetch_get_stats(s->fetch, &fs);
-	if (s->store)
-		store_get_stats(s->store, &ss);
-	if (s->chunks)
-		chunks_get_stats(s->chunks, &cs);
-	if (s->prefetch)
-		prefetch_get_stats(s->prefetch, &ps);
-	if (s->tree)
-		tree_usage(s->tree, &inodes, &tree_bytes);
 
 	f = open_memstream(&buf, &n);
 	if (!f)
 		return -ENOMEM;
 	jsonw_init(&w, f);
 	jsonw_object(&w, NULL, JSONW_BLOCK);
-	jsonw_str(&w, "source", s->source_id);
-	jsonw_str(&w, "mountpoint", s->mountpoint);
-	jsonw_str(&w, "cache_dir", s->cache_dir);
+	jsonw_str(&w, "source", s->src->source_id);
+	jsonw_str(&w, "mountpoint", s->src->mountpoint);
+	jsonw_str(&w, "cache_dir", s->src->cache_dir);
 	/* `wharf umount` waits for this process to be gone. */
 	jsonw_i64(&w, "pid", getpid());
-	jsonw_double(&w, "uptime_s", (double)(now_ns() - s->started_ns) / 1e9,
-		     3);
-	jsonw_bool(&w, "offline", offline_is_offline(s->source));
+	jsonw_double(&w, "uptime_s", s->uptime_s, 3);
+	jsonw_bool(&w, "offline", s->offline);
 
 	jsonw_object(&w, "memory_cache", JSONW_INLINE);
-	jsonw_u64(&w, "hits", cs.hits);
-	jsonw_u64(&w, "misses", cs.misses);
-	jsonw_u64(&w, "waits", cs.waits);
-	jsonw_u64(&w, "bytes", cs.bytes);
-	jsonw_u64(&w, "cap", cs.cap);
-	jsonw_u64(&w, "evictions", cs.evictions);
-	jsonw_u64(&w, "read_whole", cs.read_whole);
-	jsonw_u64(&w, "buffers_reused", cs.reused);
-	jsonw_u64(&w, "buffers_kept", cs.pool_bytes);
+	jsonw_u64(&w, "hits", cs->hits);
+	jsonw_u64(&w, "misses", cs->misses);
+	jsonw_u64(&w, "waits", cs->waits);
+	jsonw_u64(&w, "bytes", cs->bytes);
+	jsonw_u64(&w, "cap", cs->cap);
+	jsonw_u64(&w, "evictions", cs->evictions);
+	jsonw_u64(&w, "read_whole", cs->read_whole);
+	jsonw_u64(&w, "buffers_reused", cs->reused);
+	jsonw_u64(&w, "buffers_kept", cs->pool_bytes);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "disk_cache", JSONW_INLINE);
-	jsonw_u64(&w, "hits", ss.hits);
-	jsonw_u64(&w, "misses", ss.misses);
-	jsonw_u64(&w, "chunks", ss.chunks);
-	jsonw_u64(&w, "packs", ss.packs);
-	jsonw_u64(&w, "bytes_on_disk", ss.bytes_on_disk);
-	jsonw_u64(&w, "bytes_raw", ss.bytes_raw);
-	jsonw_u64(&w, "max_bytes", ss.max_bytes);
-	jsonw_u64(&w, "evictions", ss.evictions);
-	jsonw_u64(&w, "corrupt", ss.corrupt);
+	jsonw_u64(&w, "hits", ss->hits);
+	jsonw_u64(&w, "misses", ss->misses);
+	jsonw_u64(&w, "chunks", ss->chunks);
+	jsonw_u64(&w, "packs", ss->packs);
+	jsonw_u64(&w, "bytes_on_disk", ss->bytes_on_disk);
+	jsonw_u64(&w, "bytes_raw", ss->bytes_raw);
+	jsonw_u64(&w, "max_bytes", ss->max_bytes);
+	jsonw_u64(&w, "evictions", ss->evictions);
+	jsonw_u64(&w, "corrupt", ss->corrupt);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "origin", JSONW_INLINE);
-	jsonw_u64(&w, "requests", fs.requests);
-	jsonw_u64(&w, "retries", fs.retries);
-	jsonw_u64(&w, "errors", fs.errors);
-	jsonw_u64(&w, "bytes_fetched", fs.bytes);
-	jsonw_u64(&w, "hedges", fs.hedges);
-	jsonw_u64(&w, "hedge_wins", fs.hedge_wins);
+	jsonw_u64(&w, "requests", fs->requests);
+	jsonw_u64(&w, "retries", fs->retries);
+	jsonw_u64(&w, "errors", fs->errors);
+	jsonw_u64(&w, "bytes_fetched", fs->bytes);
+	jsonw_u64(&w, "hedges", fs->hedges);
+	jsonw_u64(&w, "hedge_wins", fs->hedge_wins);
 	jsonw_object(&w, "ttfb_ms", JSONW_INLINE);
-	jsonw_double(&w, "p50", ms(fs.ttfb_p50_ns), 3);
-	jsonw_double(&w, "p90", ms(fs.ttfb_p90_ns), 3);
-	jsonw_double(&w, "p99", ms(fs.ttfb_p99_ns), 3);
+	jsonw_double(&w, "p50", ms(fs->ttfb_p50_ns), 3);
+	jsonw_double(&w, "p90", ms(fs->ttfb_p90_ns), 3);
+	jsonw_double(&w, "p99", ms(fs->ttfb_p99_ns), 3);
+	jsonw_u64(&w, "count", fs->ttfb_le[FETCH_TTFB_BUCKETS]);
 	jsonw_end(&w);
 	jsonw_end(&w);
 
-	put_hosts(&w, s->fetch);
+	put_hosts(&w, s);
 
 	jsonw_object(&w, "reads", JSONW_INLINE);
-	jsonw_u64(&w, "count", ps.reads);
-	jsonw_u64(&w, "bytes_served", ps.bytes_served);
-	jsonw_u64(&w, "chunks_loaded", ps.chunks_loaded);
-	jsonw_u64(&w, "chunks_fetched", ps.chunks_fetched);
-	jsonw_u64(&w, "chunk_errors", ps.chunk_errors);
-	jsonw_u64(&w, "files", ps.files);
-	jsonw_u64(&w, "errors_cached",
-		  __atomic_load_n(&s->errors_cached, __ATOMIC_RELAXED));
+	jsonw_u64(&w, "count", ps->reads);
+	jsonw_u64(&w, "bytes_served", ps->bytes_served);
+	jsonw_u64(&w, "chunks_loaded", ps->chunks_loaded);
+	jsonw_u64(&w, "chunks_fetched", ps->chunks_fetched);
+	jsonw_u64(&w, "chunk_errors", ps->chunk_errors);
+	jsonw_u64(&w, "files", ps->files);
+	jsonw_u64(&w, "errors_cached", s->errors_cached);
 	jsonw_u64(&w, "error_ttl_ms", s->error_ttl_ms);
 	jsonw_end(&w);
 
-	put_passthrough(&w);
+	put_passthrough(&w, &s->passthrough);
 
 	jsonw_object(&w, "readahead", JSONW_INLINE);
-	jsonw_u64(&w, "queued", ps.ra_queued);
-	jsonw_u64(&w, "loaded", ps.ra_loaded);
-	jsonw_u64(&w, "dropped", ps.ra_dropped);
-	jsonw_u64(&w, "behind", ps.ra_behind);
+	jsonw_u64(&w, "queued", ps->ra_queued);
+	jsonw_u64(&w, "loaded", ps->ra_loaded);
+	jsonw_u64(&w, "dropped", ps->ra_dropped);
+	jsonw_u64(&w, "behind", ps->ra_behind);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "hints", JSONW_INLINE);
-	jsonw_u64(&w, "lines",
-		  __atomic_load_n(&s->hint_lines, __ATOMIC_RELAXED));
-	jsonw_u64(&w, "bad_lines",
-		  __atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED));
-	jsonw_u64(&w, "queued", ps.hint_queued);
-	jsonw_u64(&w, "loaded", ps.hint_loaded);
-	jsonw_u64(&w, "cached", ps.hint_cached);
-	jsonw_u64(&w, "dropped", ps.hint_dropped);
-	jsonw_u64(&w, "stale", ps.hint_stale);
-	jsonw_u64(&w, "hits", ps.hint_hits);
-	jsonw_u64(&w, "misses", ps.hint_misses);
-	jsonw_u64(&w, "queue", ps.hint_queue);
-	jsonw_u64(&w, "queue_cap", ps.hint_queue_cap);
-	jsonw_u64(&w, "reached", ps.hint_reached);
-	jsonw_u64(&w, "kernel_had", ps.kernel_had);
-	jsonw_u64(&w, "kernel_lost", ps.kernel_lost);
+	jsonw_u64(&w, "lines", s->hint_lines);
+	jsonw_u64(&w, "bad_lines", s->hint_bad);
+	jsonw_u64(&w, "queued", ps->hint_queued);
+	jsonw_u64(&w, "loaded", ps->hint_loaded);
+	jsonw_u64(&w, "cached", ps->hint_cached);
+	jsonw_u64(&w, "dropped", ps->hint_dropped);
+	jsonw_u64(&w, "stale", ps->hint_stale);
+	jsonw_u64(&w, "hits", ps->hint_hits);
+	jsonw_u64(&w, "misses", ps->hint_misses);
+	jsonw_u64(&w, "queue", ps->hint_queue);
+	jsonw_u64(&w, "queue_cap", ps->hint_queue_cap);
+	jsonw_u64(&w, "reached", ps->hint_reached);
+	jsonw_u64(&w, "kernel_had", ps->kernel_had);
+	jsonw_u64(&w, "kernel_lost", ps->kernel_lost);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "prefetch", JSONW_INLINE);
-	jsonw_u64(&w, "demand_fetches", ps.demand_fetches);
-	jsonw_u64(&w, "inflight_bytes", ps.inflight);
-	jsonw_u64(&w, "inflight_max", ps.inflight_max);
-	jsonw_u64(&w, "inflight_cap", ps.inflight_cap);
-	jsonw_u64(&w, "threads", ps.threads);
-	jsonw_u64(&w, "threads_cap", ps.threads_cap);
-	jsonw_u64(&w, "loads", ps.loads);
-	jsonw_u64(&w, "loads_max", ps.loads_max);
-	jsonw_u64(&w, "loads_cap", ps.loads_cap);
+	jsonw_u64(&w, "demand_fetches", ps->demand_fetches);
+	jsonw_u64(&w, "inflight_bytes", ps->inflight);
+	jsonw_u64(&w, "inflight_max", ps->inflight_max);
+	jsonw_u64(&w, "inflight_cap", ps->inflight_cap);
+	jsonw_u64(&w, "threads", ps->threads);
+	jsonw_u64(&w, "threads_cap", ps->threads_cap);
+	jsonw_u64(&w, "loads", ps->loads);
+	jsonw_u64(&w, "loads_max", ps->loads_max);
+	jsonw_u64(&w, "loads_cap", ps->loads_cap);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "origin_checksums", JSONW_INLINE);
-	jsonw_u64(&w, "checked", ps.sums_checked);
-	jsonw_u64(&w, "mismatches", ps.sums_bad);
-	jsonw_u64(&w, "repaired", ps.sums_repaired);
-	jsonw_u64(&w, "failed", ps.sums_failed);
-	jsonw_u64(&w, "etag_not_md5", ps.sums_etag_not_md5);
-	jsonw_u64(&w, "unchecked", ps.sums_unchecked);
+	jsonw_u64(&w, "checked", ps->sums_checked);
+	jsonw_u64(&w, "mismatches", ps->sums_bad);
+	jsonw_u64(&w, "repaired", ps->sums_repaired);
+	jsonw_u64(&w, "failed", ps->sums_failed);
+	jsonw_u64(&w, "etag_not_md5", ps->sums_etag_not_md5);
+	jsonw_u64(&w, "unchecked", ps->sums_unchecked);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "tree", JSONW_INLINE);
-	jsonw_u64(&w, "inodes", inodes);
-	jsonw_u64(&w, "bytes", tree_bytes);
-	jsonw_u64(&w, "skipped_entries", listing_skipped());
+	jsonw_u64(&w, "inodes", s->inodes);
+	jsonw_u64(&w, "bytes", s->tree_bytes);
+	jsonw_u64(&w, "skipped_entries", s->skipped_entries);
 	jsonw_end(&w);
 	jsonw_end(&w);
+	if (fclose(f)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/*
+ * The metrics: each a number of the snapshot, named by the Prometheus
+ * conventions (a unit in the name, _total for counters) and described by
+ * its HELP line, which ends with the JSON member it is.
+ */
+enum metric_type { COUNTER, GAUGE };
+
+#define SNAP(field) offsetof(struct stats_snapshot, field)
+
+static const struct metric {
+	const char *name;
+	enum metric_type type;
+	size_t at; /* a uint64_t in struct stats_snapshot */
+	const char *help;
+} metrics[] = {
+    {"memory_cache_hits_total", COUNTER, SNAP(chunks.hits),
+     "Chunk lookups the memory cache answered (memory_cache.hits)."},
+    {"memory_cache_misses_total", COUNTER, SNAP(chunks.misses),
+     "Chunk lookups the memory cache did not hold (memory_cache.misses)."},
+    {"memory_cache_waits_total", COUNTER, SNAP(chunks.waits),
+     "Lookups that waited for a load in flight (memory_cache.waits)."},
+    {"memory_cache_bytes", GAUGE, SNAP(chunks.bytes),
+     "Bytes of chunks in the memory cache (memory_cache.bytes)."},
+    {"memory_cache_capacity_bytes", GAUGE, SNAP(chunks.cap),
+     "The memory cache's cap, --memory-cache (memory_cache.cap)."},
+    {"memory_cache_evictions_total", COUNTER, SNAP(chunks.evictions),
+     "Chunks the memory cache let go for room (memory_cache.evictions)."},
+    {"disk_cache_hits_total", COUNTER, SNAP(store.hits),
+     "Chunk loads the disk cache answered (disk_cache.hits)."},
+    {"disk_cache_misses_total", COUNTER, SNAP(store.misses),
+     "Chunk loads the disk cache did not hold (disk_cache.misses)."},
+    {"disk_cache_chunks", GAUGE, SNAP(store.chunks),
+     "Chunks in the disk cache (disk_cache.chunks)."},
+    {"disk_cache_packs", GAUGE, SNAP(store.packs),
+     "Packs in the disk cache (disk_cache.packs)."},
+    {"disk_cache_bytes", GAUGE, SNAP(store.bytes_on_disk),
+     "Bytes the disk cache takes on disk (disk_cache.bytes_on_disk)."},
+    {"disk_cache_raw_bytes", GAUGE, SNAP(store.bytes_raw),
+     "Bytes of data the disk cache holds, uncompressed "
+     "(disk_cache.bytes_raw)."},
+    {"disk_cache_capacity_bytes", GAUGE, SNAP(store.max_bytes),
+     "The disk cache's cap, --cache-size (disk_cache.max_bytes)."},
+    {"disk_cache_evictions_total", COUNTER, SNAP(store.evictions),
+     "Chunks evicted from the disk cache (disk_cache.evictions)."},
+    {"disk_cache_corrupt_total", COUNTER, SNAP(store.corrupt),
+     "Chunk files found corrupt and dropped (disk_cache.corrupt)."},
+    {"origin_requests_total", COUNTER, SNAP(fetch.requests),
+     "Requests sent to the origin, retries included (origin.requests)."},
+    {"origin_retries_total", COUNTER, SNAP(fetch.retries),
+     "Requests to the origin that were retries (origin.retries)."},
+    {"origin_errors_total", COUNTER, SNAP(fetch.errors),
+     "Fetches that failed after their retries (origin.errors)."},
+    {"origin_received_bytes_total", COUNTER, SNAP(fetch.bytes),
+     "Body bytes received from the origin (origin.bytes_fetched)."},
+    {"origin_hedges_total", COUNTER, SNAP(fetch.hedges),
+     "Second requests sent for late ones (origin.hedges)."},
+    {"origin_hedge_wins_total", COUNTER, SNAP(fetch.hedge_wins),
+     "Second requests that answered first (origin.hedge_wins)."},
+    {"reads_total", COUNTER, SNAP(prefetch.reads),
+     "Reads the mount served, not counting passthrough (reads.count)."},
+    {"read_bytes_total", COUNTER, SNAP(prefetch.bytes_served),
+     "Bytes the mount's reads returned (reads.bytes_served)."},
+    {"chunks_loaded_total", COUNTER, SNAP(prefetch.chunks_loaded),
+     "Chunk loads done, from disk or origin (reads.chunks_loaded)."},
+    {"chunks_fetched_total", COUNTER, SNAP(prefetch.chunks_fetched),
+     "Chunk loads done from the origin (reads.chunks_fetched)."},
+    {"chunk_errors_total", COUNTER, SNAP(prefetch.chunk_errors),
+     "Chunk loads that failed (reads.chunk_errors)."},
+    {"files_tracked", GAUGE, SNAP(prefetch.files),
+     "Files read whose read state the mount keeps now (reads.files)."},
+    {"errors_cached_total", COUNTER, SNAP(errors_cached),
+     "Reads answered with a failure that stood, without a request "
+     "(reads.errors_cached)."},
+    {"passthrough_opens_total", COUNTER, SNAP(passthrough.opens),
+     "Opens the kernel served from cache files itself "
+     "(passthrough.opens)."},
+    {"passthrough_backing_files", GAUGE, SNAP(passthrough.backing),
+     "Cache files handed to the kernel now (passthrough.backing_files)."},
+    {"passthrough_refused_total", COUNTER, SNAP(passthrough.open_errors),
+     "Cache files the kernel refused (passthrough.refused)."},
+    {"readahead_queued_total", COUNTER, SNAP(prefetch.ra_queued),
+     "Chunks queued by read-ahead (readahead.queued)."},
+    {"readahead_loaded_total", COUNTER, SNAP(prefetch.ra_loaded),
+     "Chunks read-ahead loaded (readahead.loaded)."},
+    {"readahead_dropped_total", COUNTER, SNAP(prefetch.ra_dropped),
+     "Read-ahead chunks dropped before loading (readahead.dropped)."},
+    {"hint_lines_total", COUNTER, SNAP(hint_lines),
+     "Hint lines taken (hints.lines)."},
+    {"hint_bad_lines_total", COUNTER, SNAP(hint_bad),
+     "Hint lines refused (hints.bad_lines)."},
+    {"hint_hits_total", COUNTER, SNAP(prefetch.hint_hits),
+     "Reads of hinted files that found the chunk loaded or loading "
+     "(hints.hits)."},
+    {"hint_misses_total", COUNTER, SNAP(prefetch.hint_misses),
+     "Reads of hinted files that fetched the chunk themselves "
+     "(hints.misses)."},
+    {"demand_fetches_total", COUNTER, SNAP(prefetch.demand_fetches),
+     "Chunks a reader fetched from the origin itself "
+     "(prefetch.demand_fetches)."},
+    {"prefetch_inflight_bytes", GAUGE, SNAP(prefetch.inflight),
+     "Bytes the read-ahead pool is loading now "
+     "(prefetch.inflight_bytes)."},
+    {"prefetch_threads", GAUGE, SNAP(prefetch.threads),
+     "Read-ahead pool threads started (prefetch.threads)."},
+    {"origin_checksums_checked_total", COUNTER, SNAP(prefetch.sums_checked),
+     "Objects whose bytes matched the origin's checksum "
+     "(origin_checksums.checked)."},
+    {"origin_checksum_mismatches_total", COUNTER, SNAP(prefetch.sums_bad),
+     "Objects whose bytes did not match the origin's checksum "
+     "(origin_checksums.mismatches)."},
+    {"origin_checksum_repaired_total", COUNTER,
+     SNAP(prefetch.sums_repaired),
+     "Mismatched objects that matched when fetched again from the origin "
+     "(origin_checksums.repaired)."},
+    {"origin_checksum_failed_total", COUNTER, SNAP(prefetch.sums_failed),
+     "Objects that mismatched again from the origin: reads fail "
+     "(origin_checksums.failed)."},
+    {"origin_checksum_etag_not_md5_total", COUNTER,
+     SNAP(prefetch.sums_etag_not_md5),
+     "S3 ETags that looked like an MD5 and were not "
+     "(origin_checksums.etag_not_md5)."},
+    {"origin_checksums_unchecked_total", COUNTER,
+     SNAP(prefetch.sums_unchecked),
+     "Objects read whole with no checksum to check them against "
+     "(origin_checksums.unchecked)."},
+    {"tree_inodes", GAUGE, SNAP(inodes),
+     "Files and directories listed so far (tree.inodes)."},
+    {"tree_bytes", GAUGE, SNAP(tree_bytes),
+     "Memory the listed tree takes (tree.bytes)."},
+};
+
+/* Per origin host, from "concurrency". */
+static const struct host_metric {
+	const char *name;
+	enum metric_type type;
+	size_t at; /* in struct fetch_host_stats */
+	bool u32;
+	double scale;
+	const char *help;
+} host_metrics[] = {
+#define HOST(f) offsetof(struct fetch_host_stats, f)
+    {"origin_concurrency_limit", GAUGE, HOST(limit), true, 1,
+     "Requests the host may have in flight (concurrency.limit)."},
+    {"origin_concurrency_ceiling", GAUGE, HOST(ceiling), true, 1,
+     "The most it may reach, --max-connections (concurrency.ceiling)."},
+    {"origin_in_flight_requests", GAUGE, HOST(running), true, 1,
+     "Requests in flight now (concurrency.in_flight)."},
+    {"origin_waiting_requests", GAUGE, HOST(waiting), true, 1,
+     "Requests waiting for a place (concurrency.waiting)."},
+    {"origin_latency_seconds", GAUGE, HOST(latency_ns), false, 1e-9,
+     "Average time to the first byte lately (concurrency.latency_ms)."},
+    {"origin_throughput_bytes_per_second", GAUGE, HOST(throughput), false, 1,
+     "Bytes per second received lately (concurrency.throughput_mbs)."},
+    {"origin_backoffs_total", COUNTER, HOST(backoffs), false, 1,
+     "Times the limit was lowered (concurrency.backoffs)."},
+    {"origin_concurrency_changes_total", COUNTER, HOST(changes), false, 1,
+     "Times the limit changed (concurrency.changes)."},
+#undef HOST
+};
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_label(FILE *f, const char *name, const char *v)
+{
+	fprintf(f, "%s=\"", name);
+	for (; v && *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f);
+		if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+	fputc('"', f);
+}
+
+static void put_head(FILE *f, const char *name, const char *type,
+		     const char *help)
+{
+	fprintf(f, "# HELP wharf_%s %s\n# TYPE wharf_%s %s\n", name, help, name,
+		type);
+}
+
+/* "wharf_NAME{mountpoint="..."" with the brace left open. */
+static void put_sample(FILE *f, const struct stats_snapshot *s,
+		       const char *name)
+{
+	fprintf(f, "wharf_%s{", name);
+	put_label(f, "mountpoint", s->src->mountpoint);
+}
+
+static const char *type_name(enum metric_type t)
+{
+	return t == COUNTER ? "counter" : "gauge";
+}
+
+/* The first-byte histogram, buckets in seconds. */
+static void put_ttfb(FILE *f, const struct stats_snapshot *s)
+{
+	const struct fetch_stats *fs = &s->fetch;
+
+	put_head(f, "origin_ttfb_seconds", "histogram",
+		 "Time to the first byte of successful origin requests "
+		 "(origin.ttfb_ms).");
+	for (unsigned b = 0; b <= FETCH_TTFB_BUCKETS; b++) {
+		put_sample(f, s, "origin_ttfb_seconds_bucket");
+		if (b < FETCH_TTFB_BUCKETS)
+			fprintf(f, ",le=\"%g\"} %" PRIu64 "\n",
+				(double)fetch_ttfb_le_ns[b] / 1e9,
+				fs->ttfb_le[b]);
+		else
+			fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n",
+				fs->ttfb_le[b]);
+	}
+	put_sample(f, s, "origin_ttfb_seconds_sum");
+	fprintf(f, "} %.9f\n", (double)fs->ttfb_sum_ns / 1e9);
+	put_sample(f, s, "origin_ttfb_seconds_count");
+	fprintf(f, "} %" PRIu64 "\n", fs->ttfb_le[FETCH_TTFB_BUCKETS]);
+}
+
+static void put_host_metrics(FILE *f, const struct stats_snapshot *s)
+{
+	for (size_t m = 0; s->nhosts && m < ARRAY_SIZE(host_metrics); m++) {
+		const struct host_metric *hm = &host_metrics[m];
+
+		put_head(f, hm->name, type_name(hm->type), hm->help);
+		for (unsigned i = 0; i < s->nhosts; i++) {
+			const char *p = (const char *)&s->hosts[i] + hm->at;
+			double v = hm->u32 ? *(const unsigned *)p
+					   : (double)*(const uint64_t *)p;
+
+			put_sample(f, s, hm->name);
+			fputc(',', f);
+			put_label(f, "host", s->hosts[i].host);
+			fprintf(f, "} %.17g\n", v * hm->scale);
+		}
+	}
+}
+
+int stats_metrics(const struct stats_snapshot *s, char **out, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f)
+		return -ENOMEM;
+	put_head(f, "mount_info", "gauge",
+		 "Always 1; names the mount's source and cache directory.");
+	put_sample(f, s, "mount_info");
+	fputc(',', f);
+	put_label(f, "source", s->src->source_id);
+	fputc(',', f);
+	put_label(f, "cache_dir", s->src->cache_dir);
+	fputs("} 1\n", f);
+	put_head(f, "uptime_seconds", "gauge",
+		 "Seconds since the mount started (uptime_s).");
+	put_sample(f, s, "uptime_seconds");
+	fprintf(f, "} %.3f\n", s->uptime_s);
+	put_head(f, "offline", "gauge",
+		 "1 while the origin cannot be reached and listings come "
+		 "from the snapshot (offline).");
+	put_sample(f, s, "offline");
+	fprintf(f, "} %d\n", s->offline);
+	put_head(f, "passthrough_enabled", "gauge",
+		 "1 while the kernel reads cached files itself "
+		 "(passthrough.on).");
+	put_sample(f, s, "passthrough_enabled");
+	fprintf(f, "} %d\n", s->passthrough.offered);
+	for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
+		const struct metric *m = &metrics[i];
+
+		put_head(f, m->name, type_name(m->type), m->help);
+		put_sample(f, s, m->name);
+		fprintf(f, "} %" PRIu64 "\n",
+			*(const uint64_t *)((const char *)s + m->at));
+	}
+	put_ttfb(f, s);
+	put_host_metrics(f, s);
 	if (fclose(f)) {
 		free(buf);
 		return -ENOMEM;

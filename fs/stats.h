@@ -1,8 +1,11 @@
 #ifndef WHARF_FS_STATS_H
 #define WHARF_FS_STATS_H
 /*
- * stats: the JSON snapshot behind DIR/.wharf/stats.  Built once when the
- * file is opened, so every read of that open file sees the same numbers.
+ * stats: one snapshot of a mount's counters (stats_take), written as the
+ * JSON of DIR/.wharf/stats (stats_json) or as Prometheus text for
+ * DIR/.wharf/metrics and --metrics-file (stats_metrics).  Both are written
+ * from the same snapshot, so they cannot disagree.  Built once when a file
+ * is opened, so every read of that open file sees the same numbers.
  *
  * Layout (all counters since the mount started; sizes in bytes):
  *   {"source", "mountpoint", "cache_dir", "pid", "uptime_s", "offline",
@@ -10,7 +13,7 @@
  *    "disk_cache": {hits, misses, chunks, packs, bytes_on_disk,
  *                   bytes_raw, max_bytes, evictions, corrupt},
  *    "origin": {requests, retries, errors, bytes_fetched,
- *               "ttfb_ms": {p50, p90, p99}},
+ *               "ttfb_ms": {p50, p90, p99, count}},
  *    "concurrency": [{host, limit, ceiling, in_flight, waiting, latency_ms,
  *                     throughput_mbs, backoffs, changes,
  *                     last_change_s_ago, why}, ...],
@@ -37,6 +40,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chunks.h"
+#include "fetch.h"
+#include "passthrough.h"
+#include "prefetch.h"
+#include "store.h"
 #include "util.h"
 
 struct fetch_engine;
@@ -65,9 +73,34 @@ struct stats_sources {
 	unsigned error_ttl_ms; /* how long such an error stands */
 };
 
-/* A malloc'd, NUL-terminated JSON text (ends with a newline) in *out.
- * @return 0 or -ENOMEM. */
-int stats_json(const struct stats_sources *s, char **out,
+#define STATS_HOSTS 8 /* origin hosts shown */
+
+/* Everything either form shows, read once. */
+struct stats_snapshot {
+	const struct stats_sources *src; /* its names and paths */
+	uint64_t now_ns;
+	double uptime_s;
+	bool offline;
+	struct fetch_stats fetch;
+	struct store_stats store;
+	struct chunks_stats chunks;
+	struct prefetch_stats prefetch;
+	struct passthrough_stats passthrough;
+	struct fetch_host_stats hosts[STATS_HOSTS];
+	unsigned nhosts;
+	uint64_t inodes, tree_bytes, skipped_entries;
+	uint64_t hint_lines, hint_bad, errors_cached, error_ttl_ms;
+};
+
+/* Reads every source of s into *out (s must outlive *out). */
+void stats_take(const struct stats_sources *s, struct stats_snapshot *out);
+
+/* A malloc'd, NUL-terminated text (ends with a newline) in *out: the
+ * JSON above, or the Prometheus text exposition format (version 0.0.4;
+ * the metrics and their names are in wharf(1)).  @return 0 or -ENOMEM. */
+int stats_json(const struct stats_snapshot *s, char **out,
 	       size_t *len) WHARF_CHECK;
+int stats_metrics(const struct stats_snapshot *s, char **out,
+		  size_t *len) WHARF_CHECK;
 
 #endif

@@ -70,7 +70,7 @@ fi
 "$wharf" prefetch -q --any "$work/data" >out 2>&1 &&
 	ok "wharf prefetch --any reads it" || bad "prefetch --any: $(head -2 out)"
 
-for cmd in mount umount cache; do
+for cmd in mount umount cache stats; do
 	"$wharf" "$cmd" x y >out 2>&1
 	rc=$?
 	if [ $rc = 1 ] && grep -q "built without the filesystem" out &&
