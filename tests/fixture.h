@@ -170,5 +170,9 @@ long long fx_json_num(const char *json, const char *key);
 
 /* The built `wharf` command ($WHARF_BIN, set by tests/Makefile.am). */
 const char *fx_wharf_bin(void);
+/* The program itself, not libtool's wrapper script around it (for a link
+ * under another name, mount.fuse.wharf: the script would run it as
+ * wharf); sets LD_LIBRARY_PATH to the build tree's libraries for it. */
+const char *fx_wharf_real_bin(void);
 
 #endif
