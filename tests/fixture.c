@@ -737,6 +737,19 @@ const char *fx_wharf_bin(void)
 	return b && *b ? b : "wharf";
 }
 
+char *fx_cmdline(pid_t pid)
+{
+	char path[64], *text;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	text = fx_read_file(path, &n);
+	for (size_t i = 0; text && i + 1 < n; i++)
+		if (!text[i])
+			text[i] = ' ';
+	return text;
+}
+
 const char *fx_wharf_real_bin(void)
 {
 	static char real[PATH_MAX];

@@ -54,6 +54,9 @@ int fx_mkdirs(const char *path);
 void *fx_read_file(const char *path, size_t *len);
 /* Runs a shell command; returns its exit status (or -1). */
 int fx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What `ps` shows of process pid: its /proc/PID/cmdline, the arguments
+ * joined by spaces (malloc'd), or NULL. */
+char *fx_cmdline(pid_t pid);
 /* A free TCP port on 127.0.0.1. */
 int fx_free_port(void);
 /* Waits until 127.0.0.1:port accepts, up to timeout_ms; 0 or -1. */

@@ -332,21 +332,6 @@ END_TEST
 
 /* ---- secrets on the command line ---- */
 
-/* The command line of process pid as one string (NULs as spaces). */
-static char *cmdline_of(pid_t pid)
-{
-	char path[64], *text;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	text = fx_read_file(path, &n);
-	ck_assert_ptr_nonnull(text);
-	for (size_t i = 0; i + 1 < n; i++)
-		if (!text[i])
-			text[i] = ' ';
-	return text;
-}
-
 /* The pid in CACHE/lock: the mount's daemon. */
 static pid_t daemon_of(const char *cache)
 {
@@ -402,7 +387,8 @@ START_TEST(manifest_query_scrubbed)
 				 base, src, base, base, man);
 		ck_assert_msg(fx_sh("%s", cmd) == 0, "%s", cmd);
 		snprintf(path, sizeof(path), "%s/c", base);
-		text = cmdline_of(daemon_of(path));
+		text = fx_cmdline(daemon_of(path));
+		ck_assert_ptr_nonnull(text);
 		ck_assert_msg(!strstr(text, "5ec7e7516a7") &&
 				  !strstr(text, "AKIA1"),
 			      "ps shows the signature: %s", text);
