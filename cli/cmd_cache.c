@@ -45,6 +45,8 @@ static void usage(FILE *out)
 		"snapshots;\n"
 		"                         the live counters of the mount "
 		"using the cache\n"
+		"                         (only the cache owner's own live "
+		"wharf mount)\n"
 		"  ls                     one line per chunk: key, bytes on "
 		"disk, raw bytes,\n"
 		"                         codec, last use\n"
@@ -63,7 +65,9 @@ static void usage(FILE *out)
 		"  --max-size SIZE  prune: the size to keep (K, M, G, T "
 		"suffixes)\n"
 		"  -h, --help       show this help\n\n"
-		"prune and clear refuse a cache that a mount is using.\n",
+		"prune and clear refuse a cache that a mount is using.  stats, "
+		"ls and verify\n"
+		"read only your own cache; root reads one as its owner.\n",
 		def ? def : "(none: no home directory)");
 	free(def);
 }
