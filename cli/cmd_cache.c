@@ -695,6 +695,7 @@ int cmd_cache(int argc, char **argv)
 	}
 	/* The commands that only read: as the cache's owner, who alone
 	 * may be able to look inside it. */
+	rc = 0;
 	if (strcmp(o.sub, "prune") && strcmp(o.sub, "clear"))
 		rc = become_owner(&o, &owner);
 	if (!rc)

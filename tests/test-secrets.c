@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,6 +163,9 @@ static pid_t nobody_process(void)
 	if (pid == 0) {
 		if (setgid(NOBODY) || setuid(NOBODY))
 			_exit(1);
+		/* Gone with the test, even one that failed half-way. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(600);
 		for (;;)
 			pause();
 	}
