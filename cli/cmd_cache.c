@@ -272,10 +272,8 @@ static int print_snapshot(void *arg, const char *path)
 	struct snap_print *p = arg;
 	struct snapshot *s = NULL;
 	struct snapshot_info si;
-	char *err = NULL, age[32];
+	char *err = NULL, age[32], *where = shown(path, ""), *what;
 	int rc = snapshot_load(path, NULL, &s, &err);
-
-	char *where = shown(path, ""), *what;
 
 	if (p->w) {
 		jsonw_object(p->w, NULL, JSONW_INLINE);
