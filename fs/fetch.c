@@ -794,7 +794,7 @@ static void hosts_turn(struct fetch_engine *fe)
 /* ---- the engine thread ---- */
 
 /* A redirect to a scheme other than http(s) was refused: the error names
- * the answer and where it pointed (without a query: it may be signed). */
+ * the answer and where it pointed (url_redact: it may be signed). */
 static void redirect_refused(struct xfer *x, const struct leg *l)
 {
 	const long st = x->res->status;
@@ -805,7 +805,7 @@ static void redirect_refused(struct xfer *x, const struct leg *l)
 		CURLE_OK ||
 	    !to)
 		return;
-	url_for_log(to, where, sizeof(where));
+	url_redact(to, where, sizeof(where));
 	snprintf(x->errbuf, sizeof(x->errbuf),
 		 "HTTP %ld redirects to %s: only http:// and https:// "
 		 "redirects are followed",
