@@ -7,19 +7,29 @@
  * read, and verify removes nothing but corrupt files (the mount forgets a
  * chunk whose file is gone at its next read of it).  prune and clear take
  * the cache's lock like a mount does, so they refuse a mounted cache.
+ *
+ * A cache and its lock file are its owner's to lay out, and root may be
+ * the one who asks: stats, ls and verify run as the cache's owner, stats
+ * reads a mount's counters only from that owner's live wharf mount, and
+ * everything a cache or a mount says is escaped before it is printed.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "jsonw.h"
+#include "mountinfo.h"
 #include "snapshot.h"
 #include "store.h"
 
@@ -35,6 +45,8 @@ static void usage(FILE *out)
 		"snapshots;\n"
 		"                         the live counters of the mount "
 		"using the cache\n"
+		"                         (only the cache owner's own live "
+		"wharf mount)\n"
 		"  ls                     one line per chunk: key, bytes on "
 		"disk, raw bytes,\n"
 		"                         codec, last use\n"
@@ -53,10 +65,15 @@ static void usage(FILE *out)
 		"  --max-size SIZE  prune: the size to keep (K, M, G, T "
 		"suffixes)\n"
 		"  -h, --help       show this help\n\n"
-		"prune and clear refuse a cache that a mount is using.\n",
+		"prune and clear refuse a cache that a mount is using.  stats, "
+		"ls and verify\n"
+		"read only your own cache; root reads one as its owner.\n",
 		def ? def : "(none: no home directory)");
 	free(def);
 }
+
+/* The most of a mount's .wharf/stats that is read (they are a few KiB). */
+#define MOUNT_STATS_MAX (1u << 20)
 
 struct opts {
 	const char *sub;
@@ -88,40 +105,159 @@ static int add_entry(const struct store_entry *e, void *arg)
 	return 0;
 }
 
-/* The mount's DIR/.wharf/stats, or NULL (with a warning). */
-static char *read_mount_stats(const char *mountpoint)
-{
-	char *path = strdupf("%s/.wharf/stats", mountpoint);
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
+/* ---- whose cache, whose mount ---- */
 
-	if (!f) {
-		fprintf(stderr, "wharf cache stats: %s: %s\n", path,
+/* Text from a cache or a mount, escaped for a terminal (see str_escape);
+ * keep: the control characters left as they are.  Never NULL. */
+static char *shown(const char *s, const char *keep)
+{
+	char *e = s ? str_escape(s, keep, false) : NULL;
+
+	if (s && !e) {
+		fputs("wharf cache: out of memory\n", stderr);
+		exit(1);
+	}
+	return e ? e : strdupf("%s", "");
+}
+
+/* The real and effective uid of process pid (both must be uid).
+ * @return 0, -ESRCH when it is gone, -EPERM when they differ. */
+static int process_uid_is(pid_t pid, uid_t uid, uid_t *found)
+{
+	char path[64], line[256];
+	unsigned long r = 0, e = 0;
+	bool got = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -ESRCH;
+	while (!got && fgets(line, sizeof(line), f))
+		got = sscanf(line, "Uid: %lu %lu", &r, &e) == 2;
+	fclose(f);
+	if (!got)
+		return -ESRCH;
+	*found = (uid_t)(r != uid ? r : e);
+	return r == uid && e == uid ? 0 : -EPERM;
+}
+
+/*
+ * The cache must be the caller's: its owner, or root.  Root reads it as
+ * its owner from here on (the owner's uid and gid, no other group), so
+ * that nothing the owner laid out in it, a link to /etc/shadow say, can
+ * show what the owner could not read.  o->dir becomes the resolved path.
+ * @return 0 with *owner set, or 1 after a message.
+ */
+static int become_owner(struct opts *o, uid_t *owner)
+{
+	char *real = realpath(o->dir, NULL);
+	const uid_t me = geteuid();
+	struct stat st;
+
+	if (!real || stat(real, &st)) {
+		fprintf(stderr, "wharf cache %s: %s: %s\n", o->sub, o->dir,
 			strerror(errno));
-		free(path);
+		free(real);
+		return 1;
+	}
+	free(o->dir);
+	o->dir = real;
+	*owner = st.st_uid;
+	if (st.st_uid == me)
+		return 0;
+	if (me != 0) {
+		fprintf(stderr,
+			"wharf cache %s: %s belongs to uid %u, not to you: run "
+			"this as its owner (or as root)\n",
+			o->sub, o->dir, (unsigned)st.st_uid);
+		return 1;
+	}
+	if (setgroups(0, NULL) || setresgid(st.st_gid, st.st_gid, st.st_gid) ||
+	    setresuid(st.st_uid, st.st_uid, st.st_uid)) {
+		fprintf(stderr,
+			"wharf cache %s: cannot take the identity of %s's owner "
+			"(uid %u): %s\n",
+			o->sub, o->dir, (unsigned)st.st_uid, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The live counters of the mount that holds the cache, from its
+ * MOUNTPOINT/.wharf/stats; NULL when the lock names no mountpoint, or
+ * with *why saying why they may not be read.  The lock file is
+ * the owner's to write, so what it names is checked before anything is
+ * read: the process runs as the cache's owner, MOUNTPOINT is a wharf mount
+ * in that process's mount table, the file is a regular one on that very
+ * mount, reached through no link.
+ */
+static char *read_mount_stats(pid_t pid, const char *mp, uid_t owner,
+			      char **why)
+{
+	char dev[32], type[64], *path, *buf;
+	unsigned maj, min;
+	struct stat st;
+	ssize_t r = 0;
+	size_t n = 0;
+	uid_t uid;
+	int fd, rc;
+
+	*why = NULL;
+	if (!mp) /* a cache held by no mount: prune, another tool */
+		return NULL;
+	if (pid <= 0 || mp[0] != '/') {
+		*why = strdupf("the lock names no process or no absolute "
+			       "path");
 		return NULL;
 	}
-	for (;;) {
-		size_t r;
-
-		if (cap - n < 4096) {
-			char *p = realloc(buf, cap + 65536);
-
-			if (!p)
-				break;
-			buf = p;
-			cap += 65536;
-		}
-		r = fread(buf + n, 1, cap - n - 1, f);
-		n += r;
-		if (r == 0 || n > (1 << 20)) /* stats are a few hundred bytes */
-			break;
+	rc = process_uid_is(pid, owner, &uid);
+	if (rc == -ESRCH) {
+		*why = strdupf("process %d is not running", (int)pid);
+		return NULL;
 	}
-	fclose(f);
+	if (rc) {
+		*why = strdupf("process %d runs as uid %u, not as the "
+			       "cache's owner (uid %u)",
+			       (int)pid, (unsigned)uid, (unsigned)owner);
+		return NULL;
+	}
+	if (mountinfo_find_pid(pid, mp, dev, type) != 1 ||
+	    strcmp(type, "fuse.wharf") ||
+	    sscanf(dev, "%u:%u", &maj, &min) != 2) {
+		*why = strdupf("it is not a wharf mount of process %d",
+			       (int)pid);
+		return NULL;
+	}
+	path = strdupf("%s/.wharf/stats", mp);
+	fd = open_nofollow(path, O_RDONLY);
 	free(path);
-	if (buf)
-		buf[n] = '\0';
+	if (fd < 0 || fstat(fd, &st) || st.st_dev != makedev(maj, min)) {
+		*why = strdupf(
+		    "its .wharf/stats %s",
+		    fd == -ELOOP    ? "is reached through a link"
+		    : fd == -EINVAL ? "is not a regular file"
+		    : fd < 0	    ? strerror(-fd)
+				    : "is not on the mount");
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	/* Stats are a few kilobytes; the cap bounds a stranger's file. */
+	buf = malloc(MOUNT_STATS_MAX + 1);
+	while (buf && n < MOUNT_STATS_MAX &&
+	       ((r = read(fd, buf + n, MOUNT_STATS_MAX - n)) > 0 ||
+		(r < 0 && errno == EINTR)))
+		n += r > 0 ? (size_t)r : 0;
+	close(fd);
+	if (!buf || r < 0) {
+		*why = strdupf("its .wharf/stats: %s",
+			       buf ? strerror(errno) : "out of memory");
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
 	return buf;
 }
 
@@ -136,27 +272,31 @@ static int print_snapshot(void *arg, const char *path)
 	struct snap_print *p = arg;
 	struct snapshot *s = NULL;
 	struct snapshot_info si;
-	char *err = NULL, age[32];
+	char *err = NULL, age[32], *where = shown(path, ""), *what;
 	int rc = snapshot_load(path, NULL, &s, &err);
 
 	if (p->w) {
 		jsonw_object(p->w, NULL, JSONW_INLINE);
-		jsonw_str(p->w, "path", path);
+		jsonw_str(p->w, "path", where);
 	}
 	p->n++;
 	if (rc) {
+		what = shown(err ? err : strerror(-rc), "");
 		if (p->w) {
-			jsonw_str(p->w, "error", err ? err : strerror(-rc));
+			jsonw_str(p->w, "error", what);
 			jsonw_end(p->w);
 		} else {
-			printf("%s\n", err ? err : strerror(-rc));
+			printf("%s\n", what);
 		}
+		free(what);
+		free(where);
 		free(err);
 		return 0;
 	}
 	snapshot_info(s, &si);
+	what = shown(si.source, "");
 	if (p->w) {
-		jsonw_str(p->w, "source", si.source);
+		jsonw_str(p->w, "source", what);
 		jsonw_i64(p->w, "saved", si.saved);
 		jsonw_u64(p->w, "directories", si.dirs);
 		jsonw_u64(p->w, "entries", si.entries);
@@ -164,12 +304,14 @@ static int print_snapshot(void *arg, const char *path)
 	} else {
 		printf("listing snapshot of %s: %llu directories, %llu "
 		       "entries, saved %s ago (%s)\n",
-		       si.source, (unsigned long long)si.dirs,
+		       what, (unsigned long long)si.dirs,
 		       (unsigned long long)si.entries,
 		       format_age((int64_t)time(NULL) - si.saved, age,
 				  sizeof(age)),
-		       path);
+		       where);
 	}
+	free(what);
+	free(where);
 	snapshot_free(s);
 	return 0;
 }
@@ -189,36 +331,43 @@ static void print_snapshots(const struct opts *o, struct jsonw *w)
 	else if (!p.n && !rc)
 		printf("no listing snapshots\n");
 	if (rc) {
-		fprintf(stderr, "wharf cache stats: %s\n",
-			err ? err : strerror(-rc));
+		char *what = shown(err ? err : strerror(-rc), "");
+
+		fprintf(stderr, "wharf cache stats: %s\n", what);
+		free(what);
 		free(err);
 	}
 }
 
-static int do_stats(const struct opts *o)
+static int do_stats(const struct opts *o, uid_t owner)
 {
 	struct totals t = {0};
-	char *err = NULL, *mp = NULL, *live = NULL;
-	char a[32], b[32];
+	char *err = NULL, *mp = NULL, *live = NULL, *why = NULL;
+	char *dir = shown(o->dir, ""), *where, a[32], b[32];
 	pid_t pid = 0;
 	bool mounted;
 	int rc;
 
 	rc = store_walk(o->dir, 0, add_entry, &t, &err);
 	if (rc) {
-		fprintf(stderr, "wharf cache stats: %s\n", err);
+		where = shown(err, "");
+		fprintf(stderr, "wharf cache stats: %s\n", where);
+		free(where);
 		free(err);
+		free(dir);
 		return 1;
 	}
 	mounted = store_lock_holder(o->dir, &pid, &mp) == 0;
-	if (mounted && mp)
-		live = read_mount_stats(mp);
+	if (mounted)
+		live = read_mount_stats(pid, mp, owner, &why);
+	where = shown(mp, "");
 	if (o->json) {
 		struct jsonw w;
+		char *doc = live ? str_escape(live, "\t\n\r", true) : NULL;
 
 		jsonw_init(&w, stdout);
 		jsonw_object(&w, NULL, JSONW_INLINE);
-		jsonw_str(&w, "cache_dir", o->dir);
+		jsonw_str(&w, "cache_dir", dir);
 		jsonw_u64(&w, "chunks", t.chunks);
 		jsonw_u64(&w, "bytes_on_disk", t.disk);
 		jsonw_u64(&w, "bytes_raw", t.raw);
@@ -229,18 +378,20 @@ static int do_stats(const struct opts *o)
 		print_snapshots(o, &w);
 		if (mounted) {
 			jsonw_i64(&w, "pid", pid);
-			jsonw_str(&w, "mountpoint", mp);
-			/* The mount's own JSON, as it wrote it. */
-			if (jsonw_raw(&w, "mount", live))
+			jsonw_str(&w, "mountpoint", mp ? where : NULL);
+			/* The mount's own JSON, as it wrote it but for
+			 * what a terminal would act on. */
+			if (jsonw_raw(&w, "mount", doc) && doc)
 				fprintf(stderr,
 					"wharf cache stats: %s/.wharf/stats "
 					"is not one JSON value; \"mount\" is "
 					"null\n",
-					mp);
+					where);
 		}
 		jsonw_end(&w);
+		free(doc);
 	} else {
-		printf("cache directory: %s\n", o->dir);
+		printf("cache directory: %s\n", dir);
 		printf("%llu chunks, %s on disk, %s raw, %llu compressed",
 		       (unsigned long long)t.chunks,
 		       format_size(t.disk, a, sizeof(a)),
@@ -257,13 +408,30 @@ static int do_stats(const struct opts *o)
 			printf("not mounted\n");
 		else
 			printf("in use by wharf process %d%s%s\n", (int)pid,
-			       mp ? ", mounted on " : "", mp ? mp : "");
-		if (live)
-			printf("live counters of the mount:\n%s", live);
+			       mp ? ", mounted on " : "", where);
+		if (live) {
+			char *text = shown(live, "\n\t");
+
+			printf("live counters of the mount:\n%s", text);
+			free(text);
+		}
 	}
+	if (why) {
+		char *what = shown(why, "");
+
+		fprintf(stderr,
+			"wharf cache stats: not reading the live counters of "
+			"the mount on %s: %s\n",
+			where, what);
+		free(what);
+	}
+	rc = why ? 1 : 0;
+	free(why);
+	free(where);
 	free(live);
 	free(mp);
-	return 0;
+	free(dir);
+	return rc;
 }
 
 /* ---- ls, verify ---- */
@@ -456,6 +624,7 @@ int cmd_cache(int argc, char **argv)
 	static const char *const subs[] = {"stats", "ls", "verify", "prune",
 					   "clear"};
 	struct opts o = {0};
+	uid_t owner = 0;
 	int c, rc;
 
 	if (argc < 2) {
@@ -522,11 +691,17 @@ int cmd_cache(int argc, char **argv)
 					: "out of memory");
 		return 1;
 	}
-	rc = check_cache_dir(&o);
+	/* The commands that only read: as the cache's owner, who alone
+	 * may be able to look inside it. */
+	rc = 0;
+	if (strcmp(o.sub, "prune") && strcmp(o.sub, "clear"))
+		rc = become_owner(&o, &owner);
+	if (!rc)
+		rc = check_cache_dir(&o);
 	if (rc)
 		goto out;
 	if (!strcmp(o.sub, "stats"))
-		rc = do_stats(&o);
+		rc = do_stats(&o, owner);
 	else if (!strcmp(o.sub, "ls") || !strcmp(o.sub, "verify"))
 		rc = do_walk(&o);
 	else

@@ -430,6 +430,58 @@ static const struct option *long_opt_named(const char *name, size_t n)
 	return NULL;
 }
 
+/* ---- secrets on the command line ---- */
+
+/* Options whose value may carry a credential, which `ps` must not show:
+ * a signed URL's query, a URL's user and password, a command (that may
+ * hold a key or a password). */
+static bool secret_option(int opt)
+{
+	return opt == OPT_MANIFEST || opt == OPT_ENDPOINT ||
+	       opt == OPT_SITE_CACHE || opt == OPT_TOKEN_COMMAND;
+}
+
+/* Overwrites the secret part of value[0, len) of option opt in place. */
+static void scrub_value(int opt, char *value, size_t len)
+{
+	if (opt == OPT_TOKEN_COMMAND)
+		memset(value, '*', len);
+	else
+		url_scrub(value, len);
+}
+
+/*
+ * The value of a secret option, copied for the configuration (owned by
+ * o), then scrubbed where it was: in argv, whose memory is what
+ * /proc/PID/cmdline and `ps` read, in this process and in the daemon
+ * forked from it.  NULL without memory.
+ */
+static char *keep_secret(struct mount_opts *o, int opt, char *value)
+{
+	char *copy = own(o, strdupf("%s", value));
+
+	if (copy)
+		scrub_value(opt, value, strlen(value));
+	return copy;
+}
+
+/* Scrubs the secret options among the NAME=VALUE items of an -o argument
+ * in place, once it has been copied. */
+static void scrub_o(char *arg)
+{
+	char *item = arg;
+
+	while (*item) {
+		const size_t len = strcspn(item, ",");
+		const size_t n = strcspn(item, "=,");
+		const struct option *lo = long_opt_named(item, n);
+
+		if (lo && item[n] == '=' && secret_option(lo->val))
+			scrub_value(lo->val, item + n + 1, len - n - 1);
+		item += len + (item[len] == ',');
+	}
+}
+
 /*
  * One -o argument, as mount(8) and fstab give it: each NAME[=VALUE] that
  * names a long option becomes "--NAME=VALUE" for parse_mount's second
@@ -437,7 +489,7 @@ static const struct option *long_opt_named(const char *name, size_t n)
  * options go to libfuse, fstab-only ones are dropped, the rest refused.
  * @return 0 or 2 after the usage message.
  */
-static int mount_o(struct mount_opts *o, const char *arg)
+static int mount_o(struct mount_opts *o, char *arg)
 {
 	char *copy = own(o, strdupf("%s", arg));
 	char *fuse = own(o, calloc(1, strlen(arg) + 1));
@@ -445,6 +497,7 @@ static int mount_o(struct mount_opts *o, const char *arg)
 
 	if (!copy || !fuse)
 		return cmd_usage_error("mount", "out of memory");
+	scrub_o(arg);
 	for (item = strtok_r(copy, ",", &save); item;
 	     item = strtok_r(NULL, ",", &save)) {
 		const size_t n = strcspn(item, "=");
@@ -548,7 +601,8 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 				    o->cfg.fetch.stall_timeout_ms;
 			break;
 		case OPT_MANIFEST:
-			o->cfg.src.manifest = optarg;
+			o->cfg.src.manifest = keep_secret(o, c, optarg);
+			rc = o->cfg.src.manifest ? 0 : 1;
 			break;
 		case OPT_CA_FILE:
 			o->cfg.fetch.ca_file = optarg;
@@ -557,13 +611,15 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->cfg.fetch.insecure = true;
 			break;
 		case OPT_SITE_CACHE: {
-			const char *why = fetch_site_cache_check(optarg);
+			const char *url = keep_secret(o, c, optarg);
+			const char *why =
+			    url ? fetch_site_cache_check(url) : "out of memory";
 
 			if (why)
 				rc = cmd_usage_error("mount",
 						     "--site-cache %s: %s",
-						     optarg, why);
-			o->cfg.fetch.site_cache = optarg;
+						     url ? url : optarg, why);
+			o->cfg.fetch.site_cache = url;
 			break;
 		}
 		case OPT_SITE_CACHE_INSECURE_CREDENTIALS:
@@ -586,7 +642,8 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 				    optarg);
 			break;
 		case OPT_ENDPOINT:
-			o->cfg.src.endpoint = optarg;
+			o->cfg.src.endpoint = keep_secret(o, c, optarg);
+			rc = o->cfg.src.endpoint ? 0 : 1;
 			break;
 		case OPT_REGION:
 			o->cfg.src.region = optarg;
@@ -607,7 +664,8 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->cfg.src.token_file = optarg;
 			break;
 		case OPT_TOKEN_COMMAND:
-			o->cfg.src.token_command = optarg;
+			o->cfg.src.token_command = keep_secret(o, c, optarg);
+			rc = o->cfg.src.token_command ? 0 : 1;
 			break;
 		case OPT_TOKEN_LIFETIME:
 			rc = opt_uint("token-lifetime", optarg, 1, 86400, &v);
@@ -931,6 +989,8 @@ int cmd_mount_helper(int argc, char **argv)
 				    : strdupf("%s", optarg);
 			free(opts);
 			opts = more;
+			/* mount(8) ran this with the fstab line's options. */
+			scrub_o(optarg);
 		} else if (c == 'f') {
 			fake = true;
 		} else if (c == '?' || c == ':') {

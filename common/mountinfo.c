@@ -29,15 +29,23 @@ static void unescape_mountinfo(char *s)
 	*w = '\0';
 }
 
-/* Calls match on each entry of the mount table, in order; the last entry
- * it accepts is copied to *out.  @return 1 found, 0 not, -errno. */
-static int scan(bool (*match)(const struct mountinfo_entry *, const void *),
+/* Calls match on each entry of the mount table of process pid (0: this
+ * one), in order; the last entry it accepts is copied to *out.
+ * @return 1 found, 0 not, -errno. */
+static int scan(pid_t pid,
+		bool (*match)(const struct mountinfo_entry *, const void *),
 		const void *ctx, struct mountinfo_entry *out)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
+	char table[64], *line = NULL;
 	size_t cap = 0;
 	int found = 0;
+	FILE *f;
+
+	if (pid > 0)
+		snprintf(table, sizeof(table), "/proc/%d/mountinfo", (int)pid);
+	else
+		snprintf(table, sizeof(table), "/proc/self/mountinfo");
+	f = fopen(table, "re");
 
 	if (!f)
 		return -errno;
@@ -74,8 +82,14 @@ static bool of_dev(const struct mountinfo_entry *e, const void *dev)
 
 int mountinfo_find(const char *dir, char dev[32], char type[64])
 {
+	return mountinfo_find_pid(0, dir, dev, type);
+}
+
+int mountinfo_find_pid(pid_t pid, const char *dir, char dev[32],
+		       char type[64])
+{
 	struct mountinfo_entry e;
-	int rc = scan(at_dir, dir, &e);
+	int rc = scan(pid, at_dir, dir, &e);
 
 	if (rc == 1) {
 		snprintf(dev, 32, "%s", e.dev);
@@ -89,5 +103,5 @@ int mountinfo_of_dev(dev_t dev, struct mountinfo_entry *out)
 	char d[32];
 
 	snprintf(d, sizeof(d), "%u:%u", major(dev), minor(dev));
-	return scan(of_dev, d, out);
+	return scan(0, of_dev, d, out);
 }

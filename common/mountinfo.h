@@ -17,6 +17,10 @@ struct mountinfo_entry {
  * last one wins: it is the mount on top.
  */
 int mountinfo_find(const char *dir, char dev[32], char type[64]);
+/* The same in the mount table of process pid (its mount namespace):
+ * whether a mount is that process's to see.  pid 0: this process. */
+int mountinfo_find_pid(pid_t pid, const char *dir, char dev[32],
+		       char type[64]);
 
 /* The mount whose device is dev (st_dev of a file on it): 1 and *out set,
  * 0 when none, -errno. */

@@ -437,3 +437,182 @@ int run_capture(const char *command, const char *dir, unsigned timeout_ms,
 	*len = n;
 	return rc;
 }
+
+/* ---- secrets in URLs, text for a terminal, opening without links ---- */
+
+/* Where the secrets of url[0, len) are: its user information in
+ * [*user, *user_end) (empty when none) and its query and fragment from
+ * *query on (len when none). */
+static void url_secrets(const char *url, size_t len, size_t *user,
+			size_t *user_end, size_t *query)
+{
+	const char *sep = memmem(url, len, "://", 3);
+	size_t auth = sep ? (size_t)(sep - url) + 3 : 0, end = auth;
+
+	/* "://" after a '/', '?' or '#' is in the path or query. */
+	if (sep && strcspn(url, "/?#") < (size_t)(sep - url))
+		auth = end = 0;
+	*user = *user_end = auth;
+	while (sep && end < len && !strchr("/?#", url[end]))
+		end++;
+	for (size_t i = auth; i < end; i++)
+		if (url[i] == '@')
+			*user_end = i + 1;
+	*query = end;
+	while (*query < len && url[*query] != '?' && url[*query] != '#')
+		(*query)++;
+}
+
+const char *url_redact(const char *url, char *out, size_t cap)
+{
+	size_t user, user_end, query;
+
+	url_secrets(url, strlen(url), &user, &user_end, &query);
+	snprintf(out, cap, "%.*s%.*s", (int)user, url,
+		 (int)(query - user_end), url + user_end);
+	return out;
+}
+
+void url_scrub(char *url, size_t len)
+{
+	size_t user, user_end, query;
+
+	url_secrets(url, len, &user, &user_end, &query);
+	if (user_end > user)
+		memset(url + user, '*', user_end - 1 - user);
+	if (query < len)
+		memset(url + query + 1, '*', len - query - 1);
+}
+
+/* The length of the UTF-8 sequence at s, or 0 when it is not valid (an
+ * overlong form, a surrogate, past U+10FFFF, cut short). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f;
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+char *str_escape(const char *s, const char *keep, bool json)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	/* At most 6 bytes out for each byte in ("\\x9b" in JSON is 5). */
+	char *out = malloc(strlen(s) * 6 + 1), *w = out;
+
+	if (!out)
+		return NULL;
+	while (*p) {
+		const size_t n = utf8_len(p);
+		/* A C1 control is U+0080..U+009F: 0xc2 0x80..0x9f. */
+		const unsigned cp = n == 2 && p[0] == 0xc2 ? p[1] : p[0];
+		const bool control = (n == 1 && (*p < 0x20 || *p == 0x7f) &&
+				      !strchr(keep, *p)) ||
+				     (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+
+		if (n && !control) {
+			if (!json && *p == '\\')
+				*w++ = '\\';
+			memcpy(w, p, n);
+			w += n;
+			p += n;
+		} else if (n && json) {
+			w += sprintf(w, "\\u%04x", cp);
+			p += n;
+		} else {
+			/* Byte by byte: a C1 control as \xc2\x9b. */
+			for (size_t i = 0; i < (n ? n : 1); i++, p++)
+				w += sprintf(w, json ? "\\\\x%02x" : "\\x%02x",
+					     *p);
+		}
+	}
+	*w = '\0';
+	return out;
+}
+
+int open_nofollow(const char *path, int flags)
+{
+	const bool want_dir = flags & O_DIRECTORY;
+	char *copy = strdup(path), *name, *save = NULL, *next;
+	int dfd, fd = -1, rc = 0;
+	struct stat st;
+
+	if (!copy)
+		return -ENOMEM;
+	dfd = open(path[0] == '/' ? "/" : ".",
+		   O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	name = strtok_r(copy, "/", &save);
+	/* "/" itself is a directory and no link. */
+	if (!name) {
+		fd = dfd;
+		dfd = -1;
+		if (!want_dir)
+			rc = -EINVAL;
+		goto out;
+	}
+	for (; name; name = next) {
+		const bool last = !(next = strtok_r(NULL, "/", &save));
+		const int f = last ? flags | O_NOFOLLOW | O_NONBLOCK |
+					 O_NOCTTY | O_CLOEXEC
+				   : O_PATH | O_DIRECTORY | O_NOFOLLOW |
+					 O_CLOEXEC;
+
+		fd = openat(dfd, name, f);
+		if (fd < 0) {
+			rc = -errno;
+			/* O_NOFOLLOW on a link: ELOOP, or ENOTDIR with
+			 * O_DIRECTORY.  Say which it was. */
+			if ((rc == -ENOTDIR || rc == -ELOOP) &&
+			    !fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+				rc = S_ISLNK(st.st_mode) ? -ELOOP : rc;
+			goto out;
+		}
+		close(dfd);
+		dfd = -1;
+		if (!last) {
+			dfd = fd;
+			fd = -1;
+		}
+	}
+	if (fstat(fd, &st))
+		rc = -errno;
+	else if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		rc = -EINVAL;
+	else if (!want_dir && (flags & O_NONBLOCK) == 0 &&
+		 fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK))
+		rc = -errno;
+out:
+	if (rc && fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	free(copy);
+	return rc ? rc : fd;
+}

@@ -63,6 +63,41 @@ int hex_value(int c);
  * @return the length, or -ENAMETOOLONG when out (cap bytes) is too small. */
 int url_encode(const char *s, bool keep_slash, char *out, size_t cap);
 
+/*
+ * A URL as log lines and messages show it: without its user information
+ * ("user:password@") and without its query and fragment, where signed URLs
+ * carry their signature and tokens.  Written into out (cut to cap bytes);
+ * returns out.  The one place that decides what of a URL is secret, with
+ * url_scrub.
+ */
+const char *url_redact(const char *url, char *out, size_t cap);
+/* Overwrites the same secrets of the URL in url[0, len) with '*' in place
+ * ("https://host/m.txt?*****"): for argv, which `ps` shows. */
+void url_scrub(char *url, size_t len);
+
+/*
+ * s made safe for a terminal, malloc'd (NULL without memory): every C0
+ * control character but those in keep ("\n\t", or ""), DEL, every C1
+ * control character and every byte of invalid UTF-8 is escaped.  Text
+ * (json false): as \xHH per byte, and a backslash as \\.  JSON (json
+ * true, s a JSON document such as a mount's stats): controls as \u00XX
+ * and a byte of invalid UTF-8 as the text \\xHH, backslashes and quotes
+ * as they were, so that valid JSON stays valid and means the same.
+ */
+char *str_escape(const char *s, const char *keep, bool json);
+
+/*
+ * Opens path without following a symbolic link in any of its components
+ * and without blocking: each directory is opened O_NOFOLLOW, the last one
+ * with flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, and it must
+ * be a regular file (a directory when flags has O_DIRECTORY).  For a path
+ * that another user may have laid out: a link to a file of theirs, a FIFO
+ * that never answers.  @return the fd (blocking again, for a regular
+ * file); -ELOOP when a component is a link; -EINVAL when the last is not a
+ * regular file (-ENOTDIR: not a directory, for O_DIRECTORY); else -errno.
+ */
+int open_nofollow(const char *path, int flags) WHARF_CHECK;
+
 struct option;
 /*
  * Describes what getopt_long found wrong, for a parser run with opterr = 0

@@ -84,22 +84,12 @@ static bool is_cancelled(struct fetch_engine *fe)
 }
 
 /* The URL as logs show it: no query string (it may carry a signature). */
-static void url_for_log(const char *url, char *out, size_t cap)
-{
-	size_t n = strcspn(url, "?");
-
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(out, url, n);
-	out[n] = '\0';
-}
-
 static const char *method_of(const struct fetch_req *req)
 {
 	return req->head ? "HEAD" : req->post ? "POST" : "GET";
 }
 
-/* The request as log lines name it: method, URL without its query, range,
+/* The request as log lines name it: method, URL without its secrets, range,
  * and the site cache it went through. */
 struct call_name {
 	char url[256], range[48];
@@ -111,7 +101,7 @@ static void call_name(const struct fetch_engine *fe, const struct call *c,
 {
 	const struct fetch_req *req = &c->r;
 
-	url_for_log(req->url, n->url, sizeof(n->url));
+	url_redact(req->url, n->url, sizeof(n->url));
 	n->range[0] = '\0';
 	if (req->range_len)
 		snprintf(n->range, sizeof(n->range),
@@ -804,7 +794,7 @@ static void hosts_turn(struct fetch_engine *fe)
 /* ---- the engine thread ---- */
 
 /* A redirect to a scheme other than http(s) was refused: the error names
- * the answer and where it pointed (without a query: it may be signed). */
+ * the answer and where it pointed (url_redact: it may be signed). */
 static void redirect_refused(struct xfer *x, const struct leg *l)
 {
 	const long st = x->res->status;
@@ -815,7 +805,7 @@ static void redirect_refused(struct xfer *x, const struct leg *l)
 		CURLE_OK ||
 	    !to)
 		return;
-	url_for_log(to, where, sizeof(where));
+	url_redact(to, where, sizeof(where));
 	snprintf(x->errbuf, sizeof(x->errbuf),
 		 "HTTP %ld redirects to %s: only http:// and https:// "
 		 "redirects are followed",

@@ -737,6 +737,37 @@ const char *fx_wharf_bin(void)
 	return b && *b ? b : "wharf";
 }
 
+char *fx_cmdline(pid_t pid)
+{
+	char path[64], *text;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	text = fx_read_file(path, &n);
+	for (size_t i = 0; text && i + 1 < n; i++)
+		if (!text[i])
+			text[i] = ' ';
+	return text;
+}
+
+const char *fx_wharf_real_bin(void)
+{
+	static char real[PATH_MAX];
+	const char *b = fx_wharf_bin(), *bd = getenv("WHARF_BUILDDIR");
+	const char *slash = strrchr(b, '/');
+	char lib[PATH_MAX];
+
+	snprintf(real, sizeof(real), "%.*s/.libs/wharf",
+		 slash ? (int)(slash - b) : 1, slash ? b : ".");
+	if (access(real, X_OK))
+		snprintf(real, sizeof(real), "%s", b);
+	if (bd) {
+		snprintf(lib, sizeof(lib), "%s/loader/.libs", bd);
+		setenv("LD_LIBRARY_PATH", lib, 1);
+	}
+	return real;
+}
+
 pid_t fx_origin_start(const char *root, const char *const extra[],
 		      const char *work_dir, const char *tag, char *url,
 		      size_t url_cap)

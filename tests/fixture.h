@@ -54,6 +54,9 @@ int fx_mkdirs(const char *path);
 void *fx_read_file(const char *path, size_t *len);
 /* Runs a shell command; returns its exit status (or -1). */
 int fx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What `ps` shows of process pid: its /proc/PID/cmdline, the arguments
+ * joined by spaces (malloc'd), or NULL. */
+char *fx_cmdline(pid_t pid);
 /* A free TCP port on 127.0.0.1. */
 int fx_free_port(void);
 /* Waits until 127.0.0.1:port accepts, up to timeout_ms; 0 or -1. */
@@ -170,5 +173,9 @@ long long fx_json_num(const char *json, const char *key);
 
 /* The built `wharf` command ($WHARF_BIN, set by tests/Makefile.am). */
 const char *fx_wharf_bin(void);
+/* The program itself, not libtool's wrapper script around it (for a link
+ * under another name, mount.fuse.wharf: the script would run it as
+ * wharf); sets LD_LIBRARY_PATH to the build tree's libraries for it. */
+const char *fx_wharf_real_bin(void);
 
 #endif

@@ -26,26 +26,7 @@
 
 static char *data_dir, *work_dir, *sbin_dir, *usr_sbin;
 static char helper[PATH_MAX]; /* SBIN/mount.fuse.wharf */
-static char real_bin[PATH_MAX];
 static struct fx_nginx ng;
-
-/* The binary itself, not libtool's wrapper script: the helper is known by
- * the name it is run under, which the wrapper would not pass on. */
-static void find_real_bin(void)
-{
-	const char *b = fx_wharf_bin(), *bd = getenv("WHARF_BUILDDIR");
-	const char *slash = strrchr(b, '/');
-	char lib[PATH_MAX];
-
-	snprintf(real_bin, sizeof(real_bin), "%.*s/.libs/wharf",
-		 slash ? (int)(slash - b) : 1, slash ? b : ".");
-	if (access(real_bin, X_OK))
-		snprintf(real_bin, sizeof(real_bin), "%s", b);
-	if (bd) {
-		snprintf(lib, sizeof(lib), "%s/loader/.libs", bd);
-		setenv("LD_LIBRARY_PATH", lib, 1);
-	}
-}
 
 static void setup(void)
 {
@@ -59,10 +40,11 @@ static void setup(void)
 	snprintf(path, sizeof(path), "%s/a/b.bin", data_dir);
 	if (fx_write_file(path, FILE_SIZE, SEED))
 		abort();
-	find_real_bin();
 	sbin_dir = fx_tmpdir("fstab-sbin");
 	snprintf(helper, sizeof(helper), "%s/mount.fuse.wharf", sbin_dir);
-	if (symlink(real_bin, helper))
+	/* The binary itself: the helper is known by the name it is run
+	 * under, which libtool's wrapper script would not pass on. */
+	if (symlink(fx_wharf_real_bin(), helper))
 		abort();
 	/* What mount(8) will find: it runs helpers with a clean environment,
 	 * so a script hands the helper its arguments with the library path

@@ -878,6 +878,10 @@ START_TEST(token_command_bare)
 	write_text(script, "#!/bin/sh\necho oops >&2\nexit 3\n", 0700);
 	ck_assert_int_eq(open_gs(SPEC, &o), -EIO);
 	ck_assert_ptr_nonnull(strstr(err, "status 3"));
+	/* Named as "the token command", never by its text. */
+	ck_assert_msg(strstr(err, "the token command") &&
+			  !strstr(err, "token-bare"),
+		      "%s", err);
 	/* A command that hangs is killed, with what it started. */
 	snprintf(text, sizeof(text),
 		 "#!/bin/sh\nsleep 60 &\necho $! > '%s/child'\nsleep 60\n",
@@ -1290,6 +1294,63 @@ START_TEST(mount_token_options)
 END_TEST
 
 /*
+ * A token command, and the token it prints, reach no log line, even at
+ * the debug level, nor the daemon's command line (ps): the log names "the
+ * token command" and how long it took.
+ */
+START_TEST(mount_token_command_secret)
+{
+	char cache[PATH_MAX], script[PATH_MAX], cmd[PATH_MAX + 32];
+	char logp[PATH_MAX], stats[PATH_MAX + 16], *text;
+	size_t n;
+	pid_t pid;
+
+	start_fake(need_good);
+	snprintf(cache, sizeof(cache), "%s/cache", work);
+	snprintf(logp, sizeof(logp), "%s/debug.log", work);
+	snprintf(script, sizeof(script), "%s/tok-cmd-9q", work);
+	write_text(script, "#!/bin/sh\necho " GOOD "\n", 0700);
+	snprintf(cmd, sizeof(cmd), "%s pw=hunter2-7331", script);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", work);
+	ck_assert_int_eq(fx_mkdirs(mnt), 0);
+	{
+		char *argv[] = {(char *)fx_wharf_bin(),
+				"mount",
+				"-d",
+				"--cache-dir",
+				cache,
+				"--endpoint",
+				fake_url,
+				"--token-command",
+				cmd,
+				SPEC,
+				mnt,
+				NULL};
+
+		pid = fx_spawn(argv, logp);
+	}
+	snprintf(stats, sizeof(stats), "%s/.wharf/stats", mnt);
+	ck_assert_int_eq(fx_wait_path(&pid, stats, 30000, logp), 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	text = fx_cmdline(pid);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(!strstr(text, "hunter2") && !strstr(text, "tok-cmd-9q"),
+		      "ps shows the token command: %s", text);
+	free(text);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
+	ck_assert_int_eq(fx_stop(pid, 10000), 0);
+	text = fx_read_file(logp, &n);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "the token command answered in"), "%s",
+		      text);
+	ck_assert_msg(!strstr(text, "hunter2") && !strstr(text, "tok-cmd-9q") &&
+			  !strstr(text, GOOD),
+		      "the log shows a secret: %s", text);
+	free(text);
+}
+END_TEST
+
+/*
  * Mounts with a counting token command (its count into count, PATH_MAX),
  * reads "one", then has the fake revoke the token the mount holds: its
  * next request gets 401.
@@ -1664,6 +1725,7 @@ static Suite *suite(void)
 	fx_tcase_add(why ? left : tc, mount_bytes, why);
 	fx_tcase_add(why ? left : tc, mount_service_account, why);
 	fx_tcase_add(why ? left : tc, mount_token_options, why);
+	fx_tcase_add(why ? left : tc, mount_token_command_secret, why);
 	fx_tcase_add(why ? left : tc, mount_replaced_object, why);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("origin checksums");

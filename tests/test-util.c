@@ -1,11 +1,14 @@
-/* fs/util: size parsing and formatting, reading whole files. */
+/* fs/util: size parsing and formatting, reading whole files, secrets in
+ * URLs, escaping for a terminal, opening without links. */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +124,91 @@ START_TEST(test_format_size)
 }
 END_TEST
 
+/* What of a URL is secret: user information, query, fragment; hidden
+ * in log lines, overwritten in argv. */
+START_TEST(test_url_secrets)
+{
+	char buf[256], url[] = "https://me:pw@host:8080/a/m.txt?X-Amz-Signature=ab#f";
+
+	ck_assert_str_eq(url_redact(url, buf, sizeof(buf)),
+			 "https://host:8080/a/m.txt");
+	ck_assert_str_eq(url_redact("http://host/x/", buf, sizeof(buf)),
+			 "http://host/x/");
+	ck_assert_str_eq(url_redact("m.txt?x=1", buf, sizeof(buf)), "m.txt");
+	ck_assert_str_eq(url_redact("http://h/p@q?s", buf, sizeof(buf)),
+			 "http://h/p@q");
+	ck_assert_str_eq(url_redact("http://h/a", buf, 8), "http://");
+	url_scrub(url, strlen(url));
+	ck_assert_str_eq(url, "https://*****@host:8080/a/m.txt?*****************"
+			      "***");
+	/* Only within the length given (an -o item ends at its comma). */
+	snprintf(buf, sizeof(buf), "http://h/m?sig=1,other=2");
+	url_scrub(buf, strlen("http://h/m?sig=1"));
+	ck_assert_str_eq(buf, "http://h/m?*****,other=2");
+}
+END_TEST
+
+/* Bytes a terminal would act on are escaped; UTF-8 text stays. */
+START_TEST(test_str_escape)
+{
+	char *e;
+
+	e = str_escape("a\x1b[2Jb\n\t\\\x9b\xc2\x9b\x7f\xc3\xa9\xe2\x82", "\n",
+		       false);
+	ck_assert_str_eq(e, "a\\x1b[2Jb\n\\x09\\\\\\x9b\\xc2\\x9b\\x7f\xc3\xa9"
+			    "\\xe2\\x82");
+	free(e);
+	/* A JSON document stays one, and means the same. */
+	e = str_escape("{\"s\": \"\x1b\xc2\x9b\x9b\\\"\xc3\xa9\"}\n", "\t\n\r",
+		       true);
+	ck_assert_str_eq(e, "{\"s\": \"\\u001b\\u009b\\\\x9b\\\"\xc3\xa9\"}\n");
+	free(e);
+	/* Overlong forms and surrogates are not UTF-8. */
+	e = str_escape("\xc0\xaf\xed\xa0\x80", "", false);
+	ck_assert_str_eq(e, "\\xc0\\xaf\\xed\\xa0\\x80");
+	free(e);
+}
+END_TEST
+
+/* A link anywhere in the path is refused, and so is a FIFO, at once. */
+START_TEST(test_open_nofollow)
+{
+	char dir[] = "/tmp/wharf-util-XXXXXX", path[128], link[128];
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/d", dir);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/d/f", dir);
+	ck_assert_int_eq(close(creat(path, 0600)), 0);
+	fd = open_nofollow(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	close(fd);
+	ck_assert_int_eq(open_nofollow(path, O_RDONLY | O_DIRECTORY), -ENOTDIR);
+	snprintf(link, sizeof(link), "%s/l", dir);
+	ck_assert_int_eq(symlink("d", link), 0);
+	snprintf(path, sizeof(path), "%s/l/f", dir);
+	ck_assert_int_eq(open_nofollow(path, O_RDONLY), -ELOOP);
+	snprintf(link, sizeof(link), "%s/d/lf", dir);
+	ck_assert_int_eq(symlink("f", link), 0);
+	ck_assert_int_eq(open_nofollow(link, O_RDONLY), -ELOOP);
+	snprintf(path, sizeof(path), "%s/d/fifo", dir);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	alarm(10); /* a hang is a failure, not a stuck test */
+	ck_assert_int_eq(open_nofollow(path, O_RDONLY), -EINVAL);
+	alarm(0);
+	snprintf(path, sizeof(path), "%s/d", dir);
+	fd = open_nofollow(path, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(open_nofollow(path, O_RDONLY), -EINVAL);
+	ck_assert_int_eq(open_nofollow("/nonexistent/x", O_RDONLY), -ENOENT);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("util");
@@ -132,6 +220,9 @@ int main(void)
 	tcase_add_test(tc, test_parse_size_rejects);
 	tcase_add_test(tc, test_format_size);
 	tcase_add_test(tc, test_read_file_pipe);
+	tcase_add_test(tc, test_url_secrets);
+	tcase_add_test(tc, test_str_escape);
+	tcase_add_test(tc, test_open_nofollow);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

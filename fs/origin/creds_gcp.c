@@ -187,15 +187,18 @@ static int from_file(struct gcp_creds *c, char *tok, uint64_t *life_s,
 static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 			char **err)
 {
+	const uint64_t t0 = now_ns();
 	char *out = malloc(TEXT_MAX + 1);
 	size_t n = 0;
 	int status, rc;
+	double secs;
 
 	if (!out)
 		return -ENOMEM;
 	/* A hung command must not hang every read that needs a token. */
 	rc = run_capture(c->command, c->command_dir, c->timeout_s * 1000, out,
 			 TEXT_MAX + 1, &n, &status);
+	secs = (double)(now_ns() - t0) / 1e9;
 	if (rc == -ETIMEDOUT) {
 		err_set(err, "%s: no answer after %u s; killed it", c->desc,
 			c->timeout_s);
@@ -207,13 +210,15 @@ static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 		goto out;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		err_set(err, "%s: exited with %s %d", c->desc,
+		err_set(err, "%s: exited with %s %d after %.1f s", c->desc,
 			WIFEXITED(status) ? "status" : "signal",
 			WIFEXITED(status) ? WEXITSTATUS(status)
-					  : WTERMSIG(status));
+					  : WTERMSIG(status),
+			secs);
 		rc = -EIO;
 		goto out;
 	}
+	log_debug("GCS credentials: %s answered in %.1f s", c->desc, secs);
 	*life_s = c->lifetime;
 	if (out[strspn(out, " \t\r\n")] == '{')
 		rc = gcp_token_json(out, n, tok, life_s, c->desc, err);
@@ -718,8 +723,9 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 						: DEFAULT_COMMAND_LIFETIME_S;
 		c->timeout_s = o->token_timeout ? o->token_timeout
 						: DEFAULT_COMMAND_TIMEOUT_S;
-		snprintf(c->desc, sizeof(c->desc), "token command \"%.440s\"",
-			 o->token_command);
+		/* Never the command itself: it may carry a secret (a key,
+		 * a password), and messages reach logs. */
+		snprintf(c->desc, sizeof(c->desc), "the token command");
 		return c->command ? 0 : -ENOMEM;
 	}
 	if (adc && *adc) {

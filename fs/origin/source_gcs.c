@@ -776,7 +776,12 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 		goto fail;
 	if (*gs->prefix && !pg->entries && !pg->placeholder)
 		log_warn("%s: nothing under this prefix (yet)", gs->base.id);
-	log_info("%s: GCS at %s", gs->base.id, endpoint);
+	{
+		char shown[512];
+
+		log_info("%s: GCS at %s", gs->base.id,
+			 url_redact(endpoint, shown, sizeof(shown)));
+	}
 done:
 	free(pg);
 	free(endpoint);

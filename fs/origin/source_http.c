@@ -667,7 +667,10 @@ static int source_http_open(const char *spec, const struct source_options *opt,
 		rc = manifest_parse(text, len, &hs->man, &perr);
 		free(text);
 		if (rc) {
-			err_set(err, "manifest %s: %s", opt->manifest,
+			char shown[512];
+
+			err_set(err, "manifest %s: %s",
+				url_redact(opt->manifest, shown, sizeof(shown)),
 				perr ? perr : strerror(-rc));
 			free(perr);
 			goto fail;
