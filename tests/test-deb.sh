@@ -35,6 +35,10 @@ clean_env() {
 		-u LD_LIBRARY_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
 		-u PKG_CONFIG_PATH "$@"
 }
+# A part that cannot run here: the others still run, and the test as a whole
+# is then a skip (77) unless one of them failed.
+skipped=
+skip_part() { echo "SKIP: $*"; skipped="${skipped:+$skipped; }$*"; }
 # Ends the test: a skip (77) with its reason unless a check failed.
 skip_rest() {
 	echo "SKIP: $*"
@@ -146,6 +150,16 @@ grep -q 'python3-numpy' "$work/python3-wharf.depends" 2>/dev/null &&
 	grep -q "libwharf0 (>= $version)" "$work/python3-wharf.depends" ||
 	bad "python3-wharf's Depends: $(cat "$work/python3-wharf.depends")"
 [ "$fail" = "$before" ] && ok "each package holds its files, SONAME libwharf.so.0, Depends"
+# What each package needs is there to install (apt only simulates).
+if ! command -v apt-get >/dev/null 2>&1; then
+	skip_part "apt-get install -s: no apt-get"
+elif (cd "$work" && apt-get install -s --no-install-recommends \
+	./wharf_*.deb ./libwharf0_*.deb ./libwharf-dev_*.deb \
+	./python3-wharf_*.deb) >"$work/apt.out" 2>&1; then
+	ok "apt-get install -s of the four packages: their Depends resolve"
+else
+	bad "apt-get install -s of the packages: $(tail -8 "$work/apt.out")"
+fi
 
 # The unpacked tree's programs find the unpacked libwharf (the system has
 # none, or another version): its libdir on LD_LIBRARY_PATH.
@@ -189,7 +203,7 @@ mount_check() { # LABEL COMMAND...
 	[ "$fail" = "$before" ] && ok "$label: files read back equal, unmounted"
 }
 if ! [ -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
-	echo "SKIP: mount: no /dev/fuse or fusermount3 here (apt-get install fuse3)"
+	skip_part "mount: no /dev/fuse or fusermount3 here (apt-get install fuse3)"
 elif ! [ -x "$src/build/deb/bench/origin" ]; then
 	bad "no bench/origin in the package build ($src/build/deb)"
 else
@@ -214,7 +228,7 @@ fi
 
 # man wharf, man libwharf: the pages as the packages hold them render.
 if ! command -v man >/dev/null 2>&1; then
-	echo "SKIP: man: no man here (apt-get install man-db)"
+	skip_part "man: no man here (apt-get install man-db)"
 else
 	for page in 1:wharf 3:libwharf; do
 		if clean_env MANWIDTH=80 man -M "$root/usr/share/man" "${page%:*}" \
@@ -285,4 +299,5 @@ print("import wharf %s, libwharf %s, an index of %d samples"
 else
 	bad "import wharf from the unpacked python3-wharf: $(tail -5 "$work/py.out")"
 fi
-[ "$fail" = 0 ]
+[ "$fail" = 0 ] || exit 1
+[ -z "$skipped" ] || skip_rest "$skipped"
