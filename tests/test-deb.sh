@@ -124,6 +124,7 @@ has() { # PACKAGE PATH [LINK-TARGET]
 has wharf /usr/bin/wharf
 has wharf /sbin/mount.fuse.wharf /usr/bin/wharf
 has wharf /usr/share/man/man1/wharf.1.gz
+has wharf /usr/share/man/man8/mount.fuse.wharf.8.gz ../man1/wharf.1.gz
 has libwharf0 "/usr/lib/$ma/libwharf.so.0" libwharf.so.0.0.0
 has libwharf0 "/usr/lib/$ma/libwharf.so.0.0.0"
 has libwharf-dev "/usr/lib/$ma/libwharf.so" libwharf.so.0.0.0
