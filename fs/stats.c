@@ -129,8 +129,11 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	jsonw_u64(&w, "bytes_on_disk", ss.bytes_on_disk);
 	jsonw_u64(&w, "bytes_raw", ss.bytes_raw);
 	jsonw_u64(&w, "max_bytes", ss.max_bytes);
+	jsonw_u64(&w, "cap_bytes", ss.cap_bytes);
 	jsonw_u64(&w, "evictions", ss.evictions);
 	jsonw_u64(&w, "corrupt", ss.corrupt);
+	jsonw_u64(&w, "writes_dropped", ss.writes_dropped);
+	jsonw_u64(&w, "cap_lowered", ss.cap_lowered);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "origin", JSONW_INLINE);
