@@ -513,7 +513,8 @@ int main(void)
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	/* What a failed test left: its mount, origin and tmpfs. */
-	fx_unmount_leftovers(work);
+	if (fx_sh("test -e '%s/mounts'", work) == 0)
+		fx_unmount_leftovers(work);
 	fx_sh("p=$(cat '%s/origin.pid' 2>/dev/null) && kill $p 2>/dev/null; "
 	      "for m in '%s'/fs-*; do mountpoint -q \"$m\" && "
 	      "umount -l \"$m\"; done; true",
