@@ -54,7 +54,8 @@ void backing_cleanup(struct ops_ctx *ctx)
 	 * make the next mount's first read of those files a read through
 	 * it beside the making of their packs. */
 	pthread_mutex_lock(&b->pack_mu);
-	b->packs_until_ns = now_ns() + PACKS_AT_UNMOUNT_NS;
+	__atomic_store_n(&b->packs_until_ns, now_ns() + PACKS_AT_UNMOUNT_NS,
+			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&b->pack_mu);
 	if (b->packer_started)
 		pthread_join(b->packer, NULL);
@@ -147,6 +148,17 @@ static int check_ahead(struct ops_ctx *ctx, struct ops_file *f)
 	return rc;
 }
 
+/* Under pack_mu: puts j back in the queue, unless a release queued its
+ * file again meanwhile (or the queue is full: a later one asks again). */
+static void requeue(struct ops_backing *b, struct pack_job j)
+{
+	for (unsigned i = 0; i < b->npacks; i++)
+		if (b->packs[i].f == j.f)
+			return;
+	if (b->npacks < PACK_QUEUE)
+		b->packs[b->npacks++] = j;
+}
+
 /* The packer: takes jobs off b->packs until none is left. */
 static void *packer_run(void *arg)
 {
@@ -181,12 +193,14 @@ static void *packer_run(void *arg)
 		if (rc == -EAGAIN)
 			rc = prefetch_pack_whole(ctx->prefetch, j.f->pf);
 		/* A read's last chunks can reach the store after its reply:
-		 * look again a little later, a few times. */
-		if (rc == -ENOENT && j.tries < PACK_TRIES) {
+		 * look again a little later, a few times (not once unmounting:
+		 * the reads are over, and a file not cached whole then is
+		 * one the disk did not keep, which no wait makes whole). */
+		if (rc == -ENOENT && j.tries < PACK_TRIES &&
+		    !__atomic_load_n(&b->packs_until_ns, __ATOMIC_RELAXED)) {
 			j.tries++;
 			pthread_mutex_lock(&b->pack_mu);
-			if (b->npacks < PACK_QUEUE)
-				b->packs[b->npacks++] = j;
+			requeue(b, j);
 			pthread_mutex_unlock(&b->pack_mu);
 			usleep(PACK_RETRY_US);
 			continue;
@@ -218,7 +232,14 @@ static void pack_later(struct ops_ctx *ctx, struct ops_file *f, bool check)
 {
 	struct ops_backing *b = &ctx->state->backing;
 
+	const uint64_t cap =
+	    ctx->stats.store ? store_cap(ctx->stats.store) : 0;
+
+	/* A pack is made beside its chunk files: a file of more than half
+	 * the cap (the filesystem's room, where that is less) never gets
+	 * one. */
 	if (!b->on || f->size <= ctx->chunk_size ||
+	    (cap && f->size > cap / 2) ||
 	    __atomic_load_n(&f->no_pack, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&b->failed, __ATOMIC_RELAXED))
 		return;

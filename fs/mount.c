@@ -214,7 +214,7 @@ static int mount_open(struct mount_state *m)
 	if (!rc)
 		rc = tree_new(m->src, &m->tree);
 	if (!rc)
-		rc = offline_start(m->src, m->tree);
+		rc = offline_start(m->src, m->tree, m->st);
 	if (rc) {
 		err_set(&err, "cannot set up the mount: %s", strerror(-rc));
 		goto fail;

@@ -28,6 +28,7 @@ struct offline_src {
 	struct offline_config cfg;
 	char *snap_path;
 	struct snapshot *snap; /* the last saved listing, or NULL */
+	struct store *st;      /* makes room for a save; may be NULL */
 	/* The backend, or NULL until the origin has answered once (atomic;
 	 * set once, freed by destroy: readers never wait on it). */
 	struct source *inner;
@@ -270,8 +271,8 @@ static uint64_t save_if_changed(struct offline_src *os)
 
 	if (gen == os->saved_listings || is_offline(os))
 		return 0;
-	rc =
-	    snapshot_save(os->snap_path, os->base.id, os->tree, os->snap, &err);
+	rc = snapshot_save(os->snap_path, os->base.id, os->tree, os->snap,
+			   os->st, &err);
 	if (rc)
 		log_warn("%s (the mount goes on; a remount while the origin "
 			 "is down may lack the newest listings)",
@@ -421,12 +422,13 @@ static void *offline_main(void *arg)
 	return NULL;
 }
 
-int offline_start(struct source *src, struct tree *tree)
+int offline_start(struct source *src, struct tree *tree, struct store *st)
 {
 	struct offline_src *os = os_of(src);
 	int rc;
 
 	os->tree = tree;
+	os->st = st;
 	rc = pthread_create(&os->thread, NULL, offline_main, os);
 	if (rc)
 		return -rc;

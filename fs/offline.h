@@ -24,6 +24,7 @@
 
 #include "fetch.h"
 #include "source.h"
+#include "store.h"
 #include "tree.h"
 #include "util.h"
 
@@ -47,8 +48,11 @@ int offline_open(const struct offline_config *cfg, struct fetch_engine *fe,
 		 struct source **out, char **err) WHARF_CHECK;
 
 /* Starts the thread that keeps the snapshot of tree current and, while
- * offline, tries the origin.  @return 0 or -errno. */
-int offline_start(struct source *src, struct tree *tree) WHARF_CHECK;
+ * offline, tries the origin; st (may be NULL), the store of the cache
+ * dir, makes room for the snapshot on a full disk.  @return 0 or
+ * -errno. */
+int offline_start(struct source *src, struct tree *tree,
+		  struct store *st) WHARF_CHECK;
 
 /* Saves the snapshot a last time (when the tree changed since) and stops
  * the thread.  Before tree_free; source_close frees the rest. */

@@ -616,8 +616,13 @@ static int pack_make(struct store *st, struct spack *p,
 	} else if (pack_members_compressed(st, p)) {
 		/* Found before making room: it would evict for nothing. */
 		rc = -ENOTSUP;
-	} else if (st->cfg.max_bytes &&
-		   st->reserved + members + pdisk > st->cfg.max_bytes) {
+	} else if (st->reserved + members + pdisk > st->cap) {
+		rc = -ENOSPC;
+	} else if (store_fs_bound(st) &&
+		   st->used + st->reserved + pdisk > st->cap) {
+		/* The cache fills its filesystem: a pack would evict as
+		 * much of it as it packs, most likely to be evicted itself
+		 * before its next read.  Left for a mount with room. */
 		rc = -ENOSPC;
 	} else {
 		for (uint32_t i = p->n; i-- > 0;) {
@@ -626,9 +631,7 @@ static int pack_make(struct store *st, struct spack *p,
 			lru_unlink(e);
 			lru_push_front(st, e);
 		}
-		if (st->cfg.max_bytes)
-			victims =
-			    store_evict_locked(st, st->cfg.max_bytes, pdisk);
+		victims = store_evict_locked(st, st->cap, pdisk);
 		st->reserved += pdisk;
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -720,6 +723,11 @@ static int pack_make(struct store *st, struct spack *p,
 	pthread_mutex_lock(&st->mu);
 	st->reserved -= pdisk;
 	pthread_mutex_unlock(&st->mu);
+	/* The disk is full below the cap: lowered to what it holds, so that
+	 * the chunks that come next find room (a pack is not tried again:
+	 * the next open or release asks for it). */
+	if (rc == -ENOSPC || rc == -EDQUOT)
+		(void)store_disk_full(st, rc, 0, 0);
 	if (rc == -EDQUOT)
 		rc = -ENOSPC;
 	if (rc && rc != -ENOSPC && rc != -ENOENT && rc != -ENOTSUP &&

@@ -928,8 +928,10 @@ static int load_landed(struct load *ld)
 		if (rc)
 			goto fail;
 	}
+	/* Every chunk not cached is counted by the store; a full disk it says
+	 * once itself (naming the filesystem), a write error too. */
 	rc = store_put(pf->st, &ld->key, ld->buf, ld->want);
-	if (rc && rc != -ENOSPC)
+	if (rc && rc != -ENOSPC && rc != -EIO)
 		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
 			 f->path, idx, strerror(-rc));
 	if (f->sums) {

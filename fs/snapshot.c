@@ -120,13 +120,46 @@ static int save_old(struct save *sv)
 	return rc;
 }
 
-/* Writes len bytes and makes them durable under path, atomically. */
+/* Writes len bytes to a new file tmp and makes them durable: the bytes
+ * reach the disk before the name does, so that after a crash the name
+ * holds the old snapshot or the whole new one.  A failed write leaves no
+ * file.  @return 0 or -errno. */
+static int write_tmp(const char *tmp, const char *buf, size_t len)
+{
+	size_t off = 0;
+	int fd, rc = 0;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (!rc && off < len) {
+		ssize_t n = write(fd, buf + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			rc = n < 0 ? -errno : -ENOSPC;
+		else
+			off += (size_t)n;
+	}
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* Writes len bytes and makes them durable under path, atomically: the
+ * old snapshot stays until the new one is whole.  A disk too full for it
+ * has the store evict chunks to make room, and the write is tried once
+ * more. */
 static int write_atomic(const char *path, const char *buf, size_t len,
-			char **err)
+			struct store *st, char **err)
 {
 	char *tmp = strdupf("%s.tmp", path), *dir = strdup(path), *slash;
-	size_t off = 0;
-	int fd = -1, dfd = -1, rc = 0;
+	int dfd = -1, rc = 0;
 
 	if (!tmp || !dir) {
 		rc = -ENOMEM;
@@ -137,31 +170,24 @@ static int write_atomic(const char *path, const char *buf, size_t len,
 		*slash = '\0';
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		rc = -errno;
+		if (store_room(st, rc, len) == 0 &&
+		    (!mkdir(dir, 0700) || errno == EEXIST))
+			rc = 0;
+	}
+	if (rc) {
 		err_set(err, "cannot make %s: %s", dir, strerror(-rc));
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
+	rc = write_tmp(tmp, buf, len);
+	if (rc && store_room(st, rc, len) == 0)
+		rc = write_tmp(tmp, buf, len);
+	if (rc) {
 		err_set(err, "cannot write %s: %s", tmp, strerror(-rc));
 		goto out;
 	}
-	while (off < len) {
-		ssize_t n = write(fd, buf + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			err_set(err, "cannot write %s: %s", tmp, strerror(-rc));
-			goto out;
-		}
-		off += (size_t)n;
-	}
-	/* The bytes reach the disk before the name does: after a crash the
-	 * name holds the old snapshot or the whole new one. */
-	if (fsync(fd) || rename(tmp, path)) {
+	if (rename(tmp, path)) {
 		rc = -errno;
+		unlink(tmp);
 		err_set(err, "cannot save %s: %s", path, strerror(-rc));
 		goto out;
 	}
@@ -171,11 +197,6 @@ static int write_atomic(const char *path, const char *buf, size_t len,
 		err_set(err, "cannot sync %s: %s", dir, strerror(-rc));
 	}
 out:
-	if (fd >= 0) {
-		close(fd);
-		if (rc)
-			unlink(tmp);
-	}
 	if (dfd >= 0)
 		close(dfd);
 	free(tmp);
@@ -200,7 +221,7 @@ static int append_end(char **buf, size_t *len, uint64_t entries)
 }
 
 int snapshot_save(const char *path, const char *source_id, struct tree *tree,
-		  const struct snapshot *old, char **err)
+		  const struct snapshot *old, struct store *st, char **err)
 {
 	struct save *sv = calloc(1, sizeof(*sv));
 	char *buf = NULL;
@@ -234,7 +255,7 @@ int snapshot_save(const char *path, const char *source_id, struct tree *tree,
 	if (!rc)
 		rc = append_end(&buf, &len, sv->entries);
 	if (!rc)
-		rc = write_atomic(path, buf, len, err);
+		rc = write_atomic(path, buf, len, st, err);
 	else
 		err_set(err, "cannot save %s: %s", path, strerror(-rc));
 	free(sv->old_seen);

@@ -17,7 +17,8 @@
  *   end ENTRIES HASH          d and f lines, XXH64 of every byte above
  *
  * Saving writes a temp file, fsyncs it, renames it over the old one and
- * fsyncs the directory: a crash leaves the old snapshot or the new one.
+ * fsyncs the directory: a crash, or a disk too full for the new one,
+ * leaves the old snapshot or the new one.
  * The end line catches the rest (a truncated or damaged file is refused,
  * never half used).
  */
@@ -25,6 +26,7 @@
 #include <stdint.h>
 
 #include "source.h"
+#include "store.h"
 #include "tree.h"
 #include "util.h"
 
@@ -34,10 +36,13 @@ struct snapshot;
  * Writes the directories tree has listed, and those of `old` (may be NULL)
  * that it has not, to path (its directory is made when missing): a mount
  * that looked at less than the last one does not make the snapshot forget
- * the rest.  @return 0, or -errno with *err naming the file.
+ * the rest.  A disk too full for it has st (the store of that cache dir;
+ * may be NULL) evict chunks to make room (store_room), and the write is
+ * tried once more.  @return 0, or -errno with *err naming the file.
  */
 int snapshot_save(const char *path, const char *source_id, struct tree *tree,
-		  const struct snapshot *old, char **err) WHARF_CHECK;
+		  const struct snapshot *old, struct store *st,
+		  char **err) WHARF_CHECK;
 
 /*
  * Reads and checks the snapshot at path.  source_id NULL takes any source

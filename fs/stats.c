@@ -141,8 +141,11 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_u64(&w, "bytes_on_disk", ss->bytes_on_disk);
 	jsonw_u64(&w, "bytes_raw", ss->bytes_raw);
 	jsonw_u64(&w, "max_bytes", ss->max_bytes);
+	jsonw_u64(&w, "cap_bytes", ss->cap_bytes);
 	jsonw_u64(&w, "evictions", ss->evictions);
 	jsonw_u64(&w, "corrupt", ss->corrupt);
+	jsonw_u64(&w, "writes_dropped", ss->writes_dropped);
+	jsonw_u64(&w, "cap_lowered", ss->cap_lowered);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "origin", JSONW_INLINE);
@@ -281,6 +284,14 @@ static const struct metric {
      "Chunks evicted from the disk cache (disk_cache.evictions)."},
     {"disk_cache_corrupt_total", COUNTER, SNAP(store.corrupt),
      "Chunk files found corrupt and dropped (disk_cache.corrupt)."},
+    {"disk_cache_effective_cap_bytes", GAUGE, SNAP(store.cap_bytes),
+     "The cap eviction keeps now: --cache-size or what the filesystem "
+     "holds, the smaller; 0: none (disk_cache.cap_bytes)."},
+    {"disk_cache_writes_dropped_total", COUNTER, SNAP(store.writes_dropped),
+     "Chunks not cached on disk: no room even after eviction, or a write "
+     "error (disk_cache.writes_dropped)."},
+    {"disk_cache_cap_lowered_total", COUNTER, SNAP(store.cap_lowered),
+     "Times a full filesystem lowered the cap (disk_cache.cap_lowered)."},
     {"origin_requests_total", COUNTER, SNAP(fetch.requests),
      "Requests sent to the origin, retries included (origin.requests)."},
     {"origin_retries_total", COUNTER, SNAP(fetch.retries),

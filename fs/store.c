@@ -222,20 +222,20 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	e->raw = len;
 	e->zstd = h.codec == CODEC_ZSTD;
 
+	store_cap_recheck(st);
 	/* Make room first, so the files on disk never exceed the cap. */
 	pthread_mutex_lock(&st->mu);
 	/* Larger than the room that writes in flight leave under the cap:
 	 * evicting everything would not make it fit, so evict nothing. */
-	if (st->cfg.max_bytes && st->reserved + disk > st->cfg.max_bytes) {
+	if (st->reserved + disk > st->cap) {
 		pthread_mutex_unlock(&st->mu);
 		chunkfile_codec_give(t);
 		sentry_free(e);
+		STAT_ADD(st->dropped, 1);
 		return -ENOSPC;
 	}
 	/* Then eviction can always make room (an empty index uses none). */
-	victims = st->cfg.max_bytes
-		      ? store_evict_locked(st, st->cfg.max_bytes, disk)
-		      : NULL;
+	victims = store_evict_locked(st, st->cap, disk);
 	st->reserved += disk;
 	pthread_mutex_unlock(&st->mu);
 	store_evict_files(st, victims, NULL, NULL);
@@ -244,6 +244,12 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 	snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s.%d.%lu", hex, (int)getpid(),
 		 __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
 	rc = chunkfile_write(st->dirfd[fan], tmp, hdr, payload, plen);
+	/* The disk is full below the cap: the cap comes down to what it
+	 * holds, eviction makes the room, and the write is tried once
+	 * more (a failed write leaves no file). */
+	if ((rc == -ENOSPC || rc == -EDQUOT) &&
+	    store_disk_full(st, rc, disk, 0))
+		rc = chunkfile_write(st->dirfd[fan], tmp, hdr, payload, plen);
 	chunkfile_codec_give(t);
 	if (rc == -EDQUOT)
 		rc = -ENOSPC;
@@ -270,6 +276,8 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 		pthread_mutex_unlock(&st->mu);
 	}
 	sentry_free(e);
+	if (rc)
+		STAT_ADD(st->dropped, 1);
 	if (rc && rc != -ENOSPC) {
 		store_chunk_relpath(key, rel);
 		log_warn("%s/%s: cannot write chunk: %s", st->chunkdir, rel,
@@ -291,6 +299,21 @@ void store_remove(struct store *st, const struct chunk_key *key)
 	store_evict_files(st, victims, NULL, NULL);
 }
 
+int store_room(struct store *st, int err, uint64_t bytes)
+{
+	if (!st || (err != -ENOSPC && err != -EDQUOT))
+		return err;
+	(void)store_disk_full(st, err, 0, bytes);
+	return 0;
+}
+
+uint64_t store_cap(struct store *st)
+{
+	const uint64_t cap = __atomic_load_n(&st->cap, __ATOMIC_RELAXED);
+
+	return cap == UINT64_MAX ? 0 : cap;
+}
+
 void store_get_stats(struct store *st, struct store_stats *out)
 {
 	pthread_mutex_lock(&st->mu);
@@ -299,11 +322,14 @@ void store_get_stats(struct store *st, struct store_stats *out)
 	out->bytes_on_disk = st->used;
 	out->bytes_raw = st->raw;
 	pthread_mutex_unlock(&st->mu);
+	out->cap_bytes = store_cap(st);
 	out->max_bytes = st->cfg.max_bytes;
 	out->hits = STAT_GET(st->hits);
 	out->misses = STAT_GET(st->misses);
 	out->evictions = STAT_GET(st->evictions);
 	out->corrupt = STAT_GET(st->corrupt);
+	out->writes_dropped = STAT_GET(st->dropped);
+	out->cap_lowered = STAT_GET(st->lowered);
 }
 
 int store_prune(struct store *st, uint64_t max_bytes, uint64_t *chunks,
@@ -641,7 +667,6 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 {
 	struct store *st;
 	char *path = NULL;
-	struct sentry *victims;
 	int top = -1, chunks = -1, rc;
 
 	st = calloc(1, sizeof(*st));
@@ -735,13 +760,9 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 	rc = scan(st, err);
 	if (rc)
 		goto fail;
-	/* A smaller cap than last time: honour it now. */
-	if (st->cfg.max_bytes) {
-		pthread_mutex_lock(&st->mu);
-		victims = store_evict_locked(st, st->cfg.max_bytes, 0);
-		pthread_mutex_unlock(&st->mu);
-		store_evict_files(st, victims, NULL, NULL);
-	}
+	/* A smaller cap than last time, or a filesystem that holds less
+	 * than it: honoured now. */
+	store_cap_fit(st);
 	free(path);
 	close(top);
 	close(chunks);

@@ -49,6 +49,9 @@ struct store_config {
 	/* Write headers at the start of chunk files (format 1) even where
 	 * the filesystem keeps xattrs: for tests of caches made that way. */
 	bool inline_headers;
+	/* How often a cap lowered for a full disk looks whether room came
+	 * back (store_put); 0: every minute. */
+	unsigned cap_recheck_ms;
 };
 
 struct store;
@@ -133,7 +136,8 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
  * -ENOTSUP (a chunk compressed or in a format 1 file, or a cache without
  * xattrs); -EBADMSG (corrupt: removed, the chunks are fetched again);
  * -ENOSPC (the cap or the disk cannot hold the pack beside its chunk
- * files for a moment); -EINVAL (sizes that do not fit n); -EIO; -ENOMEM.
+ * files for a moment, or the cache fills its filesystem and the pack
+ * would evict chunks); -EINVAL (sizes that do not fit n); -EIO; -ENOMEM.
  */
 int store_open_object(struct store *st, const struct chunk_key *keys,
 		      uint32_t n, uint64_t chunk_size, uint64_t size,
@@ -151,6 +155,13 @@ int store_pack_object(struct store *st, const struct chunk_key *keys,
 bool store_packed(struct store *st, const struct chunk_key *key);
 
 /* Stores a chunk atomically, evicting old chunks to stay under the cap.
+ * The cap is the smaller of cfg.max_bytes and what the filesystem holds
+ * (looked at by store_open); a write that finds the disk full lowers it
+ * to what the disk holds then (less a margin), evicts to it, and tries
+ * once more; the first time, a warning names the filesystem.  A lowered
+ * cap rises again, up to cfg.max_bytes, when room comes back (looked at
+ * every cfg.cap_recheck_ms at most).  A chunk not
+ * written is counted (store_stats.writes_dropped).
  * @return 0, -ENOSPC (disk full, or the chunk is larger than the cap: it
  * is simply not cached, no partial file is left), -EIO (logged), -ENOMEM,
  * -EFBIG (over 1 GiB). */
@@ -206,9 +217,28 @@ typedef int (*store_sum_fn)(const struct store_sum_check *c, void *arg);
 int store_sums_verify(const char *dir, store_sum_fn fn, void *arg,
 		      char **err) WHARF_CHECK;
 
+/*
+ * A file beside the chunks (a listing snapshot) of `bytes` could not be
+ * written for want of room (err: -ENOSPC or -EDQUOT): lowers the cap as a
+ * chunk write that finds the disk full does, so that `bytes` more are
+ * free, and evicts to it.  st may be NULL (no store: nothing to do).
+ * @return 0 (write it again, once), or err where nothing can be done.
+ */
+int store_room(struct store *st, int err, uint64_t bytes);
+
+/* The cap eviction keeps now (store_stats.cap_bytes; 0: none), without
+ * a lock. */
+uint64_t store_cap(struct store *st);
+
 struct store_stats {
 	uint64_t chunks, packs, bytes_on_disk, bytes_raw, max_bytes;
 	uint64_t hits, misses, evictions, corrupt;
+	/* The cap eviction keeps (0: none): max_bytes, or less where the
+	 * filesystem holds less. */
+	uint64_t cap_bytes;
+	/* Chunks not written to disk (no room, or a write error); times a
+	 * full disk lowered cap_bytes while open. */
+	uint64_t writes_dropped, cap_lowered;
 };
 void store_get_stats(struct store *st, struct store_stats *out);
 

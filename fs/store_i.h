@@ -93,8 +93,18 @@ struct store {
 	struct sentry lru;
 	uint64_t used, raw, reserved;
 	uint64_t packs; /* with a chunk in the index */
+	/* The cap eviction keeps: cfg.max_bytes (UINT64_MAX for none), or
+	 * less where the filesystem holds less (store_index.c: the cap).
+	 * Written atomically under mu, so that store_cap needs no lock. */
+	uint64_t cap;
+	uint64_t margin; /* left free on the filesystem beside the cap */
+	uint64_t recheck_ns; /* when a lowered cap may rise (atomic) */
 
 	uint64_t hits, misses, evictions, corrupt; /* atomic */
+	/* Chunks not written for want of room; times the cap was lowered
+	 * for a full disk; whether that was said (atomic). */
+	uint64_t dropped, lowered;
+	bool full_said;
 };
 
 static inline void pack_unref(struct spack *p)
@@ -220,6 +230,32 @@ struct sentry *store_evict_one_locked(struct store *st, struct sentry *e);
  * them. */
 void store_evict_files(struct store *st, struct sentry *victims,
 		       uint64_t *chunks, uint64_t *bytes);
+
+/* Under mu (or where the cap is read atomically): whether the cap is the
+ * filesystem's room, less than the one asked for. */
+static inline bool store_fs_bound(const struct store *st)
+{
+	return __atomic_load_n(&st->cap, __ATOMIC_RELAXED) <
+	       (st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX);
+}
+
+/* At open, with the index built: sets the cap to the smaller of
+ * cfg.max_bytes and what the cache's filesystem can hold (when a cap was
+ * asked for), saying so once where that is less, and evicts to it. */
+void store_cap_fit(struct store *st);
+/* Without mu: the disk said it is full (err: -ENOSPC or -EDQUOT) while
+ * something was written (`mine` bytes of it still reserved, its file
+ * gone), or `beside` more bytes are wanted on it for a file that is not
+ * a chunk: lowers the cap to what the filesystem holds now, less the
+ * margin and `beside`, and evicts to it (writes in flight included).
+ * @return whether the writes in flight fit under the cap (a write may
+ * then be tried again). */
+bool store_disk_full(struct store *st, int err, uint64_t mine,
+		     uint64_t beside);
+/* Without mu: a cap below cfg.max_bytes rises to what the filesystem
+ * holds now, if that is more, looked at every cfg.cap_recheck_ms at
+ * most (a clock read otherwise). */
+void store_cap_recheck(struct store *st);
 
 /* ---- pack.c ---- */
 

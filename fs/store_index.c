@@ -3,6 +3,13 @@
  * eviction under the cap with the removal of the evicted files, chunk
  * files and packs alike: what store.c, pack.c and cachedir.c share.  It
  * calls none of them; they call it.
+ *
+ * The cap is the smaller of the one asked for and what the cache's
+ * filesystem can hold: looked at when the store opens, and again each
+ * time the disk says it is full (another file grew there, or a quota),
+ * when it is lowered to what the chunks use then, less a margin, and
+ * eviction makes the room.  It never rises while the store is open: a
+ * remount looks again.
  */
 #include "config.h"
 
@@ -15,8 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "mountinfo.h"
 #include "util.h"
 
 /* ---- the index ---- */
@@ -288,4 +297,187 @@ void store_evict_files(struct store *st, struct sentry *victims,
 			*bytes += e->disk;
 		sentry_free(e);
 	}
+}
+
+/* ---- the cap ---- */
+
+/* Left free on the filesystem beside the cap, for the files that are not
+ * chunks (the listing snapshot, a log) and the blocks the counts miss
+ * (directories): 1/32 of it, at least 256 KiB, at most 256 MiB. */
+#define MARGIN_MIN (256ull << 10)
+#define MARGIN_MAX (256ull << 20)
+/* A lowered cap looks this often whether room came back. */
+#define CAP_RECHECK_MS 60000
+
+static uint64_t margin_of(const struct statvfs *sv)
+{
+	const uint64_t m = (uint64_t)sv->f_blocks * sv->f_frsize / 32;
+
+	return m < MARGIN_MIN ? MARGIN_MIN : m > MARGIN_MAX ? MARGIN_MAX : m;
+}
+
+/* Under mu: what the chunks may use, by sv (NULL: unknown): what they use
+ * now, `flight` bytes of writes under way (on the disk in part) and what
+ * is free, less the margin and `beside`.  A quota (err -EDQUOT), or no
+ * inode left, shows no lack of blocks: then what they use now is what
+ * the disk gives them. */
+static uint64_t fs_holds(struct store *st, const struct statvfs *sv, int err,
+			 uint64_t flight, uint64_t beside)
+{
+	uint64_t room = st->used;
+
+	if (sv) {
+		st->margin = margin_of(sv);
+		if (err != -EDQUOT && !(sv->f_files && !sv->f_favail))
+			room += flight + (uint64_t)sv->f_bavail * sv->f_frsize;
+	}
+	if (!st->margin)
+		st->margin = MARGIN_MIN;
+	return room > st->margin + beside ? room - st->margin - beside : 0;
+}
+
+/* Under mu or not: the next time a lowered cap may rise. */
+static void recheck_later(struct store *st)
+{
+	const uint64_t ms = st->cfg.cap_recheck_ms ? st->cfg.cap_recheck_ms
+						   : CAP_RECHECK_MS;
+
+	__atomic_store_n(&st->recheck_ns, now_ns() + ms * 1000000,
+			 __ATOMIC_RELAXED);
+}
+
+/* The first time the filesystem holds less than the cache wants: one
+ * warning that names it and says what to do.  Later lowerings are
+ * counted, and logged at the info level. */
+static void say_full(struct store *st, const struct statvfs *sv, uint64_t cap)
+{
+	struct mountinfo_entry mi = {0};
+	char total[32] = "?", avail[32] = "?", want[32], keep[32];
+	struct stat sb;
+
+	format_size(cap, keep, sizeof(keep));
+	if (__atomic_exchange_n(&st->full_said, true, __ATOMIC_RELAXED)) {
+		log_limited_at(WHARF_LOG_INFO,
+			       "%s: the disk is full: the cache now keeps at "
+			       "most %s",
+			       st->dir, keep);
+		return;
+	}
+	if (fstat(st->lockfd, &sb) || mountinfo_of_dev(sb.st_dev, &mi) != 1) {
+		snprintf(mi.mnt, sizeof(mi.mnt), "%s", st->dir);
+		snprintf(mi.type, sizeof(mi.type), "?");
+	}
+	if (sv) {
+		format_size((uint64_t)sv->f_blocks * sv->f_frsize, total,
+			    sizeof(total));
+		format_size((uint64_t)sv->f_bavail * sv->f_frsize, avail,
+			    sizeof(avail));
+	}
+	if (st->cfg.max_bytes)
+		format_size(st->cfg.max_bytes, want, sizeof(want));
+	else
+		snprintf(want, sizeof(want), "0 (no cap)");
+	log_warn("%s: the filesystem on %s (%s, %s, %s free) cannot hold "
+		 "--cache-size %s: the cache keeps at most %s there and "
+		 "evicts to stay under it; give it room (a larger filesystem, "
+		 "or a --cache-dir on another) or a --cache-size it holds",
+		 st->dir, mi.mnt, mi.type, total, avail, want, keep);
+}
+
+void store_cap_fit(struct store *st)
+{
+	struct statvfs sv;
+	struct sentry *victims;
+	const bool known = fstatvfs(st->lockfd, &sv) == 0;
+	uint64_t holds = 0;
+	bool less = false;
+
+	pthread_mutex_lock(&st->mu);
+	__atomic_store_n(&st->cap,
+			 st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX,
+			 __ATOMIC_RELAXED);
+	/* No cap asked for (`wharf cache prune` opens so): none is made up
+	 * before the disk says it is full. */
+	if (known && st->cfg.max_bytes) {
+		holds = fs_holds(st, &sv, 0, 0, 0);
+		less = holds < st->cap;
+	}
+	if (less)
+		__atomic_store_n(&st->cap, holds, __ATOMIC_RELAXED);
+	recheck_later(st);
+	/* A smaller cap than last time is honoured now too. */
+	victims = store_evict_locked(st, st->cap, 0);
+	pthread_mutex_unlock(&st->mu);
+	store_evict_files(st, victims, NULL, NULL);
+	if (less)
+		say_full(st, &sv, holds);
+}
+
+bool store_disk_full(struct store *st, int err, uint64_t mine,
+		     uint64_t beside)
+{
+	struct statvfs sv;
+	struct sentry *victims = NULL;
+	const bool known = fstatvfs(st->lockfd, &sv) == 0;
+	uint64_t holds;
+	bool lowered = false, fits;
+
+	pthread_mutex_lock(&st->mu);
+	/* The other writes under way count as written: their blocks are
+	 * taken, in part, and had the disk room for the rest, this write
+	 * would have found it.  Counted short, the cap would stay lower by
+	 * all that was in flight. */
+	holds = fs_holds(st, known ? &sv : NULL, err, st->reserved - mine,
+			 beside);
+	if (holds < st->cap) {
+		__atomic_store_n(&st->cap, holds, __ATOMIC_RELAXED);
+		lowered = true;
+		recheck_later(st);
+	}
+	/* Writes in flight larger than the cap: evicting everything would
+	 * not make them fit. */
+	fits = st->reserved <= st->cap;
+	if (fits)
+		victims = store_evict_locked(st, st->cap, 0);
+	pthread_mutex_unlock(&st->mu);
+	store_evict_files(st, victims, NULL, NULL);
+	if (lowered) {
+		STAT_ADD(st->lowered, 1);
+		say_full(st, known ? &sv : NULL, holds);
+	}
+	return fits;
+}
+
+void store_cap_recheck(struct store *st)
+{
+	const uint64_t asked =
+	    st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX;
+	uint64_t when = __atomic_load_n(&st->recheck_ns, __ATOMIC_RELAXED);
+	struct statvfs sv;
+	uint64_t holds = 0;
+	bool rose = false;
+	char keep[32];
+
+	if (!store_fs_bound(st) || now_ns() < when)
+		return;
+	/* One thread looks; the others go on. */
+	if (!__atomic_compare_exchange_n(&st->recheck_ns, &when, UINT64_MAX,
+					 false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	if (!fstatvfs(st->lockfd, &sv)) {
+		pthread_mutex_lock(&st->mu);
+		holds = fs_holds(st, &sv, 0, 0, 0);
+		if (holds > asked)
+			holds = asked;
+		rose = holds > st->cap;
+		if (rose)
+			__atomic_store_n(&st->cap, holds, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&st->mu);
+	}
+	recheck_later(st);
+	if (rose)
+		log_info("%s: room came back on its filesystem: the cache now "
+			 "keeps at most %s",
+			 st->dir, format_size(holds, keep, sizeof(keep)));
 }

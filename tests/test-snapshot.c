@@ -144,7 +144,7 @@ START_TEST(save_and_load)
 	ck_assert_int_eq(snapshot_load(pl.path, ID, &s, &err), -ENOENT);
 	free(err);
 	err = NULL;
-	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, &err), 0);
+	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, NULL, &err), 0);
 	ck_assert_int_eq(snapshot_load(pl.path, ID, &s, &err), 0);
 	/* In the tree's order, which sorts by name. */
 	listing_of(s, "", got);
@@ -181,7 +181,7 @@ START_TEST(damaged_refused)
 	struct tree *t = tree_listed("d");
 	struct snapshot *s;
 
-	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, &err), 0);
+	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, NULL, &err), 0);
 	/* One byte changed in the middle. */
 	ck_assert_int_eq(fx_sh("printf Q | dd of='%s' bs=1 seek=60 "
 			       "conv=notrunc status=none",
@@ -192,7 +192,7 @@ START_TEST(damaged_refused)
 	free(err);
 	err = NULL;
 	/* Cut short. */
-	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, &err), 0);
+	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, NULL, &err), 0);
 	ck_assert_int_eq(fx_sh("truncate -s -20 '%s'", pl.path), 0);
 	ck_assert_int_eq(snapshot_load(pl.path, ID, &s, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "refused"));
@@ -209,9 +209,9 @@ START_TEST(save_keeps_what_was_not_listed)
 	char got[1024], want[1024];
 	struct snapshot *old, *s;
 
-	ck_assert_int_eq(snapshot_save(pl.path, ID, t1, NULL, &err), 0);
+	ck_assert_int_eq(snapshot_save(pl.path, ID, t1, NULL, NULL, &err), 0);
 	ck_assert_int_eq(snapshot_load(pl.path, ID, &old, &err), 0);
-	ck_assert_int_eq(snapshot_save(pl.path, ID, t2, old, &err), 0);
+	ck_assert_int_eq(snapshot_save(pl.path, ID, t2, old, NULL, &err), 0);
 	ck_assert_int_eq(snapshot_load(pl.path, ID, &s, &err), 0);
 	listing_of(s, "d", got);
 	fake_listing("d", want);
@@ -238,7 +238,7 @@ START_TEST(each_and_clear)
 
 	ck_assert_int_eq(snapshot_clear(pl.dir, &removed, &err), 0);
 	ck_assert_uint_eq(removed, 0);
-	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, &err), 0);
+	ck_assert_int_eq(snapshot_save(pl.path, ID, t, NULL, NULL, &err), 0);
 	/* A temp file a crash left is removed too, but not counted. */
 	ck_assert_int_eq(fx_sh("touch '%s.tmp'", pl.path), 0);
 	ck_assert_int_eq(snapshot_clear(pl.dir, &removed, &err), 0);
