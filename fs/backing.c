@@ -14,8 +14,10 @@
 #include "backing.h"
 #include "ops_i.h"
 #include "passthrough.h"
+#include "store.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -56,8 +58,17 @@ void backing_cleanup(struct ops_ctx *ctx)
 	pthread_mutex_lock(&b->pack_mu);
 	b->packs_until_ns = now_ns() + PACKS_AT_UNMOUNT_NS;
 	pthread_mutex_unlock(&b->pack_mu);
-	if (b->packer_started)
+	/* The pack being made stops too, mid-copy (a stop signal made that
+	 * now already), and at the mount's priority: at idle priority on
+	 * busy CPUs one chunk's copy could take seconds. */
+	if (ctx->stats.store)
+		store_packs_until(ctx->stats.store, b->packs_until_ns);
+	if (b->packer_started) {
+		const struct sched_param normal = {0};
+
+		(void)pthread_setschedparam(b->packer, SCHED_OTHER, &normal);
 		pthread_join(b->packer, NULL);
+	}
 	b->packer_started = false;
 	pthread_mutex_destroy(&b->pack_mu);
 }

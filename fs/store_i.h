@@ -95,6 +95,7 @@ struct store {
 	uint64_t packs; /* with a chunk in the index */
 
 	uint64_t hits, misses, evictions, corrupt; /* atomic */
+	uint64_t packs_until_ns; /* atomic: store_packs_until, 0 none */
 };
 
 static inline void pack_unref(struct spack *p)
