@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +41,16 @@ static void umount_usage(FILE *out)
 	      out);
 }
 
-/* Unmounts dir in the child: exits 0, or non-zero after a message. */
-static void unmount_child(const char *dir)
+/* Unmounts dir in the child, its messages into err_fd and its other
+ * output to /dev/null: exits 0, or non-zero after a message. */
+static void unmount_child(const char *dir, int err_fd)
 {
 	char *const argv[] = {"fusermount3", "-u", (char *)dir, NULL};
+	const int nul = open("/dev/null", O_RDWR);
 
+	if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 ||
+	    dup2(nul, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)
+		_exit(126);
 	if (geteuid() == 0) {
 		if (umount2(dir, UMOUNT_NOFOLLOW)) {
 			fprintf(stderr, "wharf umount: %s: %s\n", dir,
@@ -62,37 +68,57 @@ static void unmount_child(const char *dir)
 /*
  * Unmounts dir (the mount of device dev) in a child, and waits until the
  * child failed or the mount left the mount table, whichever comes first.
+ * The child's messages come through a pipe that is let go then: a caller
+ * reading this command's output to its end must not wait for the kernel.
  * @return 0, or -1 after a message.
  */
 static int unmount(const char *dir, const char *dev)
 {
-	char now_dev[32], type[64];
-	int status;
+	char now_dev[32], type[64], buf[512];
+	int status, pfd[2], rc = 1;
 	pid_t pid;
 
 	fflush(stderr);
+	if (pipe2(pfd, O_CLOEXEC)) {
+		fprintf(stderr, "wharf umount: %s\n", strerror(errno));
+		return -1;
+	}
 	pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "wharf umount: %s: %s\n", dir,
 			strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
 		return -1;
 	}
 	if (pid == 0)
-		unmount_child(dir);
-	for (;;) {
-		const pid_t r = waitpid(pid, &status, WNOHANG);
+		unmount_child(dir, pfd[1]);
+	close(pfd[1]);
+	while (rc > 0) {
+		struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+		ssize_t n;
 
-		if (r == pid)
-			return WIFEXITED(status) && WEXITSTATUS(status) == 0
-				   ? 0
-				   : -1;
-		if (r < 0 && errno != EINTR)
-			return -1;
 		if (mountinfo_find(dir, now_dev, type) == 0 ||
-		    strcmp(now_dev, dev))
-			return 0;
-		usleep(10000);
+		    strcmp(now_dev, dev)) {
+			rc = 0;
+			break;
+		}
+		if (poll(&p, 1, 10) <= 0)
+			continue;
+		n = read(pfd[0], buf, sizeof(buf));
+		if (n > 0) {
+			fwrite(buf, 1, (size_t)n, stderr);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		/* Its end: the child's status says how it went. */
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 	}
+	close(pfd[0]);
+	return rc;
 }
 
 /*
