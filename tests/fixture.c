@@ -797,3 +797,20 @@ long long fx_json_num(const char *json, const char *key)
 	p = strstr(json, pat);
 	return p ? atoll(p + strlen(pat)) : -1;
 }
+
+bool fx_process_gone(pid_t pid)
+{
+	char path[64], line[512];
+	const char *rp = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	/* "pid (comm) S ...": comm may hold spaces and parentheses. */
+	if (fgets(line, sizeof(line), f))
+		rp = strrchr(line, ')');
+	fclose(f);
+	return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}

@@ -1265,24 +1265,6 @@ START_TEST(mount_replaced_object)
 }
 END_TEST
 
-/* Whether process pid is gone (or a zombie): the daemon is not this
- * process's child. */
-static bool process_gone(pid_t pid)
-{
-	char path[64], line[512];
-	const char *rp = NULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return true;
-	if (fgets(line, sizeof(line), f))
-		rp = strrchr(line, ')');
-	fclose(f);
-	return rp && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
 /*
  * SIGTERM while a --token-command runs: its first run gives a token that
  * lasts a second, its second sleeps 20 s (in a child, as a slow helper
@@ -1339,16 +1321,17 @@ START_TEST(mount_sigterm_during_token_command)
 	ck_assert_msg(sleep_pid > 0, "the command never ran a second time");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ck_assert_int_eq(kill(daemon, SIGTERM), 0);
-	for (waited = 0; waited < 30000 && !process_gone(daemon); waited += 10)
+	for (waited = 0; waited < 30000 && !fx_process_gone(daemon);
+	     waited += 10)
 		usleep(10000);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	took = (double)(t1.tv_sec - t0.tv_sec) +
 	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	/* The command's child went with it (its group was killed). */
-	for (waited = 0; waited < 1000 && !process_gone(sleep_pid);
+	for (waited = 0; waited < 1000 && !fx_process_gone(sleep_pid);
 	     waited += 10)
 		usleep(10000);
-	if (!process_gone(sleep_pid))
+	if (!fx_process_gone(sleep_pid))
 		kill(sleep_pid, SIGKILL);
 	waitpid(reader, NULL, 0);
 	ck_assert_msg(took < 2, "SIGTERM during the token command took %.1f s",

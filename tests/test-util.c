@@ -126,24 +126,6 @@ START_TEST(test_format_size)
 }
 END_TEST
 
-/* Whether pid is gone or a zombie (one whose parent is gone waits for
- * init to reap it). */
-static bool dead(pid_t pid)
-{
-	char path[64], line[512];
-	const char *rp = NULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return true;
-	if (fgets(line, sizeof(line), f))
-		rp = strrchr(line, ')');
-	fclose(f);
-	return rp && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
 /* run_capture of a command that sleeps 20 s in a child, on a thread. */
 struct slow_run {
 	char cmd[PATH_MAX + 64];
@@ -196,9 +178,9 @@ START_TEST(test_run_capture_stop)
 	ck_assert_int_eq(r.rc, -ECANCELED);
 	ck_assert_msg(r.took < 2, "the command ended after %.1f s", r.took);
 	/* Its child was in its group: killed. */
-	for (int i = 0; i < 100 && !dead(sleeper); i++)
+	for (int i = 0; i < 100 && !fx_process_gone(sleeper); i++)
 		usleep(10000);
-	ck_assert_msg(dead(sleeper), "the command's child lives on");
+	ck_assert_msg(fx_process_gone(sleeper), "the command's child lives on");
 	ck_assert_int_eq(run_capture("echo late", NULL, 1000, out, sizeof(out),
 				     &len, &status),
 			 -ECANCELED);
