@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -51,6 +52,8 @@ static void unmount_child(const char *dir, int err_fd)
 	if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 ||
 	    dup2(nul, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)
 		_exit(126);
+	/* The kernel's freeing after the detach is nobody's wait. */
+	(void)setpriority(PRIO_PROCESS, 0, 19);
 	if (geteuid() == 0) {
 		if (umount2(dir, UMOUNT_NOFOLLOW)) {
 			fprintf(stderr, "wharf umount: %s: %s\n", dir,

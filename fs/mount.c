@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -380,7 +381,9 @@ static void unmount_aside(struct mount_state *m)
 	}
 	if (pid == 0) {
 		/* The parent has threads: system calls and libfuse's unmount
-		 * (umount2, or fusermount3 run as a child) only. */
+		 * (umount2, or fusermount3 run as a child) only.  The freeing
+		 * is nobody's wait: it yields to whoever wants the CPU. */
+		(void)setpriority(PRIO_PROCESS, 0, 19);
 		if (fd > 3)
 			(void)close_range(3, (unsigned)fd - 1, 0);
 		(void)close_range((unsigned)fd + 1, ~0u, 0);
