@@ -5,7 +5,7 @@
  *
  * The unmount runs in a child that this command does not wait for once
  * the mount has left the mount table: the kernel frees the mount's inodes
- * in the process whose unmount lets go of it, about 3 us each here, 15 s
+ * in the process whose unmount lets go of it, 2-3 us each here, 11-15 s
  * after a walk of 5M files (bench/RESULTS.md, 2026-11-27), and the mount
  * is gone for every purpose (a remount on DIR, the cache lock) before
  * that ends.
@@ -78,7 +78,7 @@ static void unmount_child(const char *dir, int err_fd)
 static int unmount(const char *dir, const char *dev)
 {
 	char now_dev[32], type[64], buf[512];
-	int status, pfd[2], rc = 1;
+	int status = -1, pfd[2], rc;
 	pid_t pid;
 
 	fflush(stderr);
@@ -97,13 +97,13 @@ static int unmount(const char *dir, const char *dev)
 	if (pid == 0)
 		unmount_child(dir, pfd[1]);
 	close(pfd[1]);
-	while (rc > 0) {
+	for (;;) {
 		struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+		const int found = mountinfo_find(dir, now_dev, type);
 		ssize_t n;
 
-		if (mountinfo_find(dir, now_dev, type) == 0 ||
-		    strcmp(now_dev, dev)) {
-			rc = 0;
+		if (found == 0 || (found == 1 && strcmp(now_dev, dev))) {
+			rc = 0; /* detached: the kernel frees it meanwhile */
 			break;
 		}
 		if (poll(&p, 1, 10) <= 0)
@@ -119,6 +119,7 @@ static int unmount(const char *dir, const char *dev)
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 		rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+		break;
 	}
 	close(pfd[0]);
 	return rc;
