@@ -17,7 +17,6 @@
 #include "store.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -64,9 +63,11 @@ void backing_cleanup(struct ops_ctx *ctx)
 	if (ctx->stats.store)
 		store_packs_until(ctx->stats.store, b->packs_until_ns);
 	if (b->packer_started) {
-		const struct sched_param normal = {0};
+		struct sched_param sp;
+		int policy;
 
-		(void)pthread_setschedparam(b->packer, SCHED_OTHER, &normal);
+		if (!pthread_getschedparam(pthread_self(), &policy, &sp))
+			(void)pthread_setschedparam(b->packer, policy, &sp);
 		pthread_join(b->packer, NULL);
 	}
 	b->packer_started = false;
