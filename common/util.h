@@ -52,10 +52,16 @@ int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
  * read and dropped).  A command still running after timeout_ms is killed
  * (SIGTERM to its process group, then SIGKILL).  *status gets its wait
  * status.  @return 0 when it ran to its end (whatever its status),
- * -ETIMEDOUT when it was killed, or -errno when it could not run.
+ * -ETIMEDOUT when it was killed, -ECANCELED when run_capture_stop killed
+ * it (or came first), or -errno when it could not run.
  */
 int run_capture(const char *command, const char *dir, unsigned timeout_ms,
 		char *out, size_t cap, size_t *len, int *status) WHARF_CHECK;
+
+/* Ends the commands run_capture runs, on every thread, within a fraction
+ * of a second (their process groups killed), and refuses new ones: the
+ * process is stopping.  Async-signal-safe, for a stop signal's handler. */
+void run_capture_stop(void);
 
 /* The value of one hex digit, or -1. */
 int hex_value(int c);

@@ -14,6 +14,7 @@
 #include "backing.h"
 #include "ops_i.h"
 #include "passthrough.h"
+#include "store.h"
 
 #include <errno.h>
 #include <string.h>
@@ -57,8 +58,19 @@ void backing_cleanup(struct ops_ctx *ctx)
 	__atomic_store_n(&b->packs_until_ns, now_ns() + PACKS_AT_UNMOUNT_NS,
 			 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&b->pack_mu);
-	if (b->packer_started)
+	/* The pack being made stops too, mid-copy (a stop signal made that
+	 * now already), and at the mount's priority: at idle priority on
+	 * busy CPUs one chunk's copy could take seconds. */
+	if (ctx->stats.store)
+		store_packs_until(ctx->stats.store, b->packs_until_ns);
+	if (b->packer_started) {
+		struct sched_param sp;
+		int policy;
+
+		if (!pthread_getschedparam(pthread_self(), &policy, &sp))
+			(void)pthread_setschedparam(b->packer, policy, &sp);
 		pthread_join(b->packer, NULL);
+	}
 	b->packer_started = false;
 	pthread_mutex_destroy(&b->pack_mu);
 }

@@ -32,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -286,25 +288,33 @@ fail:
 
 /*
  * SIGHUP, SIGINT and SIGTERM: libfuse's handler ends the session loop,
- * and ours, around it, cancels the fetches in flight.  The loop joins its
- * threads before it returns, so a read waiting on an origin that trickles
- * would otherwise keep the daemon up for as long as the origin takes.
+ * and ours, around it, cancels the fetches in flight, ends a
+ * --token-command that runs (its process group), and stops the packs
+ * being made or checked.  The loop joins its threads before it returns,
+ * so a read waiting on an origin that trickles, or on a token command,
+ * would otherwise keep the daemon up for as long as they take; and the
+ * packer copies at idle priority, which on busy CPUs is slow.
  */
 static const int stop_signals[] = {SIGHUP, SIGINT, SIGTERM};
 #define N_STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
 static struct sigaction fuse_stop_action[N_STOP_SIGNALS];
 static bool stop_caught[N_STOP_SIGNALS];
 static volatile sig_atomic_t stop_cancel_fd = -1;
+static struct store *stop_store;
 
 static void on_stop_signal(int sig)
 {
 	const int saved = errno;
+	struct store *const st = stop_store;
 
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
 		if (stop_signals[i] == sig)
 			fuse_stop_action[i].sa_handler(sig);
 	if (stop_cancel_fd >= 0)
 		(void)!write(stop_cancel_fd, "", 1);
+	run_capture_stop();
+	if (st)
+		store_packs_until(st, 1);
 	errno = saved;
 }
 
@@ -314,7 +324,7 @@ static void on_stop_signal(int sig)
  * launcher may have blocked them (the mask is inherited), and one sent
  * during start-up, pending until now, is taken here.
  */
-static void stop_signals_catch(struct fetch_engine *fe)
+static void stop_signals_catch(struct fetch_engine *fe, struct store *st)
 {
 	struct sigaction sa = {.sa_handler = on_stop_signal};
 	sigset_t caught;
@@ -323,6 +333,7 @@ static void stop_signals_catch(struct fetch_engine *fe)
 	sigemptyset(&sa.sa_mask);
 	sigemptyset(&caught);
 	stop_cancel_fd = fe ? fetch_engine_cancel_fd(fe) : -1;
+	stop_store = st;
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
 		struct sigaction *fa = &fuse_stop_action[i];
 
@@ -344,6 +355,55 @@ static void stop_signals_release(void)
 		if (stop_caught[i])
 			sigaction(stop_signals[i], &fuse_stop_action[i], NULL);
 	stop_cancel_fd = -1;
+	stop_store = NULL;
+}
+
+/* How long the daemon waits for its unmounting child to detach the mount
+ * (which the kernel does first, before any freeing). */
+#define DETACH_WAIT_MS 2000
+
+/*
+ * Unmounts in a child process.  The kernel frees a mount's inodes and
+ * dentries in the process whose unmount lets go of it, 2-3 us each
+ * here: 11-15 s after a walk of 5M files (bench/RESULTS.md, 2026-11-27), all
+ * in the kernel, and a stop must not wait for that.  The child keeps only
+ * the session's fd (the cache lock must go with this process), and this
+ * process waits only until the mount has left the mount table, so that a
+ * mount right after finds the mountpoint free.  Where fork fails, it
+ * unmounts itself.
+ */
+static void unmount_aside(struct mount_state *m)
+{
+	const int fd = fuse_session_fd(m->se);
+	char dev[32] = "", now_dev[32], type[64];
+	pid_t pid;
+
+	/* Its device: the mountpoint may be a mount itself, under it. */
+	if (mountinfo_find(m->mountpoint, dev, type) != 1)
+		dev[0] = '\0';
+	pid = fork();
+	if (pid < 0) {
+		fuse_session_unmount(m->se);
+		return;
+	}
+	if (pid == 0) {
+		/* The parent has threads: system calls and libfuse's unmount
+		 * (umount2, or fusermount3 run as a child) only.  The freeing
+		 * is nobody's wait: it yields to whoever wants the CPU. */
+		(void)setpriority(PRIO_PROCESS, 0, 19);
+		if (fd > 3)
+			(void)close_range(3, (unsigned)fd - 1, 0);
+		(void)close_range((unsigned)fd + 1, ~0u, 0);
+		fuse_session_unmount(m->se);
+		_exit(0);
+	}
+	for (int ms = 0; ms < DETACH_WAIT_MS; ms += 10) {
+		if (waitpid(pid, NULL, WNOHANG) == pid ||
+		    mountinfo_find(m->mountpoint, now_dev, type) != 1 ||
+		    strcmp(now_dev, dev))
+			break;
+		usleep(10000);
+	}
 }
 
 /* Undoes mount_open and the mount, in reverse order. */
@@ -355,7 +415,7 @@ static void mount_close(struct mount_state *m)
 		fuse_remove_signal_handlers(m->se);
 	}
 	if (m->mounted)
-		fuse_session_unmount(m->se);
+		unmount_aside(m);
 	pthread_mutex_lock(&m->se_mu);
 	m->se_gone = true;
 	pthread_mutex_unlock(&m->se_mu);
@@ -544,7 +604,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 		goto out;
 	}
 	m.handlers = true;
-	stop_signals_catch(m.fe);
+	stop_signals_catch(m.fe, m.st);
 	if (fuse_session_mount(m.se, m.mountpoint)) {
 		fprintf(stderr, "wharf mount: cannot mount on %s (see above)\n",
 			m.mountpoint);

@@ -78,6 +78,25 @@ static uint64_t pack_chunk_len(const struct spack *p, uint32_t i)
 			    : p->size - (uint64_t)i * p->chunk_size;
 }
 
+void store_packs_until(struct store *st, uint64_t deadline_ns)
+{
+	uint64_t was = __atomic_load_n(&st->packs_until_ns, __ATOMIC_SEQ_CST);
+
+	while ((!was || deadline_ns < was) &&
+	       !__atomic_compare_exchange_n(&st->packs_until_ns, &was,
+					    deadline_ns, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+}
+
+/* Whether packs stop now (store_packs_until); until may be NULL (none). */
+static bool packs_stopped(const uint64_t *until)
+{
+	const uint64_t t = until ? __atomic_load_n(until, __ATOMIC_SEQ_CST) : 0;
+
+	return t && (t == 1 || now_ns() > t);
+}
+
 static struct spack *pack_new(uint32_t n)
 {
 	struct spack *p = calloc(1, sizeof(*p) + (size_t)n * sizeof(p->ent[0]));
@@ -242,6 +261,7 @@ struct pack_checker {
 	int fd;
 	const uint8_t *map; /* the whole pack, or NULL: read it */
 	const struct spack *p;
+	const uint64_t *until; /* store_packs_until's deadline, or NULL */
 	uint32_t next; /* the next chunk to check (atomic) */
 	bool failed;   /* atomic: the others stop */
 	pthread_mutex_t mu;
@@ -261,7 +281,8 @@ static void *pack_check_run(void *arg)
 		const char *why = NULL;
 		const uint64_t off = (uint64_t)i * p->chunk_size;
 		const int rc =
-		    c->map ? chunkfile_check_in_map(
+		    packs_stopped(c->until) ? -ECANCELED
+		    : c->map ? chunkfile_check_in_map(
 				 c->map, off, pack_chunk_len(p, i), p->sum_kind,
 				 key_seed(&p->ent[i].key), p->ent[i].sum, &why)
 			   : chunkfile_check_range(
@@ -272,7 +293,7 @@ static void *pack_check_run(void *arg)
 		if (!rc)
 			continue;
 		pthread_mutex_lock(&c->mu);
-		if (!c->rc || i < c->bad) {
+		if (!c->rc || (rc != -ECANCELED && i < c->bad)) {
 			c->rc = rc;
 			c->bad = i;
 			c->why = why;
@@ -289,13 +310,14 @@ static void *pack_check_run(void *arg)
  * in a mount), and the chunks' checksums are independent, so every CPU
  * can take a share (a 256 MiB pack: 27-37 ms on one core here).  Threads
  * are made per check: that costs microseconds, against milliseconds of
- * work per chunk.
- * @return 0, -EBADMSG with *why and *bad (a bad chunk), -EIO.
+ * work per chunk.  Each chunk looks at the deadline `until` first (NULL:
+ * none).
+ * @return 0, -EBADMSG with *why and *bad (a bad chunk), -EIO, -ECANCELED.
  */
 static int pack_check(int fd, const struct spack *p, unsigned threads,
-		      uint32_t *bad, const char **why)
+		      const uint64_t *until, uint32_t *bad, const char **why)
 {
-	struct pack_checker c = {.fd = fd, .p = p};
+	struct pack_checker c = {.fd = fd, .p = p, .until = until};
 	pthread_t helper[PACK_CHECK_THREADS];
 	unsigned made = 0;
 	void *map;
@@ -498,6 +520,8 @@ static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
 	struct hdr h;
 	int fd, rc;
 
+	if (packs_stopped(&st->packs_until_ns))
+		return -ECANCELED;
 	store_key_hex(key, hex);
 	fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
 	if (fd < 0)
@@ -522,10 +546,15 @@ static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
 		 * copying slowed it by 40% on 2 cores (bench/RESULTS.md,
 		 * 2026-11-26 17:15).  Only the copy, where no lock is held:
 		 * a thread preempted at idle priority can wait a second for
-		 * a CPU, and so would a reader waiting on its lock. */
-		rc = chunkfile_check_range(fd, 0, h.raw_len, h.sum_kind,
-					   key_seed(key), h.sum, &why, out,
-					   (uint64_t)i * p->chunk_size);
+		 * a CPU, and so would a reader waiting on its lock.  A stop
+		 * raises the thread again, after its deadline: looked at
+		 * after the lowering, a stop that raised it first is seen. */
+		rc = packs_stopped(&st->packs_until_ns)
+			 ? -ECANCELED
+			 : chunkfile_check_range(fd, 0, h.raw_len, h.sum_kind,
+						 key_seed(key), h.sum, &why,
+						 out,
+						 (uint64_t)i * p->chunk_size);
 		if (lowered)
 			(void)pthread_setschedparam(pthread_self(), policy,
 						    &was);
@@ -590,7 +619,8 @@ static bool pack_members_present(struct store *st, const struct spack *p,
  * caller keeps its reference) and *made names the file written.
  * @return 0, -ENOENT (a chunk is not cached, or went meanwhile), -ENOTSUP
  * (a chunk is compressed or has its header in its file), -EBADMSG (a
- * chunk was corrupt: removed), -ENOSPC, -EIO, -ENOMEM.
+ * chunk was corrupt: removed), -ENOSPC, -EIO, -ENOMEM, -ECANCELED
+ * (store_packs_until: nothing renamed into place).
  */
 static int pack_make(struct store *st, struct spack *p,
 		     struct store_file_id *made)
@@ -731,7 +761,7 @@ static int pack_make(struct store *st, struct spack *p,
 	if (rc == -EDQUOT)
 		rc = -ENOSPC;
 	if (rc && rc != -ENOSPC && rc != -ENOENT && rc != -ENOTSUP &&
-	    rc != -EBADMSG && rc != -ENOMEM) {
+	    rc != -EBADMSG && rc != -ENOMEM && rc != -ECANCELED) {
 		log_warn("%s/%.2x/%s: cannot write pack: %s", st->chunkdir, fan,
 			 data, strerror(-rc));
 		rc = -EIO;
@@ -815,7 +845,8 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		const struct store_file_id id = file_id(&sb);
 
 		if (!same_file(&id, checked))
-			rc = pack_check(fd, p, st->ncpu, &bad, &why);
+			rc = pack_check(fd, p, st->ncpu, &st->packs_until_ns,
+					&bad, &why);
 		if (!rc)
 			*checked = id;
 	}
@@ -882,7 +913,7 @@ int pack_walk(const char *chunkdir, DIR *d, const char *fan,
 		return 0;
 	}
 	if (!r && (flags & STORE_WALK_VERIFY))
-		r = pack_check(fd, p, 1, &bad, &why);
+		r = pack_check(fd, p, 1, NULL, &bad, &why);
 	if (r == -EBADMSG && (flags & (STORE_WALK_VERIFY | WALK_LOCKED)))
 		removed =
 		    (fd < 0 || store_unlink_if_same(dirfd(d), data, fd) == 0) &&

@@ -137,7 +137,8 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
  * xattrs); -EBADMSG (corrupt: removed, the chunks are fetched again);
  * -ENOSPC (the cap or the disk cannot hold the pack beside its chunk
  * files for a moment, or the cache fills its filesystem and the pack
- * would evict chunks); -EINVAL (sizes that do not fit n); -EIO; -ENOMEM.
+ * would evict chunks); -EINVAL (sizes that do not fit n); -EIO; -ENOMEM;
+ * -ECANCELED (store_packs_until).
  */
 int store_open_object(struct store *st, const struct chunk_key *keys,
 		      uint32_t n, uint64_t chunk_size, uint64_t size,
@@ -149,6 +150,16 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 int store_pack_object(struct store *st, const struct chunk_key *keys,
 		      uint32_t n, uint64_t chunk_size,
 		      uint64_t size) WHARF_CHECK;
+
+/*
+ * Packs being made or checked stop once now_ns() passes deadline_ns (1:
+ * now): a stop must not wait for a copy of gigabytes at idle priority.
+ * What stops leaves nothing behind that counts (no pack renamed into
+ * place, none marked checked); its calls return -ECANCELED, and so do
+ * later ones.  A deadline only moves earlier.  Async-signal-safe (atomics
+ * alone): a stop signal's handler calls it.
+ */
+void store_packs_until(struct store *st, uint64_t deadline_ns);
 
 /* Whether the store holds the chunk in a pack (by its index, as
  * store_has). */

@@ -105,6 +105,7 @@ struct store {
 	 * for a full disk; whether that was said (atomic). */
 	uint64_t dropped, lowered;
 	bool full_said;
+	uint64_t packs_until_ns; /* atomic: store_packs_until, 0 none */
 };
 
 static inline void pack_unref(struct spack *p)

@@ -853,3 +853,20 @@ pid_t fx_bad_cache_start(const char *work_dir, char *url, size_t url_cap)
 	snprintf(url, url_cap, "http://127.0.0.1:%d", p);
 	return pid;
 }
+
+bool fx_process_gone(pid_t pid)
+{
+	char path[64], line[512];
+	const char *rp = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	/* "pid (comm) S ...": comm may hold spaces and parentheses. */
+	if (fgets(line, sizeof(line), f))
+		rp = strrchr(line, ')');
+	fclose(f);
+	return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}

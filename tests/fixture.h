@@ -70,6 +70,9 @@ pid_t fx_spawn(char *const argv[], const char *log_path);
 int fx_wait_path(pid_t *pid, const char *path, int timeout_ms, const char *log);
 /* SIGTERM, then SIGKILL after timeout_ms; returns the wait status. */
 int fx_stop(pid_t pid, int timeout_ms);
+/* Whether process pid is gone or a zombie (one not this process's child,
+ * or whose parent died, may wait long for its reaping). */
+bool fx_process_gone(pid_t pid);
 
 /*
  * bench/origin over `root` with extra options (NULL-terminated), its port

@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fetch.h"
@@ -1267,6 +1269,83 @@ START_TEST(mount_replaced_object)
 }
 END_TEST
 
+/*
+ * SIGTERM while a --token-command runs: its first run gives a token that
+ * lasts a second, its second sleeps 20 s (in a child, as a slow helper
+ * would) before it answers.  The daemon exits within 2 s with the command
+ * and its child killed (before, it waited for the command, up to its
+ * 30 s).
+ */
+START_TEST(mount_sigterm_during_token_command)
+{
+	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
+	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
+	char count[PATH_MAX], sleeper[PATH_MAX], text[4 * PATH_MAX];
+	char path[PATH_MAX + 16];
+	struct timespec t0, t1;
+	pid_t daemon, reader, sleep_pid = 0;
+	size_t n;
+	char *c;
+	double took;
+	int waited;
+
+	start_fake(args);
+	snprintf(cache, sizeof(cache), "%s/cache-term", work);
+	snprintf(script, sizeof(script), "%s/token-slow", work);
+	snprintf(count, sizeof(count), "%s/token-slow.count", work);
+	snprintf(sleeper, sizeof(sleeper), "%s/token-slow.sleep", work);
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n"
+		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
+		 "echo $n > '%s'\n"
+		 "if [ $n -gt 1 ]; then sleep 20 & echo $! > '%s'; wait; fi\n"
+		 "printf '{\"access_token\": \"cmd-%%d\", "
+		 "\"expires_in\": 1}\\n' $n\n",
+		 count, count, sleeper);
+	write_text(script, text, 0700);
+	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
+	ck_assert_int_eq(mount_gs(cache, opts), 0);
+	check_mounted_file("one", 1, seed_of("one"));
+	daemon = (pid_t)fx_mount_stat(mnt, NULL, "pid");
+	ck_assert_int_gt(daemon, 0);
+	/* Past the token's second, a read runs the command again. */
+	usleep(1200 * 1000);
+	reader = fork();
+	ck_assert_int_ge(reader, 0);
+	if (reader == 0) {
+		snprintf(path, sizeof(path), "%s/chunk-1", mnt);
+		_exit(fx_read_file(path, &n) ? 0 : 1);
+	}
+	for (waited = 0; waited < 10000 && !sleep_pid; waited += 20) {
+		c = fx_read_file(sleeper, &n);
+		sleep_pid = c ? (pid_t)atoi(c) : 0;
+		free(c);
+		usleep(20000);
+	}
+	ck_assert_msg(sleep_pid > 0, "the command never ran a second time");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(kill(daemon, SIGTERM), 0);
+	for (waited = 0; waited < 30000 && !fx_process_gone(daemon);
+	     waited += 10)
+		usleep(10000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took = (double)(t1.tv_sec - t0.tv_sec) +
+	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	/* The command's child went with it (its group was killed). */
+	for (waited = 0; waited < 1000 && !fx_process_gone(sleep_pid);
+	     waited += 10)
+		usleep(10000);
+	if (!fx_process_gone(sleep_pid))
+		kill(sleep_pid, SIGKILL);
+	waitpid(reader, NULL, 0);
+	ck_assert_msg(took < 2, "SIGTERM during the token command took %.1f s",
+		      took);
+	ck_assert_msg(waited < 1000, "the token command's child outlived the "
+				     "daemon");
+	ck_assert_int_ne(fx_sh("mountpoint -q '%s'", mnt), 0);
+}
+END_TEST
+
 /* The command-line options that pick a token. */
 START_TEST(mount_token_options)
 {
@@ -1726,6 +1805,7 @@ static Suite *suite(void)
 	fx_tcase_add(why ? left : tc, mount_service_account, why);
 	fx_tcase_add(why ? left : tc, mount_token_options, why);
 	fx_tcase_add(why ? left : tc, mount_token_command_secret, why);
+	fx_tcase_add(why ? left : tc, mount_sigterm_during_token_command, why);
 	fx_tcase_add(why ? left : tc, mount_replaced_object, why);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("origin checksums");

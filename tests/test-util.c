@@ -5,6 +5,10 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "util.h"
 
 /* A pipe, as `--manifest <(cmd)` gives, and a /proc file both report a
@@ -209,6 +214,69 @@ START_TEST(test_open_nofollow)
 }
 END_TEST
 
+/* run_capture of a command that sleeps 20 s in a child, on a thread. */
+struct slow_run {
+	char cmd[PATH_MAX + 64];
+	int rc;
+	double took;
+};
+
+static void *slow_run(void *arg)
+{
+	struct slow_run *r = arg;
+	const uint64_t t0 = now_ns();
+	char out[64];
+	size_t len;
+	int status;
+
+	r->rc = run_capture(r->cmd, NULL, 30000, out, sizeof(out), &len,
+			    &status);
+	r->took = (double)(now_ns() - t0) / 1e9;
+	return NULL;
+}
+
+/*
+ * run_capture_stop (what a stop signal calls) ends a command that runs
+ * on another thread, within a fraction of a second, with the child it
+ * started (its process group), and refuses commands from then on.
+ */
+START_TEST(test_run_capture_stop)
+{
+	char *dir = fx_tmpdir("util-stop"), pidfile[PATH_MAX], out[64];
+	struct slow_run r = {0};
+	pthread_t th;
+	pid_t sleeper = 0;
+	size_t len;
+	int status;
+
+	snprintf(pidfile, sizeof(pidfile), "%s/sleep.pid", dir);
+	snprintf(r.cmd, sizeof(r.cmd), "sleep 20 & echo $! > '%s'; wait",
+		 pidfile);
+	ck_assert_int_eq(pthread_create(&th, NULL, slow_run, &r), 0);
+	for (int i = 0; i < 500 && sleeper <= 0; i++) {
+		char *c = fx_read_file(pidfile, &len);
+
+		sleeper = c ? (pid_t)atoi(c) : 0;
+		free(c);
+		usleep(10000);
+	}
+	ck_assert_int_gt(sleeper, 0);
+	run_capture_stop();
+	pthread_join(th, NULL);
+	ck_assert_int_eq(r.rc, -ECANCELED);
+	ck_assert_msg(r.took < 2, "the command ended after %.1f s", r.took);
+	/* Its child was in its group: killed. */
+	for (int i = 0; i < 100 && !fx_process_gone(sleeper); i++)
+		usleep(10000);
+	ck_assert_msg(fx_process_gone(sleeper), "the command's child lives on");
+	ck_assert_int_eq(run_capture("echo late", NULL, 1000, out, sizeof(out),
+				     &len, &status),
+			 -ECANCELED);
+	fx_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("util");
@@ -223,6 +291,7 @@ int main(void)
 	tcase_add_test(tc, test_url_secrets);
 	tcase_add_test(tc, test_str_escape);
 	tcase_add_test(tc, test_open_nofollow);
+	tcase_add_test(tc, test_run_capture_stop);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
