@@ -403,10 +403,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 		} else {
 			char why[160];
 
-			/* Other bytes than asked: none is taken (the judge
-			 * says why). */
+			/* Other bytes than asked, or of another version:
+			 * none is taken (the judge says why). */
 			if (fetch_range_mismatch(req, code, res, &x->head, why,
-						 sizeof(why)))
+						 sizeof(why)) ||
+			    fetch_version_mismatch(req, code, res, &x->head,
+						   why, sizeof(why)))
 				return 0;
 			/* The origin ignored Range: drop what precedes it. */
 			if (code == 200 && req->range_len)

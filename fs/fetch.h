@@ -163,6 +163,7 @@ struct fetch_head {
 	 * 416's unsatisfied range). */
 	bool range_ok;
 	uint64_t range_first, range_last;
+	char generation[24]; /* x-goog-generation (GCS), "" when none came */
 };
 
 /*
@@ -189,6 +190,36 @@ const char *fetch_range_mismatch(const struct fetch_req *req, long status,
 				 const struct fetch_res *res,
 				 const struct fetch_head *h, char *buf,
 				 size_t cap);
+
+/*
+ * A pinned version (fetch_req.version) as what an answer carries, in the
+ * forms the sources give: an ETag as the origin sent it, quoted, weak or
+ * strong; a GCS generation, digits; an HTTP origin's "t<mtime>-s<size>"
+ * (its listing gave no ETag).  FV_NONE for anything else: a size alone,
+ * an unquoted ETag of a manifest, no version.
+ */
+enum fetch_version_kind { FV_NONE, FV_ETAG, FV_GENERATION, FV_MTIME };
+struct fetch_version {
+	enum fetch_version_kind kind;
+	const char *text; /* the version as pinned (FV_ETAG, FV_GENERATION) */
+	int64_t mtime;	  /* FV_MTIME: seconds since the epoch */
+};
+struct fetch_version fetch_version_of(const char *version);
+
+/*
+ * Whether the 2xx answer whose headers are in res and h is of another
+ * version than req pinned (req->version): its ETag (compared weakly: a W/
+ * prefix on either side is not a change), its x-goog-generation, or its
+ * Last-Modified (a pinned time on the minute, from a listing that shows
+ * no seconds, stands for that whole minute).  A validator the answer does
+ * not carry is not compared; the size is fetch_range_mismatch's.
+ * @return NULL when it is the pinned version (or nothing to compare),
+ * else buf, saying what was pinned and what came.
+ */
+const char *fetch_version_mismatch(const struct fetch_req *req, long status,
+				   const struct fetch_res *res,
+				   const struct fetch_head *h, char *buf,
+				   size_t cap);
 
 /* @return 0, or -errno (-ENOMEM, -EINVAL) with nothing allocated. */
 int fetch_engine_new(const struct fetch_config *cfg,

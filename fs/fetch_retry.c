@@ -70,6 +70,12 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 	if (st == 200 && req->range_len && !req->head && !x->enough &&
 	    x->cc == CURLE_OK)
 		res->total_size = req->range_off - x->skip + res->len;
+	/* Another version than the one pinned (an origin that ignored the
+	 * validator sent with the request): final, as a 412 is. */
+	if (fetch_version_mismatch(req, st, res, &x->head, what, wcap)) {
+		*rc = -ESTALE;
+		return V_FAIL;
+	}
 	/* Other bytes than asked would land in the range: retried, since a
 	 * cache or proxy on the way may answer right the next time. */
 	if (fetch_range_mismatch(req, st, res, &x->head, what, wcap)) {

@@ -1652,6 +1652,65 @@ START_TEST(range_checked)
 }
 END_TEST
 
+/* The answer's version against the pinned one (fetch_version_mismatch),
+ * from header lines as an origin sends them. */
+static const char *version_said(const char *pinned, const char *const lines[])
+{
+	static char why[256];
+	struct fetch_req req = {.version = pinned, .range_len = 4};
+	struct fetch_res res;
+	struct fetch_head h;
+
+	memset(&res, 0, sizeof(res));
+	memset(&h, 0, sizeof(h));
+	for (size_t i = 0; lines[i]; i++)
+		fetch_header_line(lines[i], strlen(lines[i]), &res, &h);
+	return fetch_version_mismatch(&req, 206, &res, &h, why, sizeof(why));
+}
+
+START_TEST(version_checked)
+{
+	static const char *const etag[] = {"HTTP/1.1 206 Partial\r\n",
+					   "ETag: \"abc\"\r\n", NULL};
+	static const char *const weak[] = {"HTTP/1.1 206 Partial\r\n",
+					   "ETag: W/\"abc\"\r\n", NULL};
+	static const char *const other[] = {"HTTP/1.1 206 Partial\r\n",
+					    "ETag: \"abd\"\r\n", NULL};
+	static const char *const gen[] = {"HTTP/1.1 206 Partial\r\n",
+					  "x-goog-generation: 17\r\n", NULL};
+	/* 1700000040 is Tue, 14 Nov 2023 22:14:00 GMT, on the minute */
+	static const char *const lm[] = {
+	    "HTTP/1.1 206 Partial\r\n",
+	    "Last-Modified: Tue, 14 Nov 2023 22:14:33 GMT\r\n", NULL};
+	static const char *const none[] = {"HTTP/1.1 206 Partial\r\n", NULL};
+	const char *why;
+
+	ck_assert_ptr_null(version_said("\"abc\"", etag));
+	ck_assert_ptr_null(version_said("\"abc\"", weak));
+	ck_assert_ptr_null(version_said("W/\"abc\"", etag));
+	why = version_said("\"abc\"", other);
+	ck_assert_msg(why && strstr(why, "ETag \"abd\", pinned \"abc\""), "%s",
+		      why);
+	ck_assert_ptr_null(version_said("17", gen));
+	why = version_said("16", gen);
+	ck_assert_msg(why && strstr(why, "generation 17, pinned 16"), "%s", why);
+	/* a listing without seconds: the minute holds it */
+	ck_assert_ptr_null(version_said("t1700000040-s4", lm));
+	ck_assert_ptr_null(version_said("t1700000073-s4", lm));
+	why = version_said("t1700000074-s4", lm);
+	ck_assert_msg(why && strstr(why, "Last-Modified Tue, 14 Nov 2023 "
+					 "22:14:33 GMT, pinned Tue, 14 Nov "
+					 "2023 22:14:34 GMT"),
+		      "%s", why);
+	why = version_said("t1699999980-s4", lm);
+	ck_assert_ptr_nonnull(why);
+	/* nothing to compare: no validator came, or none was pinned */
+	ck_assert_ptr_null(version_said("\"abc\"", none));
+	ck_assert_ptr_null(version_said("s4", other));
+	ck_assert_ptr_null(version_said(NULL, other));
+}
+END_TEST
+
 START_TEST(throttled)
 {
 	struct fetch_res res;
@@ -1990,6 +2049,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, stall_retried);
 	tcase_add_test(tc, range_ignored);
 	tcase_add_test(tc, range_checked);
+	tcase_add_test(tc, version_checked);
 	tcase_add_test(tc, redirect_schemes);
 	tcase_add_test(tc, credentials_not_in_clear);
 	tcase_add_test(tc, throttled);
