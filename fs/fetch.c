@@ -717,8 +717,23 @@ static bool cc_congestion(CURLcode cc)
 	}
 }
 
-/* A request failed: a refusal (429, 503) or a broken connection tells the
- * host's controller to back off. */
+/*
+ * Whether x's answer was cut mid-body: the origin took the request and
+ * began to send (a 2xx, body bytes came), then the connection broke.
+ * That is a proxy's or load balancer's idle cut, a drained connection, a
+ * flaky link: not the origin saying it has too much to do.  With 30% of
+ * bodies cut, halving on each held the limit at 1 (bench/fs-faults; the
+ * figures in bench/RESULTS.md); an overloaded origin refuses, times out
+ * or stops taking connections, and those still back off.
+ */
+static bool cut_mid_body(const struct xfer *x, CURLcode cc)
+{
+	return x->body_checked && !x->discard &&
+	       (cc == CURLE_PARTIAL_FILE || cc == CURLE_RECV_ERROR);
+}
+
+/* A request failed: a refusal (429, 503) or a broken connection (but for
+ * a body cut short) tells the host's controller to back off. */
 static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
 			       CURLcode cc)
 {
@@ -727,7 +742,7 @@ static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
 
 	if (cc == CURLE_OK && (x->res->status == 429 || x->res->status == 503))
 		snprintf(what, sizeof(what), "HTTP %ld", x->res->status);
-	else if (cc != CURLE_OK && cc_congestion(cc))
+	else if (cc != CURLE_OK && cc_congestion(cc) && !cut_mid_body(x, cc))
 		snprintf(what, sizeof(what), "%s", curl_easy_strerror(cc));
 	else
 		return;

@@ -247,6 +247,50 @@ START_TEST(replaced_object_fails)
 }
 END_TEST
 
+/* ---- cut bodies ---- */
+
+/*
+ * An origin that cuts 30% of its bodies halfway (the connection closes or
+ * resets mid-body): every read returns the right bytes after retries, and
+ * the host's concurrency is not cut for it (a cut body is not a refusal).
+ */
+START_TEST(cut_bodies_keep_concurrency)
+{
+	const char *const extra[] = {_i ? "--reset" : "--truncate", "0.3",
+				     "--ttfb-ms", "20", "--conn-rate", "20M",
+				     NULL};
+	const char *const opts[] = {"--retries", "10", NULL};
+	char url[256], path[PATH_MAX], tag[32];
+	struct fx_mount m;
+	pid_t origin;
+	uint8_t *buf;
+	size_t len;
+
+	snprintf(tag, sizeof(tag), "cut%d", _i);
+	snprintf(path, sizeof(path), "%s/cut", data);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/cut/c.bin", data);
+	if (access(path, F_OK))
+		ck_assert_int_eq(fx_write_file(path, 32 * CHUNK + 5, 9), 0);
+	origin = fx_origin_start(data, extra, work, tag, url, sizeof(url));
+	ck_assert_int_gt(origin, 0);
+	fx_mount_init(&m, work, tag);
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	snprintf(path, sizeof(path), "%s/cut/c.bin", m.dir);
+	buf = fx_read_file(path, &len);
+	ck_assert_msg(buf != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_uint_eq(len, 32 * CHUNK + 5);
+	for (size_t k = 0; k < len; k++)
+		if (buf[k] != fx_byte(9, k))
+			ck_abort_msg("%s: byte %zu differs", path, k);
+	free(buf);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "origin", "retries"), 1);
+	ck_assert_int_le(fx_mount_stat(m.dir, "concurrency", "backoffs"), 1);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	fx_stop(origin, 5000);
+}
+END_TEST
+
 /* ---- redirects ---- */
 
 /* A socket listening on 127.0.0.1 that nobody answers on: *port. */
@@ -521,6 +565,7 @@ static Suite *suite(void)
 			  why);
 	fx_tcase_add(tc, range_ignored_served, why);
 	fx_tcase_add(tc, replaced_object_fails, why);
+	fx_tcase_add_loop(tc, cut_bodies_keep_concurrency, 0, 2, why);
 	fx_tcase_add(tc, redirect_schemes, why);
 	fx_tcase_add(tc, credentials_refused_in_clear, why);
 	fx_tcase_add(tc, credentials_through_tls_site_cache, why_gcs);
