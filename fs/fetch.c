@@ -182,11 +182,17 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 			 n.via ? " through the site cache " : "",
 			 n.via ? fe->site_cache : "", what, res->attempts,
 			 res->attempts == 1 ? "" : "s");
-		if (rc == -ENOENT || rc == -ECANCELED)
+		/* Background work that gave up is no reader's error: its
+		 * caller says what becomes of it (prefetch: a reader that
+		 * needs the chunk asks again). */
+		if (rc == -ENOENT || rc == -ECANCELED || c->r.background)
 			log_debug("%s", res->err);
 		else
 			log_error_limited("%s", res->err);
-		STAT_ADD(fe->st.errors, 1);
+		if (c->r.background)
+			STAT_ADD(fe->st.gave_up, 1);
+		else
+			STAT_ADD(fe->st.errors, 1);
 		if (c->r.grow) {
 			free(res->body);
 			res->body = NULL;

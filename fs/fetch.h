@@ -270,7 +270,9 @@ int fetch_submit(struct fetch_engine *fe, const struct fetch_req *req,
 struct fetch_stats {
 	uint64_t requests;    /* attempts sent to the origin */
 	uint64_t retries;
-	uint64_t errors;      /* fetch_run calls that failed */
+	uint64_t errors;      /* requests that failed, but for ... */
+	uint64_t gave_up;     /* ... background ones (read-ahead, hints):
+			       * no reader had asked for them yet */
 	uint64_t bytes;       /* body bytes received */
 	uint64_t ttfb_p50_ns, ttfb_p90_ns, ttfb_p99_ns;
 	uint64_t connects;    /* new connections opened (reuse shows here) */

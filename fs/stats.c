@@ -137,6 +137,7 @@ int stats_json(const struct stats_sources *s, char **out, size_t *len)
 	jsonw_u64(&w, "requests", fs.requests);
 	jsonw_u64(&w, "retries", fs.retries);
 	jsonw_u64(&w, "errors", fs.errors);
+	jsonw_u64(&w, "gave_up", fs.gave_up);
 	jsonw_u64(&w, "bytes_fetched", fs.bytes);
 	jsonw_u64(&w, "hedges", fs.hedges);
 	jsonw_u64(&w, "hedge_wins", fs.hedge_wins);
