@@ -242,8 +242,9 @@ int fetch_engine_cancel_fd(const struct fetch_engine *fe);
  * Performs req with retries, blocking only the calling thread.
  * @return 0 on 2xx with the whole body (and for a range, exactly range_len
  * bytes unless the object ends earlier, which total_size then shows);
- * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 (the pinned
- * version changed), -EIO after retries ran out, -EFBIG when the body
+ * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 or an answer
+ * of another version than req->version, -EKEYREJECTED when the TLS peer
+ * could not be verified (not retried), -EIO after retries ran out, -EFBIG when the body
  * exceeds cap, -ENOMEM, -ECANCELED once the engine is cancelled, -EDEADLK for a
  * request with a resign made inside a resign.  On any error res->err says what
  * happened.
