@@ -203,6 +203,7 @@ START_TEST(replaced_object_fails)
 	char url[256], path[PATH_MAX], tmp[PATH_MAX + 8], buf[4096];
 	struct timespec t[2] = {{0}, {0}};
 	struct fx_mount m;
+	uint64_t got = 0;
 	pid_t origin;
 	int fd;
 
@@ -243,6 +244,11 @@ START_TEST(replaced_object_fails)
 				      "Tue, 14 Nov 2023 22:15:00 GMT, pinned "
 				      "Tue, 14 Nov 2023 22:13:20 GMT"),
 		      "%s says nothing of the changed object", m.log);
+	/* A remount lists the new version and reads it whole. */
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	ck_assert_int_eq(fx_read_seed(m.dir, "replaced/r.bin", 8, &got), 0);
+	ck_assert_uint_eq(got, 3 * CHUNK);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
 	fx_stop(origin, 5000);
 }
 END_TEST
