@@ -113,8 +113,9 @@ struct fetch_req {
 	 * whole object) must be as long. */
 	uint64_t size;
 	/* The object's version as the source pinned it (source_object's
-	 * version, set by prepare_read), or NULL: a site cache keys its
-	 * entry by it and checks the answer against it (sitecache.h). */
+	 * version, set by prepare_read), or NULL: every answer's validators
+	 * must agree with it (fetch_version_mismatch), and a site cache
+	 * keys its entry by it (sitecache.h). */
 	const char *version;
 	/*
 	 * Body destination.  With grow == false the body goes into buf (cap
