@@ -316,7 +316,7 @@ START_TEST(gave_up_loads_not_errors)
 	char url[256], path[PATH_MAX], tag[16];
 	struct fx_mount m;
 	uint64_t got = 0;
-	long long gave_up = 0;
+	long long gave_up = 0, start, sent;
 	pid_t origin;
 
 	snprintf(path, sizeof(path), "%s/gaveup", data);
@@ -328,11 +328,16 @@ START_TEST(gave_up_loads_not_errors)
 	ck_assert_int_gt(origin, 0);
 	fx_mount_init(&m, work, tag);
 	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	start = sent = fx_mount_stat(m.dir, "origin", "requests");
 	ck_assert_int_eq(fx_sh("printf 'gaveup/h.bin 0 0\\n' | '%s' hints '%s'",
 			       fx_wharf_bin(), m.dir),
 			 0);
-	if (_i)
-		usleep(100 * 1000); /* the hinted loads are out */
+	/* 1: the reader comes once the directory's listing and the four
+	 * loads are out */
+	for (int i = 0; _i && i < 200 && sent < start + 5; i++) {
+		usleep(20 * 1000);
+		sent = fx_mount_stat(m.dir, "origin", "requests");
+	}
 	for (int i = 0; !_i && i < 200 && gave_up < 4; i++) {
 		usleep(50 * 1000);
 		gave_up = fx_mount_stat(m.dir, "origin", "gave_up");
