@@ -245,10 +245,10 @@ int fetch_engine_cancel_fd(const struct fetch_engine *fe);
  * bytes unless the object ends earlier, which total_size then shows);
  * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 or an answer
  * of another version than req->version, -EKEYREJECTED when the TLS peer
- * could not be verified (not retried), -EIO after retries ran out, -EFBIG when the body
- * exceeds cap, -ENOMEM, -ECANCELED once the engine is cancelled, -EDEADLK for a
- * request with a resign made inside a resign.  On any error res->err says what
- * happened.
+ * could not be verified (not retried), -EIO after retries ran out, -EFBIG
+ * when the body exceeds cap, -ENOMEM, -ECANCELED once the engine is
+ * cancelled, -EDEADLK for a request with a resign made inside a resign.  On
+ * any error res->err says what happened.
  */
 int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	      struct fetch_res *res) WHARF_CHECK;

@@ -485,8 +485,9 @@ static int load_snapshot(struct offline_src *os, bool needed, char **err)
 static const char *setup_fix(const struct offline_config *cfg, int rc)
 {
 	if (rc == -EKEYREJECTED)
-		return "; the origin's TLS certificate is not trusted here: give "
-		       "the CA certificate that signed it with --ca-file FILE "
+		return "; the origin's TLS certificate is not trusted here: "
+		       "give the CA certificate that signed it with --ca-file "
+		       "FILE "
 		       "(--insecure turns the check off, and anyone on the "
 		       "way could then read and change what the mount serves)";
 	if (rc == -EACCES && !cfg->opt->manifest)

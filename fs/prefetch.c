@@ -404,9 +404,9 @@ static int load_landed(struct load *ld)
 		 * (origin.gave_up counts these). */
 		log_info("%s%s: %s of chunk %llu gave up: %s; a reader that "
 			 "needs it fetches it again",
-			 pf->src->id, f->path, ld->hint ? "a hint's load"
-							: "read-ahead",
-			 idx, ld->res.err[0] ? ld->res.err : strerror(-rc));
+			 pf->src->id, f->path,
+			 ld->hint ? "a hint's load" : "read-ahead", idx,
+			 ld->res.err[0] ? ld->res.err : strerror(-rc));
 		rc = reader_errno(rc);
 		chunks_fail(pf->cc, ld->c, rc);
 		return rc;

@@ -94,8 +94,7 @@ static bool version_header(const char *v, char *out, size_t cap)
 	case FV_MTIME:
 		if (!format_http_date(fv.mtime, date, sizeof(date)))
 			return false;
-		n = snprintf(out, cap, "%slast-modified %s", VIA_VERSION,
-			     date);
+		n = snprintf(out, cap, "%slast-modified %s", VIA_VERSION, date);
 		break;
 	default:
 		return false;
