@@ -5,7 +5,11 @@
  * server), credentials never go in clear to a site cache (nginx from the
  * shipped config, over plain HTTP and over TLS, in front of tests/fake-gcs),
  * and a redirect to another scheme than http(s) fails its request without
- * breaking the mount (bench/origin --redirect).
+ * breaking the mount (bench/origin --redirect).  Also: an answer of another
+ * version than the one pinned fails its read (bench/origin ignores
+ * conditional headers), bodies cut mid-way do not cut the host's
+ * concurrency (--truncate, --reset), and background loads that gave up
+ * are not a reader's errors (--fail-first).
  */
 #include "config.h"
 
