@@ -77,6 +77,7 @@ static struct config {
 	double p_5xx, p_reset, p_truncate, p_stall, p_slow; /* per file response */
 	uint64_t stall_ns;
 	unsigned max_inflight; /* 503 to a file request beyond this; 0: none */
+	uint64_t fail_first;   /* 503 to the first this many file requests */
 	uint64_t seed;
 	bool quiet;
 	bool html; /* listings as nginx's HTML autoindex, not JSON */
@@ -97,6 +98,7 @@ static sig_atomic_t stopping; /* atomic: set by the signal handler */
 static struct counters {
 	uint64_t conns, requests, bytes, e5xx, resets, truncs, stalls, slows;
 	uint64_t busy;	   /* 503s for going past --max-inflight */
+	uint64_t files;	   /* file requests (--fail-first counts them) */
 	uint64_t inflight; /* file requests being answered now */
 	uint64_t peak;	   /* the most asked for at once, refused included */
 } counters;
@@ -778,6 +780,8 @@ static void prepare_response(struct worker *w, struct conn *c, size_t head_len)
 			return;
 		}
 	c->fault = pick_fault(w);
+	if (COUNT(files, 1) < cfg.fail_first)
+		c->fault = F_5XX;
 	if (c->fault == F_5XX) {
 		COUNT(e5xx, 1);
 		reply_simple(c, 503, "Retry-After: 0\r\n");
@@ -1205,6 +1209,9 @@ static void usage(FILE *f)
 	    "                            file requests would be in flight "
 	    "(a store\n"
 	    "                            shedding load)\n"
+	    "      --fail-first N        answer the first N file requests 503 "
+	    "(work\n"
+	    "                            that fails before a reader comes)\n"
 	    "      --reset P             reset the connection (RST) halfway "
 	    "through a\n"
 	    "                            file body with probability P\n"
@@ -1242,6 +1249,11 @@ static void usage(FILE *f)
 	    "  -q, --quiet               no start and exit lines\n"
 	    "  -h, --help                this text\n"
 	    "\n"
+	    "Conditional headers (If-Match, If-Unmodified-Since) are "
+	    "ignored, as many\n"
+	    "simple servers and some CDNs do: a file replaced under ROOT "
+	    "while a client\n"
+	    "reads it is an object that changed mid-read.\n"
 	    "Faults strike file responses only, never listings.  Sizes take "
 	    "the\n"
 	    "suffixes k, M, G (binary multiples).  SIGINT or SIGTERM stops it; "
@@ -1307,6 +1319,7 @@ int main(int argc, char **argv)
 		OPT_TRATE,
 		OPT_5XX,
 		OPT_INFLIGHT,
+		OPT_FAIL_FIRST,
 		OPT_RESET,
 		OPT_TRUNC,
 		OPT_STALL,
@@ -1327,6 +1340,7 @@ int main(int argc, char **argv)
 	    {"total-rate", required_argument, NULL, OPT_TRATE},
 	    {"fail-5xx", required_argument, NULL, OPT_5XX},
 	    {"max-inflight", required_argument, NULL, OPT_INFLIGHT},
+	    {"fail-first", required_argument, NULL, OPT_FAIL_FIRST},
 	    {"reset", required_argument, NULL, OPT_RESET},
 	    {"truncate", required_argument, NULL, OPT_TRUNC},
 	    {"stall", required_argument, NULL, OPT_STALL},
@@ -1387,6 +1401,10 @@ int main(int argc, char **argv)
 		case OPT_INFLIGHT:
 			cfg.max_inflight = (unsigned)strtoul(optarg, &e, 10);
 			bad |= *e || !cfg.max_inflight;
+			break;
+		case OPT_FAIL_FIRST:
+			cfg.fail_first = strtoull(optarg, &e, 10);
+			bad |= *e || !cfg.fail_first;
 			break;
 		case OPT_RESET:
 			bad |= parse_prob(optarg, &cfg.p_reset);

@@ -31,4 +31,11 @@ int cmd_usage_error(const char *sub, const char *fmt, ...)
 int cmd_bad_option(const char *sub, int c, char *const *argv,
 		   const struct option *longopts);
 
+/*
+ * "wharf SUB: PATH: what errno err says" on stderr, and the fix where
+ * there is one: ENOTCONN is a wharf mount whose process is gone (killed,
+ * crashed), which `wharf umount PATH` lets go.
+ */
+void cmd_path_error(const char *sub, const char *path, int err);
+
 #endif

@@ -68,9 +68,11 @@ int cmd_hints(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/.wharf/hints", argv[1]);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "wharf hints: %s: %s\n", argv[1],
-			errno == ENOENT ? "not a wharf mount"
-					: strerror(errno));
+		if (errno == ENOENT)
+			fprintf(stderr, "wharf hints: %s: not a wharf mount\n",
+				argv[1]);
+		else
+			cmd_path_error("hints", argv[1], errno);
 		return 1;
 	}
 	h = calloc(1, sizeof(*h));

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,7 +187,9 @@ static void mount_usage(FILE *out)
 	    "  --manifest URL|FILE   list objects from \"path size [etag]\" "
 	    "lines\n"
 	    "  --ca-file FILE        trust the CA certificates in FILE too\n"
-	    "  --insecure            do not verify TLS certificates\n"
+	    "  --insecure            do not verify TLS certificates (anyone on "
+	    "the way\n"
+	    "                        can then read and change the data)\n"
 	    "  --no-hedge            never send a late request a second time\n"
 	    "  --site-cache URL      send chunk reads through the site's HTTP "
 	    "cache\n"
@@ -799,12 +802,21 @@ static int check_readable_file(const char *path)
 static int settle_paths(struct mount_opts *o)
 {
 	struct mount_config *c = &o->cfg;
+	DIR *d;
 
 	if (!realpath(c->mountpoint, o->mountpoint)) {
-		fprintf(stderr, "wharf mount: %s: %s\n", c->mountpoint,
-			strerror(errno));
+		cmd_path_error("mount", c->mountpoint, errno);
 		return 1;
 	}
+	/* A dead mount's root may still stat (attributes the kernel kept);
+	 * opening it says ENOTCONN, whose fix is named here. */
+	d = opendir(o->mountpoint);
+	if (!d && errno == ENOTCONN) {
+		cmd_path_error("mount", c->mountpoint, errno);
+		return 1;
+	}
+	if (d)
+		closedir(d);
 	c->mountpoint = o->mountpoint;
 	c->cache_dir = o->cache_dir;
 	if (settle_path(o, "--cache-dir", &c->cache_dir) ||

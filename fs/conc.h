@@ -17,8 +17,10 @@
  *  - cover the bandwidth-delay product: the limit does not stay below the
  *    requests needed to carry the measured throughput across the measured
  *    first-byte latency;
- *  - back off: a refusal or a broken connection halves what is in flight,
- *    at most once per request duration (one burst of 503s is one signal);
+ *  - back off: a refusal or a broken connection (the engine does not
+ *    report a body cut mid-way, which is not a sign of load) halves what
+ *    is in flight, at most once per request duration (one burst of 503s
+ *    is one signal);
  *    then each quiet saturated epoch adds a sixteenth (at least one) until
  *    the limit is back where it was cut from, and a rise grows it by a
  *    quarter, not double, until the origin has taken the load without a

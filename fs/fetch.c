@@ -172,11 +172,17 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 			 n.via ? " through the site cache " : "",
 			 n.via ? fe->site_cache : "", what, res->attempts,
 			 res->attempts == 1 ? "" : "s");
-		if (rc == -ENOENT || rc == -ECANCELED)
+		/* Background work that gave up is no reader's error: its
+		 * caller says what becomes of it (prefetch: a reader that
+		 * needs the chunk asks again). */
+		if (rc == -ENOENT || rc == -ECANCELED || c->r.background)
 			log_debug("%s", res->err);
 		else
 			log_error_limited("%s", res->err);
-		STAT_ADD(fe->st.errors, 1);
+		if (c->r.background)
+			STAT_ADD(fe->st.gave_up, 1);
+		else
+			STAT_ADD(fe->st.errors, 1);
 		if (c->r.grow) {
 			free(res->body);
 			res->body = NULL;
@@ -393,10 +399,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 		} else {
 			char why[160];
 
-			/* Other bytes than asked: none is taken (the judge
-			 * says why). */
+			/* Other bytes than asked, or of another version:
+			 * none is taken (the judge says why). */
 			if (fetch_range_mismatch(req, code, res, &x->head, why,
-						 sizeof(why)))
+						 sizeof(why)) ||
+			    fetch_version_mismatch(req, code, res, &x->head,
+						   why, sizeof(why)))
 				return 0;
 			/* The origin ignored Range: drop what precedes it. */
 			if (code == 200 && req->range_len)
@@ -705,8 +713,23 @@ static bool cc_congestion(CURLcode cc)
 	}
 }
 
-/* A request failed: a refusal (429, 503) or a broken connection tells the
- * host's controller to back off. */
+/*
+ * Whether x's answer was cut mid-body: the origin took the request and
+ * began to send (a 2xx, body bytes came), then the connection broke.
+ * That is a proxy's or load balancer's idle cut, a drained connection, a
+ * flaky link: not the origin saying it has too much to do.  With 30% of
+ * bodies cut, halving on each held the limit at 1 (bench/fs-faults; the
+ * figures in bench/RESULTS.md); an overloaded origin refuses, times out
+ * or stops taking connections, and those still back off.
+ */
+static bool cut_mid_body(const struct xfer *x, CURLcode cc)
+{
+	return x->body_checked && !x->discard &&
+	       (cc == CURLE_PARTIAL_FILE || cc == CURLE_RECV_ERROR);
+}
+
+/* A request failed: a refusal (429, 503) or a broken connection (but for
+ * a body cut short) tells the host's controller to back off. */
 static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
 			       CURLcode cc)
 {
@@ -715,7 +738,7 @@ static void host_judge_failure(struct fetch_engine *fe, struct xfer *x,
 
 	if (cc == CURLE_OK && (x->res->status == 429 || x->res->status == 503))
 		snprintf(what, sizeof(what), "HTTP %ld", x->res->status);
-	else if (cc != CURLE_OK && cc_congestion(cc))
+	else if (cc != CURLE_OK && cc_congestion(cc) && !cut_mid_body(x, cc))
 		snprintf(what, sizeof(what), "%s", curl_easy_strerror(cc));
 	else
 		return;

@@ -17,7 +17,8 @@
  * Concurrency: each origin host has a controller (conc.h) that measures
  * throughput and first-byte latency and sets how many transfers the host
  * gets, growing while throughput grows and halving on 429, 503 or broken
- * connections.  Background requests (fetch_req.background: prefetch) wait
+ * connections (not on a body cut short after it began: fetch.c
+ * cut_mid_body).  Background requests (fetch_req.background: prefetch) wait
  * for room under that limit; the others start at once.
  *
  * Retries: 5xx, 429, timeouts, resets and short bodies are retried with
@@ -112,8 +113,9 @@ struct fetch_req {
 	 * whole object) must be as long. */
 	uint64_t size;
 	/* The object's version as the source pinned it (source_object's
-	 * version, set by prepare_read), or NULL: a site cache keys its
-	 * entry by it and checks the answer against it (sitecache.h). */
+	 * version, set by prepare_read), or NULL: every answer's validators
+	 * must agree with it (fetch_version_mismatch), and a site cache
+	 * keys its entry by it (sitecache.h). */
 	const char *version;
 	/*
 	 * Body destination.  With grow == false the body goes into buf (cap
@@ -166,6 +168,7 @@ struct fetch_head {
 	 * 416's unsatisfied range). */
 	bool range_ok;
 	uint64_t range_first, range_last;
+	char generation[24]; /* x-goog-generation (GCS), "" when none came */
 };
 
 /*
@@ -193,6 +196,36 @@ const char *fetch_range_mismatch(const struct fetch_req *req, long status,
 				 const struct fetch_head *h, char *buf,
 				 size_t cap);
 
+/*
+ * A pinned version (fetch_req.version) as what an answer carries, in the
+ * forms the sources give: an ETag as the origin sent it, quoted, weak or
+ * strong; a GCS generation, digits; an HTTP origin's "t<mtime>-s<size>"
+ * (its listing gave no ETag).  FV_NONE for anything else: a size alone,
+ * an unquoted ETag of a manifest, no version.
+ */
+enum fetch_version_kind { FV_NONE, FV_ETAG, FV_GENERATION, FV_MTIME };
+struct fetch_version {
+	enum fetch_version_kind kind;
+	const char *text; /* the version as pinned (FV_ETAG, FV_GENERATION) */
+	int64_t mtime;	  /* FV_MTIME: seconds since the epoch */
+};
+struct fetch_version fetch_version_of(const char *version);
+
+/*
+ * Whether the 2xx answer whose headers are in res and h is of another
+ * version than req pinned (req->version): its ETag (compared weakly: a W/
+ * prefix on either side is not a change), its x-goog-generation, or its
+ * Last-Modified (a pinned time on the minute, from a listing that shows
+ * no seconds, stands for that whole minute).  A validator the answer does
+ * not carry is not compared; the size is fetch_range_mismatch's.
+ * @return NULL when it is the pinned version (or nothing to compare),
+ * else buf, saying what was pinned and what came.
+ */
+const char *fetch_version_mismatch(const struct fetch_req *req, long status,
+				   const struct fetch_res *res,
+				   const struct fetch_head *h, char *buf,
+				   size_t cap);
+
 /* @return 0, or -errno (-ENOMEM, -EINVAL) with nothing allocated. */
 int fetch_engine_new(const struct fetch_config *cfg,
 		     struct fetch_engine **out) WHARF_CHECK;
@@ -213,11 +246,12 @@ int fetch_engine_cancel_fd(const struct fetch_engine *fe);
  * Performs req with retries, blocking only the calling thread.
  * @return 0 on 2xx with the whole body (and for a range, exactly range_len
  * bytes unless the object ends earlier, which total_size then shows);
- * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 (the pinned
- * version changed), -EIO after retries ran out, -EFBIG when the body
- * exceeds cap, -ENOMEM, -ECANCELED once the engine is cancelled, -EDEADLK for a
- * request with a resign made inside a resign.  On any error res->err says what
- * happened.
+ * -ENOENT for 404/410, -EACCES for 401/403, -ESTALE for 412 or an answer
+ * of another version than req->version, -EKEYREJECTED when the TLS peer
+ * could not be verified (not retried), -EIO after retries ran out, -EFBIG
+ * when the body exceeds cap, -ENOMEM, -ECANCELED once the engine is
+ * cancelled, -EDEADLK for a request with a resign made inside a resign.  On
+ * any error res->err says what happened.
  */
 int fetch_run(struct fetch_engine *fe, const struct fetch_req *req,
 	      struct fetch_res *res) WHARF_CHECK;
@@ -245,7 +279,9 @@ extern const uint64_t fetch_ttfb_le_ns[FETCH_TTFB_BUCKETS];
 struct fetch_stats {
 	uint64_t requests;    /* attempts sent to the origin */
 	uint64_t retries;
-	uint64_t errors;      /* fetch_run calls that failed */
+	uint64_t errors;      /* requests that failed, but for ... */
+	uint64_t gave_up;     /* ... background ones (read-ahead, hints):
+			       * no reader had asked for them yet */
 	uint64_t bytes;       /* body bytes received */
 	uint64_t ttfb_p50_ns, ttfb_p90_ns, ttfb_p99_ns;
 	uint64_t connects;    /* new connections opened (reuse shows here) */

@@ -116,6 +116,7 @@ void fetch_header_line(const char *line, size_t n, struct fetch_res *res,
 		h->encoding[0] = '\0';
 		h->range[0] = '\0';
 		h->range_ok = false;
+		h->generation[0] = '\0';
 		if (sp)
 			sp2 = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - line));
 		if (sp2) {
@@ -151,6 +152,8 @@ void fetch_header_line(const char *line, size_t n, struct fetch_res *res,
 		copy_field(tmp, sizeof(tmp), v, vlen);
 		if (strcasecmp(tmp, "identity"))
 			copy_field(h->encoding, sizeof(h->encoding), v, vlen);
+	} else if (hdr_is(line, n, "x-goog-generation", &v, &vlen)) {
+		copy_field(h->generation, sizeof(h->generation), v, vlen);
 	} else if (hdr_is(line, n, "content-range", &v, &vlen)) {
 		copy_field(h->range, sizeof(h->range), v, vlen);
 		h->range_ok = false;
@@ -214,5 +217,97 @@ const char *fetch_range_mismatch(const struct fetch_req *req, long status,
 			 res->content_length, h->range);
 	else
 		return NULL;
+	return buf;
+}
+
+static bool all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+struct fetch_version fetch_version_of(const char *v)
+{
+	struct fetch_version fv = {.kind = FV_NONE, .text = v};
+	char *end;
+	long long t;
+
+	if (!v || !*v || strpbrk(v, "\r\n"))
+		return fv;
+	if (v[0] == '"' || !strncmp(v, "W/\"", 3)) {
+		fv.kind = FV_ETAG;
+	} else if (all_digits(v)) {
+		fv.kind = FV_GENERATION;
+	} else if (v[0] == 't') {
+		errno = 0;
+		t = strtoll(v + 1, &end, 10);
+		if (!errno && t > 0 && !strncmp(end, "-s", 2)) {
+			fv.kind = FV_MTIME;
+			fv.mtime = t;
+		}
+	}
+	return fv;
+}
+
+static void http_date_or_number(int64_t t, char *buf, size_t cap)
+{
+	if (!format_http_date(t, buf, cap))
+		snprintf(buf, cap, "%" PRId64, t);
+}
+
+/* An ETag without its weakness mark: what weak comparison compares. */
+static const char *opaque_tag(const char *etag)
+{
+	return strncmp(etag, "W/", 2) ? etag : etag + 2;
+}
+
+const char *fetch_version_mismatch(const struct fetch_req *req, long status,
+				   const struct fetch_res *res,
+				   const struct fetch_head *h, char *buf,
+				   size_t cap)
+{
+	const struct fetch_version fv = fetch_version_of(req->version);
+	const char *name, *got = NULL, *want = fv.text;
+	char got_date[32], want_date[32];
+
+	if (req->head || status < 200 || status > 299)
+		return NULL;
+	switch (fv.kind) {
+	case FV_ETAG:
+		name = "ETag";
+		if (res->etag[0] &&
+		    strcmp(opaque_tag(res->etag), opaque_tag(fv.text)))
+			got = res->etag;
+		break;
+	case FV_GENERATION:
+		name = "generation";
+		if (h->generation[0] && strcmp(h->generation, fv.text))
+			got = h->generation;
+		break;
+	case FV_MTIME:
+		/* a pinned time on the minute holds the whole minute */
+		name = "Last-Modified";
+		if (res->mtime && res->mtime != fv.mtime &&
+		    (fv.mtime % 60 || res->mtime < fv.mtime ||
+		     res->mtime >= fv.mtime + 60)) {
+			http_date_or_number(res->mtime, got_date,
+					    sizeof(got_date));
+			http_date_or_number(fv.mtime, want_date,
+					    sizeof(want_date));
+			got = got_date;
+			want = want_date;
+		}
+		break;
+	default:
+		return NULL;
+	}
+	if (!got)
+		return NULL;
+	snprintf(buf, cap, "the object changed: %s %.120s, pinned %.120s", name,
+		 got, want);
 	return buf;
 }

@@ -161,6 +161,7 @@ struct fetch_engine {
 	unsigned npool;
 	struct {
 		uint64_t requests, retries, errors, bytes, connects;
+		uint64_t gave_up; /* background calls that failed */
 		uint64_t hedges, hedge_wins;
 		uint64_t hist[HIST_BUCKETS];
 		/* Metrics' buckets (not cumulative; the last is +Inf). */

@@ -12,14 +12,27 @@
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
 
+/* The TLS peer could not be verified: a setup error (its fix is a CA
+ * certificate, --ca-file), not an origin out of reach. */
+static bool tls_unverified(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Failures that another try would meet again. */
 static bool retryable_cc(CURLcode cc)
 {
 	switch (cc) {
 	case CURLE_URL_MALFORMAT:
 	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CACERT_BADFILE:
 	case CURLE_SSL_CERTPROBLEM:
 	case CURLE_TOO_MANY_REDIRECTS:
 	case CURLE_FAILED_INIT:
@@ -27,7 +40,7 @@ static bool retryable_cc(CURLcode cc)
 	case CURLE_NOT_BUILT_IN:
 		return false;
 	default:
-		return true;
+		return !tls_unverified(cc);
 	}
 }
 
@@ -70,6 +83,12 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 	if (st == 200 && req->range_len && !req->head && !x->enough &&
 	    x->cc == CURLE_OK)
 		res->total_size = req->range_off - x->skip + res->len;
+	/* Another version than the one pinned (an origin that ignored the
+	 * validator sent with the request): final, as a 412 is. */
+	if (fetch_version_mismatch(req, st, res, &x->head, what, wcap)) {
+		*rc = -ESTALE;
+		return V_FAIL;
+	}
 	/* Other bytes than asked would land in the range: retried, since a
 	 * cache or proxy on the way may answer right the next time. */
 	if (fetch_range_mismatch(req, st, res, &x->head, what, wcap)) {
@@ -79,7 +98,7 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 	if (x->cc != CURLE_OK && !(x->enough && x->cc == CURLE_WRITE_ERROR)) {
 		snprintf(what, wcap, "%.150s",
 			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
-		*rc = -EIO;
+		*rc = tls_unverified(x->cc) ? -EKEYREJECTED : -EIO;
 		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
 	}
 	snprintf(what, wcap, "HTTP %ld%s%s", st, x->head.reason[0] ? " " : "",

@@ -57,6 +57,7 @@ void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out)
 	out->requests = STAT_GET(fe->st.requests);
 	out->retries = STAT_GET(fe->st.retries);
 	out->errors = STAT_GET(fe->st.errors);
+	out->gave_up = STAT_GET(fe->st.gave_up);
 	out->bytes = STAT_GET(fe->st.bytes);
 	out->connects = STAT_GET(fe->st.connects);
 	out->hedges = STAT_GET(fe->st.hedges);

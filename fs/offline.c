@@ -77,11 +77,19 @@ bool offline_is_offline(struct source *src)
 
 /* Errors that say the origin is out of reach, not that the source or its
  * credentials are wrong: a snapshot may stand in for it.  Refused or
- * missing credentials fail as before (--offline mounts all the same). */
+ * missing credentials and a TLS certificate not trusted (-EKEYREJECTED)
+ * fail as before (--offline mounts all the same). */
 static bool unreachable(int rc)
 {
 	return rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNREFUSED ||
 	       rc == -EHOSTUNREACH || rc == -ENETUNREACH;
+}
+
+/* A certificate that stopped being trusted while mounted is the reader's
+ * EIO (the log said why); at mount time it fails the mount. */
+static int to_reader(int rc)
+{
+	return rc == -EKEYREJECTED ? -EIO : rc;
 }
 
 static void go_offline(struct offline_src *os, const char *why)
@@ -145,7 +153,7 @@ static int offline_list_dir(struct source *src, const char *dir,
 		 * too takes the whole mount offline.  Entries the failed
 		 * listing handed on already win over the snapshot's. */
 		if (!unreachable(rc) || !os->snap || probe(os) == 0)
-			return rc;
+			return to_reader(rc);
 		go_offline(os, "a listing failed and so did a probe of the "
 			       "origin");
 	}
@@ -170,7 +178,7 @@ static int offline_stat(struct source *src, const char *path,
 	struct source *in = inner_of(os);
 
 	if (in && !is_offline(os))
-		return in->ops->stat(in, path, out);
+		return to_reader(in->ops->stat(in, path, out));
 	return os->snap ? snapshot_stat(os->snap, path, out) : -EIO;
 }
 
@@ -475,12 +483,29 @@ static int load_snapshot(struct offline_src *os, bool needed, char **err)
 	return rc;
 }
 
+/* What fixes the setup error rc that opening the source met, or "". */
+static const char *setup_fix(const struct offline_config *cfg, int rc)
+{
+	if (rc == -EKEYREJECTED)
+		return "; the origin's TLS certificate is not trusted here: "
+		       "give the CA certificate that signed it with --ca-file "
+		       "FILE "
+		       "(--insecure turns the check off, and anyone on the "
+		       "way could then read and change what the mount serves)";
+	if (rc == -EACCES && !cfg->opt->manifest)
+		return "; the origin refused to list: give credentials that "
+		       "may list it, or name the objects with --manifest "
+		       "URL|FILE";
+	return "";
+}
+
 int offline_open(const struct offline_config *cfg, struct fetch_engine *fe,
 		 struct source **out, char **err)
 {
 	struct offline_src *os = calloc(1, sizeof(*os));
 	struct source_options idopt = *cfg->opt;
 	char *oerr = NULL, *serr = NULL;
+	const char *fix = "";
 	int rc = 0;
 
 	*out = NULL;
@@ -499,8 +524,10 @@ int offline_open(const struct offline_config *cfg, struct fetch_engine *fe,
 			rc = -ENOMEM;
 		goto out;
 	}
-	if (!cfg->forced && !unreachable(rc))
+	if (!cfg->forced && !unreachable(rc)) {
+		fix = setup_fix(cfg, rc);
 		goto out;
+	}
 	/* The id names the snapshot; finding it asks nothing of anyone. */
 	idopt.no_check = true;
 	rc = source_open(cfg->spec, &idopt, fe, &os->idsrc, &serr);
@@ -519,10 +546,11 @@ out:
 		if (oerr && serr)
 			err_set(err, "%s; %s", oerr, serr);
 		else
-			err_set(err, "%s",
+			err_set(err, "%s%s",
 				oerr   ? oerr
 				: serr ? serr
-				       : strerror(-rc));
+				       : strerror(-rc),
+				fix);
 		offline_destroy(&os->base);
 	} else {
 		*out = &os->base;

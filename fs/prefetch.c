@@ -363,6 +363,7 @@ struct load {
 	struct chunk *c;
 	void *buf;
 	size_t want;
+	bool pool;    /* read-ahead's or a hint's, not a reader's */
 	bool hint;    /* a pool load: a hint's, else read-ahead's */
 	bool renewed; /* a 401 was answered with fresh credentials */
 	int rc;	      /* the request's result */
@@ -903,6 +904,18 @@ static int load_landed(struct load *ld)
 	int rc = ld->rc;
 
 	STAT_ADD(pf->stats.chunks_fetched, 1);
+	if (rc && ld->pool) {
+		/* No reader asked for it yet; one that does asks again
+		 * (origin.gave_up counts these). */
+		log_info("%s%s: %s of chunk %llu gave up: %s; a reader that "
+			 "needs it fetches it again",
+			 pf->src->id, f->path,
+			 ld->hint ? "a hint's load" : "read-ahead", idx,
+			 ld->res.err[0] ? ld->res.err : strerror(-rc));
+		rc = reader_errno(rc);
+		chunks_fail(pf->cc, ld->c, rc);
+		return rc;
+	}
 	if (rc) {
 		log_error_limited("%s%s: chunk %llu (bytes %llu-%llu): %s%s",
 			  pf->src->id, f->path, idx, (unsigned long long)off,
@@ -1185,7 +1198,8 @@ static void load_end(struct load *ld)
 static bool run_job(struct prefetch *pf, const struct job *j, bool hint)
 {
 	const uint64_t rs = __atomic_load_n(&pf->read_seq, __ATOMIC_RELAXED);
-	struct load st = {.pf = pf, .f = j->f, .idx = j->idx, .hint = hint};
+	struct load st = {
+	    .pf = pf, .f = j->f, .idx = j->idx, .pool = true, .hint = hint};
 	struct load *ld;
 	bool owner;
 	int rc;
@@ -1681,6 +1695,10 @@ int prefetch_read(struct prefetch *pf, struct pf_file *f, uint64_t off,
 		file_key(pf, f, idx, &key);
 		kernel_lost_it(pf, f, idx);
 		rc = chunks_get(pf->cc, &key, true, &c, &owner);
+		/* The load it waited for failed (read-ahead that gave up,
+		 * say): this reader asks again, once, on its own. */
+		if (rc && rc != -ENOMEM)
+			rc = chunks_get(pf->cc, &key, true, &c, &owner);
 		if (rc) {
 			rc = reader_errno(rc);
 			goto fail;

@@ -185,7 +185,8 @@ struct prefetch_stats {
 	uint64_t bytes_served;	 /* bytes handed to readers */
 	uint64_t chunks_loaded;	 /* loads done (store or origin) */
 	uint64_t chunks_fetched; /* of which from the origin */
-	uint64_t chunk_errors;	 /* loads that failed */
+	uint64_t chunk_errors;	 /* loads that failed, but for the pool's
+				  * that gave up (origin.gave_up) */
 	uint64_t ra_queued, ra_loaded, ra_dropped;
 	uint64_t ra_behind;	 /* read-ahead the kernel had had whole */
 	uint64_t files;		 /* pf_files alive */

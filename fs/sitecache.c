@@ -73,44 +73,31 @@ static bool has_header(const struct curl_slist *h, const char *name)
 	return false;
 }
 
-static bool all_digits(const char *s)
-{
-	if (!*s)
-		return false;
-	for (; *s; s++)
-		if (!isdigit((unsigned char)*s))
-			return false;
-	return true;
-}
-
 /*
  * X-Wharf-Version for version v into out (sitecache.h), from the forms
- * the sources give: an ETag as the origin sent it, quoted (weak ones
- * too: the cache compares them as strings); a GCS generation, digits;
- * an HTTP origin's "t<mtime>-s<size>".  false: none of these (a size
- * alone, an unquoted manifest ETag, no version), or it does not fit.
+ * fetch_version_of knows: an ETag as the origin sent it (weak ones too:
+ * the cache compares them as strings), a GCS generation, an HTTP origin's
+ * modification time.  false: none of these, or it does not fit.
  */
 static bool version_header(const char *v, char *out, size_t cap)
 {
-	char date[32], *end;
-	long long t;
+	const struct fetch_version fv = fetch_version_of(v);
+	char date[32];
 	int n;
 
-	if (!v || !*v || strpbrk(v, "\r\n"))
-		return false;
-	if (v[0] == '"' || !strncmp(v, "W/\"", 3)) {
+	switch (fv.kind) {
+	case FV_ETAG:
 		n = snprintf(out, cap, "%setag %s", VIA_VERSION, v);
-	} else if (all_digits(v)) {
+		break;
+	case FV_GENERATION:
 		n = snprintf(out, cap, "%sgeneration %s", VIA_VERSION, v);
-	} else if (v[0] == 't') {
-		errno = 0;
-		t = strtoll(v + 1, &end, 10);
-		if (errno || t <= 0 || strncmp(end, "-s", 2) ||
-		    !format_http_date(t, date, sizeof(date)))
+		break;
+	case FV_MTIME:
+		if (!format_http_date(fv.mtime, date, sizeof(date)))
 			return false;
-		n = snprintf(out, cap, "%slast-modified %s", VIA_VERSION,
-			     date);
-	} else {
+		n = snprintf(out, cap, "%slast-modified %s", VIA_VERSION, date);
+		break;
+	default:
 		return false;
 	}
 	return n > 0 && (size_t)n < cap;

@@ -152,6 +152,7 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_u64(&w, "requests", fs->requests);
 	jsonw_u64(&w, "retries", fs->retries);
 	jsonw_u64(&w, "errors", fs->errors);
+	jsonw_u64(&w, "gave_up", fs->gave_up);
 	jsonw_u64(&w, "bytes_fetched", fs->bytes);
 	jsonw_u64(&w, "hedges", fs->hedges);
 	jsonw_u64(&w, "hedge_wins", fs->hedge_wins);
@@ -298,6 +299,9 @@ static const struct metric {
      "Requests to the origin that were retries (origin.retries)."},
     {"origin_errors_total", COUNTER, SNAP(fetch.errors),
      "Fetches that failed after their retries (origin.errors)."},
+    {"origin_gave_up_total", COUNTER, SNAP(fetch.gave_up),
+     "Read-ahead fetches that failed after their retries; a reader that "
+     "needed the chunk fetched it itself (origin.gave_up)."},
     {"origin_received_bytes_total", COUNTER, SNAP(fetch.bytes),
      "Body bytes received from the origin (origin.bytes_fetched)."},
     {"origin_hedges_total", COUNTER, SNAP(fetch.hedges),

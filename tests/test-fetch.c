@@ -1407,6 +1407,28 @@ START_TEST(cancel_ends_submitted)
 }
 END_TEST
 
+/* Sends stderr (the engine's log lines) to the file path until
+ * stderr_back; @return what stderr_back takes. */
+static int stderr_to(const char *path)
+{
+	int saved, fd;
+
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(dup2(fd, 2), 0);
+	close(fd);
+	return saved;
+}
+
+static void stderr_back(int saved)
+{
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+}
+
 /* Retry warnings are held to 20 a second: 60 requests retried at once
  * against an origin that refuses everything log at most 20 lines in each
  * second they span, and the ones left out are counted in the next line
@@ -1419,7 +1441,7 @@ START_TEST(retry_warnings_limited)
 	struct fetch_config cfg;
 	struct fetch_engine *e;
 	const int n = 60;
-	int saved, fd;
+	int saved;
 	char *text;
 	size_t len;
 	pid_t pid;
@@ -1432,11 +1454,7 @@ START_TEST(retry_warnings_limited)
 	cfg.retries = 1;
 	ck_assert_int_eq(fetch_engine_new(&cfg, &e), 0);
 	snprintf(log, sizeof(log), "%s/stderr", work);
-	fflush(stderr);
-	saved = dup(2);
-	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_ge(dup2(fd, 2), 0);
+	saved = stderr_to(log);
 	for (int i = 0; i < n + 1; i++) {
 		struct landing_slot *s = &l->slot[i];
 
@@ -1454,10 +1472,7 @@ START_TEST(retry_warnings_limited)
 				 0);
 	}
 	landing_wait(l, n + 1);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	close(fd);
+	stderr_back(saved);
 	fetch_engine_free(e);
 	fx_stop(pid, 5000);
 	for (int i = 0; i < n + 1; i++) {
@@ -1652,6 +1667,107 @@ START_TEST(range_checked)
 }
 END_TEST
 
+/* The answer's version against the pinned one (fetch_version_mismatch),
+ * from header lines as an origin sends them. */
+static const char *version_said(const char *pinned, const char *const lines[])
+{
+	static char why[256];
+	struct fetch_req req = {.version = pinned, .range_len = 4};
+	struct fetch_res res;
+	struct fetch_head h;
+
+	memset(&res, 0, sizeof(res));
+	memset(&h, 0, sizeof(h));
+	for (size_t i = 0; lines[i]; i++)
+		fetch_header_line(lines[i], strlen(lines[i]), &res, &h);
+	return fetch_version_mismatch(&req, 206, &res, &h, why, sizeof(why));
+}
+
+START_TEST(version_checked)
+{
+	static const char *const etag[] = {"HTTP/1.1 206 Partial\r\n",
+					   "ETag: \"abc\"\r\n", NULL};
+	static const char *const weak[] = {"HTTP/1.1 206 Partial\r\n",
+					   "ETag: W/\"abc\"\r\n", NULL};
+	static const char *const other[] = {"HTTP/1.1 206 Partial\r\n",
+					    "ETag: \"abd\"\r\n", NULL};
+	static const char *const gen[] = {"HTTP/1.1 206 Partial\r\n",
+					  "x-goog-generation: 17\r\n", NULL};
+	/* 1700000040 is Tue, 14 Nov 2023 22:14:00 GMT, on the minute */
+	static const char *const lm[] = {
+	    "HTTP/1.1 206 Partial\r\n",
+	    "Last-Modified: Tue, 14 Nov 2023 22:14:33 GMT\r\n", NULL};
+	static const char *const none[] = {"HTTP/1.1 206 Partial\r\n", NULL};
+	const char *why;
+
+	ck_assert_ptr_null(version_said("\"abc\"", etag));
+	ck_assert_ptr_null(version_said("\"abc\"", weak));
+	ck_assert_ptr_null(version_said("W/\"abc\"", etag));
+	why = version_said("\"abc\"", other);
+	ck_assert_msg(why && strstr(why, "ETag \"abd\", pinned \"abc\""), "%s",
+		      why);
+	ck_assert_ptr_null(version_said("17", gen));
+	why = version_said("16", gen);
+	ck_assert_msg(why && strstr(why, "generation 17, pinned 16"), "%s", why);
+	/* a listing without seconds: the minute holds it */
+	ck_assert_ptr_null(version_said("t1700000040-s4", lm));
+	ck_assert_ptr_null(version_said("t1700000073-s4", lm));
+	why = version_said("t1700000074-s4", lm);
+	ck_assert_msg(why && strstr(why, "Last-Modified Tue, 14 Nov 2023 "
+					 "22:14:33 GMT, pinned Tue, 14 Nov "
+					 "2023 22:14:34 GMT"),
+		      "%s", why);
+	why = version_said("t1699999980-s4", lm);
+	ck_assert_ptr_nonnull(why);
+	/* nothing to compare: no validator came, or none was pinned */
+	ck_assert_ptr_null(version_said("\"abc\"", none));
+	ck_assert_ptr_null(version_said("s4", other));
+	ck_assert_ptr_null(version_said(NULL, other));
+}
+END_TEST
+
+/* A background request (read-ahead, hints) that fails is counted apart
+ * from the errors readers meet, and logs no error line: a reader that
+ * needs its bytes asks again. */
+START_TEST(background_gave_up)
+{
+	char url[512], log[PATH_MAX], *work = fx_tmpdir("gaveup"), *text;
+	struct fetch_req req = {0};
+	struct fetch_stats before, after;
+	struct fetch_res res;
+	uint8_t buf[64];
+	int saved;
+	size_t len;
+
+	snprintf(url, sizeof(url), "%s/status/403", ng.base);
+	req.url = url;
+	req.range_len = sizeof(buf);
+	req.buf = buf;
+	req.cap = sizeof(buf);
+	fetch_get_stats(fe, &before);
+	snprintf(log, sizeof(log), "%s/stderr", work);
+	saved = stderr_to(log);
+	req.background = true;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EACCES);
+	stderr_back(saved);
+	fetch_get_stats(fe, &after);
+	ck_assert_uint_eq(after.gave_up, before.gave_up + 1);
+	ck_assert_uint_eq(after.errors, before.errors);
+	text = fx_read_file(log, &len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(!strstr(text, "error"), "%s", text);
+	free(text);
+	/* the same request for a reader is an error */
+	req.background = false;
+	ck_assert_int_eq(fetch_run(fe, &req, &res), -EACCES);
+	fetch_get_stats(fe, &after);
+	ck_assert_uint_eq(after.gave_up, before.gave_up + 1);
+	ck_assert_uint_eq(after.errors, before.errors + 1);
+	fx_rmtree(work);
+	free(work);
+}
+END_TEST
+
 START_TEST(throttled)
 {
 	struct fetch_res res;
@@ -1746,9 +1862,11 @@ START_TEST(tls_http2)
 	snprintf(url, sizeof(url), "https://127.0.0.1:%d/big.bin", port);
 	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
 
-	/* an unknown issuer: refused at once, not retried */
+	/* an unknown issuer: refused at once, not retried, and told apart
+	 * from an origin out of reach (a setup error: --ca-file) */
 	fetch_config_default(&cfg);
-	ck_assert_int_eq(tls_get(&cfg, url, &res, buf, sizeof(buf)), -EIO);
+	ck_assert_int_eq(tls_get(&cfg, url, &res, buf, sizeof(buf)),
+			 -EKEYREJECTED);
 	ck_assert_uint_eq(res.attempts, 1);
 	ck_assert_ptr_nonnull(strstr(res.err, url));
 	/* trusted through --ca-file, and with verification off */
@@ -1990,6 +2108,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, stall_retried);
 	tcase_add_test(tc, range_ignored);
 	tcase_add_test(tc, range_checked);
+	tcase_add_test(tc, version_checked);
+	tcase_add_test(tc, background_gave_up);
 	tcase_add_test(tc, redirect_schemes);
 	tcase_add_test(tc, credentials_not_in_clear);
 	tcase_add_test(tc, throttled);

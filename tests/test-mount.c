@@ -1792,6 +1792,97 @@ static bool mount_refused(const char *tag, const char *args, const char *dir,
 }
 
 /*
+ * Setup errors name their fix: a listing refused with 403 suggests
+ * --manifest; a mountpoint whose mount lost its process (ENOTCONN)
+ * suggests `wharf umount DIR`, which then lets it go.
+ */
+START_TEST(test_setup_errors_name_fix)
+{
+	char url[256], args[FX_MOUNT_PATH + 64], out[PATH_MAX];
+	char *cache = fx_tmpdir("mount-fix"), *said;
+	struct fx_mount m;
+	size_t n = 0;
+	int st;
+
+	snprintf(args, sizeof(args), "'%s/status/403/'", ng.base);
+	fx_mount_init(&m, work_dir, "fix");
+	ck_assert(mount_refused("refused-listing", args, m.dir,
+				"or name the objects with --manifest"));
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
+	ck_assert_int_eq(kill(m.pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(m.pid, &st, 0), m.pid);
+	m.pid = -1;
+	snprintf(out, sizeof(out), "%s/dead-mount.out", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' mount '%s' '%s' >'%s' 2>&1",
+			       fx_wharf_bin(), url, m.dir, out),
+			 1);
+	snprintf(args, sizeof(args), "run 'wharf umount %s' to let it go",
+		 m.dir);
+	said = fx_read_file(out, &n);
+	ck_assert_msg(said && memmem(said, n, args, strlen(args)),
+		      "wharf mount on a dead mount said: %.*s", (int)n, said);
+	free(said);
+	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), m.dir), 0);
+	ck_assert_int_ne(fx_sh("mountpoint -q '%s'", m.dir), 0);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
+/*
+ * A remount whose origin's TLS certificate is not trusted (its CA, given
+ * with --ca-file to the first mount, left out of the second), with a
+ * listing snapshot in the cache: a setup error, like a refused
+ * credential, not an origin out of reach.  The mount fails (exit status
+ * 1) with a message that names --ca-file and --insecure's risk, instead of
+ * coming up offline from the snapshot.
+ */
+START_TEST(test_tls_untrusted_remount)
+{
+	char *cache = fx_tmpdir("mount-tls"), ca[PATH_MAX], url[256];
+	char out[PATH_MAX], names[256];
+	const char *const trusted[] = {"--ca-file", ca, NULL};
+	struct fx_nginx tls;
+	struct fx_mount m;
+
+	ck_assert_int_eq(fx_nginx_tls_start(&tls, data_dir), 0);
+	snprintf(ca, sizeof(ca), "%s/cert.pem", tls.dir);
+	snprintf(url, sizeof(url), "%s/", tls.base);
+	fx_mount_init(&m, work_dir, "tls");
+	ck_assert_int_eq(mount_start(&m, url, cache, trusted), 0);
+	list_names(m.dir, names, sizeof(names));
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_int_eq(
+	    fx_sh("test -s \"$(ls '%s'/snapshots/*.list)\"", cache), 0);
+
+	snprintf(out, sizeof(out), "%s/tls-remount.out", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' mount --retries 1 --cache-dir '%s' '%s' "
+			       "'%s' >'%s' 2>&1",
+			       fx_wharf_bin(), cache, url, m.dir, out),
+			 1);
+	ck_assert_int_eq(count_in_file(out, "not trusted here"), 1);
+	ck_assert_int_eq(count_in_file(out, "--ca-file FILE"), 1);
+	ck_assert_int_eq(count_in_file(out, "--insecure turns the check off"),
+			 1);
+	ck_assert_int_eq(count_in_file(out, "offline"), 0);
+	{
+		size_t n;
+		char *said = fx_read_file(out, &n);
+
+		fprintf(stderr, "the refused remount said: %.*s", (int)n,
+			said);
+		free(said);
+	}
+	ck_assert_int_ne(fx_sh("mountpoint -q '%s'", m.dir), 0);
+	fx_nginx_stop(&tls);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
+/*
  * Mount, read part of the tree, unmount, take the origin down, mount
  * again: the listing comes from the snapshot, cached bytes are served, an
  * uncached file fails with EIO at once (one log line for it); the origin
@@ -2588,6 +2679,12 @@ static Suite *mount_suite(void)
 	fx_tcase_add(tc, test_detached_mount_logs, why);
 	fx_tcase_add(tc, test_wharf_dir_hidden, why);
 	fx_tcase_add(tc, test_offline_remount, why);
+	fx_tcase_add(tc, test_setup_errors_name_fix, why);
+	fx_tcase_add(tc, test_tls_untrusted_remount,
+		     why ? why
+		     : fx_sh("openssl version >/dev/null 2>&1")
+			 ? "no openssl command (for the origin's certificate)"
+			 : NULL);
 	fx_tcase_add(tc, test_changed_object_not_stale, why);
 	fx_tcase_add(tc, test_unshowable_entries, why);
 	fx_tcase_add(tc, test_kill_during_cold_read, why);

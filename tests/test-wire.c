@@ -5,7 +5,11 @@
  * server), credentials never go in clear to a site cache (nginx from the
  * shipped config, over plain HTTP and over TLS, in front of tests/fake-gcs),
  * and a redirect to another scheme than http(s) fails its request without
- * breaking the mount (bench/origin --redirect).
+ * breaking the mount (bench/origin --redirect).  Also: an answer of another
+ * version than the one pinned fails its read (bench/origin ignores
+ * conditional headers), bodies cut mid-way do not cut the host's
+ * concurrency (--truncate, --reset), and background loads that gave up
+ * are not a reader's errors (--fail-first).
  */
 #include "config.h"
 
@@ -20,6 +24,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "fixture-ck.h"
 #include "fixture.h"
@@ -183,6 +188,175 @@ START_TEST(range_ignored_served)
 	check_file(m.dir, F_BIG);
 	check_file(m.dir, F_SUB);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	fx_stop(origin, 5000);
+}
+END_TEST
+
+/* ---- versions ---- */
+
+/*
+ * An object replaced at the origin between two reads of one open file,
+ * by an origin that ignores If-Unmodified-Since (bench/origin ignores
+ * every conditional header): the second read fails with EIO rather than
+ * give the new bytes after the old, the log says what was pinned and what
+ * came, the chunk read before stays, and nothing of the new version is
+ * cached.
+ */
+START_TEST(replaced_object_fails)
+{
+	const char *const opts[] = {"--readahead", "0", NULL};
+	char url[256], path[PATH_MAX], tmp[PATH_MAX + 8], buf[4096];
+	struct timespec t[2] = {{0}, {0}};
+	struct fx_mount m;
+	uint64_t got = 0;
+	pid_t origin;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/replaced", data);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/replaced/r.bin", data);
+	ck_assert_int_eq(fx_write_file(path, 3 * CHUNK, 7), 0);
+	t[0].tv_sec = t[1].tv_sec = 1700000000;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, t, 0), 0);
+	origin = fx_origin_start(data, NULL, work, "replaced", url,
+				 sizeof(url));
+	ck_assert_int_gt(origin, 0);
+	fx_mount_init(&m, work, "replaced");
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	snprintf(tmp, sizeof(tmp), "%s/replaced/r.bin", m.dir);
+	fd = open(tmp, O_RDONLY);
+	ck_assert_msg(fd >= 0, "%s: %s", tmp, strerror(errno));
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_uint_eq((uint8_t)buf[100], fx_byte(7, 100));
+
+	/* the same size, other bytes, a later time */
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	ck_assert_int_eq(fx_write_file(tmp, 3 * CHUNK, 8), 0);
+	t[0].tv_sec = t[1].tv_sec = 1700000100;
+	ck_assert_int_eq(utimensat(AT_FDCWD, tmp, t, 0), 0);
+	ck_assert_int_eq(rename(tmp, path), 0);
+
+	errno = 0;
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 2 * CHUNK), -1);
+	ck_assert_int_eq(errno, EIO);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_uint_eq((uint8_t)buf[100], fx_byte(7, 100));
+	close(fd);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "disk_cache", "chunks"), 1);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_msg(file_has(m.log, "/replaced/r.bin bytes=2097152-3145727: "
+				      "the object changed: Last-Modified "
+				      "Tue, 14 Nov 2023 22:15:00 GMT, pinned "
+				      "Tue, 14 Nov 2023 22:13:20 GMT"),
+		      "%s says nothing of the changed object", m.log);
+	/* A remount lists the new version and reads it whole. */
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	ck_assert_int_eq(fx_read_seed(m.dir, "replaced/r.bin", 8, &got), 0);
+	ck_assert_uint_eq(got, 3 * CHUNK);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	fx_stop(origin, 5000);
+}
+END_TEST
+
+/* ---- cut bodies ---- */
+
+/*
+ * An origin that cuts 30% of its bodies halfway (the connection closes or
+ * resets mid-body): every read returns the right bytes after retries, and
+ * the host's concurrency is not cut for it (a cut body is not a refusal).
+ */
+START_TEST(cut_bodies_keep_concurrency)
+{
+	const char *const extra[] = {_i ? "--reset" : "--truncate", "0.3",
+				     "--ttfb-ms", "20", "--conn-rate", "20M",
+				     NULL};
+	const char *const opts[] = {"--retries", "10", NULL};
+	char url[256], path[PATH_MAX], tag[32];
+	struct fx_mount m;
+	pid_t origin;
+	uint8_t *buf;
+	size_t len;
+
+	snprintf(tag, sizeof(tag), "cut%d", _i);
+	snprintf(path, sizeof(path), "%s/cut", data);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/cut/c.bin", data);
+	if (access(path, F_OK))
+		ck_assert_int_eq(fx_write_file(path, 32 * CHUNK + 5, 9), 0);
+	origin = fx_origin_start(data, extra, work, tag, url, sizeof(url));
+	ck_assert_int_gt(origin, 0);
+	fx_mount_init(&m, work, tag);
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	snprintf(path, sizeof(path), "%s/cut/c.bin", m.dir);
+	buf = fx_read_file(path, &len);
+	ck_assert_msg(buf != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_uint_eq(len, 32 * CHUNK + 5);
+	for (size_t k = 0; k < len; k++)
+		if (buf[k] != fx_byte(9, k))
+			ck_abort_msg("%s: byte %zu differs", path, k);
+	free(buf);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "origin", "retries"), 1);
+	ck_assert_int_le(fx_mount_stat(m.dir, "concurrency", "backoffs"), 1);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	fx_stop(origin, 5000);
+}
+END_TEST
+
+/* ---- background loads that gave up ---- */
+
+/*
+ * Hinted loads that gave up (the origin refused them before any reader
+ * came) are no reader's error: counted in origin.gave_up, not in
+ * origin.errors, logged without an error line; a reader that then reads
+ * the file (0), or that was waiting for those loads when they failed
+ * (1: they take 400 ms to their answer), fetches it itself and gets its
+ * bytes.
+ */
+START_TEST(gave_up_loads_not_errors)
+{
+	const char *const extra[] = {"--fail-first", "4", "--ttfb-ms",
+				     _i ? "400" : "0", NULL};
+	const char *const opts[] = {"--retries", "0", "--readahead", "0",
+				    NULL};
+	char url[256], path[PATH_MAX], tag[16];
+	struct fx_mount m;
+	uint64_t got = 0;
+	long long gave_up = 0, start, sent;
+	pid_t origin;
+
+	snprintf(path, sizeof(path), "%s/gaveup", data);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/gaveup/h.bin", data);
+	ck_assert_int_eq(fx_write_file(path, 4 * CHUNK, 11), 0);
+	snprintf(tag, sizeof(tag), "gaveup%d", _i);
+	origin = fx_origin_start(data, extra, work, tag, url, sizeof(url));
+	ck_assert_int_gt(origin, 0);
+	fx_mount_init(&m, work, tag);
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	start = sent = fx_mount_stat(m.dir, "origin", "requests");
+	ck_assert_int_eq(fx_sh("printf 'gaveup/h.bin 0 0\\n' | '%s' hints '%s'",
+			       fx_wharf_bin(), m.dir),
+			 0);
+	/* 1: the reader comes once the directory's listing and the four
+	 * loads are out */
+	for (int i = 0; _i && i < 200 && sent < start + 5; i++) {
+		usleep(20 * 1000);
+		sent = fx_mount_stat(m.dir, "origin", "requests");
+	}
+	for (int i = 0; !_i && i < 200 && gave_up < 4; i++) {
+		usleep(50 * 1000);
+		gave_up = fx_mount_stat(m.dir, "origin", "gave_up");
+	}
+	ck_assert_int_eq(fx_read_seed(m.dir, "gaveup/h.bin", 11, &got), 0);
+	ck_assert_uint_eq(got, 4 * CHUNK);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin", "gave_up"), 4);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "origin", "errors"), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "reads", "chunk_errors"), 0);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_msg(!file_has(m.log, "error:"), "%s has an error line",
+		      m.log);
+	ck_assert_msg(file_has(m.log, "gave up"), "%s says nothing of them",
+		      m.log);
 	fx_stop(origin, 5000);
 }
 END_TEST
@@ -460,6 +634,9 @@ static Suite *suite(void)
 	fx_tcase_add_loop(tc, bad_ranges_never_served, 0, (int)ARRAY_SIZE(bad),
 			  why);
 	fx_tcase_add(tc, range_ignored_served, why);
+	fx_tcase_add(tc, replaced_object_fails, why);
+	fx_tcase_add_loop(tc, cut_bodies_keep_concurrency, 0, 2, why);
+	fx_tcase_add_loop(tc, gave_up_loads_not_errors, 0, 2, why);
 	fx_tcase_add(tc, redirect_schemes, why);
 	fx_tcase_add(tc, credentials_refused_in_clear, why);
 	fx_tcase_add(tc, credentials_through_tls_site_cache, why_gcs);

@@ -1,8 +1,9 @@
 /* Response header lines (fetch_header_line): status lines, ETag,
  * Content-Type, Last-Modified, Content-Length, Content-Encoding and
- * Content-Range, as the origin sends them, each line handed over as curl
- * hands it (not NUL-terminated); then whether they fit a ranged GET
- * (fetch_range_mismatch) as a 206 and as a 200.  The first 8 bytes are the
+ * Content-Range, x-goog-generation, as the origin sends them, each line
+ * handed over as curl hands it (not NUL-terminated); then whether they fit
+ * a ranged GET (fetch_range_mismatch) as a 206 and as a 200, and each kind
+ * of pinned version (fetch_version_mismatch).  The first 8 bytes are the
  * asked range's offset. */
 #include "config.h"
 
@@ -64,6 +65,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					    h.range_first == req.range_off);
 			(void)fetch_range_mismatch(&req, 200, &res, &h, why,
 						   sizeof(why));
+		}
+	}
+	FUZZ_ASSERT(memchr(h.generation, '\0', sizeof(h.generation)));
+	{
+		/* the answer's validators against each kind of version */
+		static const char *const pinned[] = {
+		    "\"v1\"", "W/\"v1\"", "1700000000001", "t1700000040-s9",
+		    "s9"};
+		char why[320];
+
+		for (size_t k = 0; k < sizeof(pinned) / sizeof(*pinned); k++) {
+			struct fetch_req req = {.version = pinned[k],
+						.range_len = 1};
+
+			if (fetch_version_mismatch(&req, 206, &res, &h, why,
+						   sizeof(why)))
+				FUZZ_ASSERT(memchr(why, '\0', sizeof(why)));
 		}
 	}
 	return 0;
