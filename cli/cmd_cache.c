@@ -31,6 +31,7 @@
 #include "jsonw.h"
 #include "mountinfo.h"
 #include "snapshot.h"
+#include "stats_fmt.h"
 #include "store.h"
 
 static void usage(FILE *out)
@@ -339,6 +340,24 @@ static void print_snapshots(const struct opts *o, struct jsonw *w)
 	}
 }
 
+/* The live mount's state in a few lines (stats_fmt), from its stats. */
+static void print_live(const char *live, const char *where)
+{
+	struct stats_doc *d = malloc(sizeof(*d));
+	char *err = NULL, *what;
+
+	if (d && !stats_doc_parse(d, live, strlen(live), &err)) {
+		stats_summary(d);
+	} else {
+		what = shown(err ? err : "out of memory", "");
+		fprintf(stderr, "wharf cache stats: %s/.wharf/stats: %s\n",
+			where, what);
+		free(what);
+	}
+	free(err);
+	free(d);
+}
+
 static int do_stats(const struct opts *o, uid_t owner)
 {
 	struct totals t = {0};
@@ -407,14 +426,11 @@ static int do_stats(const struct opts *o, uid_t owner)
 		if (!mounted)
 			printf("not mounted\n");
 		else
-			printf("in use by wharf process %d%s%s\n", (int)pid,
-			       mp ? ", mounted on " : "", where);
-		if (live) {
-			char *text = shown(live, "\n\t");
-
-			printf("live counters of the mount:\n%s", text);
-			free(text);
-		}
+			printf("in use by wharf process %d%s%s%s\n", (int)pid,
+			       mp ? ", mounted on " : "", where,
+			       live ? ":" : "");
+		if (live)
+			print_live(live, where);
 	}
 	if (why) {
 		char *what = shown(why, "");

@@ -19,8 +19,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "mount.h"
-#include "mountinfo.h"
 #include "util.h"
 
 static void umount_usage(FILE *out)
@@ -184,7 +182,7 @@ static void wait_for_daemon(pid_t pid, const char *dir)
 
 int cmd_umount(int argc, char **argv)
 {
-	char dir[PATH_MAX], dev[32], type[64];
+	char dir[PATH_MAX];
 	pid_t pid;
 	int rc;
 
@@ -204,18 +202,8 @@ int cmd_umount(int argc, char **argv)
 			strerror(-rc));
 		return 1;
 	}
-	rc = mountinfo_find(dir, dev, type);
-	if (rc < 0) {
-		fprintf(stderr,
-			"wharf umount: cannot read the mount table: "
-			"%s\n",
-			strerror(-rc));
+	if (cmd_wharf_mount("umount", dir, 0, NULL, ""))
 		return 1;
-	}
-	if (rc == 0 || strcmp(type, MOUNT_FSTYPE)) {
-		fprintf(stderr, "wharf umount: %s is not a wharf mount\n", dir);
-		return 1;
-	}
 	pid = mount_pid(dir);
 	if (geteuid() == 0) {
 		if (umount2(dir, UMOUNT_NOFOLLOW)) {
