@@ -44,10 +44,11 @@ static void usage(FILE *out)
 		"Commands:\n"
 		"  stats [--json]         chunks and bytes on disk; the listing "
 		"snapshots;\n"
-		"                         the live counters of the mount "
-		"using the cache\n"
-		"                         (only the cache owner's own live "
-		"wharf mount)\n"
+		"                         the state of the mount using the "
+		"cache: hits, cap,\n"
+		"                         evictions, checksums (only the cache "
+		"owner's own\n"
+		"                         live wharf mount)\n"
 		"  ls                     one line per chunk: key, bytes on "
 		"disk, raw bytes,\n"
 		"                         codec, last use\n"
@@ -340,22 +341,24 @@ static void print_snapshots(const struct opts *o, struct jsonw *w)
 	}
 }
 
-/* The live mount's state in a few lines (stats_fmt), from its stats. */
-static void print_live(const char *live, const char *where)
+/* The live mount's stats, parsed for stats_summary; NULL after a
+ * message when they are not a mount's stats. */
+static struct stats_doc *parse_live(const char *live, const char *where)
 {
 	struct stats_doc *d = malloc(sizeof(*d));
 	char *err = NULL, *what;
 
 	if (d && !stats_doc_parse(d, live, strlen(live), &err)) {
-		stats_summary(d);
-	} else {
-		what = shown(err ? err : "out of memory", "");
-		fprintf(stderr, "wharf cache stats: %s/.wharf/stats: %s\n",
-			where, what);
-		free(what);
+		free(err);
+		return d;
 	}
+	what = shown(err ? err : "out of memory", "");
+	fprintf(stderr, "wharf cache stats: %s/.wharf/stats: %s\n", where,
+		what);
+	free(what);
 	free(err);
 	free(d);
+	return NULL;
 }
 
 static int do_stats(const struct opts *o, uid_t owner)
@@ -423,14 +426,16 @@ static int do_stats(const struct opts *o, uid_t owner)
 			       (unsigned long long)t.unreadable);
 		printf("\n");
 		print_snapshots(o, NULL);
+		struct stats_doc *d = live ? parse_live(live, where) : NULL;
+
 		if (!mounted)
 			printf("not mounted\n");
 		else
 			printf("in use by wharf process %d%s%s%s\n", (int)pid,
-			       mp ? ", mounted on " : "", where,
-			       live ? ":" : "");
-		if (live)
-			print_live(live, where);
+			       mp ? ", mounted on " : "", where, d ? ":" : "");
+		if (d)
+			stats_summary(d);
+		free(d);
 	}
 	if (why) {
 		char *what = shown(why, "");
