@@ -1,6 +1,7 @@
 #ifndef WHARF_CLI_CMD_H
 #define WHARF_CLI_CMD_H
 #include <getopt.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -37,5 +38,17 @@ int cmd_bad_option(const char *sub, int c, char *const *argv,
  * crashed), which `wharf umount PATH` lets go.
  */
 void cmd_path_error(const char *sub, const char *path, int err);
+
+/*
+ * Whether path is a wharf mount's: on one when dev is path's st_dev (the
+ * mount whose device it is), or, with dev 0, at one: path (absolute and
+ * resolved) is a mountpoint, looked up by name, so that a mount whose
+ * daemon died (it answers no stat) is found too.  @return 0 with the
+ * mount's root in root (PATH_MAX bytes; root may be NULL), or 1 after
+ * "wharf SUB: PATH is not on a wharf mount (it is on M, a TYPE)HINT", or
+ * what else it is, or why it cannot tell.
+ */
+int cmd_wharf_mount(const char *sub, const char *path, dev_t dev, char *root,
+		    const char *hint);
 
 #endif

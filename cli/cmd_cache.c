@@ -31,6 +31,7 @@
 #include "jsonw.h"
 #include "mountinfo.h"
 #include "snapshot.h"
+#include "stats_fmt.h"
 #include "store.h"
 
 static void usage(FILE *out)
@@ -43,10 +44,11 @@ static void usage(FILE *out)
 		"Commands:\n"
 		"  stats [--json]         chunks and bytes on disk; the listing "
 		"snapshots;\n"
-		"                         the live counters of the mount "
-		"using the cache\n"
-		"                         (only the cache owner's own live "
-		"wharf mount)\n"
+		"                         the state of the mount using the "
+		"cache: hits, cap,\n"
+		"                         evictions, checksums (only the cache "
+		"owner's own\n"
+		"                         live wharf mount)\n"
 		"  ls                     one line per chunk: key, bytes on "
 		"disk, raw bytes,\n"
 		"                         codec, last use\n"
@@ -339,6 +341,26 @@ static void print_snapshots(const struct opts *o, struct jsonw *w)
 	}
 }
 
+/* The live mount's stats, parsed for stats_summary; NULL after a
+ * message when they are not a mount's stats. */
+static struct stats_doc *parse_live(const char *live, const char *where)
+{
+	struct stats_doc *d = malloc(sizeof(*d));
+	char *err = NULL, *what;
+
+	if (d && !stats_doc_parse(d, live, strlen(live), &err)) {
+		free(err);
+		return d;
+	}
+	what = shown(err ? err : "out of memory", "");
+	fprintf(stderr, "wharf cache stats: %s/.wharf/stats: %s\n", where,
+		what);
+	free(what);
+	free(err);
+	free(d);
+	return NULL;
+}
+
 static int do_stats(const struct opts *o, uid_t owner)
 {
 	struct totals t = {0};
@@ -404,17 +426,16 @@ static int do_stats(const struct opts *o, uid_t owner)
 			       (unsigned long long)t.unreadable);
 		printf("\n");
 		print_snapshots(o, NULL);
+		struct stats_doc *d = live ? parse_live(live, where) : NULL;
+
 		if (!mounted)
 			printf("not mounted\n");
 		else
-			printf("in use by wharf process %d%s%s\n", (int)pid,
-			       mp ? ", mounted on " : "", where);
-		if (live) {
-			char *text = shown(live, "\n\t");
-
-			printf("live counters of the mount:\n%s", text);
-			free(text);
-		}
+			printf("in use by wharf process %d%s%s%s\n", (int)pid,
+			       mp ? ", mounted on " : "", where, d ? ":" : "");
+		if (d)
+			stats_summary(d);
+		free(d);
 	}
 	if (why) {
 		char *what = shown(why, "");

@@ -27,7 +27,6 @@
 
 #include "cmd.h"
 #include "jsonw.h"
-#include "mountinfo.h"
 #include "util.h"
 #include "wharf/loader.h"
 
@@ -97,29 +96,17 @@ static int on_wharf(const char *path, dev_t dev)
 {
 	static dev_t ok_dev;
 	static bool ok;
-	struct mountinfo_entry e;
 
 	if (any_path || (ok && dev == ok_dev))
 		return 0;
-	int rc = mountinfo_of_dev(dev, &e);
-	if (rc == 1 && !strcmp(e.type, "fuse.wharf")) {
-		ok = true;
-		ok_dev = dev;
-		return 0;
-	}
-	if (rc == 1)
-		fprintf(stderr,
-			"wharf prefetch: %s is not on a wharf mount (it is on "
-			"%s, a %s): prefetch fills a mount's cache by reading "
-			"through it; give a path under the mount, or --any to "
-			"read it anyway\n",
-			path, e.mnt, e.type);
-	else
-		fprintf(stderr,
-			"wharf prefetch: %s: cannot tell which mount it is on "
-			"(%s); --any reads it anyway\n",
-			path, rc < 0 ? strerror(-rc) : "not in the mount table");
-	return -EINVAL;
+	if (cmd_wharf_mount("prefetch", path, dev, NULL,
+			    ": prefetch fills a mount's cache by reading "
+			    "through it; give a path under the mount, or --any "
+			    "to read it anyway"))
+		return -EINVAL;
+	ok = true;
+	ok_dev = dev;
+	return 0;
 }
 
 static int add_path(const char *path)

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "mount.h"
 #include "mountinfo.h"
 #include "util.h"
 
@@ -317,16 +316,11 @@ int cmd_umount(int argc, char **argv)
 			strerror(-rc));
 		return 1;
 	}
-	rc = mountinfo_find(dir, dev, type);
-	if (rc < 0) {
-		fprintf(stderr,
-			"wharf umount: cannot read the mount table: "
-			"%s\n",
-			strerror(-rc));
+	if (cmd_wharf_mount("umount", dir, 0, NULL, ""))
 		return 1;
-	}
-	if (rc == 0 || strcmp(type, MOUNT_FSTYPE)) {
-		fprintf(stderr, "wharf umount: %s is not a wharf mount\n", dir);
+	/* Its device: the unmount is over when another (or none) is there. */
+	if (mountinfo_find(dir, dev, type) != 1) {
+		fprintf(stderr, "wharf umount: %s: left the mount table\n", dir);
 		return 1;
 	}
 	pid = mount_pid(dir);

@@ -1730,8 +1730,13 @@ START_TEST(mount_checksums_bad_site_cache)
 	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "failed"), 0);
 	/* and in `wharf cache stats`, the mount's live counters */
 	ck_assert_int_eq(fx_sh("'%s' cache stats --cache-dir '%s' | grep -q "
-			       "'\"origin_checksums\": {\"checked\": 5, "
-			       "\"mismatches\": [1-9]'",
+			       "'^  checksums   5 objects checked, [1-9][0-9]* "
+			       "mismatches: [1-9][0-9]* repaired, 0 failed'",
+			       fx_wharf_bin(), cache),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' cache stats --json --cache-dir '%s' | "
+			       "grep -q '\"origin_checksums\": {\"checked\": "
+			       "5, \"mismatches\": [1-9]'",
 			       fx_wharf_bin(), cache),
 			 0);
 	/* Both sides of the mismatch in the log. */

@@ -3,11 +3,15 @@
  * and --metrics-file in Prometheus' text format, parsed by Debian's
  * python3-prometheus-client and compared number by number with
  * DIR/.wharf/stats (tests/metrics-check.py); the file replaced whole while
- * it is read in a loop, and removed at unmount; `wharf stats DIR`'s lines.
+ * it is read in a loop, and removed at unmount; `wharf stats DIR`'s lines,
+ * and those it shares with `wharf cache stats` (cli/stats_fmt.c) made of
+ * stats written here.
  */
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,7 @@
 #include "fixture-ck.h"
 #include "fixture.h"
 #include "stats.h"
+#include "stats_fmt.h"
 
 #define PYTHON "/usr/bin/python3"
 #define NFILES 3
@@ -232,6 +237,9 @@ START_TEST(test_stats_lines)
 	ck_assert(out_has("^  first byte +p50 [0-9.]+ ms"));
 	ck_assert(out_has("^  host +http://127.0.0.1:[0-9]+: limit [0-9]+"));
 	ck_assert(out_has("^  passthrough "));
+	ck_assert(out_has("^ +cap [0-9.]+ [KMGT]iB; [0-9]+ packs, [0-9]+ "
+			  "evictions, 0 writes dropped, 0 corrupt$"));
+	ck_assert(out_has("^  checksums +0 objects checked, 0 mismatches"));
 	ck_assert(!out_has("OFFLINE"));
 	/* Any path on the mount names it. */
 	snprintf(args, sizeof(args), "--json '%s/.'", m.dir);
@@ -251,6 +259,12 @@ START_TEST(test_stats_lines)
 	/* Not a mount: refused, saying what it is. */
 	ck_assert_int_eq(wharf_stats(work_dir), 1);
 	ck_assert(out_has("is not on a wharf mount"));
+	/* umount asks the same question, of the path itself. */
+	ck_assert_int_ne(fx_sh("'%s' umount '%s' >'%s/out' 2>&1",
+			       fx_wharf_bin(), work_dir, work_dir),
+			 0);
+	ck_assert(out_has("is not a wharf mount \\(nothing is mounted "
+			  "there\\)"));
 	ck_assert_int_eq(wharf_stats("--count 2 /"), 2);
 	ck_assert_int_eq(wharf_stats(""), 2);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
@@ -265,6 +279,122 @@ START_TEST(test_stats_lines)
 	    fx_sh("grep -q '^wharf_offline{.*} 1$' '%s/.wharf/metrics'", m.dir),
 	    0);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
+}
+END_TEST
+
+/* ---- the lines, of stats written here ---- */
+
+/* What f(d) printed of the stats text json, into buf (cap bytes). */
+static void lines_of(const char *json, void (*f)(const struct stats_doc *),
+		     char *buf, size_t cap)
+{
+	static struct stats_doc d;
+	char *err = NULL, path[] = "/tmp/wharf-lines-XXXXXX";
+	const int fd = mkstemp(path), out = dup(1);
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	ck_assert_int_eq(stats_doc_parse(&d, json, strlen(json), &err), 0);
+	fflush(stdout);
+	ck_assert_int_ge(dup2(fd, 1), 0);
+	f(&d);
+	fflush(stdout);
+	ck_assert_int_ge(dup2(out, 1), 0);
+	close(out);
+	n = pread(fd, buf, cap - 1, 0);
+	close(fd);
+	ck_assert_int_ge(n, 0);
+	buf[n] = '\0';
+}
+
+static void report_since_start(const struct stats_doc *d)
+{
+	const struct stats_span sp = {.now = d, .dt = stats_num(d, "uptime_s")};
+
+	stats_report(&sp, 0);
+}
+
+/* A mount whose full disk lowered its cap, with checksum mismatches: its
+ * cap, what was dropped and what was checked, in people's lines. */
+START_TEST(test_lines_cap_and_checksums)
+{
+	static const char json[] =
+	    "{\"source\": \"http://o/\\u001b[2J\", \"mountpoint\": \"/m\", "
+	    "\"pid\": 7, \"uptime_s\": 10.5, \"offline\": false,\n"
+	    "\"memory_cache\": {\"hits\": 3, \"misses\": 1, \"bytes\": 1024, "
+	    "\"cap\": 1048576},\n"
+	    "\"disk_cache\": {\"hits\": 9, \"misses\": 1, \"packs\": 2, "
+	    "\"bytes_on_disk\": 2048, \"bytes_raw\": 4096, "
+	    "\"max_bytes\": 10737418240, \"cap_bytes\": 8589934592, "
+	    "\"evictions\": 5, \"corrupt\": 0, \"writes_dropped\": 3, "
+	    "\"cap_lowered\": 2},\n"
+	    "\"origin\": {\"requests\": 21, \"errors\": 1},\n"
+	    "\"origin_checksums\": {\"checked\": 4, \"mismatches\": 1, "
+	    "\"repaired\": 1, \"failed\": 0, \"unchecked\": 2}}\n";
+	char out[8192];
+
+	lines_of(json, stats_summary, out, sizeof(out));
+	ck_assert_msg(strstr(out, "  source      http://o/\\x1b[2J, up 10s "),
+		      "%s", out);
+	ck_assert_msg(strstr(out, "  disk        hit  90.0% of 10 loads; 4.0 "
+				  "KiB of data in 2.0 KiB\n"),
+		      "%s", out);
+	ck_assert_msg(strstr(out, "              cap 8.0 GiB (--cache-size "
+				  "10.0 GiB: the filesystem holds less), "
+				  "lowered 2 times by a full disk; 2 packs, 5 "
+				  "evictions, 3 writes dropped, 0 corrupt\n"),
+		      "%s", out);
+	ck_assert_msg(strstr(out, "  origin           2.0 req/s"), "%s", out);
+	ck_assert_msg(strstr(out, "  checksums   4 objects checked, 1 "
+				  "mismatches: 1 repaired, 0 failed; 2 "
+				  "unchecked\n"),
+		      "%s", out);
+	ck_assert_msg(!strchr(out, '{') && !strchr(out, '\x1b'), "%s", out);
+	/* wharf stats' screen says the same, after the mount's name. */
+	lines_of(json, report_since_start, out, sizeof(out));
+	ck_assert_msg(
+	    !strncmp(out, "/m: http://o/\\x1b[2J, up 10s, pid 7\n", 35), "%s",
+	    out);
+	ck_assert_msg(strstr(out, "lowered 2 times by a full disk"), "%s", out);
+	ck_assert_msg(strstr(out, "  checksums   4 objects checked"), "%s",
+		      out);
+}
+END_TEST
+
+/* No cap at all, and a cap that is --cache-size itself. */
+START_TEST(test_lines_caps)
+{
+	char out[8192];
+
+	lines_of("{\"disk_cache\": {\"max_bytes\": 0, \"cap_bytes\": 0}}",
+		 stats_summary, out, sizeof(out));
+	ck_assert_msg(strstr(out, "              no cap; 0 packs"), "%s", out);
+	lines_of("{\"disk_cache\": {\"max_bytes\": 1048576, "
+		 "\"cap_bytes\": 1048576}}",
+		 stats_summary, out, sizeof(out));
+	ck_assert_msg(strstr(out, "              cap 1.0 MiB; 0 packs"), "%s",
+		      out);
+}
+END_TEST
+
+/* What is not a mount's stats is refused, saying where. */
+START_TEST(test_lines_refused)
+{
+	static struct stats_doc d;
+	static const char *const bad[] = {"", "{\"a\": ", "[1, 2",
+					  "{\"a\": {\"b\": {\"c\": {\"d\": "
+					  "{\"e\": 1}}}}}"};
+	char *err;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = NULL;
+		ck_assert_int_eq(
+		    stats_doc_parse(&d, bad[i], strlen(bad[i]), &err), -EINVAL);
+		ck_assert_msg(err && strstr(err, "the mount's stats"), "%s: %s",
+			      bad[i], err);
+		free(err);
+	}
 }
 END_TEST
 
@@ -283,6 +413,11 @@ int main(void)
 	fx_tcase_add(tc, test_metrics_agree_with_stats, why);
 	fx_tcase_add(tc, test_metrics_file_refused, why);
 	fx_tcase_add(tc, test_stats_lines, why);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("lines");
+	tcase_add_test(tc, test_lines_cap_and_checksums);
+	tcase_add_test(tc, test_lines_caps);
+	tcase_add_test(tc, test_lines_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -121,9 +121,17 @@ START_TEST(stats_live_mount_escaped)
 	fx_mount_init(&m, work_dir, "esc\x1b[2J\xc2\x9b" "31m\x9b");
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	ck_assert_int_eq(fx_mount_start(&m, url, none, none), 0);
+	ck_assert_int_eq(fx_sh("cat '%s/a' >/dev/null", m.dir), 0);
+	/* The mount's state in people's lines, none of its JSON. */
 	ck_assert_int_eq(stats(m.cache, false, &out, &err), 0);
-	ck_assert_msg(strstr(out, "live counters of the mount:"), "%s", out);
-	ck_assert_msg(strstr(out, "\"bytes_served\""), "%s", out);
+	ck_assert_msg(strstr(out, "\n  source      http://"), "%s", out);
+	ck_assert_msg(strstr(out, " 1 files read\n"), "%s", out);
+	ck_assert_msg(strstr(out, "\n  disk        "), "%s", out);
+	ck_assert_msg(strstr(out, "\n              cap "), "%s", out);
+	ck_assert_msg(strstr(out, "\n  checksums   "), "%s", out);
+	ck_assert_msg(!strchr(out, '{') && !strstr(out, "bytes_served"),
+		      "JSON in the text: %s", out);
+	ck_assert_msg(!*err, "%s", err);
 	ck_assert_msg(!has_control(out), "unescaped: %s", out);
 	ck_assert_msg(strstr(out, "esc\\x1b[2J\\xc2\\x9b31m\\x9b"), "%s", out);
 	free(out);

@@ -1702,6 +1702,10 @@ START_TEST(cli_stats_ls)
 	args = strdupf("stats --cache-dir '%s'", cache);
 	ck_assert_int_eq(wharf(args, &out), 0);
 	ck_assert_ptr_nonnull(strstr(out, "7 chunks"));
+	/* Not mounted: what the cache holds, and no mount's lines. */
+	ck_assert_msg(strstr(out, "\nnot mounted\n") && !strchr(out, '{') &&
+			  !strstr(out, "  source "),
+		      "%s", out);
 	free(out);
 	free(args);
 
@@ -1746,6 +1750,10 @@ START_TEST(cli_stats_ls)
 		ck_assert_msg(strstr(out, "it is not a wharf mount of process"),
 			      "stats said: %s", out);
 		ck_assert_msg(!strstr(out, "42"), "stats said: %s", out);
+		ck_assert_msg(strstr(out, "mounted on ") &&
+				  !strstr(out, "  source ") &&
+				  !strstr(out, "  reads "),
+			      "stats said: %s", out);
 		free(out);
 		free(args);
 		store_close(st);
