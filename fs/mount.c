@@ -300,6 +300,7 @@ static const int stop_signals[] = {SIGHUP, SIGINT, SIGTERM};
 static struct sigaction fuse_stop_action[N_STOP_SIGNALS];
 static bool stop_caught[N_STOP_SIGNALS];
 static volatile sig_atomic_t stop_cancel_fd = -1;
+static volatile sig_atomic_t stop_by_signal; /* offline_stop hurries */
 static struct store *stop_store;
 
 static void on_stop_signal(int sig)
@@ -307,6 +308,7 @@ static void on_stop_signal(int sig)
 	const int saved = errno;
 	struct store *const st = stop_store;
 
+	stop_by_signal = 1;
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
 		if (stop_signals[i] == sig)
 			fuse_stop_action[i].sa_handler(sig);
@@ -428,7 +430,7 @@ static void mount_close(struct mount_state *m)
 	ops_cleanup(&m->ctx);
 	prefetch_free(m->pf);
 	if (m->src)
-		offline_stop(m->src);
+		offline_stop(m->src, stop_by_signal);
 	tree_free(m->tree);
 	store_close(m->st); /* first: it may call into the memory cache */
 	chunks_free(m->cc);

@@ -44,6 +44,7 @@ struct offline_src {
 	bool running, stop;
 	struct tree *tree;
 	uint64_t saved_listings; /* tree_listings() at the last save */
+	uint64_t save_ms, saved_ns; /* how long the last save took, when */
 	/* Directories listed from the snapshot: listed again once online. */
 	char **stale_dirs;
 	size_t n_stale, cap_stale;
@@ -269,6 +270,9 @@ static const struct source_ops offline_ops = {
 
 /* ---- the thread: saves, probes ---- */
 
+/* A save slower than this is skipped at a signal's stop (offline_stop). */
+#define HURRY_SAVE_MS 500
+
 /* Saves the snapshot when the tree listed something since the last save.
  * @return how long it took, in ms (0 when nothing was saved). */
 static uint64_t save_if_changed(struct offline_src *os)
@@ -288,7 +292,9 @@ static uint64_t save_if_changed(struct offline_src *os)
 	else
 		os->saved_listings = gen;
 	free(err);
-	return (now_ns() - t0) / 1000000;
+	os->saved_ns = now_ns();
+	os->save_ms = (os->saved_ns - t0) / 1000000;
+	return os->save_ms;
 }
 
 /* One try of the origin, on an engine of its own that does not retry, so
@@ -444,12 +450,25 @@ int offline_start(struct source *src, struct tree *tree, struct store *st)
 	return 0;
 }
 
-void offline_stop(struct source *src)
+void offline_stop(struct source *src, bool hurry)
 {
 	struct offline_src *os = os_of(src);
 
 	join_thread(os);
-	if (os->tree)
+	/* A stop signal promises an end within 2 s: a snapshot that took
+	 * longer than HURRY_SAVE_MS to save (millions of files) is left as
+	 * the last periodic save made it. */
+	if (os->tree && hurry && os->saved_listings &&
+	    os->save_ms > HURRY_SAVE_MS &&
+	    tree_listings(os->tree) != os->saved_listings)
+		log_info("%s: stopping: the listing snapshot saved %llu s ago "
+			 "is kept as it is (saving it takes about %llu ms); "
+			 "listings since are not in it",
+			 os->base.id,
+			 (unsigned long long)((now_ns() - os->saved_ns) /
+					      1000000000u),
+			 (unsigned long long)os->save_ms);
+	else if (os->tree)
 		save_if_changed(os);
 	os->tree = NULL;
 }

@@ -55,8 +55,11 @@ int offline_start(struct source *src, struct tree *tree,
 		  struct store *st) WHARF_CHECK;
 
 /* Saves the snapshot a last time (when the tree changed since) and stops
- * the thread.  Before tree_free; source_close frees the rest. */
-void offline_stop(struct source *src);
+ * the thread.  hurry (a stop signal): a snapshot whose last save took
+ * over half a second is not saved again (the last periodic save stands),
+ * so that a stop ends in bounded time.  Before tree_free; source_close
+ * frees the rest. */
+void offline_stop(struct source *src, bool hurry);
 
 /* Whether src (a source offline_open made) serves from its snapshot. */
 bool offline_is_offline(struct source *src);
