@@ -108,7 +108,7 @@ struct pf_file {
 struct sums {
 	uint64_t *got;	 /* bits: chunks loaded in this file's life */
 	uint64_t *known; /* bits: crc[i] is chunk i's CRC32C */
-	uint32_t *crc;	 /* each chunk's CRC32C */
+	uint32_t *crc;	 /* each chunk's CRC32C; atomic */
 	uint64_t ngot;	 /* atomic: bits set in got */
 	bool fetched;	 /* atomic: a chunk came from the origin */
 	/* atomic: 0 unchecked; SUMS_GOOD: matched, and crc[] holds the
@@ -476,10 +476,17 @@ static bool bit_set(uint64_t *v, uint64_t i)
 	return !(__atomic_fetch_or(&v[i / 64], bit, __ATOMIC_ACQ_REL) & bit);
 }
 
+/* Loads of a chunk from the origin itself may land while the object is
+ * fetched again, each noting the chunk's CRC. */
 static void note_crc(struct sums *sm, uint64_t i, uint32_t crc)
 {
-	sm->crc[i] = crc;
+	__atomic_store_n(&sm->crc[i], crc, __ATOMIC_RELAXED);
 	bit_set(sm->known, i);
+}
+
+static uint32_t crc_of(const struct sums *sm, uint64_t i)
+{
+	return __atomic_load_n(&sm->crc[i], __ATOMIC_RELAXED);
 }
 
 /*
@@ -524,7 +531,7 @@ static int sums_compute(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		if (data && !bit_get(sm->known, i))
 			note_crc(sm, i, crc32c_update(0, data, len));
 		if (crc_only)
-			checksum_feed_crc32c(&ctx, sm->crc[i], len);
+			checksum_feed_crc32c(&ctx, crc_of(sm, i), len);
 		else
 			checksum_feed(&ctx, data, len);
 	}
@@ -671,15 +678,17 @@ static int sums_refetch(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		const size_t len = chunk_len(pf, f, i);
 		void *dst = i == idx && buf ? buf : scratch;
 		struct chunk_key key;
+		uint32_t crc;
 
 		rc = fetch_direct(pf, f, i, dst, len);
 		if (rc) {
 			checksum_abort(&ctx);
 			break;
 		}
-		note_crc(f->sums, i, crc32c_update(0, dst, len));
+		crc = crc32c_update(0, dst, len);
+		note_crc(f->sums, i, crc);
 		if (crc_only)
-			checksum_feed_crc32c(&ctx, f->sums->crc[i], len);
+			checksum_feed_crc32c(&ctx, crc, len);
 		else
 			checksum_feed(&ctx, dst, len);
 		file_key(pf, f, i, &key);
@@ -811,7 +820,7 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 static int sums_chunk_again(struct prefetch *pf, struct pf_file *f,
 			    uint64_t idx, void *buf, size_t len, uint32_t crc)
 {
-	const uint32_t want = f->sums->crc[idx];
+	const uint32_t want = crc_of(f->sums, idx);
 	int rc;
 
 	/* Unknown: a chunk the check had from the store and no CRC of. */
