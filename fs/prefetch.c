@@ -108,7 +108,7 @@ struct pf_file {
 struct sums {
 	uint64_t *got;	 /* bits: chunks loaded in this file's life */
 	uint64_t *known; /* bits: crc[i] is chunk i's CRC32C */
-	uint32_t *crc;	 /* each chunk's CRC32C */
+	uint32_t *crc;	 /* each chunk's CRC32C; atomic */
 	uint64_t ngot;	 /* atomic: bits set in got */
 	bool fetched;	 /* atomic: a chunk came from the origin */
 	/* atomic: 0 unchecked; SUMS_GOOD: matched, and crc[] holds the
@@ -116,6 +116,11 @@ struct sums {
 	 * checked; SUMS_BAD: the origin's own bytes did not match either:
 	 * reads fail */
 	int verdict;
+	/* Read side: a chunk's bytes on their way to the store and the
+	 * memory cache; write side: the object found bad, and its chunks
+	 * dropped (sums_quarantine). */
+	pthread_rwlock_t gate;
+	bool bypass; /* atomic: found bad: loads go to the origin itself */
 	/* MD5 and SHA-256, which do not combine: the object's digest fed
 	 * with its chunks in order as they come, [0, next) so far, so that
 	 * the check reads back only the chunks that came ahead of their
@@ -195,6 +200,7 @@ static void file_unref(struct pf_file *f)
 		free(f->whole); /* or NULL */
 	if (f->sums) {
 		pthread_mutex_destroy(&f->sums->mu);
+		pthread_rwlock_destroy(&f->sums->gate);
 		checksum_abort(&f->sums->stream);
 		free(f->sums);
 	}
@@ -366,7 +372,11 @@ struct load {
 	bool pool;    /* read-ahead's or a hint's, not a reader's */
 	bool hint;    /* a pool load: a hint's, else read-ahead's */
 	bool renewed; /* a 401 was answered with fresh credentials */
-	int rc;	      /* the request's result */
+	/* Its bytes came from the origin itself, not through a site cache,
+	 * or matched the object's checksum. */
+	bool trusted;
+	bool gated; /* holds the read side of f->sums->gate */
+	int rc;	    /* the request's result */
 	struct source_read rd;
 	struct fetch_res res;
 	struct load *next; /* in the pool's list of loads that landed */
@@ -400,6 +410,9 @@ static int load_prepare(struct load *ld, bool background)
 		return rc;
 	}
 	ld->rd.req.background = background;
+	/* Found bad through the site cache: that is not asked again. */
+	if (f->sums && __atomic_load_n(&f->sums->bypass, __ATOMIC_ACQUIRE))
+		ld->rd.req.origin_only = ld->trusted = true;
 	ld->rd.req.size = f->size; /* an answer must be of this version's */
 	ld->rd.req.buf = ld->buf;
 	ld->rd.req.cap = ld->want;
@@ -437,7 +450,12 @@ static bool load_renew(struct load *ld)
  * before its bytes are stored or served; a larger one before its last
  * chunk is served, after the others were.  A mismatch drops the object's
  * chunks from the store and the memory cache and fetches them all again
- * from the origin itself, not through a site cache; if those do not
+ * from the origin itself, not through a site cache.  From then on no
+ * byte the site cache sent for it is stored or served: its chunks' loads
+ * go to the origin itself, and one that went to the site cache before
+ * the mismatch and lands after it is fetched again from the origin
+ * (struct sums.gate orders the two: a chunk that was on its way to the
+ * caches at the mismatch is there before the drop).  If those do not
  * match either, they are dropped again and reads of the object fail with
  * EIO until a remount.  Once matched, the chunks' CRCs are kept, and a
  * chunk fetched again later (evicted meanwhile) is checked against its
@@ -459,10 +477,17 @@ static bool bit_set(uint64_t *v, uint64_t i)
 	return !(__atomic_fetch_or(&v[i / 64], bit, __ATOMIC_ACQ_REL) & bit);
 }
 
+/* Loads of a chunk from the origin itself may land while the object is
+ * fetched again, each noting the chunk's CRC. */
 static void note_crc(struct sums *sm, uint64_t i, uint32_t crc)
 {
-	sm->crc[i] = crc;
+	__atomic_store_n(&sm->crc[i], crc, __ATOMIC_RELAXED);
 	bit_set(sm->known, i);
+}
+
+static uint32_t crc_of(const struct sums *sm, uint64_t i)
+{
+	return __atomic_load_n(&sm->crc[i], __ATOMIC_RELAXED);
 }
 
 /*
@@ -507,7 +532,7 @@ static int sums_compute(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		if (data && !bit_get(sm->known, i))
 			note_crc(sm, i, crc32c_update(0, data, len));
 		if (crc_only)
-			checksum_feed_crc32c(&ctx, sm->crc[i], len);
+			checksum_feed_crc32c(&ctx, crc_of(sm, i), len);
 		else
 			checksum_feed(&ctx, data, len);
 	}
@@ -611,10 +636,22 @@ static int fetch_direct(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	return ld.rc;
 }
 
-/* Drops f's chunks from the store and the memory cache (a load in
- * flight, as the one that runs the check, is left to its owner). */
-static void sums_drop(struct prefetch *pf, struct pf_file *f)
+/*
+ * f was found bad: from now on its loads go to the origin itself (or
+ * fail, verdict SUMS_BAD), and its chunks are dropped from the store and
+ * the memory cache.  Under the gate's write side, so that a chunk on its
+ * way there is there first, and dropped; a load in flight, as the one
+ * that runs the check, is left to its owner, which admits it through the
+ * gate (sums_admit).
+ */
+static void sums_quarantine(struct prefetch *pf, struct pf_file *f, int verdict)
 {
+	struct sums *sm = f->sums;
+
+	pthread_rwlock_wrlock(&sm->gate);
+	__atomic_store_n(&sm->bypass, true, __ATOMIC_RELEASE);
+	if (verdict)
+		__atomic_store_n(&sm->verdict, verdict, __ATOMIC_RELEASE);
 	for (uint64_t i = 0; i < f->nchunks; i++) {
 		struct chunk_key key;
 
@@ -623,6 +660,7 @@ static void sums_drop(struct prefetch *pf, struct pf_file *f)
 			store_remove(pf->st, &key);
 		chunks_forget(pf->cc, &key);
 	}
+	pthread_rwlock_unlock(&sm->gate);
 }
 
 /* Fetches all of f again from the origin itself: into the store, chunk
@@ -641,15 +679,17 @@ static int sums_refetch(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		const size_t len = chunk_len(pf, f, i);
 		void *dst = i == idx && buf ? buf : scratch;
 		struct chunk_key key;
+		uint32_t crc;
 
 		rc = fetch_direct(pf, f, i, dst, len);
 		if (rc) {
 			checksum_abort(&ctx);
 			break;
 		}
-		note_crc(f->sums, i, crc32c_update(0, dst, len));
+		crc = crc32c_update(0, dst, len);
+		note_crc(f->sums, i, crc);
 		if (crc_only)
-			checksum_feed_crc32c(&ctx, f->sums->crc[i], len);
+			checksum_feed_crc32c(&ctx, crc, len);
 		else
 			checksum_feed(&ctx, dst, len);
 		file_key(pf, f, i, &key);
@@ -692,8 +732,7 @@ static void sums_good(struct prefetch *pf, struct pf_file *f,
 /* The bytes of f cannot be had right: reads fail from now on. */
 static int sums_fail(struct prefetch *pf, struct pf_file *f)
 {
-	sums_drop(pf, f);
-	__atomic_store_n(&f->sums->verdict, SUMS_BAD, __ATOMIC_RELEASE);
+	sums_quarantine(pf, f, SUMS_BAD);
 	STAT_ADD(pf->stats.sums_failed, 1);
 	return -EIO;
 }
@@ -729,6 +768,9 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		sums_good(pf, f, &f->want);
 		return 0;
 	}
+	/* Before it is counted: a reader that sees the count finds the bad
+	 * bytes gone. */
+	sums_quarantine(pf, f, 0);
 	STAT_ADD(pf->stats.sums_bad, 1);
 	log_error("%s%s: its bytes do not match the origin's checksum: "
 		  "expected %s (from the origin's listing or manifest), got "
@@ -738,7 +780,6 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		  "site cache",
 		  pf->src->id, f->path, want, checksum_format(&got, got1),
 		  (unsigned long long)f->nchunks, reread);
-	sums_drop(pf, f);
 	rc = sums_refetch(pf, f, idx, buf, &got);
 	if (rc) {
 		log_error("%s%s: cannot fetch it again (%s): reads of it fail "
@@ -780,7 +821,7 @@ static int sums_check(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 static int sums_chunk_again(struct prefetch *pf, struct pf_file *f,
 			    uint64_t idx, void *buf, size_t len, uint32_t crc)
 {
-	const uint32_t want = f->sums->crc[idx];
+	const uint32_t want = crc_of(f->sums, idx);
 	int rc;
 
 	/* Unknown: a chunk the check had from the store and no CRC of. */
@@ -807,39 +848,98 @@ static int sums_chunk_again(struct prefetch *pf, struct pf_file *f,
 	return -EIO;
 }
 
-/* Chunk idx of f landed from the origin into buf, before it is stored:
- * its CRC is noted or checked, and an object of one chunk is checked
- * whole.  @return 0 or -EIO. */
-static int sums_landed(struct prefetch *pf, struct pf_file *f, uint64_t idx,
-		       void *buf, size_t len)
+/*
+ * Takes the read side of f's gate for ld's chunk, which landed from the
+ * origin, until it is published (sums_leave).  If f was found bad since
+ * the chunk was asked for through the site cache, it is fetched again
+ * from the origin itself first.  @return 0 (held), -EIO (f is bad), or
+ * fetch_direct's (not held).
+ */
+static int sums_admit(struct load *ld)
 {
-	struct sums *sm = f->sums;
-	const int verdict = __atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE);
-	const uint32_t crc = crc32c_update(0, buf, len);
+	struct sums *sm = ld->f->sums;
+	int rc;
 
-	if (verdict == SUMS_BAD)
-		return -EIO;
-	if (verdict == SUMS_GOOD)
-		return sums_chunk_again(pf, f, idx, buf, len, crc);
-	note_crc(sm, idx, crc);
+	for (;;) {
+		pthread_rwlock_rdlock(&sm->gate);
+		if (__atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE) ==
+		    SUMS_BAD) {
+			pthread_rwlock_unlock(&sm->gate);
+			return -EIO;
+		}
+		if (ld->trusted ||
+		    !__atomic_load_n(&sm->bypass, __ATOMIC_ACQUIRE)) {
+			ld->gated = true;
+			return 0;
+		}
+		pthread_rwlock_unlock(&sm->gate);
+		rc = fetch_direct(ld->pf, ld->f, ld->idx, ld->buf, ld->want);
+		if (rc)
+			return rc;
+		ld->trusted = true;
+	}
+}
+
+static void sums_leave(struct load *ld)
+{
+	if (ld->gated)
+		pthread_rwlock_unlock(&ld->f->sums->gate);
+	ld->gated = false;
+}
+
+/*
+ * ld's chunk of f landed from the origin, before it is stored: an object
+ * of one chunk is checked whole (before the gate is taken: a mismatch
+ * takes its write side); then, through the gate (sums_admit), the
+ * chunk's CRC is noted, or checked against the one it had when f
+ * matched.  @return 0 (the gate held) or -errno (not held).
+ */
+static int sums_landed(struct load *ld)
+{
+	struct pf_file *f = ld->f;
+	struct sums *sm = f->sums;
+	bool checked = false;
+	uint32_t crc;
+	int rc;
+
+	if (f->nchunks == 1 &&
+	    !__atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE)) {
+		note_crc(sm, 0, crc32c_update(0, ld->buf, ld->want));
+		__atomic_store_n(&sm->fetched, true, __ATOMIC_RELAXED);
+		bit_set(sm->got, 0);
+		rc = sums_check(ld->pf, f, 0, ld->buf);
+		if (rc)
+			return rc;
+		/* It matched, or was fetched again from the origin itself. */
+		ld->trusted = checked = true;
+	}
+	rc = sums_admit(ld);
+	if (rc || checked)
+		return rc;
+	crc = crc32c_update(0, ld->buf, ld->want);
+	if (__atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE) == SUMS_GOOD) {
+		rc = sums_chunk_again(ld->pf, f, ld->idx, ld->buf, ld->want,
+				      crc);
+		if (rc)
+			sums_leave(ld);
+		return rc;
+	}
+	note_crc(sm, ld->idx, crc);
 	__atomic_store_n(&sm->fetched, true, __ATOMIC_RELAXED);
-	if (f->nchunks > 1)
-		return 0;
-	bit_set(sm->got, 0);
-	return sums_check(pf, f, idx, buf);
+	return 0;
 }
 
 /* Chunk idx of f is in the store or published (buf: its bytes, NULL when
- * in the store alone): the one that completes an object of many chunks,
- * of which one came from the origin now, runs the check.
- * @return sums_check's. */
-static int sums_loaded(struct prefetch *pf, struct pf_file *f, uint64_t idx,
-		       void *buf)
+ * in the store alone).  @return whether it completes an object of many
+ * chunks, of which one came from the origin now: its check is due
+ * (sums_check, not under the gate). */
+static bool sums_got(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+		     void *buf)
 {
 	struct sums *sm = f->sums;
 
 	if (f->nchunks < 2 || !bit_set(sm->got, idx))
-		return 0;
+		return false;
 	/* Before the count: the one that completes it finds every chunk
 	 * fed that any chunk's turn allowed.  Only once a chunk came from
 	 * the origin: an object read whole from the store is not checked,
@@ -847,11 +947,10 @@ static int sums_loaded(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 	if (f->want.algo != CHECKSUM_CRC32C &&
 	    __atomic_load_n(&sm->fetched, __ATOMIC_RELAXED))
 		sums_advance(pf, f, idx, buf);
-	if (__atomic_add_fetch(&sm->ngot, 1, __ATOMIC_ACQ_REL) != f->nchunks ||
-	    !__atomic_load_n(&sm->fetched, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE))
-		return 0;
-	return sums_check(pf, f, idx, buf);
+	return __atomic_add_fetch(&sm->ngot, 1, __ATOMIC_ACQ_REL) ==
+		   f->nchunks &&
+	       __atomic_load_n(&sm->fetched, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&sm->verdict, __ATOMIC_ACQUIRE);
 }
 
 /* Sets up f's check when its origin gave a checksum (once per file, not
@@ -885,6 +984,7 @@ static int sums_open(struct pf_file *f, const char *digest)
 		sm->crc = (uint32_t *)(sm->known + words);
 	}
 	pthread_mutex_init(&sm->mu, NULL);
+	pthread_rwlock_init(&sm->gate, NULL);
 	f->sums = sm;
 	return 0;
 }
@@ -937,7 +1037,7 @@ static int load_landed(struct load *ld)
 		goto fail;
 	}
 	if (f->sums) {
-		rc = sums_landed(pf, f, ld->idx, ld->buf, ld->want);
+		rc = sums_landed(ld);
 		if (rc)
 			goto fail;
 	}
@@ -947,28 +1047,29 @@ static int load_landed(struct load *ld)
 	if (rc && rc != -ENOSPC && rc != -EIO)
 		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
 			 f->path, idx, strerror(-rc));
-	if (f->sums) {
-		rc = sums_loaded(pf, f, ld->idx, ld->buf);
+	if (f->sums && sums_got(pf, f, ld->idx, ld->buf)) {
+		/* Its bytes are not published yet: their check may drop the
+		 * object's chunks, which takes the gate's write side. */
+		sums_leave(ld);
+		rc = sums_check(pf, f, ld->idx, ld->buf);
 		if (rc)
 			goto fail;
 	}
 	__atomic_store_n(&f->from_store, false, __ATOMIC_RELAXED);
 	chunks_ready(pf->cc, ld->c, ld->want);
+	sums_leave(ld);
 	STAT_ADD(pf->stats.chunks_loaded, 1);
 	return 0;
 fail:
+	sums_leave(ld);
 	rc = reader_errno(rc);
 	STAT_ADD(pf->stats.chunk_errors, 1);
 	chunks_fail(pf->cc, ld->c, rc);
 	return rc;
 }
 
-/*
- * Fills ld's chunk (which we own) from the store when it holds it, and
- * publishes it.  @return 0 (ready), 1 (not in the store: ld->buf is the
- * chunk's buffer, to be fetched into), or -errno (the chunk is failed).
- */
-static int load_from_store(struct load *ld)
+/* load_from_store's, which see. */
+static int store_load(struct load *ld)
 {
 	struct prefetch *pf = ld->pf;
 	struct pf_file *f = ld->f;
@@ -1012,10 +1113,31 @@ ready:
 	__atomic_store_n(&f->from_store, true, __ATOMIC_RELAXED);
 	chunks_ready(pf->cc, ld->c, ld->want);
 	STAT_ADD(pf->stats.chunks_loaded, 1);
-	/* Published already: a mismatch found here fails later reads. */
-	if (f->sums)
-		(void)sums_loaded(pf, f, ld->idx, NULL);
 	return 0;
+}
+
+/*
+ * Fills ld's chunk (which we own) from the store when it holds it, and
+ * publishes it.  @return 0 (ready), 1 (not in the store: ld->buf is the
+ * chunk's buffer, to be fetched into), or -errno (the chunk is failed).
+ */
+static int load_from_store(struct load *ld)
+{
+	struct pf_file *f = ld->f;
+	int rc;
+
+	/* Through the gate: bytes read before a mismatch's drop are not
+	 * published after it. */
+	if (f->sums) {
+		pthread_rwlock_rdlock(&f->sums->gate);
+		ld->gated = true;
+	}
+	rc = store_load(ld);
+	sums_leave(ld);
+	/* Published already: a mismatch found here drops it. */
+	if (!rc && f->sums && sums_got(ld->pf, f, ld->idx, NULL))
+		(void)sums_check(ld->pf, f, ld->idx, NULL);
+	return rc;
 }
 
 /*

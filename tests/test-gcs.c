@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1639,6 +1640,7 @@ END_TEST
 
 static pid_t bad_pid = -1;
 static struct fx_mount sums_mnt = {.pid = -1};
+static char bad_url[64]; /* tests/bad-cache's */
 
 static void sums_teardown(void)
 {
@@ -1682,37 +1684,49 @@ static void check_after_drop(const char *name)
 	check_mounted_file(name, size_of(name), seed_of(name));
 }
 
-/* Every object through a site cache that zeroes bodies: the mount finds
- * each out against its crc32c, fetches it again from the origin itself,
- * serves it right and counts it; the matches are on record, and `wharf
- * cache verify` checks them again. */
-START_TEST(mount_checksums_bad_site_cache)
+/* Mounts the fake (with its checksums) through a site cache that zeroes
+ * bodies, with the options in `more` (NULL-ended) too. */
+static void mount_bad_site_cache(const char *const *more)
 {
 	static const char *const args[] = {"--token", GOOD, "--checksums",
 					   NULL};
-	static const char *const one_chunk[] = {"one", "chunk-1", "gen/obj"};
-	char tok[PATH_MAX], bad[64];
-	const char *const opts[] = {"--endpoint",
-				    fake_url,
-				    "--retries",
-				    "2",
-				    "--token-file",
-				    tok,
-				    "--site-cache",
-				    bad,
-				    "--site-cache-insecure-credentials",
-				    NULL};
-	const char *cache = sums_mnt.cache;
-	long long mism;
+	char tok[PATH_MAX];
+	const char *opts[16] = {"--endpoint",
+				fake_url,
+				"--retries",
+				"2",
+				"--token-file",
+				tok,
+				"--site-cache",
+				bad_url,
+				"--site-cache-insecure-credentials",
+				NULL};
+	size_t n = 9;
 
+	while (more && *more && n < sizeof(opts) / sizeof(opts[0]) - 1)
+		opts[n++] = *more++;
+	opts[n] = NULL;
 	start_fake(args);
-	bad_pid = fx_bad_cache_start(work, bad, sizeof(bad));
+	bad_pid = fx_bad_cache_start(work, bad_url, sizeof(bad_url));
 	ck_assert_int_gt(bad_pid, 0);
 	snprintf(tok, sizeof(tok), "%s/token", work);
 	write_text(tok, GOOD "\n", 0600);
 	fx_mount_init(&sums_mnt, work, "sums");
 	ck_assert_int_eq(fx_mount_start(&sums_mnt, SPEC, opts, NULL), 0);
 	snprintf(mnt, sizeof(mnt), "%s", sums_mnt.dir);
+}
+
+/* Every object through a site cache that zeroes bodies: the mount finds
+ * each out against its crc32c, fetches it again from the origin itself,
+ * serves it right and counts it; the matches are on record, and `wharf
+ * cache verify` checks them again. */
+START_TEST(mount_checksums_bad_site_cache)
+{
+	static const char *const one_chunk[] = {"one", "chunk-1", "gen/obj"};
+	const char *cache = sums_mnt.cache;
+	long long mism;
+
+	mount_bad_site_cache(NULL);
 	/* One chunk: checked before a byte is served. */
 	for (size_t i = 0; i < 3; i++)
 		check_mounted_file(one_chunk[i], size_of(one_chunk[i]),
@@ -1720,7 +1734,8 @@ START_TEST(mount_checksums_bad_site_cache)
 	check_after_drop("big");
 	check_after_drop("sizes/chunk+1");
 	ck_assert_int_eq(
-	    fx_sh("curl -s %s/_bad/stats | grep -q '\"requests\": [1-9]'", bad),
+	    fx_sh("curl -s %s/_bad/stats | grep -q '\"requests\": [1-9]'",
+		  bad_url),
 	    0);
 	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "checked"), 5);
 	mism = fx_mount_stat(mnt, "origin_checksums", "mismatches");
@@ -1756,6 +1771,104 @@ START_TEST(mount_checksums_bad_site_cache)
 			       "checksum: 5 good, 0 bad'",
 			       fx_wharf_bin(), cache),
 			 0);
+}
+END_TEST
+
+/* Reads len bytes of the mounted file at off into buf, past the
+ * kernel's pages of it (dropped first, none read ahead). */
+static void read_mounted_range(const char *name, uint64_t off, size_t len,
+			       uint8_t *buf)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", mnt, name);
+	fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+	close(fd);
+}
+
+/* Reads up to 4 KiB as read_mounted_range does.  @return the offset of
+ * the first byte that differs from the file's, -1: none. */
+static long long mounted_range_differs(const char *name, uint64_t off,
+				       size_t len)
+{
+	uint8_t buf[4096];
+
+	ck_assert_uint_le(len, sizeof(buf));
+	read_mounted_range(name, off, len, buf);
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != fx_byte(seed_of(name), off + i))
+			return (long long)(off + i);
+	return -1;
+}
+
+/* Requests tests/bad-cache answered so far. */
+static long long bad_requests(void)
+{
+	char cmd[128], json[256];
+	size_t n;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "curl -sf %s/_bad/stats", bad_url);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	n = fread(json, 1, sizeof(json) - 1, p);
+	json[n] = '\0';
+	ck_assert_int_eq(pclose(p), 0);
+	return fx_json_num(json, "requests");
+}
+
+/* A thread's read of the last chunk of "sizes/chunk+1": its result. */
+static void *read_last_chunk(void *differs)
+{
+	*(long long *)differs =
+	    mounted_range_differs("sizes/chunk+1", CHUNK, 1);
+	return NULL;
+}
+
+/* A chunk read while its object, found bad, is fetched again from the
+ * origin itself: the site cache's bytes for it are not served (the race
+ * made sure here by a slow origin). */
+START_TEST(mount_checksums_read_during_refetch)
+{
+	static const char *const more[] = {"--readahead", "0", NULL};
+	const char *name = "sizes/chunk+1"; /* two chunks */
+	long long last = -2, asked;
+	uint8_t buf[4096];
+	pthread_t th;
+
+	mount_bad_site_cache(more);
+	/* Chunk 0 through the site cache: zeroes, served before the object
+	 * can be checked. */
+	read_mounted_range(name, 0, sizeof(buf), buf);
+	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "mismatches"),
+			 0);
+	ck_assert_int_eq(fx_sh("curl -sf '%s/_fake/slow?seconds=2&count=1' "
+			       ">/dev/null",
+			       fake_url),
+			 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, read_last_chunk, &last), 0);
+	for (int i = 0; i < 200 && fx_mount_stat(mnt, "origin_checksums",
+						 "mismatches") < 1;
+	     i++)
+		usleep(10000);
+	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "mismatches"),
+			 1);
+	/* The origin itself holds back the first chunk fetched again:
+	 * chunk 0, dropped, is read meanwhile (from the origin itself), and
+	 * then again. */
+	asked = bad_requests();
+	ck_assert_int_eq(mounted_range_differs(name, 0, sizeof(buf)), -1);
+	ck_assert_int_eq(bad_requests(), asked);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(last, -1);
+	ck_assert_int_eq(mounted_range_differs(name, 0, sizeof(buf)), -1);
+	check_mounted_file(name, size_of(name), seed_of(name));
+	ck_assert_int_eq(fx_mount_stat(mnt, "origin_checksums", "repaired"), 1);
 }
 END_TEST
 
@@ -1817,6 +1930,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(tc, setup, sums_teardown);
 	tcase_set_timeout(tc, 120);
 	fx_tcase_add(why ? left : tc, mount_checksums_bad_site_cache, why);
+	fx_tcase_add(why ? left : tc, mount_checksums_read_during_refetch, why);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("site-cache");
 	tcase_add_checked_fixture(tc, setup, site_teardown);
