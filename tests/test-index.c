@@ -557,6 +557,19 @@ START_TEST(cli)
 			       "grep -q corrupted",
 			       w, out),
 			 0);
+	/* A list with offsets: a refused line is named on stderr. */
+	char *list = pathf("cli-list");
+	put_text(list, "#wharf-list offsets\ncli-a 0 1024 2\ncli-a 1 1024\n");
+	ck_assert_int_eq(fx_sh("'%s' index build --list '%s' -o '%s' "
+			       ">/dev/null",
+			       w, list, out),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' index build --stat --list '%s' -o '%s' "
+			       "2>&1 | grep -q 'cli-list:3: cli-a: bytes 1 "
+			       "to 1025 are past its end'",
+			       w, list, out),
+			 0);
+	free(list);
 	free(a);
 	free(out);
 }
