@@ -1010,6 +1010,29 @@ static const char *parse_offsets_line(char *p, uint64_t *off, uint64_t *len,
 	return NULL;
 }
 
+/* Whether a plain line's path ends in two number words, as an offset line
+ * would: the hint when such a path is missing. */
+static bool looks_offset(const char *path)
+{
+	int words = 0;
+	const char *end = path + strlen(path);
+	while (words < 2) {
+		const char *sp = end;
+		while (sp > path && sp[-1] != ' ' && sp[-1] != '\t')
+			sp--;
+		if (sp == path || sp == end)
+			return false;
+		for (const char *c = sp; c < end; c++)
+			if (*c < '0' || *c > '9')
+				return false;
+		words++;
+		end = sp;
+		while (end > path && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+	}
+	return true;
+}
+
 int wharf_index_build_list(const char *list, int stat_files, const char *out)
 {
 	struct writer w;
@@ -1088,9 +1111,15 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 			}
 			if (stat(full, &st)) {
 				rc = -errno;
-				err = strdupf("%s:%llu: %s: %s", list,
+				err = strdupf("%s:%llu: %s: %s%s", list,
 					      (unsigned long long)lineno, full,
-					      strerror(-rc));
+					      strerror(-rc),
+					      !offsets && looks_offset(p)
+						  ? " (for PATH OFFSET LENGTH "
+						    "lines, make the list's "
+						    "first line \"" LIST_OFFSETS
+						    "\")"
+						  : "");
 				goto out;
 			}
 			size = (uint64_t)st.st_size;

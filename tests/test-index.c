@@ -363,6 +363,12 @@ START_TEST(list_offsets)
 	ck_assert_int_eq(s.label, 3);
 	ck_assert_uint_eq(s.offset, 0);
 	wharf_index_close(idx);
+	/* With --stat such a missing path hints at the first line. */
+	ck_assert_int_eq(build_text("shard.tar 512  1234 3\n", 1), -ENOENT);
+	ck_assert_ptr_nonnull(
+	    strstr(wharf_last_error(), "first line \"#wharf-list offsets\""));
+	ck_assert_int_eq(build_text("shard.tar 3\nmissing 1\n", 1), -ENOENT);
+	ck_assert_ptr_null(strstr(wharf_last_error(), "#wharf-list"));
 
 	/* Refused lines, each named by its number. */
 	static const struct {
