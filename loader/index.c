@@ -540,16 +540,17 @@ static int writer_finish(struct writer *w)
 	const size_t cap = 1 << 20;
 	int rc, fd = -1;
 
-	/* The closing entry of the path offsets, and a non-empty blob. */
-	rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
-	if (rc)
-		return rc;
+	/* A non-empty blob, then the closing entry of the path offsets, which
+	 * must equal the blob's size (no files: the blob is one NUL). */
 	if (w->blob_size == 0) {
 		rc = writer_put(w, S_BLOB, "", 1);
 		if (rc)
 			return rc;
 		w->blob_size = 1;
 	}
+	rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
+	if (rc)
+		return rc;
 	w->tmp_path = strdupf("%s.tmp-XXXXXX", w->out);
 	fd = mkstemp(w->tmp_path);
 	if (fd < 0) {

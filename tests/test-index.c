@@ -295,6 +295,17 @@ START_TEST(builder_round_trip)
 	ck_assert_uint_eq(info.unknown_lengths, 1);
 	wharf_index_close(idx);
 
+	/* No samples at all: an empty index that opens verified. */
+	char *empty = pathf("empty.idx");
+	ck_assert_int_eq(wharf_index_builder_new(empty, NULL, &b), 0);
+	ck_assert_int_eq(wharf_index_builder_finish(b), 0);
+	wharf_index_builder_free(b);
+	ck_assert_int_eq(wharf_index_open(empty, WHARF_INDEX_VERIFY, &idx), 0);
+	ck_assert_uint_eq(wharf_index_count(idx), 0);
+	ck_assert_uint_eq(wharf_index_num_files(idx), 0);
+	wharf_index_close(idx);
+	free(empty);
+
 	/* Freed unfinished: nothing written, nothing left behind. */
 	char *gone = pathf("gone.idx");
 	ck_assert_int_eq(wharf_index_builder_new(gone, NULL, &b), 0);
@@ -369,6 +380,12 @@ START_TEST(list_offsets)
 	    strstr(wharf_last_error(), "first line \"#wharf-list offsets\""));
 	ck_assert_int_eq(build_text("shard.tar 3\nmissing 1\n", 1), -ENOENT);
 	ck_assert_ptr_null(strstr(wharf_last_error(), "#wharf-list"));
+
+	/* A list of comments only: an empty index that opens. */
+	ck_assert_int_eq(build_text("#wharf-list offsets\n# none\n", 1), 0);
+	ck_assert_int_eq(wharf_index_open(out, WHARF_INDEX_VERIFY, &idx), 0);
+	ck_assert_uint_eq(wharf_index_count(idx), 0);
+	wharf_index_close(idx);
 
 	/* Refused lines, each named by its number. */
 	static const struct {
