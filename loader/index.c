@@ -1,7 +1,7 @@
 /*
  * index: the index file: open (map, check the header), verify (checksum
- * every section) and build (from a directory, a list, or fixed-size
- * records).
+ * every section) and build (from a directory, a list, fixed-size records,
+ * or samples added one by one through the public builder).
  *
  * Builders stream each array into its own unnamed temporary file next to the
  * output, so memory does not grow with the number of samples (the directory
