@@ -944,8 +944,6 @@ static int32_t parse_plain_line(char *p)
 		while (sp > p && (sp[-1] == ' ' || sp[-1] == '\t'))
 			sp--;
 		*sp = '\0';
-	} else {
-		label = -1;
 	}
 	return label;
 }
