@@ -1,7 +1,7 @@
 /*
  * index: the index file: open (map, check the header), verify (checksum
- * every section) and build (from a directory, a list, or fixed-size
- * records).
+ * every section) and build (from a directory, a list, fixed-size records,
+ * or samples added one by one through the public builder).
  *
  * Builders stream each array into its own unnamed temporary file next to the
  * output, so memory does not grow with the number of samples (the directory
@@ -306,6 +306,8 @@ struct writer {
 	char *root;
 	char *const *classes; /* borrowed: num class names, or NULL */
 	size_t nclasses;
+	char *last_path; /* writer_file_once(): the file added last */
+	uint32_t last_id;
 	char **err;
 };
 
@@ -376,6 +378,7 @@ static void writer_free(struct writer *w)
 		free(w->tmp_path);
 	}
 	free(w->root);
+	free(w->last_path);
 }
 
 static int writer_put(struct writer *w, int s, const void *p, size_t len)
@@ -405,6 +408,35 @@ static int writer_file(struct writer *w, const char *path, uint32_t *id)
 		return rc;
 	w->blob_size += len;
 	*id = (uint32_t)w->nfiles++;
+	return 0;
+}
+
+/* Like writer_file(), but a path equal to the one added just before gets
+ * the same id: samples packed in one file (records, offsets) arrive in runs,
+ * so one remembered path deduplicates them with memory flat in the count.
+ * *added tells whether the path is new. */
+static int writer_file_once(struct writer *w, const char *path, uint32_t *id,
+			    int *added)
+{
+	if (w->last_path && !strcmp(w->last_path, path)) {
+		*id = w->last_id;
+		*added = 0;
+		return 0;
+	}
+	char *copy = strdup(path);
+	if (!copy) {
+		*w->err = strdupf("index %s: out of memory", w->out);
+		return -ENOMEM;
+	}
+	int rc = writer_file(w, path, id);
+	if (rc) {
+		free(copy);
+		return rc;
+	}
+	free(w->last_path);
+	w->last_path = copy;
+	w->last_id = *id;
+	*added = 1;
 	return 0;
 }
 
@@ -508,16 +540,17 @@ static int writer_finish(struct writer *w)
 	const size_t cap = 1 << 20;
 	int rc, fd = -1;
 
-	/* The closing entry of the path offsets, and a non-empty blob. */
-	rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
-	if (rc)
-		return rc;
+	/* A non-empty blob, then the closing entry of the path offsets, which
+	 * must equal the blob's size (no files: the blob is one NUL). */
 	if (w->blob_size == 0) {
 		rc = writer_put(w, S_BLOB, "", 1);
 		if (rc)
 			return rc;
 		w->blob_size = 1;
 	}
+	rc = writer_put(w, S_PATHOFF, &w->blob_size, 8);
+	if (rc)
+		return rc;
 	w->tmp_path = strdupf("%s.tmp-XXXXXX", w->out);
 	fd = mkstemp(w->tmp_path);
 	if (fd < 0) {
@@ -858,12 +891,154 @@ out:
 
 /* ---- from a list ---- */
 
+/* A list whose first line is this holds "PATH OFFSET LENGTH [LABEL]" lines;
+ * without it lines are "PATH [LABEL]" as they always were, so an old list
+ * means what it meant (its '#' lines were comments, and still are). */
+#define LIST_OFFSETS "#wharf-list offsets"
+
+/* An optional '-' and decimal digits, nothing else. */
+static bool is_int(const char *s)
+{
+	if (*s == '-')
+		s++;
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (*end || errno)
+		return false;
+	*v = x;
+	return true;
+}
+
+static bool parse_label(const char *s, int32_t *v)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(s, &end, 10);
+	if (end == s || *end || errno || x < -1 || x > INT32_MAX)
+		return false;
+	*v = (int32_t)x;
+	return true;
+}
+
+/* "PATH [LABEL]": cuts the label off p when the last word is one. */
+static int32_t parse_plain_line(char *p)
+{
+	int32_t label = -1;
+	char *sp = strrchr(p, ' '), *tab = strrchr(p, '\t');
+	if (tab && (!sp || tab > sp))
+		sp = tab;
+	if (sp && parse_label(sp + 1, &label)) {
+		while (sp > p && (sp[-1] == ' ' || sp[-1] == '\t'))
+			sp--;
+		*sp = '\0';
+	}
+	return label;
+}
+
+/*
+ * "PATH OFFSET LENGTH [LABEL]" (p trimmed, not blank): with a tab in the
+ * line the fields are split at tabs only, so a path may hold spaces and end
+ * in a number; otherwise the last two or three words are the numbers and a
+ * path that itself ends in a number word would be read wrong, so four
+ * numeric words are refused as ambiguous.  Cuts the path off in place.
+ * Returns NULL, or why the line is refused.
+ */
+static const char *parse_offsets_line(char *p, uint64_t *off, uint64_t *len,
+				      int32_t *label)
+{
+	char *f[4]; /* the number fields, last first */
+	int k = 0;
+	if (strchr(p, '\t')) {
+		char *fields[5], *s = p;
+		int n = 0;
+		while (s && n < 5) {
+			fields[n++] = s;
+			s = strchr(s, '\t');
+			if (s)
+				*s++ = '\0';
+		}
+		if (s || n < 3 || n > 4)
+			return "expected "
+			       "PATH<TAB>OFFSET<TAB>LENGTH[<TAB>LABEL]";
+		for (int i = n - 1; i >= 1; i--)
+			f[k++] = fields[i];
+	} else {
+		char *end = p + strlen(p);
+		while (k < 4) {
+			char *sp = end;
+			while (sp > p && sp[-1] != ' ')
+				sp--;
+			if (sp == p || !is_int(sp))
+				break;
+			f[k++] = sp;
+			while (sp > p && sp[-1] == ' ')
+				sp--;
+			*sp = '\0';
+			end = sp;
+		}
+		if (k == 4)
+			return "ambiguous: four numbers after the path (a path "
+			       "ending in a number needs tabs between the "
+			       "fields)";
+		if (k < 2)
+			return "expected PATH OFFSET LENGTH [LABEL]";
+	}
+	const char *o = f[k - 1], *l = f[k - 2];
+	if (!parse_u64(o, off))
+		return "the offset is not a number >= 0";
+	if (!parse_u64(l, len))
+		return "the length is not a number >= 0";
+	*label = -1;
+	if (k == 3 && !parse_label(f[0], label))
+		return "the label is not a number from -1 to 2147483647";
+	if (!*p)
+		return "no path";
+	return NULL;
+}
+
+/* Whether a plain line's path ends in two number words, as an offset line
+ * would: the hint when such a path is missing. */
+static bool looks_offset(const char *path)
+{
+	int words = 0;
+	const char *end = path + strlen(path);
+	while (words < 2) {
+		const char *sp = end;
+		while (sp > path && sp[-1] != ' ' && sp[-1] != '\t')
+			sp--;
+		if (sp == path || sp == end)
+			return false;
+		for (const char *c = sp; c < end; c++)
+			if (*c < '0' || *c > '9')
+				return false;
+		words++;
+		end = sp;
+		while (end > path && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+	}
+	return true;
+}
+
 int wharf_index_build_list(const char *list, int stat_files, const char *out)
 {
 	struct writer w;
 	char *err = NULL, *root = NULL, *line = NULL;
 	size_t cap = 0;
-	uint64_t lineno = 0;
+	uint64_t lineno = 0, size = 0;
+	bool offsets = false;
 	FILE *in = NULL;
 	int rc;
 
@@ -891,30 +1066,36 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' ||
 				 line[n - 1] == ' ' || line[n - 1] == '\t'))
 			line[--n] = '\0';
+		if (lineno == 1 && !strcmp(line, LIST_OFFSETS)) {
+			offsets = true;
+			continue;
+		}
 		char *p = line;
 		while (*p == ' ' || *p == '\t')
 			p++;
 		if (!*p || *p == '#')
 			continue;
 		int32_t label = -1;
-		char *sp = strrchr(p, ' '), *tab = strrchr(p, '\t');
-		if (tab && (!sp || tab > sp))
-			sp = tab;
-		if (sp) {
-			char *end;
-			errno = 0;
-			long v = strtol(sp + 1, &end, 10);
-			if (!*end && !errno && v >= -1 && v <= INT32_MAX &&
-			    end != sp + 1) {
-				label = (int32_t)v;
-				while (sp > p &&
-				       (sp[-1] == ' ' || sp[-1] == '\t'))
-					sp--;
-				*sp = '\0';
+		uint64_t off = 0, len = WHARF_LENGTH_UNKNOWN;
+		if (offsets) {
+			const char *why =
+			    parse_offsets_line(p, &off, &len, &label);
+			if (why) {
+				rc = -EINVAL;
+				err = strdupf("%s:%llu: %s", list,
+					      (unsigned long long)lineno, why);
+				goto out;
 			}
+		} else {
+			label = parse_plain_line(p);
 		}
-		uint64_t len = WHARF_LENGTH_UNKNOWN;
-		if (stat_files) {
+		uint32_t id;
+		int added = 1;
+		rc = offsets ? writer_file_once(&w, p, &id, &added)
+			     : writer_file(&w, p, &id);
+		if (rc)
+			goto out;
+		if (stat_files && added) {
 			struct stat st;
 			char full[PATH_MAX];
 			int fl = p[0] == '/'
@@ -929,17 +1110,33 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 			}
 			if (stat(full, &st)) {
 				rc = -errno;
-				err = strdupf("%s:%llu: %s: %s", list,
+				err = strdupf("%s:%llu: %s: %s%s", list,
 					      (unsigned long long)lineno, full,
-					      strerror(-rc));
+					      strerror(-rc),
+					      !offsets && looks_offset(p)
+						  ? " (for PATH OFFSET LENGTH "
+						    "lines, make the list's "
+						    "first line \"" LIST_OFFSETS
+						    "\")"
+						  : "");
 				goto out;
 			}
-			len = (uint64_t)st.st_size;
+			size = (uint64_t)st.st_size;
 		}
-		uint32_t id;
-		rc = writer_file(&w, p, &id);
-		if (!rc)
-			rc = writer_sample(&w, id, 0, len, label);
+		if (stat_files && !offsets)
+			len = size;
+		if (stat_files && offsets && (off > size || len > size - off)) {
+			rc = -ERANGE;
+			err =
+			    strdupf("%s:%llu: %s: bytes %llu to %llu are past "
+				    "its end (%llu bytes)",
+				    list, (unsigned long long)lineno, p,
+				    (unsigned long long)off,
+				    (unsigned long long)(off + len),
+				    (unsigned long long)size);
+			goto out;
+		}
+		rc = writer_sample(&w, id, off, len, label);
 		if (rc)
 			goto out;
 	}
@@ -1008,6 +1205,121 @@ int wharf_index_build_records(uint64_t record, const char *const *files,
 out:
 	writer_free(&w);
 	return rc ? error_set(rc, err) : 0;
+}
+
+/* ---- the public builder ---- */
+
+struct wharf_index_builder {
+	struct writer w;
+	char *out;
+	char *err; /* where the writer leaves its messages */
+	int rc;	   /* the first write error: sticky, finish returns it */
+	bool done;
+};
+
+int wharf_index_builder_new(const char *out, const char *root,
+			    wharf_index_builder **b)
+{
+	char *err = NULL;
+	*b = NULL;
+	if (!out || !*out)
+		return error_set(-EINVAL, strdupf("index builder: no output "
+						  "path"));
+	char *real = realpath(root ? root : ".", NULL);
+	if (!real) {
+		int rc = -errno;
+		return error_set(rc, strdupf("index %s: root %s: %s", out,
+					     root ? root : ".", strerror(-rc)));
+	}
+	struct wharf_index_builder *nb = calloc(1, sizeof(*nb));
+	char *o = strdup(out);
+	if (!nb || !o) {
+		free(nb);
+		free(o);
+		free(real);
+		return error_set(-ENOMEM,
+				 strdupf("index %s: out of memory", out));
+	}
+	nb->out = o;
+	int rc = writer_init(&nb->w, nb->out, real, &err);
+	free(real);
+	if (rc) {
+		writer_free(&nb->w);
+		free(nb->out);
+		free(nb);
+		return error_set(rc, err);
+	}
+	nb->w.err = &nb->err;
+	*b = nb;
+	return 0;
+}
+
+/* A write failed: every later call fails too (the index would miss
+ * samples).  Hands the writer's message to wharf_last_error(). */
+static int builder_failed(struct wharf_index_builder *b, int rc)
+{
+	char *msg = b->err;
+	b->rc = rc;
+	b->err = NULL;
+	return error_set(rc, msg);
+}
+
+/* A call on a builder that failed or finished. */
+static int builder_spent(const struct wharf_index_builder *b)
+{
+	return error_set(
+	    b->rc ? b->rc : -EINVAL,
+	    strdupf("index %s: %s", b->out,
+		    b->rc ? "an earlier write failed" : "already finished"));
+}
+
+int wharf_index_builder_add(wharf_index_builder *b, const char *path,
+			    uint64_t offset, uint64_t length, int32_t label)
+{
+	if (b->rc || b->done)
+		return builder_spent(b);
+	if (!path || !*path)
+		return error_set(
+		    -EINVAL, strdupf("index %s: sample %llu: "
+				     "empty path",
+				     b->out, (unsigned long long)b->w.count));
+	if (label < -1)
+		return error_set(-EINVAL,
+				 strdupf("index %s: sample %llu: label %d "
+					 "(use -1 for none)",
+					 b->out, (unsigned long long)b->w.count,
+					 (int)label));
+	if (length != WHARF_LENGTH_UNKNOWN && offset > UINT64_MAX - length)
+		return error_set(-EOVERFLOW,
+				 strdupf("index %s: sample %llu: offset + "
+					 "length overflows",
+					 b->out,
+					 (unsigned long long)b->w.count));
+	uint32_t id;
+	int added;
+	int rc = writer_file_once(&b->w, path, &id, &added);
+	if (!rc)
+		rc = writer_sample(&b->w, id, offset, length, label);
+	return rc ? builder_failed(b, rc) : 0;
+}
+
+int wharf_index_builder_finish(wharf_index_builder *b)
+{
+	if (b->rc || b->done)
+		return builder_spent(b);
+	b->done = true;
+	int rc = writer_finish(&b->w);
+	return rc ? builder_failed(b, rc) : 0;
+}
+
+void wharf_index_builder_free(wharf_index_builder *b)
+{
+	if (!b)
+		return;
+	writer_free(&b->w);
+	free(b->err);
+	free(b->out);
+	free(b);
 }
 
 /* ---- public accessors ---- */

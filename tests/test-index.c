@@ -219,6 +219,216 @@ START_TEST(records_round_trip)
 }
 END_TEST
 
+/* Writes text to the file at path. */
+static void put_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+struct want {
+	uint64_t off, len;
+	int32_t label;
+	uint32_t file;
+};
+
+/* The index holds exactly the n samples of want, in nfiles files. */
+static void check_samples(const wharf_index *idx, const struct want *want,
+			  size_t n, uint64_t nfiles)
+{
+	ck_assert_uint_eq(wharf_index_count(idx), n);
+	ck_assert_uint_eq(wharf_index_num_files(idx), nfiles);
+	for (size_t i = 0; i < n; i++) {
+		struct wharf_sample s;
+		ck_assert_int_eq(wharf_index_sample(idx, i, &s), 0);
+		ck_assert_uint_eq(s.file, want[i].file);
+		ck_assert_uint_eq(s.offset, want[i].off);
+		ck_assert_uint_eq(s.length, want[i].len);
+		ck_assert_int_eq(s.label, want[i].label);
+	}
+}
+
+START_TEST(builder_round_trip)
+{
+	char *a = pathf("b a"), *out = pathf("b.idx");
+	ck_assert_int_eq(fx_write_file(a, 100, 4), 0);
+	/* Three samples of one file (one entry), an absolute path, the first
+	 * file again (a second entry), an unknown length. */
+	static const char *const path[] = {"b a", "b a", "b a", NULL, "b a"};
+	static const struct want in[] = {
+	    {0, 10, 5, 0},
+	    {10, 0, -1, 0},
+	    {90, 10, 2147483647, 0},
+	    {3, 4, 1, 1},
+	    {1, WHARF_LENGTH_UNKNOWN, 0, 2},
+	};
+	wharf_index_builder *b;
+	ck_assert_int_eq(wharf_index_builder_new(out, root, &b), 0);
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_int_eq(
+		    wharf_index_builder_add(b, path[i] ? path[i] : a, in[i].off,
+					    in[i].len, in[i].label),
+		    0);
+	/* Refused arguments name the sample and leave the builder usable. */
+	ck_assert_int_eq(wharf_index_builder_add(b, "", 0, 1, -1), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "sample 5"));
+	ck_assert_int_eq(wharf_index_builder_add(b, "x", 0, 1, -2), -EINVAL);
+	ck_assert_int_eq(wharf_index_builder_add(b, "x", UINT64_MAX - 1, 2, -1),
+			 -EOVERFLOW);
+	ck_assert_int_eq(wharf_index_builder_finish(b), 0);
+	ck_assert_int_eq(wharf_index_builder_finish(b), -EINVAL);
+	wharf_index_builder_free(b);
+
+	wharf_index *idx;
+	ck_assert_int_eq(wharf_index_open(out, WHARF_INDEX_VERIFY, &idx), 0);
+	check_samples(idx, in, 5, 3);
+	char buf[4096];
+	for (uint32_t f = 0; f < 3; f++) {
+		ck_assert_int_gt(wharf_index_path(idx, f, buf, sizeof(buf)), 0);
+		ck_assert_str_eq(buf, a);
+	}
+	struct wharf_index_info info = {.size = sizeof(info)};
+	ck_assert_int_eq(wharf_index_info(idx, &info), 0);
+	ck_assert_uint_eq(info.num_labels, 2147483648u);
+	ck_assert_uint_eq(info.unknown_lengths, 1);
+	wharf_index_close(idx);
+
+	/* No samples at all: an empty index that opens verified. */
+	char *empty = pathf("empty.idx");
+	ck_assert_int_eq(wharf_index_builder_new(empty, NULL, &b), 0);
+	ck_assert_int_eq(wharf_index_builder_finish(b), 0);
+	wharf_index_builder_free(b);
+	ck_assert_int_eq(wharf_index_open(empty, WHARF_INDEX_VERIFY, &idx), 0);
+	ck_assert_uint_eq(wharf_index_count(idx), 0);
+	ck_assert_uint_eq(wharf_index_num_files(idx), 0);
+	wharf_index_close(idx);
+	free(empty);
+
+	/* Freed unfinished: nothing written, nothing left behind. */
+	char *gone = pathf("gone.idx");
+	ck_assert_int_eq(wharf_index_builder_new(gone, NULL, &b), 0);
+	ck_assert_int_eq(wharf_index_builder_add(b, a, 0, 1, -1), 0);
+	wharf_index_builder_free(b);
+	ck_assert_int_ne(access(gone, F_OK), 0);
+	char *nowhere = pathf("nowhere");
+	ck_assert_int_eq(wharf_index_builder_new(gone, nowhere, &b), -ENOENT);
+	ck_assert_ptr_null(b);
+	free(nowhere);
+	free(gone);
+	free(a);
+	free(out);
+}
+END_TEST
+
+/* Builds list (text) with stat_files; the build's return code. */
+static int build_text(const char *text, int stat_files)
+{
+	char *list = pathf("ol/list"), *out = pathf("ol.idx");
+	put_text(list, text);
+	int rc = wharf_index_build_list(list, stat_files, out);
+	free(list);
+	free(out);
+	return rc;
+}
+
+START_TEST(list_offsets)
+{
+	char *d = pathf("ol");
+	ck_assert_int_eq(fx_mkdirs(d), 0);
+	char *p = pathf("ol/shard.tar"), *q = pathf("ol/a b 7");
+	ck_assert_int_eq(fx_write_file(p, 4096, 5), 0);
+	ck_assert_int_eq(fx_write_file(q, 100, 6), 0);
+	ck_assert_int_eq(build_text("#wharf-list offsets\n"
+				    "shard.tar 512 1234 3\n"
+				    "# a comment\n\n"
+				    "  shard.tar   0  512\r\n"
+				    "a b 7\t10\t20\t-1\n"
+				    "a b 7\t30\t70\n"
+				    "shard.tar 4000 96 0\n",
+				    1),
+			 0);
+	char *out = pathf("ol.idx");
+	wharf_index *idx;
+	ck_assert_int_eq(wharf_index_open(out, WHARF_INDEX_VERIFY, &idx), 0);
+	static const struct want want[] = {{512, 1234, 3, 0},
+					   {0, 512, -1, 0},
+					   {10, 20, -1, 1},
+					   {30, 70, -1, 1},
+					   {4000, 96, 0, 2}};
+	check_samples(idx, want, 5, 3);
+	char buf[4096];
+	ck_assert_int_gt(wharf_index_path(idx, 1, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, q);
+	wharf_index_close(idx);
+
+	/* Without the first line, an old list means what it meant: one
+	 * path with spaces and a label. */
+	ck_assert_int_eq(build_text("shard.tar 512 1234 3\n", 0), 0);
+	ck_assert_int_eq(wharf_index_open(out, 0, &idx), 0);
+	ck_assert_int_gt(wharf_index_path(idx, 0, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "/ol/shard.tar 512 1234"));
+	struct wharf_sample s;
+	ck_assert_int_eq(wharf_index_sample(idx, 0, &s), 0);
+	ck_assert_int_eq(s.label, 3);
+	ck_assert_uint_eq(s.offset, 0);
+	wharf_index_close(idx);
+	/* With --stat such a missing path hints at the first line. */
+	ck_assert_int_eq(build_text("shard.tar 512  1234 3\n", 1), -ENOENT);
+	ck_assert_ptr_nonnull(
+	    strstr(wharf_last_error(), "first line \"#wharf-list offsets\""));
+	ck_assert_int_eq(build_text("shard.tar 3\nmissing 1\n", 1), -ENOENT);
+	ck_assert_ptr_null(strstr(wharf_last_error(), "#wharf-list"));
+
+	/* A list of comments only: an empty index that opens. */
+	ck_assert_int_eq(build_text("#wharf-list offsets\n# none\n", 1), 0);
+	ck_assert_int_eq(wharf_index_open(out, WHARF_INDEX_VERIFY, &idx), 0);
+	ck_assert_uint_eq(wharf_index_count(idx), 0);
+	wharf_index_close(idx);
+
+	/* Refused lines, each named by its number. */
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+	    {"#wharf-list offsets\nshard.tar 0 1\nshard.tar 7\n",
+	     "list:3: expected PATH OFFSET LENGTH"},
+	    {"#wharf-list offsets\na b 7 1 2 3\n", "list:2: ambiguous"},
+	    {"#wharf-list offsets\nshard.tar -1 2\n", "list:2: the offset"},
+	    {"#wharf-list offsets\nshard.tar 1 -2\n", "list:2: the length"},
+	    {"#wharf-list offsets\nshard.tar 1 2 -3\n", "list:2: the label"},
+	    {"#wharf-list offsets\nshard.tar\t1\n",
+	     "list:2: expected PATH<TAB>"},
+	    {"#wharf-list offsets\nshard.tar\tx\t2\n", "list:2: the offset"},
+	    {"#wharf-list offsets\n\t1\t2\n", "list:2: expected PATH<TAB>"},
+	    {"#wharf-list offsets\nshard.tar 99999999999999999999 1\n",
+	     "list:2: the offset"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(build_text(bad[i].text, 0), -EINVAL);
+		ck_assert_msg(strstr(wharf_last_error(), bad[i].why),
+			      "case %zu: %s", i, wharf_last_error());
+	}
+	/* Out of the file, caught with --stat only. */
+	const char *past = "#wharf-list offsets\nshard.tar 0 4096\n"
+			   "shard.tar 4000 97\n";
+	ck_assert_int_eq(build_text(past, 0), 0);
+	ck_assert_int_eq(build_text(past, 1), -ERANGE);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "list:3: shard.tar"));
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "4096 bytes"));
+	ck_assert_int_eq(
+	    build_text("#wharf-list offsets\nshard.tar 4097 0\n", 1), -ERANGE);
+	ck_assert_int_eq(build_text("#wharf-list offsets\nshard.tar "
+				    "18446744073709551615 2\n",
+				    1),
+			 -ERANGE);
+	free(d);
+	free(p);
+	free(q);
+	free(out);
+}
+END_TEST
+
 START_TEST(corrupted)
 {
 	char *a = pathf("ca");
@@ -370,6 +580,19 @@ START_TEST(cli)
 			       "grep -q corrupted",
 			       w, out),
 			 0);
+	/* A list with offsets: a refused line is named on stderr. */
+	char *list = pathf("cli-list");
+	put_text(list, "#wharf-list offsets\ncli-a 0 1024 2\ncli-a 1 1024\n");
+	ck_assert_int_eq(fx_sh("'%s' index build --list '%s' -o '%s' "
+			       ">/dev/null",
+			       w, list, out),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' index build --stat --list '%s' -o '%s' "
+			       "2>&1 | grep -q 'cli-list:3: cli-a: bytes 1 "
+			       "to 1025 are past its end'",
+			       w, list, out),
+			 0);
+	free(list);
 	free(a);
 	free(out);
 }
@@ -382,6 +605,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, dir_round_trip);
 	tcase_add_test(tc, list_round_trip);
 	tcase_add_test(tc, records_round_trip);
+	tcase_add_test(tc, builder_round_trip);
+	tcase_add_test(tc, list_offsets);
 	tcase_add_test(tc, corrupted);
 	tcase_add_test(tc, bad_sections);
 	tcase_add_test(tc, cli);

@@ -207,6 +207,16 @@ int wharf_index_build_dir(const char *dir, const char *out);
  * list file's directory.  With stat_files == 0 lengths are left unknown (the
  * whole file is read; the loader then needs sample_bytes or slot_bytes);
  * otherwise every file is stat'ed for its size.
+ *
+ * A list whose first line is exactly "#wharf-list offsets" holds samples
+ * inside files instead: "PATH OFFSET LENGTH [LABEL]" (decimal bytes).
+ * Separated by spaces, the last two or three words are the numbers, and a
+ * line with four numeric words is refused as ambiguous; separated by tabs
+ * (any tab in the line), the fields are exactly those between tabs, so a
+ * path may hold spaces and end in a number.  Consecutive lines of one path
+ * share one file entry.  With stat_files, OFFSET + LENGTH must lie within
+ * the file.  A refused line fails the build with -EINVAL (-ERANGE when out
+ * of the file) and "LIST:LINE: why" in wharf_last_error().
  */
 int wharf_index_build_list(const char *list, int stat_files, const char *out);
 
@@ -216,6 +226,39 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out);
  */
 int wharf_index_build_records(uint64_t record, const char *const *files,
 			      size_t nfiles, const char *out);
+
+/*
+ * Samples from any container (TFRecord, RecordIO, a packed blob...): a
+ * builder takes (path, offset, length, label) one at a time and streams
+ * them to disk like the builders above, so memory stays flat however many
+ * samples are added.  Calls: wharf_index_builder_new() → any number of
+ * wharf_index_builder_add() → wharf_index_builder_finish() (writes and
+ * renames the index into place) → wharf_index_builder_free(), which also
+ * abandons a build that was not finished (nothing is left at out).
+ *
+ * root: the directory that relative paths are resolved against when the
+ * index is loaded (NULL: the current directory); absolute paths are kept
+ * as they are.  The builder owns copies of out and root.
+ *
+ * A path equal to the one added just before shares its file entry, so add
+ * the samples of one file together (a path that comes back later gets a
+ * second entry: harmless, but the index grows by its length).  Nothing is
+ * read or checked on disk: offset and length are taken as given; length
+ * may be WHARF_LENGTH_UNKNOWN (read to the end of the file); label is -1
+ * for none.
+ *
+ * @return 0, or a negative errno with wharf_last_error() set.  After a
+ * failed write (not a refused argument) every later add or finish fails;
+ * free the builder.
+ */
+typedef struct wharf_index_builder wharf_index_builder;
+
+int wharf_index_builder_new(const char *out, const char *root,
+			    wharf_index_builder **b);
+int wharf_index_builder_add(wharf_index_builder *b, const char *path,
+			    uint64_t offset, uint64_t length, int32_t label);
+int wharf_index_builder_finish(wharf_index_builder *b);
+void wharf_index_builder_free(wharf_index_builder *b);
 
 /* ------------------------------------------------------------------------
  * Loader

@@ -92,23 +92,32 @@ class Index:
 
     @classmethod
     def build(cls, out, dir=None, list=None, files=None, record_bytes=None,
-              stat=True, verify=False):
+              samples=None, root=None, stat=True, verify=False):
         """Writes an index to out and opens it.  Exactly one source:
 
         dir=D: every file under D in byte order of the path, labelled by its
         top-level subdirectory (ImageFolder); list=F: a file of "PATH [LABEL]"
-        lines (stat=False leaves sizes unknown); files=[...] with
-        record_bytes=N: each file cut into N-byte records.
+        lines, or of "PATH OFFSET LENGTH [LABEL]" lines after a first line
+        "#wharf-list offsets" (stat=False leaves sizes unknown and offsets
+        unchecked); files=[...] with record_bytes=N: each file cut into
+        N-byte records; samples=iterable of (path, offset, length, label)
+        tuples, samples inside any container (label None or -1 for none,
+        length None for "to the end of the file", as Index.sample() gives
+        them), streamed to disk as they come,
+        relative paths resolved against root (default: the current
+        directory).
         """
-        given = [x is not None for x in (dir, list, files)]
+        given = [x is not None for x in (dir, list, files, samples)]
         if sum(given) != 1:
             raise ValueError("Index.build needs exactly one of dir=, list=, "
-                             "files=")
+                             "files=, samples=")
         if dir is not None:
             rc = _c.wharf_index_build_dir(_path(dir), _path(out))
         elif list is not None:
             rc = _c.wharf_index_build_list(_path(list), int(bool(stat)),
                                            _path(out))
+        elif samples is not None:
+            rc = cls._build_samples(out, samples, root)
         else:
             if not record_bytes or record_bytes <= 0:
                 raise ValueError("files= needs record_bytes=")
@@ -119,6 +128,37 @@ class Index:
         if rc:
             _raise(rc)
         return cls(out, verify=verify)
+
+    @staticmethod
+    def _build_samples(out, samples, root):
+        """samples= through the C builder: one call per sample, so memory
+        stays flat however long the iterable is.  Returns 0 or raises."""
+        b = ctypes.c_void_p()
+        rc = _c.wharf_index_builder_new(
+            _path(out), None if root is None else _path(root),
+            ctypes.byref(b))
+        if rc:
+            _raise(rc)
+        try:
+            for path, offset, length, label in samples:
+                if length is None:
+                    length = _lib.WHARF_LENGTH_UNKNOWN
+                if label is None:
+                    label = -1
+                if offset < 0 or length < 0:
+                    raise ValueError("sample (%r, %r, %r): offset and "
+                                     "length must be >= 0"
+                                     % (path, offset, length))
+                rc = _c.wharf_index_builder_add(b, _path(path), int(offset),
+                                                int(length), int(label))
+                if rc:
+                    _raise(rc)
+            rc = _c.wharf_index_builder_finish(b)
+            if rc:
+                _raise(rc)
+        finally:
+            _c.wharf_index_builder_free(b)
+        return 0
 
     def _handle(self):
         if self._closed:

@@ -17,6 +17,7 @@ c_char_p = ctypes.c_char_p
 
 WHARF_END = 1
 WHARF_INDEX_VERIFY = 1
+WHARF_LENGTH_UNKNOWN = (1 << 64) - 1
 WHARF_EVEN_PAD = 0
 WHARF_EVEN_DROP = 1
 
@@ -146,6 +147,12 @@ _SIGNATURES = {
                                [c_char_p, ctypes.c_int, c_char_p]),
     "wharf_index_build_records": (ctypes.c_int, [
         c_u64, _P(c_char_p), ctypes.c_size_t, c_char_p]),
+    "wharf_index_builder_new": (ctypes.c_int,
+                                [c_char_p, c_char_p, _P(c_void_p)]),
+    "wharf_index_builder_add": (ctypes.c_int, [
+        c_void_p, c_char_p, c_u64, c_u64, c_i32]),
+    "wharf_index_builder_finish": (ctypes.c_int, [c_void_p]),
+    "wharf_index_builder_free": (None, [c_void_p]),
     "wharf_options_init": (None, [_P(Options)]),
     "wharf_loader_open": (ctypes.c_int,
                           [c_void_p, _P(Options), _P(c_void_p)]),
