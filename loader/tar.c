@@ -79,8 +79,8 @@ static void verr(char **err, const char *shard, uint64_t at, const char *fmt,
 		return;
 	vsnprintf(what, sizeof(what), fmt, ap);
 	free(*err);
-	*err = strdupf("%s: byte %llu: %s", shard, (unsigned long long)at,
-		       what);
+	*err =
+	    strdupf("%s: byte %llu: %s", shard, (unsigned long long)at, what);
 }
 
 static int fail(struct walk *w, uint64_t at, int rc, const char *fmt, ...)
@@ -228,9 +228,8 @@ static int parse_pax(struct walk *w, uint64_t hdr, const char *p, size_t n,
 		uint64_t len;
 		size_t vlen;
 
-		if (!sp || parse_dec(p, (size_t)(sp - p), &len) ||
-		    len > n || len < (uint64_t)(sp - p) + 3 ||
-		    p[len - 1] != '\n')
+		if (!sp || parse_dec(p, (size_t)(sp - p), &len) || len > n ||
+		    len < (uint64_t)(sp - p) + 3 || p[len - 1] != '\n')
 			return fail(w, hdr, -EBADMSG,
 				    "a malformed pax record (\"LENGTH "
 				    "KEY=VALUE\" expected)");
@@ -408,8 +407,7 @@ static int walk(struct walk *w, tar_member_fn cb, void *cb_arg)
 					    "byte %llu run past the end of the "
 					    "shard (%llu bytes): truncated, or "
 					    "a wrong size",
-					    m.name,
-					    (unsigned long long)m.size,
+					    m.name, (unsigned long long)m.size,
 					    (unsigned long long)data,
 					    (unsigned long long)w->size);
 			rc = cb(cb_arg, &m);
@@ -496,9 +494,9 @@ static int keyset_add(struct keyset *k, const char *key)
 	char **s;
 
 	if (2 * (k->n + 1) >= k->cap) {
-		struct keyset g = {calloc(k->cap ? 2 * k->cap : 64,
-					  sizeof(char *)),
-				   k->cap ? 2 * k->cap : 64, k->n};
+		struct keyset g = {
+		    calloc(k->cap ? 2 * k->cap : 64, sizeof(char *)),
+		    k->cap ? 2 * k->cap : 64, k->n};
 
 		if (!g.slot)
 			return -ENOMEM;
@@ -544,16 +542,16 @@ struct wds {
 	size_t extlen;
 };
 
-static int wds_damage(struct wds *g, uint64_t at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int wds_damage(struct wds *g, uint64_t at, const char *fmt, ...)
+static int wds_fail(struct wds *g, uint64_t at, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int wds_fail(struct wds *g, uint64_t at, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	verr(g->err, g->shard, at, fmt, ap);
 	va_end(ap);
-	return -EBADMSG;
+	return rc;
 }
 
 static int wds_flush(struct wds *g)
@@ -565,7 +563,7 @@ static int wds_flush(struct wds *g)
 	g->open = false;
 	rc = keyset_add(&g->seen, g->key);
 	if (rc)
-		return rc;
+		return wds_fail(g, g->s.header, rc, "out of memory");
 	g->s.key = g->key;
 	g->s.fields = g->fields;
 	return g->cb(g->cb_arg, &g->s);
@@ -591,11 +589,11 @@ static int wds_member(void *arg, const struct tar_member *m)
 		memcpy(g->key, m->name, (size_t)klen);
 		g->key[klen] = '\0';
 		if (g->seen.n && *keyset_find(&g->seen, g->key, (size_t)klen))
-			return wds_damage(g, m->header,
-					  "key %s comes back after other keys "
-					  "(%s): a sample's members must be "
-					  "adjacent",
-					  g->key, m->name);
+			return wds_fail(g, m->header, -EBADMSG,
+					"key %s comes back after other keys "
+					"(%s): a sample's members must be "
+					"adjacent",
+					g->key, m->name);
 		g->open = true;
 		g->s.header = m->header;
 		g->s.nfields = 0;
@@ -603,15 +601,15 @@ static int wds_member(void *arg, const struct tar_member *m)
 	}
 	for (size_t i = 0; i < g->s.nfields; i++)
 		if (!strcmp(g->fields[i].ext, ext))
-			return wds_damage(g, m->header,
-					  "key %s has field %s twice", g->key,
-					  ext);
+			return wds_fail(g, m->header, -EBADMSG,
+					"key %s has field %s twice", g->key,
+					ext);
 	elen = strlen(ext) + 1;
 	if (g->s.nfields == WDS_FIELDS_MAX ||
 	    elen > sizeof(g->exts) - g->extlen)
-		return wds_damage(g, m->header,
-				  "key %s has too many fields (at %s)", g->key,
-				  ext);
+		return wds_fail(g, m->header, -EBADMSG,
+				"key %s has too many fields (at %s)", g->key,
+				ext);
 	memcpy(g->exts + g->extlen, ext, elen);
 	g->fields[g->s.nfields++] = (struct tar_field){
 	    .ext = g->exts + g->extlen, .offset = m->offset, .size = m->size};

@@ -46,10 +46,10 @@ enum tar_type {
 };
 
 struct tar_member {
-	const char *name;    /* the full path; valid during the callback */
-	uint64_t header;     /* offset of its (first) header block */
-	uint64_t offset;     /* offset of its data */
-	uint64_t size;       /* bytes of data (0 for links, directories) */
+	const char *name; /* the full path; valid during the callback */
+	uint64_t header;  /* offset of its (first) header block */
+	uint64_t offset;  /* offset of its data */
+	uint64_t size;	  /* bytes of data (0 for links, directories) */
 	enum tar_type type;
 };
 
@@ -70,8 +70,8 @@ int tar_walk(const char *shard, uint64_t shard_size, tar_read_fn rd,
 
 /* One field of a WebDataset sample. */
 struct tar_field {
-	const char *ext;  /* after the first dot of the basename: "jpg" */
-	uint64_t offset;  /* of its data in the shard */
+	const char *ext; /* after the first dot of the basename: "jpg" */
+	uint64_t offset; /* of its data in the shard */
 	uint64_t size;
 };
 

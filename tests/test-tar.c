@@ -141,7 +141,10 @@ static uint8_t *header(struct sparse *sp, uint64_t off, const char *name,
 			b[124 + i] = (uint8_t)size;
 	}
 	b[156] = (uint8_t)type;
-	memcpy(b + 257, "ustar\0" "00", 8);
+	memcpy(b + 257,
+	       "ustar\0"
+	       "00",
+	       8);
 	seal(b, false);
 	return b;
 }
@@ -180,12 +183,16 @@ static void make_names(void)
 {
 	/* 125 chars: ustar splits it at the slash; 185: too; 275: only gnu
 	 * and posix; a 134-char basename: only gnu and posix. */
-	snprintf(long_names[0], 400, "%s/%s.txt", "pppppppppppppppppppppppp"
-		 "pppppppppppppppppppppppppppppppppppp",
-		 "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq");
+	snprintf(
+	    long_names[0], 400, "%s/%s.txt",
+	    "pppppppppppppppppppppppp"
+	    "pppppppppppppppppppppppppppppppppppp",
+	    "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq");
 	memset(long_names[1], 'r', 100);
-	snprintf(long_names[1] + 100, 300, "/%s", "ssssssssssssssssssssssss"
-		 "ssssssssssssssssssssssssssssssssssssssssssssssssssssssss.bin");
+	snprintf(
+	    long_names[1] + 100, 300, "/%s",
+	    "ssssssssssssssssssssssss"
+	    "ssssssssssssssssssssssssssssssssssssssssssssssssssssssss.bin");
 	memset(long_names[2], 't', 150);
 	long_names[2][150] = '/';
 	memset(long_names[2] + 151, 'u', 120);
@@ -195,12 +202,12 @@ static void make_names(void)
 }
 
 static const struct file files[] = {
-    {"0001.jpg", 1000, true},	  {"0001.cls", 1, true},
+    {"0001.jpg", 1000, true}, {"0001.cls", 1, true},
     {"0002.jpg", 0, true}, /* a 0-byte field */
-    {"0002.cls", 2, true},	  {"empty", 0, true},
-    {"big.bin", 70000, true},	  {"sub/0003.seg.png", 513, true},
-    {NULL, 777, true},		  {NULL, 512, true},
-    {NULL, 1536, false},	  {NULL, 3, false},
+    {"0002.cls", 2, true},    {"empty", 0, true},
+    {"big.bin", 70000, true}, {"sub/0003.seg.png", 513, true},
+    {NULL, 777, true},	      {NULL, 512, true},
+    {NULL, 1536, false},      {NULL, 3, false},
 };
 #define NFILES (sizeof(files) / sizeof(files[0]))
 
@@ -233,18 +240,19 @@ static void make_archive(const char *dir, const char *fmt)
 		*slash = '\0';
 		ck_assert_int_eq(fx_mkdirs(path), 0);
 		*slash = '/';
-		ck_assert_int_eq(fx_write_file(path, files[i].size, (uint32_t)i),
-				 0);
+		ck_assert_int_eq(
+		    fx_write_file(path, files[i].size, (uint32_t)i), 0);
 		fprintf(f, "%s\n", name);
 	}
 	fprintf(f, "sub\nlink\n");
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/in/link", dir);
 	ck_assert_int_eq(symlink("0001.jpg", path), 0);
-	ck_assert_int_eq(fx_sh("tar --format=%s --no-recursion -cf %s/shard.tar "
-			       "-C %s/in -T %s",
-			       fmt, dir, dir, list),
-			 0);
+	ck_assert_int_eq(
+	    fx_sh("tar --format=%s --no-recursion -cf %s/shard.tar "
+		  "-C %s/in -T %s",
+		  fmt, dir, dir, list),
+	    0);
 }
 
 START_TEST(gnu_tar_archives)
@@ -295,8 +303,8 @@ START_TEST(gnu_tar_archives)
 	ck_assert_uint_eq(s.m[find(&s, "link")].size, 0);
 	/* posix wrote pax x headers for the long names: the walk read them. */
 	for (size_t o = 0; o + 512 <= len; o += 512)
-		x_headers += tar[o + 156] == 'x' && !memcmp(tar + o + 257,
-							    "ustar", 5);
+		x_headers +=
+		    tar[o + 156] == 'x' && !memcmp(tar + o + 257, "ustar", 5);
 	if (!strcmp(fmt, "posix"))
 		ck_assert_int_ge(x_headers, 2);
 	seen_free(&s);
@@ -326,8 +334,8 @@ static void damaged(uint8_t *tar, size_t len, size_t keep_before,
 	unlink(path);
 	ck_assert_int_eq(rc, -EBADMSG);
 	ck_assert_ptr_nonnull(err);
-	snprintf(where, sizeof(where), "shard-7.tar: byte %llu: ",
-		 (unsigned long long)at);
+	snprintf(where, sizeof(where),
+		 "shard-7.tar: byte %llu: ", (unsigned long long)at);
 	ck_assert_msg(!strncmp(err, where, strlen(where)), "%s", err);
 	ck_assert_msg(strstr(err, want), "%s", err);
 	ck_assert_uint_eq(s.n, keep_before);
@@ -440,9 +448,10 @@ START_TEST(pax_size_and_path)
 
 	/* A global path (g) for later members, then an x record with a
 	 * size and a path for the next one, whose header says 0 bytes. */
-	off = pax(&sp, 0, 'x', "29 path=dir/long/name.tensor\n"
-			       "20 size=10000000000\n"
-			       "30 mtime=1700000000.123456789\n");
+	off = pax(&sp, 0, 'x',
+		  "29 path=dir/long/name.tensor\n"
+		  "20 size=10000000000\n"
+		  "30 mtime=1700000000.123456789\n");
 	header(&sp, off, "ignored-short", 0, '0');
 	next = off + 512 + ((size + 511) & ~511ull);
 	header(&sp, next, "plain.txt", 4, '0');
@@ -584,14 +593,14 @@ static int collect(void *arg, const struct tar_sample *smp)
 	struct samples *g = arg;
 	size_t at = strlen(g->text);
 
-	at += (size_t)snprintf(g->text + at, sizeof(g->text) - at, "%s:",
-			       smp->key);
+	at += (size_t)snprintf(g->text + at, sizeof(g->text) - at,
+			       "%s:", smp->key);
 	for (size_t i = 0; i < smp->nfields; i++)
-		at += (size_t)snprintf(g->text + at, sizeof(g->text) - at,
-				       "%s%s@%llu+%llu", i ? "," : "",
-				       smp->fields[i].ext,
-				       (unsigned long long)smp->fields[i].offset,
-				       (unsigned long long)smp->fields[i].size);
+		at += (size_t)snprintf(
+		    g->text + at, sizeof(g->text) - at, "%s%s@%llu+%llu",
+		    i ? "," : "", smp->fields[i].ext,
+		    (unsigned long long)smp->fields[i].offset,
+		    (unsigned long long)smp->fields[i].size);
 	snprintf(g->text + at, sizeof(g->text) - at, ";");
 	g->n++;
 	return 0;
