@@ -16,12 +16,13 @@
 #define ROUND_UP(n) (((n) + BLOCK - 1) & ~(uint64_t)(BLOCK - 1))
 
 /* Header fields (offset, length), POSIX ustar. */
-#define H_NAME 0, 100
+#define H_NAME_LEN 100
 #define H_SIZE 124, 12
 #define H_CHKSUM 148, 8
 #define H_TYPE 156
 #define H_MAGIC 257
-#define H_PREFIX 345, 155
+#define H_PREFIX 345
+#define H_PREFIX_LEN 155
 
 /* A name set by an extended record, or unset. */
 struct opt_name {
@@ -262,13 +263,13 @@ static int parse_pax(struct walk *w, uint64_t hdr, const char *p, size_t n,
 static void header_name(struct walk *w)
 {
 	const uint8_t *b = w->blk;
-	size_t np = 0, nn = strnlen((const char *)b, 100);
+	size_t np = 0, nn = strnlen((const char *)b, H_NAME_LEN);
 
 	/* Only POSIX ustar has a prefix; GNU keeps times there. */
 	if (!memcmp(b + H_MAGIC, "ustar\0", 6))
-		np = strnlen((const char *)b + 345, 155);
+		np = strnlen((const char *)b + H_PREFIX, H_PREFIX_LEN);
 	if (np) {
-		memcpy(w->name, b + 345, np);
+		memcpy(w->name, b + H_PREFIX, np);
 		w->name[np++] = '/';
 	}
 	memcpy(w->name + np, b, nn);
