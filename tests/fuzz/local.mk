@@ -6,7 +6,7 @@
 # fuzz/NAME, and `make fuzz FUZZ_SECONDS=N` runs each for N seconds.
 fuzz_fs_targets = listing-json listing-html manifest s3-list gcs-list \
 	gcp-token gcp-key aws-creds http-header hint-line size snapshot
-fuzz_loader_targets = index decoder index-list
+fuzz_loader_targets = index decoder index-list tar
 fuzz_targets = $(fuzz_loader_targets)
 if ENABLE_FS
 fuzz_targets += $(fuzz_fs_targets)
@@ -39,6 +39,15 @@ fuzz_replay_index_list_LDADD = $(FUZZ_LOADER_LIBS)
 fuzz_index_list_SOURCES = fuzz/index-list.c $(fuzz_common)
 fuzz_index_list_LDADD = $(FUZZ_LOADER_LIBS)
 fuzz_index_list_LDFLAGS = $(FUZZ_LDFLAGS)
+# Tar shards' headers (loader/tar.c).
+check_PROGRAMS += fuzz-replay-tar
+TESTS += fuzz-replay-tar
+fuzz_bins += fuzz/tar
+fuzz_replay_tar_SOURCES = fuzz/tar.c fuzz/replay.c $(fuzz_common)
+fuzz_replay_tar_LDADD = $(FUZZ_LOADER_LIBS)
+fuzz_tar_SOURCES = fuzz/tar.c $(fuzz_common)
+fuzz_tar_LDADD = $(FUZZ_LOADER_LIBS)
+fuzz_tar_LDFLAGS = $(FUZZ_LDFLAGS)
 if ENABLE_FS
 check_PROGRAMS += fuzz-replay-listing-json fuzz-replay-listing-html \
 	fuzz-replay-manifest fuzz-replay-s3-list fuzz-replay-gcs-list \
