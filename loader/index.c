@@ -598,7 +598,8 @@ static int writer_finish(struct writer *w)
 	h.min_length = w->min_length == UINT64_MAX ? 0 : w->min_length;
 	h.max_length = w->max_length;
 	h.total_bytes = w->total_bytes;
-	h.num_labels = (uint32_t)(w->max_label + 1);
+	/* In 64 bits: a label of INT32_MAX makes 2^31 labels. */
+	h.num_labels = (uint32_t)((int64_t)w->max_label + 1);
 	h.unknown_lengths = w->unknown;
 	h.body_hash = hash;
 	h.header_hash = index_header_hash(&h);
