@@ -181,9 +181,13 @@ class Index:
         """Class names by label (the class folders of an index built with
         dir=, as ImageFolder's classes), or None for other indexes."""
         h = self._handle()
+        # An index without names answers None for label 0: no walk over
+        # labels that may number 2^31.
+        if _c.wharf_index_class_name(h, 0) is None:
+            return None
         names = [_c.wharf_index_class_name(h, k)
                  for k in range(_c.wharf_index_num_labels(h))]
-        if not names or any(n is None for n in names):
+        if any(n is None for n in names):
             return None
         return [os.fsdecode(n) for n in names]
 
