@@ -194,32 +194,19 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 	done(arg, rc);
 }
 
-/* Says that c is retried, within the engine's RETRY_WARNS a second. */
+/* Says that c is retried: at most RETRY_WARNS lines a second (a refusing
+ * origin under hundreds of loads must not have the engine thread spend
+ * itself on logging); the rest are counted and said with the next. */
 static void retry_warn(struct fetch_engine *fe, const struct call *c,
 		       const char *what, uint64_t wait_ms)
 {
-	const uint64_t second = now_ns() / 1000000000ull;
+	static struct log_limit limit = LOG_LIMIT_INIT(RETRY_WARNS, 1);
 	struct call_name n;
-	char more[64] = "";
 
-	if (second != fe->warn_second) {
-		fe->warn_second = second;
-		fe->warns = 0;
-	}
-	if (fe->warns >= RETRY_WARNS) {
-		fe->warns_dropped++;
-		return;
-	}
-	fe->warns++;
-	if (fe->warns_dropped)
-		snprintf(more, sizeof(more),
-			 "; %" PRIu64 " more retries not logged",
-			 fe->warns_dropped);
-	fe->warns_dropped = 0;
 	call_name(fe, c, &n);
-	log_warn("%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms%s)",
-		 method_of(&c->r), n.url, n.range, what, c->n + 1, wait_ms,
-		 more);
+	log_limited(&limit, WHARF_LOG_WARN,
+		    "%s %s%s: %s (attempt %u, retrying in %" PRIu64 " ms)",
+		    method_of(&c->r), n.url, n.range, what, c->n + 1, wait_ms);
 }
 
 /* Puts c in the timer list, soonest first (retries are few: a walk). */

@@ -146,13 +146,6 @@ struct fetch_engine {
 	 * HEDGE_EVERY. */
 	struct lat_window lat[K_NKINDS];
 	unsigned hedge_tokens;
-	/* Retry warnings, engine thread only: at most RETRY_WARNS (fetch.c)
-	 * a second (a refusing origin under hundreds of loads must not have
-	 * the engine thread spend itself on logging); the rest are counted
-	 * and said with the next one. */
-	uint64_t warn_second;
-	unsigned warns;
-	uint64_t warns_dropped;
 	struct host hosts[HOSTS_MAX]; /* engine thread only, but pub */
 	unsigned nhosts;	      /* written under lock */
 	unsigned waiting;	      /* in hosts' lists; engine only */

@@ -1487,7 +1487,8 @@ START_TEST(retry_warnings_limited)
 
 		for (char *p = text; (p = strstr(p, "retrying in")); p++)
 			lines++;
-		for (char *p = text; (p = strstr(p, "more retries not logged"));
+		for (char *p = text;
+		     (p = strstr(p, "more lines like this were not logged"));
 		     p++)
 			told++;
 		fprintf(stderr,
