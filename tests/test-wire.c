@@ -339,11 +339,13 @@ START_TEST(gave_up_loads_not_errors)
 			 0);
 	/* 1: the reader comes once the directory's listing and the four
 	 * loads are out */
-	for (int i = 0; _i && i < 200 && sent < start + 5; i++) {
+	for (int i = 0; _i && i < 1500 && sent < start + 5; i++) {
 		usleep(20 * 1000);
 		sent = fx_mount_stat(m.dir, "origin", "requests");
 	}
-	for (int i = 0; !_i && i < 200 && gave_up < 4; i++) {
+	ck_assert_msg(!_i || sent >= start + 5,
+		      "the listing and the four loads not out after 30 s");
+	for (int i = 0; !_i && i < 600 && gave_up < 4; i++) {
 		usleep(50 * 1000);
 		gave_up = fx_mount_stat(m.dir, "origin", "gave_up");
 	}
