@@ -141,10 +141,9 @@ void files_note(const struct ops_ctx *ctx, struct ops_file *f, int rc)
 {
 	const unsigned ttl = ctx->stats.error_ttl_ms;
 
-	/* ENOMEM and EINVAL are this process's; an interrupted reader's
-	 * EINTR is no answer at all.  Offline, no request went out, and the
-	 * mount reads again as soon as the origin is back. */
-	if (!ttl || (rc != -ENOENT && rc != -EACCES && rc != -EIO) ||
+	/* Offline, no request went out, and the mount reads again as soon
+	 * as the origin is back. */
+	if (!ttl || !origin_error_stands(rc) ||
 	    offline_is_offline(ctx->stats.source))
 		return;
 	__atomic_store_n(&f->failed_until_ns,

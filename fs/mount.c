@@ -216,6 +216,8 @@ static int mount_open(struct mount_state *m)
 	if (!rc)
 		rc = tree_new(m->src, &m->tree);
 	if (!rc)
+		tree_set_error_ttl(m->tree, o->error_ttl_ms);
+	if (!rc)
 		rc = offline_start(m->src, m->tree, m->st);
 	if (rc) {
 		err_set(&err, "cannot set up the mount: %s", strerror(-rc));

@@ -86,8 +86,10 @@ void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 		chunks_get_stats(s->chunks, &out->chunks);
 	if (s->prefetch)
 		prefetch_get_stats(s->prefetch, &out->prefetch);
-	if (s->tree)
+	if (s->tree) {
 		tree_usage(s->tree, &out->inodes, &out->tree_bytes);
+		out->listing_errors_cached = tree_errors_cached(s->tree);
+	}
 	passthrough_get_stats(&out->passthrough);
 	out->skipped_entries = listing_skipped();
 	out->hint_lines = __atomic_load_n(&s->hint_lines, __ATOMIC_RELAXED);
@@ -228,6 +230,7 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_u64(&w, "inodes", s->inodes);
 	jsonw_u64(&w, "bytes", s->tree_bytes);
 	jsonw_u64(&w, "skipped_entries", s->skipped_entries);
+	jsonw_u64(&w, "errors_cached", s->listing_errors_cached);
 	jsonw_end(&w);
 	jsonw_end(&w);
 	if (fclose(f)) {
@@ -379,6 +382,9 @@ static const struct metric {
      "Files and directories listed so far (tree.inodes)."},
     {"tree_bytes", GAUGE, SNAP(tree_bytes),
      "Memory the listed tree takes (tree.bytes)."},
+    {"tree_errors_cached_total", COUNTER, SNAP(listing_errors_cached),
+     "Lookups and listings of a directory answered with its listing's "
+     "recent origin error without a request (tree.errors_cached)."},
 };
 
 /* Per origin host, from "concurrency". */

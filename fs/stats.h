@@ -26,7 +26,7 @@
  *              hits, misses, queue, queue_cap},
  *    "prefetch": {demand_fetches, inflight_bytes, inflight_max,
  *                 inflight_cap, threads, threads_cap},
- *    "tree": {inodes, bytes, skipped_entries}}
+ *    "tree": {inodes, bytes, skipped_entries, errors_cached}}
  * disk_cache: max_bytes is --cache-size, cap_bytes the cap eviction keeps
  * (less where the cache's filesystem holds less; 0: none); writes_dropped
  * counts chunks not written to disk, cap_lowered the times a full disk
@@ -93,7 +93,7 @@ struct stats_snapshot {
 	struct passthrough_stats passthrough;
 	struct fetch_host_stats hosts[STATS_HOSTS];
 	unsigned nhosts;
-	uint64_t inodes, tree_bytes, skipped_entries;
+	uint64_t inodes, tree_bytes, skipped_entries, listing_errors_cached;
 	uint64_t hint_lines, hint_bad, errors_cached, error_ttl_ms;
 };
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "listing.h"
+#include "util.h"
 
 #define ARENA_BLOCK (1u << 20)
 #define NAME_MAX_LEN 255
@@ -46,6 +47,14 @@ struct tree {
 	pthread_mutex_t list_mu;
 	pthread_cond_t listed_cond;
 	struct lister *listers; /* under list_mu */
+	/* Directories whose listing failed lately (under list_mu): asked
+	 * again only when the error is error_ttl_ms old, like a failed
+	 * read (files.c), so that a loop of lookups in a 403 prefix costs
+	 * the origin one listing per ttl, not one per lookup. */
+	struct list_failure *failures;
+	unsigned n_failures;
+	unsigned error_ttl_ms;
+	uint64_t errors_cached; /* atomic */
 	pthread_mutex_t arena_mu; /* the arena */
 	struct node *nodes;	    /* index == inode number; 0 unused */
 	uint32_t n_nodes, cap_nodes;
@@ -125,6 +134,64 @@ static const char *version_dup(struct tree *t, const struct source_object *obj,
 	return arena_dup(t, buf, vl + 1 + dl);
 }
 
+/* A directory whose listing failed with rc; it stands until until_ns. */
+struct list_failure {
+	struct list_failure *next;
+	uint64_t ino, until_ns;
+	int rc;
+};
+
+/* Failed directories kept at most: beyond, a failure is not kept (each
+ * such directory then asks the origin again, as with --error-ttl 0). */
+#define LIST_FAILURES_MAX 4096
+
+/* The error that stands for ino's listing (0: none), dropping those that
+ * are over on the way. */
+static int failure_standing(struct tree *t, uint64_t ino)
+{
+	const uint64_t now = now_ns();
+	struct list_failure **pp, *f;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->list_mu);
+	pp = &t->failures;
+	while ((f = *pp)) {
+		if (now >= f->until_ns) {
+			*pp = f->next;
+			t->n_failures--;
+			free(f);
+			continue;
+		}
+		if (f->ino == ino)
+			rc = f->rc;
+		pp = &f->next;
+	}
+	pthread_mutex_unlock(&t->list_mu);
+	if (rc)
+		__atomic_fetch_add(&t->errors_cached, 1, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* Under list_mu: keeps the failure rc of ino's listing for the ttl. */
+static void failure_keep(struct tree *t, uint64_t ino, int rc)
+{
+	struct list_failure *f;
+
+	if (!t->error_ttl_ms || !origin_error_stands(rc) ||
+	    t->n_failures >= LIST_FAILURES_MAX)
+		return;
+	f = malloc(sizeof(*f));
+	if (!f)
+		return; /* then it is asked again: no harm */
+	*f = (struct list_failure){
+	    .next = t->failures,
+	    .ino = ino,
+	    .until_ns = now_ns() + (uint64_t)t->error_ttl_ms * 1000000,
+	    .rc = rc};
+	t->failures = f;
+	t->n_failures++;
+}
+
 /* Makes the caller the lister of directory ino, after waiting for one
  * already at it: false when that one listed it meanwhile (nothing to do),
  * or when it is not a directory to list (*rc then -errno). */
@@ -155,11 +222,15 @@ static bool lister_begin(struct tree *t, struct lister *me,
 	return mine;
 }
 
-static void lister_end(struct tree *t, struct lister *me)
+/* Ends me's listing, which ended with rc (a failure is kept for the
+ * askers that come within the ttl, the waiting ones included). */
+static void lister_end(struct tree *t, struct lister *me, int rc)
 {
 	struct lister **pp;
 
 	pthread_mutex_lock(&t->list_mu);
+	if (rc < 0)
+		failure_keep(t, me->ino, rc);
 	for (pp = &t->listers; *pp != me; pp = &(*pp)->next)
 		;
 	*pp = me->next;
@@ -251,6 +322,16 @@ int tree_new(struct source *src, struct tree **out)
 	return 0;
 }
 
+void tree_set_error_ttl(struct tree *t, unsigned ms)
+{
+	t->error_ttl_ms = ms;
+}
+
+uint64_t tree_errors_cached(struct tree *t)
+{
+	return __atomic_load_n(&t->errors_cached, __ATOMIC_RELAXED);
+}
+
 void tree_free(struct tree *t)
 {
 	if (!t)
@@ -260,6 +341,12 @@ void tree_free(struct tree *t)
 
 		t->arena = b->next;
 		free(b);
+	}
+	while (t->failures) {
+		struct list_failure *f = t->failures;
+
+		t->failures = f->next;
+		free(f);
 	}
 	pthread_rwlock_destroy(&t->lock);
 	pthread_mutex_destroy(&t->list_mu);
@@ -511,6 +598,15 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 	rc = tree_path(t, ino, path, sizeof(path));
 	if (rc < 0)
 		goto out;
+	/* After the wait: a listing that failed lately (while we waited,
+	 * say) stands for us too. */
+	rc = failure_standing(t, ino);
+	if (rc) {
+		err_set(err, "cannot list %s%s: %s (failed less than "
+			"--error-ttl ago)", t->src->id, path, strerror(-rc));
+		lister_end(t, &me, 0);
+		return rc;
+	}
 	p.dir = path;
 	rc = t->src->ops->list_dir(t->src, path, collect, &p);
 	if (rc) {
@@ -527,7 +623,7 @@ int tree_list(struct tree *t, uint64_t ino, char **err)
 		err_set(err, "cannot list %s%s: %s", t->src->id, path,
 			strerror(-rc));
 out:
-	lister_end(t, &me);
+	lister_end(t, &me, rc);
 	free(p.v);
 	return rc;
 }
@@ -606,7 +702,8 @@ int tree_revalidate(struct tree *t, const char *path)
 	/* New versions are news for the snapshot too. */
 	if (rc > 0)
 		__atomic_add_fetch(&t->n_listed, 1, __ATOMIC_RELEASE);
-	lister_end(t, &me);
+	/* A failed relisting leaves the listing it had: nothing to keep. */
+	lister_end(t, &me, 0);
 	free(p.v);
 	return rc;
 }

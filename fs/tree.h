@@ -16,6 +16,7 @@
  * (one listing at a time per tree) and publishes its entries under a short
  * write lock.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,6 +42,24 @@ struct tree_attr {
 /* @return 0 or -ENOMEM.  The source must outlive the tree. */
 int tree_new(struct source *src, struct tree **out) WHARF_CHECK;
 void tree_free(struct tree *t);
+
+/*
+ * The errors that stand for --error-ttl, for a file's reads (files.c)
+ * and a directory's listing alike: the origin's answers (403, 404, 5xx,
+ * none after the retries), not this process's (ENOMEM, EINVAL) nor an
+ * interrupted reader's EINTR.
+ */
+static inline bool origin_error_stands(int rc)
+{
+	return rc == -ENOENT || rc == -EACCES || rc == -EIO;
+}
+
+/* A directory whose listing failed with such an error answers it again,
+ * without a request, for ms (0: every lookup asks; default 0).  Set
+ * before the tree is shared. */
+void tree_set_error_ttl(struct tree *t, unsigned ms);
+/* Lookups and listings so answered. */
+uint64_t tree_errors_cached(struct tree *t);
 
 /* Lists directory ino unless already listed.  @return 0, -ENOTDIR,
  * -ENOENT (no such inode), or the listing's -errno (then *err, when not

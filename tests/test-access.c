@@ -38,8 +38,11 @@
 
 static char *work_dir;
 
-/* The origin: every path is a file of FILE_SIZE bytes; paths under /bad
- * answer `status` (0: the bytes).  Counts GETs of /bad*. */
+/* The origin: every path is a file of FILE_SIZE bytes, but for paths
+ * that end in '/': directories, listed as nginx's JSON autoindex does
+ * ("/" holds good, bad and the directory bad-dir; any other one file f).
+ * Paths under /bad answer `status` (0: as above).  Counts GETs of
+ * /bad*. */
 struct origin {
 	int fd, port;
 	pthread_t th;
@@ -47,6 +50,34 @@ struct origin {
 	unsigned long requests; /* atomic */
 	bool stop;		/* atomic */
 };
+
+/* The listing of directory path, answered on c. */
+static void answer_listing(int c, const char *path)
+{
+	static const char mtime[] = "\"mtime\":\"Tue, 14 Nov 2023 22:13:20 GMT\"";
+	char head[256], body[512];
+	size_t n, len;
+
+	if (!strcmp(path, "/"))
+		len = (size_t)snprintf(
+		    body, sizeof(body),
+		    "[{\"name\":\"good\",\"type\":\"file\",%s,\"size\":%d},"
+		    "{\"name\":\"bad\",\"type\":\"file\",%s,\"size\":%d},"
+		    "{\"name\":\"bad-dir\",\"type\":\"directory\",%s}]",
+		    mtime, FILE_SIZE, mtime, FILE_SIZE, mtime);
+	else
+		len = (size_t)snprintf(
+		    body, sizeof(body),
+		    "[{\"name\":\"f\",\"type\":\"file\",%s,\"size\":%d}]",
+		    mtime, FILE_SIZE);
+	n = (size_t)snprintf(head, sizeof(head),
+			     "HTTP/1.1 200 OK\r\nContent-Type: application/json"
+			     "\r\nContent-Length: %zu\r\nConnection: close"
+			     "\r\n\r\n",
+			     len);
+	(void)!send(c, head, n, MSG_NOSIGNAL);
+	(void)!send(c, body, len, MSG_NOSIGNAL);
+}
 
 /* One request on connection c, answered and closed. */
 static void origin_answer(struct origin *o, int c)
@@ -87,6 +118,10 @@ static void origin_answer(struct origin *o, int c)
 				     "Connection: close\r\n\r\n",
 				     status);
 		(void)!send(c, head, n, MSG_NOSIGNAL);
+		return;
+	}
+	if (path[strlen(path) - 1] == '/') {
+		answer_listing(c, path);
 		return;
 	}
 	for (unsigned long long i = a; i <= b; i++)
@@ -480,6 +515,53 @@ START_TEST(test_failing_file_asked_once_per_ttl)
 }
 END_TEST
 
+/* What a stat of root/name gives: 0 or errno. */
+static int stat_errno(const char *root, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	return stat(path, &st) ? errno : 0;
+}
+
+/* A directory whose listing fails (a 403 on a prefix, say) is listed once
+ * per --error-ttl however many lookups come, like a failing file. */
+START_TEST(test_failing_listing_asked_once_per_ttl)
+{
+	static const char *const opts[] = {"--error-ttl", "2", "--retries", "0",
+					   NULL};
+	char url[64];
+	struct origin o;
+	struct fx_mount m;
+	double t0;
+	int looks = 0;
+
+	origin_start(&o, 403);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", o.port);
+	fx_mount_init(&m, work_dir, "dirttl");
+	ck_assert_int_eq(fx_mount_start(&m, url, opts, NULL), 0);
+	ck_assert_int_eq(stat_errno(m.dir, "good"), 0);
+	t0 = seconds();
+	ck_assert_int_eq(stat_errno(m.dir, "bad-dir/f"), EACCES);
+	while (seconds() - t0 < 1.5) {
+		ck_assert_int_eq(stat_errno(m.dir, "bad-dir/f"), EACCES);
+		looks++;
+	}
+	ck_assert_int_gt(looks, 10);
+	ck_assert_uint_eq(origin_requests(&o), 1);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "tree", "errors_cached"), looks);
+	/* After the ttl the directory is listed again, and lists. */
+	while (seconds() - t0 < 2.3)
+		usleep(20000);
+	__atomic_store_n(&o.status, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(read_file(m.dir, "bad-dir/f"), 0);
+	ck_assert_uint_ge(origin_requests(&o), 2);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	origin_stop(&o);
+}
+END_TEST
+
 START_TEST(test_failure_lines_limited)
 {
 	static const char *const opts[] = {"--retries", "0", "--readahead", "0",
@@ -579,6 +661,7 @@ int main(void)
 	fx_tcase_add(tc, test_umask_and_defaults, why);
 	fx_tcase_add(tc, test_stats_opens_bounded, why);
 	fx_tcase_add(tc, test_failing_file_asked_once_per_ttl, why);
+	fx_tcase_add(tc, test_failing_listing_asked_once_per_ttl, why);
 	fx_tcase_add(tc, test_failure_lines_limited, why);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
