@@ -661,6 +661,53 @@ START_TEST(decoder_field_words)
 }
 END_TEST
 
+START_TEST(cli)
+{
+	char *src = make_members();
+	char *d = pathf("cli");
+	const char *w = fx_wharf_bin();
+
+	ck_assert_int_eq(fx_mkdirs(d), 0);
+	free(make_shard(src, "gnu", "cli/a.tar"));
+	free(make_shard(src, "posix", "cli/b.tar"));
+	/* A glob, in sorted order; info lists the fields. */
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' index build --tar '*.tar' -o "
+			       "g.idx | grep -q '6 samples in 2 files' && "
+			       "'%s' index info g.idx | grep -q 'fields: *14 "
+			       "(jpg, cls, txt, seg.png)' && '%s' index info "
+			       "--json g.idx | grep -q '\"field_names\": "
+			       "\\[\"jpg\", \"cls\"'",
+			       d, w, w, w),
+			 0);
+	/* A list, relative to its directory; another label field. */
+	ck_assert_int_eq(
+	    fx_sh("cd '%s' && printf '# shards\\nb.tar\\n\\na.tar\\n'"
+		  " > list && cd / && '%s' index build --tar-list "
+		  "'%s/list' --label-field txt -o '%s/l.idx' "
+		  "2>&1 | grep -q \"key 0001 (0001.txt, 0 bytes) "
+		  "is not an integer\"",
+		  d, w, d, d),
+	    0);
+	ck_assert_int_eq(fx_sh("cd / && '%s' index build --tar-list '%s/list' "
+			       "--label-field '' -o '%s/l.idx' | grep -q '6 "
+			       "samples in 2 files'",
+			       w, d, d),
+			 0);
+	/* Usage: a glob that matches nothing, options without --tar. */
+	ck_assert_int_eq(fx_sh("cd '%s' && '%s' index build --tar 'no-*.tar' "
+			       "-o x.idx 2>&1 | grep -q \"no shard matches "
+			       "'no-\\*.tar'\"",
+			       d, w),
+			 0);
+	ck_assert_int_eq(fx_sh("cd '%s' && ! '%s' index build --tar-partial "
+			       "--dir . -o x.idx 2>/dev/null",
+			       d, w),
+			 0);
+	free(src);
+	free(d);
+}
+END_TEST
+
 /* ---- over a mount ---- */
 
 START_TEST(build_over_a_mount)
@@ -754,6 +801,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, builder_fields);
 	tcase_add_test(tc, loader_reads_a_field);
 	tcase_add_test(tc, decoder_field_words);
+	tcase_add_test(tc, cli);
 	fx_tcase_add(tc, build_over_a_mount, why);
 	suite_add_tcase(s, tc);
 	return s;
