@@ -69,7 +69,10 @@ static int index_names(struct index *idx, const struct index_header *h,
 		       const char ***out, const char *what, char **err)
 {
 	const char *names = (const char *)idx->map + off;
-	if (!section_ok(h, off, size) || !size || names[size - 1] != '\0') {
+	/* Each name takes a byte at least: a count past that is corrupt,
+	 * and would be allocated for first. */
+	if (!section_ok(h, off, size) || !size || names[size - 1] != '\0' ||
+	    n > size) {
 		*err = strdupf("index %s: the %s lie outside the file "
 			       "(corrupted)",
 			       idx->path, what);

@@ -787,6 +787,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.batch_fn = l->opt.batch_fn;
 	l->fill.user = l->opt.user;
 	l->hints = hints_new(l->idx);
+	hints_set_field(l->hints, l->fill.field_want);
 	hint_lead_init(l);
 	if (nw) {
 		rc = workers_start(&l->workers, nw, l->opt.prefetch, &l->fill,

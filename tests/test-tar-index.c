@@ -769,6 +769,30 @@ START_TEST(build_over_a_mount)
 			ck_assert_uint_eq(fa.length, fb.length);
 		}
 	}
+	/* A loader reading the cls fields hints those, not the samples'
+	 * spans (which hold the 4 MiB jpgs). */
+	struct wharf_options o;
+	wharf_loader *l;
+	const struct wharf_batch *batch;
+	wharf_options_init(&o);
+	o.batch_size = 4;
+	o.num_workers = 1;
+	o.field = "cls";
+	ck_assert_int_eq(wharf_loader_open(b, &o, &l), 0);
+	ck_assert_int_eq(wharf_loader_next(l, &batch), 0);
+	ck_assert_uint_eq(batch->bytes, 8);
+	ck_assert_int_eq(wharf_loader_release(l, batch), 0);
+	wharf_loader_close(l);
+	for (int i = 0; i < 200; i++) {
+		if (fx_mount_stat(m.dir, "hints", "queue") == 0 &&
+		    fx_mount_stat(m.dir, "prefetch", "inflight_bytes") == 0)
+			break;
+		usleep(50000);
+	}
+	long long after = fx_mount_stat(m.dir, "origin", "bytes_fetched");
+	ck_assert_msg(after < (long long)(2 * member),
+		      "%lld bytes fetched after reading the cls fields", after);
+
 	wharf_index_close(a);
 	wharf_index_close(b);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
