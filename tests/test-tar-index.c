@@ -452,6 +452,33 @@ START_TEST(label_fields)
 }
 END_TEST
 
+START_TEST(sparse_members_left_out)
+{
+	static const char *const formats[] = {"gnu", "posix"};
+	char *d = pathf("sparse");
+
+	ck_assert_int_eq(fx_mkdirs(d), 0);
+	/* 2.bin: a hole, 4 KiB of data, a hole. */
+	ck_assert_int_eq(fx_sh("cd '%s' && echo a > 1.jpg && echo c > 3.jpg "
+			       "&& truncate -s 1M 2.bin && head -c 4096 "
+			       "/dev/urandom | dd of=2.bin bs=4096 seek=100 "
+			       "conv=notrunc status=none",
+			       d),
+			 0);
+	for (size_t f = 0; f < 2; f++) {
+		ck_assert_int_eq(
+		    fx_sh("cd '%s' && tar --sparse --format=%s -cf s.tar "
+			  "1.jpg 2.bin 3.jpg && '%s' index build --tar s.tar "
+			  "-o s.idx 2>&1 | grep -q 'left out 1 members that "
+			  "are not regular files' && '%s' index info s.idx | "
+			  "grep -q 'samples: *2$'",
+			  d, formats[f], fx_wharf_bin(), fx_wharf_bin()),
+		    0);
+	}
+	free(d);
+}
+END_TEST
+
 /* ---- the builder's fields ---- */
 
 START_TEST(builder_fields)
@@ -822,6 +849,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, damaged_shards);
 	tcase_add_test(tc, key_split_across_shards);
 	tcase_add_test(tc, label_fields);
+	tcase_add_test(tc, sparse_members_left_out);
 	tcase_add_test(tc, builder_fields);
 	tcase_add_test(tc, loader_reads_a_field);
 	tcase_add_test(tc, decoder_field_words);
