@@ -198,15 +198,20 @@ static int add_shard(struct tar_build *t, const char *path, char **err)
 int wharf_index_build_tar(const char *const *shards, size_t n,
 			  const struct wharf_tar_options *opt, const char *out)
 {
-	struct wharf_tar_options def;
+	struct wharf_tar_options o;
 	struct tar_build t = {.fd = -1};
 	char *err = NULL;
 	int rc;
 
-	if (!opt) {
-		wharf_tar_options_init(&def);
-		opt = &def;
-	}
+	/* A caller built against a shorter struct keeps the defaults of the
+	 * fields it lacks. */
+	wharf_tar_options_init(&o);
+	if (opt)
+		memcpy(&o, opt,
+		       opt->size && opt->size < sizeof(o) ? opt->size
+							  : sizeof(o));
+	o.size = sizeof(o);
+	opt = &o;
 	t.opt = opt;
 	rc = wharf_index_builder_new(out, opt->root, &t.b);
 	if (rc)

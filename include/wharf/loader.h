@@ -303,7 +303,8 @@ struct wharf_tar_options {
 void wharf_tar_options_init(struct wharf_tar_options *o);
 
 /*
- * The index of the samples of n tar shards, in the order given, to out.
+ * The index of the samples of n tar shards, in the order given, to out;
+ * opt NULL for the defaults.
  * @return 0, or a negative errno with wharf_last_error() set (-EBADMSG for
  *         damage, -EINVAL for a bad label, the errno of a shard that cannot
  *         be opened or read).
