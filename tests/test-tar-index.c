@@ -379,6 +379,16 @@ START_TEST(damaged_shards)
 }
 END_TEST
 
+static void progress(void *arg, uint64_t done, uint64_t total, uint64_t samples)
+{
+	uint64_t *seen = arg;
+
+	ck_assert_uint_eq(done, seen[0] + 1);
+	seen[0] = done;
+	seen[1] = total;
+	seen[2] = samples;
+}
+
 START_TEST(key_split_across_shards)
 {
 	char *d = pathf("split");
@@ -404,7 +414,16 @@ START_TEST(key_split_across_shards)
 	 * another shard's samples (datasets that number each shard's keys
 	 * from 0). */
 	const char *const twice[] = {a, a};
-	ck_assert_int_eq(build(twice, 2, false, NULL, out), 0);
+	struct wharf_tar_options o;
+	uint64_t seen[3] = {0};
+	wharf_tar_options_init(&o);
+	o.progress = progress;
+	o.progress_arg = seen;
+	ck_assert_int_eq(wharf_index_build_tar(twice, 2, &o, out), 0);
+	/* Progress after each shard: the last call says all of them. */
+	ck_assert_uint_eq(seen[0], 2);
+	ck_assert_uint_eq(seen[1], 2);
+	ck_assert_uint_eq(seen[2], 4);
 	free(d);
 	free(a);
 	free(b);
