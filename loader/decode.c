@@ -49,7 +49,13 @@ struct wharf_decoder {
 	char *arg;
 	void *state; /* plugin state; each worker sets its own copy */
 	struct jpegdec *jpeg;
+	char *field;	   /* field=, or the image default; NULL: none */
+	bool field_if_any; /* the default: whole samples without fields */
 };
+
+/* The image decoders' field when none is named: the first image member of
+ * a WebDataset sample. */
+#define IMAGE_FIELDS "jpg,jpeg,png,webp"
 
 static int decode_fail(int rc, const char *spec, const char *what)
 {
@@ -316,7 +322,7 @@ static int load_plugin(struct wharf_decoder *d, const char *spec,
 struct spec_words {
 	const char *dtype, *shape, *offset, *window, *out, *windows, *path,
 	    *symbol, *arg, *bytes, *size, *crop, *scale, *ratio, *flip, *layout,
-	    *mean, *std, *max_scans, *max_pixel_scans;
+	    *mean, *std, *max_scans, *max_pixel_scans, *field;
 };
 
 /* Splits "key=value" words (in place) into w; unknown keys are errors. */
@@ -346,6 +352,7 @@ static int split_words(char *s, struct spec_words *w, const char **bad)
 	    {"std", offsetof(struct spec_words, std)},
 	    {"max_scans", offsetof(struct spec_words, max_scans)},
 	    {"max_pixel_scans", offsetof(struct spec_words, max_pixel_scans)},
+	    {"field", offsetof(struct spec_words, field)},
 	};
 	char *save = NULL;
 
@@ -537,6 +544,18 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 				 "unknown decoder (raw, array, tokens, plugin, "
 				 "jpeg)");
 	}
+	if (!rc && w.field &&
+	    (!*w.field || strspn(w.field, ",") || strstr(w.field, ",,") ||
+	     w.field[strlen(w.field) - 1] == ','))
+		rc = decode_fail(-EINVAL, spec,
+				 "field= must be a field name (\"jpg\") or "
+				 "names separated by commas");
+	if (!rc && (w.field || d->kind == DECODE_JPEG)) {
+		d->field = strdup(w.field ? w.field : IMAGE_FIELDS);
+		d->field_if_any = !w.field;
+		if (!d->field)
+			rc = decode_fail(-ENOMEM, spec, "out of memory");
+	}
 out:
 	free(copy);
 	if (rc) {
@@ -554,10 +573,24 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 				 strdupf("wharf_decoder_apply: options of "
 					 "%u bytes are too old",
 					 opt->size));
-	/* shift_step came after the first options: older callers lack it. */
-	const bool has_shift = opt->size >= offsetof(struct wharf_options,
-						     shift_step) +
-						sizeof(opt->shift_step);
+	/* shift_step and field came after the first options: older callers
+	 * lack them. */
+	const bool has_shift =
+	    opt->size >= offsetof(struct wharf_options, shift_step) +
+			     sizeof(opt->shift_step);
+	const bool has_field =
+	    opt->size >= offsetof(struct wharf_options, field_if_any) +
+			     sizeof(opt->field_if_any);
+	if (d->field && !d->field_if_any && !has_field)
+		return error_set(-EINVAL,
+				 strdupf("wharf_decoder_apply: field= needs "
+					 "options of this header (%u bytes "
+					 "given): rebuild",
+					 opt->size));
+	if (has_field) {
+		opt->field = d->field;
+		opt->field_if_any = d->field_if_any;
+	}
 	opt->user = d;
 	opt->worker_init = NULL;
 	if (has_shift)
@@ -617,6 +650,7 @@ void wharf_decoder_free(wharf_decoder *d)
 #ifdef HAVE_JPEG
 	jpegdec_free(d->jpeg);
 #endif
+	free(d->field);
 	free(d->arg);
 	free(d);
 }

@@ -52,6 +52,7 @@ struct hints {
 	int64_t last_f; /* the file rel names, -1: none (shards repeat) */
 	char rel[PATH_MAX];
 	bool rel_ok;
+	const bool *want; /* the fields read, or NULL: whole samples */
 };
 
 /* The mount root above path (a file on a FUSE mount), or NULL. */
@@ -155,6 +156,12 @@ static bool rel_path(struct hints *h, uint32_t f, char *out, size_t cap)
 	return true;
 }
 
+void hints_set_field(struct hints *h, const bool *want)
+{
+	if (h)
+		h->want = want;
+}
+
 void hints_send(struct hints *h, const uint64_t *samples, size_t n)
 {
 	const char *rel = h ? h->rel : NULL;
@@ -175,15 +182,23 @@ void hints_send(struct hints *h, const uint64_t *samples, size_t n)
 		}
 		if (!h->rel_ok)
 			continue;
+		uint64_t off = index_offset(h->idx, s);
 		len = index_length(h->idx, s);
+		const int64_t f =
+		    h->want ? index_field_pick(h->idx, h->want, s) : -1;
+		if (f >= 0) {
+			off = h->idx->foff[f];
+			len = h->idx->flen[f];
+			if (!len)
+				continue; /* 0 would mean "to the end" */
+		}
 		if (len == WHARF_LENGTH_UNKNOWN)
 			len = 0; /* to the end of the file */
 		for (;;) {
-			k = snprintf(
-			    h->buf + h->used, HINTS_BUF - h->used,
-			    "%s %llu %llu\n", rel,
-			    (unsigned long long)index_offset(h->idx, s),
-			    (unsigned long long)len);
+			k = snprintf(h->buf + h->used, HINTS_BUF - h->used,
+				     "%s %llu %llu\n", rel,
+				     (unsigned long long)off,
+				     (unsigned long long)len);
 			if (k > 0 && (size_t)k < HINTS_BUF - h->used)
 				break;
 			if (!h->used)

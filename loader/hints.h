@@ -6,6 +6,7 @@
  * loader calls hints_send() from the caller's process when it dispatches
  * batches, for the batches a window ahead of the one being dispatched.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,9 @@ struct hints;
 
 /* NULL (and costs nothing) unless the index's files lie on a wharf mount. */
 struct hints *hints_new(const struct index *idx);
+/* The fields the loader reads (index_field_want), so that each hint names
+ * the field's bytes rather than the whole sample's.  h may be NULL. */
+void hints_set_field(struct hints *h, const bool *want);
 /* Tells the mount these samples will be read next, in this order. Never
  * blocks.  h may be NULL (no-op). */
 void hints_send(struct hints *h, const uint64_t *samples, size_t n);

@@ -61,35 +61,69 @@ static int section_ok(const struct index_header *h, uint64_t off, uint64_t len)
 	       off <= h->file_size && len <= h->file_size - off;
 }
 
-/* Points idx->classes at the names of the optional classes section.
+/* Points *out at the n names of the section at off (size bytes): the class
+ * names (labels) or the field names.
  * @return 0; -EINVAL with *err set for a malformed section; -ENOMEM. */
-static int index_classes(struct index *idx, const struct index_header *h,
-			 char **err)
+static int index_names(struct index *idx, const struct index_header *h,
+		       uint64_t off, uint64_t size, uint32_t n,
+		       const char ***out, const char *what, char **err)
 {
-	const char *names = (const char *)idx->map + h->off_classes;
-	if (!section_ok(h, h->off_classes, h->classes_size) ||
-	    !h->classes_size || names[h->classes_size - 1] != '\0') {
-		*err = strdupf("index %s: the class names lie outside the "
+	const char *names = (const char *)idx->map + off;
+	/* Each name takes a byte at least: a count past that is corrupt,
+	 * and would be allocated for first. */
+	if (!section_ok(h, off, size) || !size || names[size - 1] != '\0' ||
+	    n > size) {
+		*err = strdupf("index %s: the %s lie outside the file "
+			       "(corrupted)",
+			       idx->path, what);
+		return -EINVAL;
+	}
+	*out = calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	uint64_t at = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		if (at >= size) {
+			*err = strdupf("index %s: %u %s for %u (corrupted)",
+				       idx->path, k, what, n);
+			return -EINVAL;
+		}
+		(*out)[k] = names + at;
+		at += strlen(names + at) + 1;
+	}
+	return 0;
+}
+
+/* Points idx at the optional field sections (sizes checked against the
+ * file; the entries themselves are checked where they are read). */
+static int index_fields_open(struct index *idx, const struct index_header *h,
+			     char **err)
+{
+	const char *base = idx->map;
+	if (h->count > UINT64_MAX / 8 - 1 || h->nfields > UINT64_MAX / 8 ||
+	    !section_ok(h, h->off_fstart, (h->count + 1) * 8) ||
+	    !section_ok(h, h->off_fext, h->nfields * 4) ||
+	    !section_ok(h, h->off_foff, h->nfields * 8) ||
+	    !section_ok(h, h->off_flen, h->nfields * 8)) {
+		*err = strdupf("index %s: the field arrays lie outside the "
 			       "file (corrupted)",
 			       idx->path);
 		return -EINVAL;
 	}
-	idx->classes = calloc(h->num_labels ? h->num_labels : 1,
-			      sizeof(*idx->classes));
-	if (!idx->classes)
-		return -ENOMEM;
-	uint64_t at = 0;
-	for (uint32_t k = 0; k < h->num_labels; k++) {
-		if (at >= h->classes_size) {
-			*err = strdupf("index %s: %u class names for %u "
-				       "labels (corrupted)",
-				       idx->path, k, h->num_labels);
-			return -EINVAL;
-		}
-		idx->classes[k] = names + at;
-		at += strlen(names + at) + 1;
+	idx->fstart = (const void *)(base + h->off_fstart);
+	if (idx->fstart[h->count] != h->nfields) {
+		*err = strdupf("index %s: the field table is inconsistent "
+			       "(corrupted)",
+			       idx->path);
+		return -EINVAL;
 	}
-	return 0;
+	idx->nfields = h->nfields;
+	idx->fext = (const void *)(base + h->off_fext);
+	idx->foff = (const void *)(base + h->off_foff);
+	idx->flen = (const void *)(base + h->off_flen);
+	idx->nnames = h->nnames;
+	return index_names(idx, h, h->off_names, h->names_size, h->nnames,
+			   &idx->names, "field names", err);
 }
 
 int index_open(const char *path, uint32_t flags, struct index **out, char **err)
@@ -217,7 +251,14 @@ int index_open(const char *path, uint32_t flags, struct index **out, char **err)
 		*err = strdupf("index %s: out of memory", path);
 		goto out;
 	}
-	if (h.off_classes && (rc = index_classes(idx, &h, err))) {
+	rc = 0;
+	if (h.off_classes)
+		rc = index_names(idx, &h, h.off_classes, h.classes_size,
+				 h.num_labels, &idx->classes, "class names",
+				 err);
+	if (!rc && h.off_fstart)
+		rc = index_fields_open(idx, &h, err);
+	if (rc) {
 		if (!*err)
 			*err = strdupf("index %s: out of memory", path);
 		goto out;
@@ -235,6 +276,7 @@ out:
 		if (idx->map)
 			munmap(idx->map, idx->map_size);
 		free(idx->classes);
+		free(idx->names);
 		free(idx->path);
 		free(idx);
 	}
@@ -250,6 +292,7 @@ void index_close(struct index *idx)
 		return;
 	munmap(idx->map, idx->map_size);
 	free(idx->classes);
+	free(idx->names);
 	free(idx->path);
 	free(idx);
 }
@@ -291,15 +334,103 @@ int index_full_path(const struct index *idx, uint32_t f, char *buf, size_t len)
 	return n;
 }
 
+/* The index's field names, ", "-separated, for messages. */
+static char *field_names(const struct index *idx)
+{
+	size_t len = 1;
+	for (uint32_t k = 0; k < idx->nnames; k++)
+		len += strlen(idx->names[k]) + 2;
+	char *s = malloc(len), *p = s;
+	if (!s)
+		return NULL;
+	*p = '\0';
+	for (uint32_t k = 0; k < idx->nnames; k++)
+		p += sprintf(p, "%s%s", k ? ", " : "", idx->names[k]);
+	return s;
+}
+
+int index_field_want(const struct index *idx, const char *list, bool **want,
+		     char **err)
+{
+	bool any = false;
+	*want = NULL;
+	if (!idx->fstart) {
+		*err = strdupf("index %s has no fields (it was not built from "
+			       "tar shards): read whole samples (no field)",
+			       idx->path);
+		return -EINVAL;
+	}
+	*want = calloc(idx->nnames ? idx->nnames : 1, sizeof(**want));
+	if (!*want) {
+		*err = strdupf("index %s: out of memory", idx->path);
+		return -ENOMEM;
+	}
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+		for (uint32_t k = 0; k < idx->nnames; k++)
+			if (strlen(idx->names[k]) == n &&
+			    !memcmp(idx->names[k], p, n))
+				(*want)[k] = any = true;
+		p += n + (p[n] == ',');
+	}
+	if (!any) {
+		char *names = field_names(idx);
+		*err = strdupf("field \"%s\": no sample of index %s has it "
+			       "(its fields: %s)",
+			       list, idx->path, names ? names : "?");
+		free(names);
+		free(*want);
+		*want = NULL;
+		return *list ? -ENOENT : -EINVAL;
+	}
+	return 0;
+}
+
 /* ---- the writer ---- */
 
-enum { S_FILE, S_OFFSET, S_LENGTH, S_LABEL, S_PATHOFF, S_BLOB, S_COUNT };
+/* The sections every index has (S_COUNT), then the field sections, made
+ * at the first field. */
+enum {
+	S_FILE,
+	S_OFFSET,
+	S_LENGTH,
+	S_LABEL,
+	S_PATHOFF,
+	S_BLOB,
+	S_COUNT,
+	S_FSTART = S_COUNT,
+	S_FEXT,
+	S_FOFF,
+	S_FLEN,
+	S_ALL
+};
+
+/* Distinct field names an index may hold: a bound on memory a hostile
+ * shard could grow (WebDataset datasets use a handful). */
+#define NAMES_MAX 65536u
+
+/* The field names met so far, and an open-addressing table of their ids
+ * (slot = id + 1, 0 empty; cap a power of two, n < cap / 2). */
+struct names {
+	char **name;
+	uint32_t n;
+	uint32_t *slot;
+	uint32_t cap;
+};
 
 struct writer {
 	const char *out;
 	char *tmp_path; /* the output before rename */
-	FILE *sec[S_COUNT];
+	FILE *sec[S_ALL];
 	uint64_t count, nfiles, blob_size;
+	/* Fields: their count, the sample added last (which the next fields
+	 * belong to) and the names its fields have so far. */
+	uint64_t nfields;
+	bool fields_on;
+	uint64_t last_off, last_len;
+	uint32_t *cur;
+	size_t ncur, capcur;
+	struct names names;
 	uint64_t min_length, max_length, total_bytes;
 	int32_t max_label;
 	uint32_t unknown;
@@ -339,6 +470,28 @@ static char *dir_of(const char *path)
 	return strndup(path, slash - path);
 }
 
+/* Opens the section streams [from, to) next to the output. */
+static int writer_streams(struct writer *w, int from, int to)
+{
+	char *dir = dir_of(w->out);
+	if (!dir) {
+		*w->err = strdupf("index %s: out of memory", w->out);
+		return -ENOMEM;
+	}
+	for (int i = from; i < to; i++) {
+		w->sec[i] = temp_stream(dir);
+		if (!w->sec[i]) {
+			int rc = -errno;
+			*w->err = strdupf("index %s: temporary file: %s",
+					  w->out, strerror(-rc));
+			free(dir);
+			return rc;
+		}
+	}
+	free(dir);
+	return 0;
+}
+
 static int writer_init(struct writer *w, const char *out, const char *root,
 		       char **err)
 {
@@ -348,31 +501,23 @@ static int writer_init(struct writer *w, const char *out, const char *root,
 	w->min_length = UINT64_MAX;
 	w->max_label = -1;
 	w->root = strdup(root);
-	char *dir = dir_of(out);
-	if (!w->root || !dir) {
-		free(dir);
+	if (!w->root) {
 		*err = strdupf("index %s: out of memory", out);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < S_COUNT; i++) {
-		w->sec[i] = temp_stream(dir);
-		if (!w->sec[i]) {
-			int rc = -errno;
-			*err = strdupf("index %s: temporary file: %s", out,
-				       strerror(-rc));
-			free(dir);
-			return rc;
-		}
-	}
-	free(dir);
-	return 0;
+	return writer_streams(w, 0, S_COUNT);
 }
 
 static void writer_free(struct writer *w)
 {
-	for (int i = 0; i < S_COUNT; i++)
+	for (int i = 0; i < S_ALL; i++)
 		if (w->sec[i])
 			fclose(w->sec[i]);
+	for (uint32_t k = 0; k < w->names.n; k++)
+		free(w->names.name[k]);
+	free(w->names.name);
+	free(w->names.slot);
+	free(w->cur);
 	if (w->tmp_path) {
 		unlink(w->tmp_path);
 		free(w->tmp_path);
@@ -450,9 +595,14 @@ static int writer_sample(struct writer *w, uint32_t file, uint64_t off,
 		rc = writer_put(w, S_LENGTH, &len, 8);
 	if (!rc)
 		rc = writer_put(w, S_LABEL, &label, 4);
+	if (!rc && w->fields_on)
+		rc = writer_put(w, S_FSTART, &w->nfields, 8);
 	if (rc)
 		return rc;
 	w->count++;
+	w->last_off = off;
+	w->last_len = len;
+	w->ncur = 0;
 	if (len == WHARF_LENGTH_UNKNOWN) {
 		w->unknown = 1;
 	} else {
@@ -464,6 +614,107 @@ static int writer_sample(struct writer *w, uint32_t file, uint64_t off,
 	}
 	if (label > w->max_label)
 		w->max_label = label;
+	return 0;
+}
+
+static uint64_t hash_name(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* The slot of name in the table, or the empty one where it would go. */
+static uint32_t *names_slot(const struct names *t, const char *name)
+{
+	size_t i = hash_name(name) & (t->cap - 1);
+	while (t->slot[i] && strcmp(t->name[t->slot[i] - 1], name))
+		i = (i + 1) & (t->cap - 1);
+	return &t->slot[i];
+}
+
+/* The id of field name ext, added when new. */
+static int writer_name(struct writer *w, const char *ext, uint32_t *id)
+{
+	struct names *t = &w->names;
+	if (2 * (t->n + 1) >= t->cap) {
+		const uint32_t cap = t->cap ? 2 * t->cap : 64;
+		struct names g = {.n = t->n, .cap = cap};
+		g.slot = calloc(cap, sizeof(*g.slot));
+		g.name = realloc(t->name, (cap / 2) * sizeof(*g.name));
+		if (!g.slot || !g.name) {
+			free(g.slot);
+			if (g.name)
+				t->name = g.name;
+			goto nomem;
+		}
+		for (uint32_t k = 0; k < t->n; k++)
+			*names_slot(&g, g.name[k]) = k + 1;
+		free(t->slot);
+		*t = g;
+	}
+	uint32_t *slot = names_slot(t, ext);
+	if (*slot) {
+		*id = *slot - 1;
+		return 0;
+	}
+	if (t->n >= NAMES_MAX) {
+		*w->err = strdupf("index %s: more than %u distinct field "
+				  "names (at \"%s\")",
+				  w->out, NAMES_MAX, ext);
+		return -EOVERFLOW;
+	}
+	t->name[t->n] = strdup(ext);
+	if (!t->name[t->n])
+		goto nomem;
+	*id = t->n++;
+	*slot = t->n;
+	return 0;
+nomem:
+	*w->err = strdupf("index %s: out of memory", w->out);
+	return -ENOMEM;
+}
+
+/* Adds a field to the sample added last: its name and bytes in that
+ * sample's file.  The first field of an index starts the field sections,
+ * with no fields for the samples before. */
+static int writer_field(struct writer *w, const char *ext, uint64_t off,
+			uint64_t len)
+{
+	int rc;
+	uint32_t id;
+
+	if (!w->fields_on) {
+		rc = writer_streams(w, S_COUNT, S_ALL);
+		for (uint64_t i = 0; !rc && i < w->count; i++)
+			rc = writer_put(w, S_FSTART, &w->nfields, 8);
+		if (rc)
+			return rc;
+		w->fields_on = true;
+	}
+	rc = writer_name(w, ext, &id);
+	if (rc)
+		return rc;
+	if (w->ncur == w->capcur) {
+		size_t cap = w->capcur ? 2 * w->capcur : 16;
+		uint32_t *c = realloc(w->cur, cap * sizeof(*c));
+		if (!c) {
+			*w->err = strdupf("index %s: out of memory", w->out);
+			return -ENOMEM;
+		}
+		w->cur = c;
+		w->capcur = cap;
+	}
+	w->cur[w->ncur++] = id;
+	rc = writer_put(w, S_FEXT, &id, 4);
+	if (!rc)
+		rc = writer_put(w, S_FOFF, &off, 8);
+	if (!rc)
+		rc = writer_put(w, S_FLEN, &len, 8);
+	if (rc)
+		return rc;
+	w->nfields++;
 	return 0;
 }
 
@@ -586,6 +837,25 @@ static int writer_finish(struct writer *w)
 		if (rc)
 			goto out;
 		h.classes_size = pos - h.off_classes;
+	}
+	if (w->fields_on) {
+		rc = writer_put(w, S_FSTART, &w->nfields, 8);
+		uint64_t *foffs[] = {&h.off_fstart, &h.off_fext, &h.off_foff,
+				     &h.off_flen};
+		for (int i = S_FSTART; !rc && i < S_ALL; i++) {
+			*foffs[i - S_FSTART] = pos;
+			rc = copy_section(w, w->sec[i], fd, &pos, &hash, buf,
+					  cap);
+		}
+		h.off_names = pos;
+		if (!rc)
+			rc = put_strings(w, fd, &pos, &hash, w->names.name,
+					 w->names.n);
+		if (rc)
+			goto out;
+		h.names_size = pos - h.off_names;
+		h.nfields = w->nfields;
+		h.nnames = w->names.n;
 	}
 
 	memcpy(h.magic, INDEX_MAGIC, 8);
@@ -1304,6 +1574,46 @@ int wharf_index_builder_add(wharf_index_builder *b, const char *path,
 	return rc ? builder_failed(b, rc) : 0;
 }
 
+int wharf_index_builder_field(wharf_index_builder *b, const char *ext,
+			      uint64_t offset, uint64_t length)
+{
+	struct writer *w = &b->w;
+	if (b->rc || b->done)
+		return builder_spent(b);
+	if (!w->count)
+		return error_set(-EINVAL,
+				 strdupf("index %s: a field before any sample "
+					 "(add the sample first)",
+					 b->out));
+	const unsigned long long at = w->count - 1;
+	if (!ext || !*ext)
+		return error_set(-EINVAL,
+				 strdupf("index %s: sample %llu: a field "
+					 "without a name",
+					 b->out, at));
+	if (offset > UINT64_MAX - length ||
+	    (w->last_len != WHARF_LENGTH_UNKNOWN &&
+	     (offset < w->last_off ||
+	      offset + length > w->last_off + w->last_len)))
+		return error_set(-ERANGE,
+				 strdupf("index %s: sample %llu: field %s "
+					 "(bytes %llu + %llu) lies outside "
+					 "the sample (bytes %llu + %llu)",
+					 b->out, at, ext,
+					 (unsigned long long)offset,
+					 (unsigned long long)length,
+					 (unsigned long long)w->last_off,
+					 (unsigned long long)w->last_len));
+	for (size_t k = 0; k < w->ncur; k++)
+		if (!strcmp(w->names.name[w->cur[k]], ext))
+			return error_set(-EEXIST,
+					 strdupf("index %s: sample %llu has "
+						 "field %s twice",
+						 b->out, at, ext));
+	int rc = writer_field(w, ext, offset, length);
+	return rc ? builder_failed(b, rc) : 0;
+}
+
 int wharf_index_builder_finish(wharf_index_builder *b)
 {
 	if (b->rc || b->done)
@@ -1372,6 +1682,44 @@ int wharf_index_sample(const wharf_index *w, uint64_t i,
 	return 0;
 }
 
+uint32_t wharf_index_num_fields(const wharf_index *w, uint64_t i)
+{
+	const struct index *idx = index_from_public(w);
+	uint64_t first, end;
+	if (i >= idx->count || index_fields(idx, i, &first, &end))
+		return 0;
+	return (uint32_t)(end - first);
+}
+
+int wharf_index_field(const wharf_index *w, uint64_t i, uint32_t k,
+		      struct wharf_field *out)
+{
+	const struct index *idx = index_from_public(w);
+	uint64_t first, end;
+	if (i >= idx->count || index_fields(idx, i, &first, &end) ||
+	    k >= end - first)
+		return error_set(-ERANGE,
+				 strdupf("sample %llu: index %s has no field "
+					 "%u of it",
+					 (unsigned long long)i, idx->path, k));
+	const uint64_t f = first + k;
+	if (idx->fext[f] >= idx->nnames)
+		return error_set(-EINVAL,
+				 strdupf("sample %llu: index %s: field %u "
+					 "names no field name (corrupted)",
+					 (unsigned long long)i, idx->path, k));
+	out->offset = idx->foff[f];
+	out->length = idx->flen[f];
+	out->name = idx->names[idx->fext[f]];
+	return 0;
+}
+
+const char *wharf_index_field_name(const wharf_index *w, uint32_t k)
+{
+	const struct index *idx = index_from_public(w);
+	return k < idx->nnames ? idx->names[k] : NULL;
+}
+
 const char *wharf_index_class_name(const wharf_index *w, uint32_t label)
 {
 	const struct index *idx = index_from_public(w);
@@ -1403,6 +1751,8 @@ int wharf_index_info(const wharf_index *w, struct wharf_index_info *info)
 	    .file_bytes = idx->map_size,
 	    .unknown_lengths = idx->unknown_lengths,
 	    .version = INDEX_VERSION,
+	    .num_fields = idx->nfields,
+	    .num_field_names = idx->nnames,
 	};
 	size_t n =
 	    info->size && info->size < sizeof(i) ? info->size : sizeof(i);

@@ -14,12 +14,24 @@
  *   root         the directory relative paths are joined to, NUL-terminated
  *   classes      optional: num_labels names, each NUL-terminated (label k is
  *                the k-th), from the class folders of a --dir build
+ *   fields       optional (samples of tar shards, or added with
+ *                wharf_index_builder_field): fstart[n+1] uint64, sample i's
+ *                fields are [fstart[i], fstart[i+1]); fext[m] uint32, the
+ *                field's name in the names table; foff[m], flen[m] uint64,
+ *                its bytes in the sample's file; names: nnames names, each
+ *                NUL-terminated ("jpg", "cls")
  * The header carries its own checksum (checked at every open: O(1)) and one
  * over the sections (checked on request: it reads every page).
  *
  * Accessors are inline: the hot path reads the arrays directly.
+ *
+ * Readers of format 1 before fields existed ignore those header words (they
+ * were pad, hashed as zero), so they still read a tar index's samples as
+ * the span from a sample's first field to its last: the version stays.
  */
 #include <stdint.h>
+#include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <wharf/loader.h>
@@ -44,7 +56,11 @@ struct index_header {
 	/* Zero in files without class names (older files: the pad was zero,
 	 * so the format version stays). */
 	uint64_t off_classes, classes_size;
-	uint8_t pad[INDEX_HEADER_SIZE - 176];
+	/* Zero in files without fields, likewise. */
+	uint64_t off_fstart, nfields, off_fext, off_foff, off_flen;
+	uint64_t off_names, names_size;
+	uint32_t nnames, reserved;
+	uint8_t pad[INDEX_HEADER_SIZE - 240];
 };
 _Static_assert(sizeof(struct index_header) == INDEX_HEADER_SIZE, "header size");
 
@@ -67,6 +83,14 @@ struct index {
 	uint64_t total_bytes; /* sum of known lengths */
 	uint32_t num_labels;
 	uint32_t unknown_lengths; /* 1 when some length is unknown */
+	/* Fields (all NULL and 0 in an index without them). */
+	uint64_t nfields;
+	const uint64_t *fstart; /* count + 1 */
+	const uint32_t *fext;	/* nfields, each < nnames when sound */
+	const uint64_t *foff;
+	const uint64_t *flen;
+	const char **names; /* nnames field names */
+	uint32_t nnames;
 	void *map;
 	size_t map_size;
 	char *path; /* the index file */
@@ -105,6 +129,48 @@ static inline uint64_t index_length(const struct index *idx, uint64_t i)
 static inline int32_t index_label(const struct index *idx, uint64_t i)
 {
 	return idx->label[i];
+}
+
+/* Sample i's fields: [*first, *end) of the field arrays.  The bounds come
+ * from the file and are checked here, O(1): -EINVAL for a corrupt entry
+ * (the full checksum would have caught it). */
+static inline int index_fields(const struct index *idx, uint64_t i,
+			       uint64_t *first, uint64_t *end)
+{
+	if (!idx->fstart) {
+		*first = *end = 0;
+		return 0;
+	}
+	*first = idx->fstart[i];
+	*end = idx->fstart[i + 1];
+	return *first <= *end && *end <= idx->nfields ? 0 : -EINVAL;
+}
+
+/*
+ * The field names in list ("jpg" or "jpg,jpeg,png") as idx->nnames flags
+ * for index_field_pick().  @return 0 and *want (malloc'd); -EINVAL when
+ * the index has no fields or list is empty, -ENOENT when no sample has any
+ * of the names; *err says which names the index has.
+ */
+int index_field_want(const struct index *idx, const char *list, bool **want,
+		     char **err) __attribute__((warn_unused_result));
+
+/* The first field of sample i whose name want flags: its position in the
+ * field arrays (index_fields order), or -ENOENT when it has none, -EINVAL
+ * for a corrupt entry.  O(fields of i), nothing allocated. */
+static inline int64_t index_field_pick(const struct index *idx,
+				       const bool *want, uint64_t i)
+{
+	uint64_t f, end;
+	if (index_fields(idx, i, &f, &end))
+		return -EINVAL;
+	for (; f < end; f++) {
+		if (idx->fext[f] >= idx->nnames)
+			return -EINVAL;
+		if (want[idx->fext[f]])
+			return (int64_t)f;
+	}
+	return -ENOENT;
 }
 
 /* The path of file f as stored (relative to index_root() unless it starts

@@ -663,7 +663,8 @@ static int plan_sizes(struct wharf_loader *l, char **err)
 	const struct index *idx = l->idx;
 	const struct wharf_options *o = &l->opt;
 	uint64_t ss = o->sample_bytes;
-	if (!ss && !idx->unknown_lengths &&
+	/* A field's length is its own, whatever the samples' spans. */
+	if (!ss && !idx->unknown_lengths && !l->fill.field_want &&
 	    idx->min_length == idx->max_length && !o->sample_fn)
 		ss = idx->max_length;
 	uint64_t cap = o->slot_bytes;
@@ -749,6 +750,13 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 			  &err);
 	if (rc)
 		goto fail;
+	if (l->opt.field && (l->idx->fstart || !l->opt.field_if_any)) {
+		bool *want;
+		rc = index_field_want(l->idx, l->opt.field, &want, &err);
+		if (rc)
+			goto fail;
+		l->fill.field_want = want;
+	}
 	rc = plan_sizes(l, &err);
 	if (rc)
 		goto fail;
@@ -779,6 +787,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.batch_fn = l->opt.batch_fn;
 	l->fill.user = l->opt.user;
 	l->hints = hints_new(l->idx);
+	hints_set_field(l->hints, l->fill.field_want);
 	hint_lead_init(l);
 	if (nw) {
 		rc = workers_start(&l->workers, nw, l->opt.prefetch, &l->fill,
@@ -849,6 +858,7 @@ void wharf_loader_close(wharf_loader *l)
 	hints_free(l->hints);
 	free(l->slots);
 	free(l->scratch_ids);
+	free((void *)l->fill.field_want);
 	free(l->error);
 	free(l);
 }

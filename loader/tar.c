@@ -45,6 +45,9 @@ struct walk {
 	/* For the next member: pax x and GNU L; for all later ones: pax g. */
 	struct opt_name xpath, lpath, gpath;
 	struct opt_size xsize, gsize;
+	/* The next member is a GNU sparse file in pax form (GNU.sparse.*
+	 * records): its data is a map and the stored parts, not its bytes. */
+	bool xsparse;
 	char name[TAR_NAME_MAX + 1];
 };
 
@@ -246,6 +249,9 @@ static int parse_pax(struct walk *w, uint64_t hdr, const char *p, size_t n,
 
 			if (rc)
 				return rc;
+		} else if (eq - key > 11 && !memcmp(key, "GNU.sparse.", 11)) {
+			if (path == &w->xpath)
+				w->xsparse = true;
 		} else if (eq - key == 4 && !memcmp(key, "size", 4)) {
 			size->set = vlen > 0;
 			if (vlen > 0 && parse_dec(val, vlen, &size->v))
@@ -395,7 +401,8 @@ static int walk(struct walk *w, tar_member_fn cb, void *cb_arg)
 			m.name = member_name(w);
 			m.header = first;
 			m.offset = data;
-			m.type = type == '0' || type == '\0' || type == '7'
+			m.type = (type == '0' || type == '\0' || type == '7') &&
+					 !w->xsparse
 				     ? TAR_REGULAR
 				     : TAR_OTHER;
 			if (m.name[0] == '\0')
@@ -416,6 +423,7 @@ static int walk(struct walk *w, tar_member_fn cb, void *cb_arg)
 				return rc;
 			hsize = m.size;
 			w->xpath.set = w->lpath.set = w->xsize.set = false;
+			w->xsparse = false;
 			first = UINT64_MAX;
 			break;
 		}

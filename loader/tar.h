@@ -42,7 +42,8 @@ int tar_pread(void *arg, uint64_t off, void *buf, size_t len);
 
 enum tar_type {
 	TAR_REGULAR, /* '0', NUL (v7) and '7' (contiguous) */
-	TAR_OTHER,   /* directories, links, devices, anything else */
+	TAR_OTHER,   /* directories, links, devices, GNU sparse files (type
+		      * S, or pax GNU.sparse records), anything else */
 };
 
 struct tar_member {

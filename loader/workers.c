@@ -326,6 +326,61 @@ static int sample_len(struct where *w, int fd, uint64_t id, uint64_t *len)
 	return 0;
 }
 
+/* Names, comma-separated, of sample id's fields (which = NULL) or of the
+ * fields asked for (which = want), into buf: for a message. */
+static void field_list(const struct index *idx, const bool *which, uint64_t id,
+		       char *buf, size_t len)
+{
+	uint64_t f, end;
+	size_t at = 0;
+
+	buf[0] = '\0';
+	if (which) {
+		f = 0;
+		end = idx->nnames;
+	} else if (index_fields(idx, id, &f, &end)) {
+		return;
+	}
+	for (; f < end && at < len; f++) {
+		uint32_t k = which ? (uint32_t)f : idx->fext[f];
+		if ((which && !which[k]) || k >= idx->nnames)
+			continue;
+		at += (size_t)snprintf(buf + at, len - at, "%s%s",
+				       at ? "," : "", idx->names[k]);
+	}
+}
+
+/* Where sample id is read and how much: the field asked for
+ * (wharf_options.field), else the sample as the index gives it. */
+static int sample_extent(struct fill_ctx *c, struct where *w, int fd,
+			 uint64_t epoch, uint64_t id, uint64_t *off,
+			 uint64_t *len)
+{
+	const struct index *idx = c->idx;
+	char want[64], has[64];
+
+	if (!c->field_want) {
+		int rc = sample_len(w, fd, id, len);
+		if (!rc)
+			*off = read_offset(c, epoch, id, *len);
+		return rc;
+	}
+	int64_t f = index_field_pick(idx, c->field_want, id);
+	if (f == -EINVAL)
+		return fail(w, -EINVAL,
+			    "its fields' entries are out of range (corrupted "
+			    "index)");
+	if (f < 0) {
+		field_list(idx, c->field_want, id, want, sizeof(want));
+		field_list(idx, NULL, id, has, sizeof(has));
+		return fail(w, -ENOENT, "no field %s (it has: %s)", want,
+			    has[0] ? has : "none");
+	}
+	*off = idx->foff[f];
+	*len = idx->flen[f];
+	return 0;
+}
+
 /*
  * Fills ids[k..] starting at data + pos: one sample, or (no transform) a run
  * of samples adjacent in one file read with one pread.  *nrun and *used say
@@ -341,7 +396,7 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 	uint64_t *ids = ring_samples(r, s);
 	char *data = ring_data(r, s);
 	uint64_t cap = r->data_cap - pos;
-	uint64_t id = ids[k], len;
+	uint64_t id = ids[k], len, off;
 	int rc;
 
 	w->id = id;
@@ -355,7 +410,7 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 	int ent = file_open(c, w, file);
 	if (ent < 0)
 		return ent;
-	rc = sample_len(w, c->fds->fd[ent], id, &len);
+	rc = sample_extent(c, w, c->fds->fd[ent], h->epoch, id, &off, &len);
 	if (rc)
 		return rc;
 	if (c->sample_fn) {
@@ -369,8 +424,7 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			c->scratch = b;
 			c->scratch_cap = len;
 		}
-		rc = read_full(c, w, h, (unsigned)ent, c->scratch, len,
-			       read_offset(c, h->epoch, id, len));
+		rc = read_full(c, w, h, (unsigned)ent, c->scratch, len, off);
 		if (rc)
 			return rc;
 		uint64_t out_cap = c->sample_size ? c->sample_size : cap;
@@ -410,8 +464,9 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 	/* Extend the run while the next sample starts where this one ends. */
 	uint32_t run = 1;
 	uint64_t total = len;
-	/* Moved samples are not merged: each has its own shift. */
-	while (merge && !c->shift_step && k + run < n) {
+	/* Moved samples are not merged: each has its own shift; nor are
+	 * fields, which the index's sample extents do not describe. */
+	while (merge && !c->shift_step && !c->field_want && k + run < n) {
 		uint64_t prev = ids[k + run - 1], nx = ids[k + run];
 		if (nx >= idx->count || idx->file[nx] != file ||
 		    idx->length[prev] == WHARF_LENGTH_UNKNOWN ||
@@ -430,8 +485,7 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			    "slot_bytes",
 			    (unsigned long long)len, (unsigned long long)cap);
 	*nrun = run; /* also on failure: the caller retries a merged run */
-	rc = read_full(c, w, h, (unsigned)ent, data + pos, total,
-		       read_offset(c, h->epoch, id, len));
+	rc = read_full(c, w, h, (unsigned)ent, data + pos, total, off);
 	if (rc)
 		return rc;
 	*used = total;

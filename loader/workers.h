@@ -28,6 +28,9 @@ struct fill_ctx {
 	bool skip_bad;
 	uint64_t seed; /* the options' seed: sample transforms' randomness */
 	uint32_t shift_step; /* moving windows: wharf_options.shift_step */
+	/* wharf_options.field resolved (index_field_want), or NULL: read
+	 * the whole sample. */
+	const bool *field_want;
 	wharf_sample_fn sample_fn;
 	wharf_batch_fn batch_fn;
 	void *user;

@@ -82,6 +82,13 @@
  *       The decoder keeps its decoding buffers per process: loaders that
  *       share one with num_workers 0 must not run on two threads at once.
  *
+ * Every decoder also takes field=NAME[,NAME...]: in an index of tar shards
+ * (wharf_index_field()), each sample is read from its first field that has
+ * one of those names instead of whole (wharf_options.field).  Without it,
+ * jpeg reads the first of jpg, jpeg, png and webp that the sample has (the
+ * whole sample in an index without fields); the others read the whole
+ * sample, its first member to its last.
+ *
  * Call order: wharf_decoder_new(), wharf_decoder_apply() on the options,
  * wharf_loader_open(); the decoder must outlive the loader; then
  * wharf_decoder_free().
@@ -106,8 +113,9 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out);
 
 /*
  * Sets opt's sample_fn, worker_init, user, shift_step (moving token
- * windows; 0 for every other decoder) and (when the decoder knows it)
- * sample_bytes.  Overwrites those fields only.
+ * windows; 0 for every other decoder), field and field_if_any (the field
+ * read: field=, jpeg's default, or none) and (when the decoder knows it)
+ * sample_bytes.  Overwrites those fields only; field points into d.
  * @return 0, or -EINVAL when opt->size is too small.
  */
 int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt);

@@ -138,6 +138,10 @@ struct wharf_index_info {
 	uint64_t file_bytes;	  /* size of the index file */
 	uint32_t unknown_lengths; /* 1 when some lengths are unknown */
 	uint32_t version;	  /* file format version */
+	/* Added later (a smaller size leaves them out): */
+	uint64_t num_fields;	  /* fields of all samples (tar shards) */
+	uint32_t num_field_names; /* distinct field names ("jpg", "cls") */
+	uint32_t reserved;
 };
 
 /* Fills *info (set info->size first; fields past it are left alone).
@@ -167,6 +171,37 @@ struct wharf_sample {
  */
 int wharf_index_sample(const wharf_index *idx, uint64_t i,
 		       struct wharf_sample *out);
+
+/*
+ * Fields: the parts of a sample, for an index of WebDataset tar shards
+ * (wharf_index_build_tar()) or one built with wharf_index_builder_field().
+ * A sample of key "0001" made of the members 0001.jpg and 0001.cls has two
+ * fields, "jpg" and "cls" (a field's name is what follows the first dot of
+ * the member's basename), each with its own bytes in the sample's file;
+ * the sample's own offset and length span its first field to its last.
+ * A loader reads one field of each sample (wharf_options.field).
+ */
+struct wharf_field {
+	uint64_t offset;  /* byte offset within the sample's file */
+	uint64_t length;  /* bytes (0 for an empty member) */
+	const char *name; /* "jpg"; lives as long as the index */
+};
+
+/* Number of fields of sample i, in archive order: 0 for an index without
+ * fields, and for i >= wharf_index_count(). */
+uint32_t wharf_index_num_fields(const wharf_index *idx, uint64_t i);
+
+/*
+ * Field k (< wharf_index_num_fields(idx, i)) of sample i.
+ * @return 0 and *out set; -ERANGE for a bad i or k; -EINVAL for a corrupt
+ *         entry.
+ */
+int wharf_index_field(const wharf_index *idx, uint64_t i, uint32_t k,
+		      struct wharf_field *out);
+
+/* The k-th distinct field name of the index (k < info.num_field_names), or
+ * NULL: to list what the samples hold. */
+const char *wharf_index_field_name(const wharf_index *idx, uint32_t k);
 
 /*
  * The name of label `label`: the class folder it was made from, for an index
@@ -228,6 +263,56 @@ int wharf_index_build_records(uint64_t record, const char *const *files,
 			      size_t nfiles, const char *out);
 
 /*
+ * WebDataset tar shards: one sample per key (a member's path up to the
+ * first dot of its basename; a key's members adjacent in the shard), its
+ * fields the members (wharf_index_field()).  Only headers are read, one
+ * ranged read each (and one small read of each label field): over a wharf
+ * mount, indexing a shard costs a request per member, not the shard.
+ * ustar, GNU and pax headers, any member size.
+ *
+ * Members that are not regular files (directories, links, GNU sparse
+ * files) and files whose basename has no dot or starts with one are
+ * skipped, with one warning per shard that counts them.
+ *
+ * Damage (a bad checksum, a shard cut short, a member past the end, a key
+ * whose members are not adjacent, a field twice) fails the build with
+ * -EBADMSG and "SHARD: byte N: what"; with partial set the samples before
+ * the damage are kept, the rest of that shard left out, with a warning.
+ * A shard whose first key is the key its predecessor ended with (a sample
+ * split across two shards) fails the build with -EBADMSG either way.
+ */
+struct wharf_tar_options {
+	uint32_t size;	  /* sizeof(struct wharf_tar_options) */
+	uint32_t partial; /* 1: keep the samples before damage (see above) */
+	/* The directory relative shard paths are resolved against when the
+	 * index is loaded; NULL: the current directory. */
+	const char *root;
+	/* The field whose content (a decimal integer, surrounding white
+	 * space allowed, -1 to 2^31 - 1) is the sample's label; NULL: "cls";
+	 * "": no labels.  A sample without it gets -1; any other content
+	 * fails the build naming the shard, key and offset. */
+	const char *label_field;
+	/* Called after each shard (NULL: none): shards done, shards in all,
+	 * samples so far, for a progress line. */
+	void (*progress)(void *arg, uint64_t done, uint64_t total,
+			 uint64_t samples);
+	void *progress_arg;
+};
+
+/* Fills *o with the defaults above and sets o->size. */
+void wharf_tar_options_init(struct wharf_tar_options *o);
+
+/*
+ * The index of the samples of n tar shards, in the order given, to out;
+ * opt NULL for the defaults.
+ * @return 0, or a negative errno with wharf_last_error() set (-EBADMSG for
+ *         damage, -EINVAL for a bad label, the errno of a shard that cannot
+ *         be opened or read).
+ */
+int wharf_index_build_tar(const char *const *shards, size_t n,
+			  const struct wharf_tar_options *opt, const char *out);
+
+/*
  * Samples from any container (TFRecord, RecordIO, a packed blob...): a
  * builder takes (path, offset, length, label) one at a time and streams
  * them to disk like the builders above, so memory stays flat however many
@@ -258,6 +343,18 @@ int wharf_index_builder_new(const char *out, const char *root,
 int wharf_index_builder_add(wharf_index_builder *b, const char *path,
 			    uint64_t offset, uint64_t length, int32_t label);
 int wharf_index_builder_finish(wharf_index_builder *b);
+
+/*
+ * Adds a field to the sample added last (wharf_index_builder_add()): its
+ * name and bytes in that sample's file, which must lie inside the sample
+ * (when its length is known).  Add a sample's fields in the order a reader
+ * should prefer them: a loader reading "jpg,png" takes the first it meets.
+ * @return 0; -EINVAL before any sample or for an empty name; -ERANGE for a
+ *         field outside its sample; -EEXIST for a name the sample has
+ *         already; after a failed write, as wharf_index_builder_add().
+ */
+int wharf_index_builder_field(wharf_index_builder *b, const char *name,
+			      uint64_t offset, uint64_t length);
 void wharf_index_builder_free(wharf_index_builder *b);
 
 /* ------------------------------------------------------------------------
@@ -380,6 +477,18 @@ struct wharf_options {
 	 * index's records, and the last record of a run is read in place. */
 	uint32_t shift_step;
 	uint32_t reserved1;
+	/* The field each sample is read from, in an index with fields
+	 * (wharf_index_field()): a name ("jpg"), or several separated by
+	 * commas ("jpg,jpeg,png,webp": the sample's first field that has one
+	 * of them).  NULL: the whole sample.  A name that no sample has fails
+	 * wharf_loader_open(); a sample without any fails its read (skip_bad
+	 * leaves it out).  An index without fields fails wharf_loader_open(),
+	 * unless field_if_any is 1: then its samples are read whole (how the
+	 * image decoders' default field works on an index of image files).
+	 * Decoders set both (wharf_decoder_apply). */
+	const char *field;
+	uint32_t field_if_any;
+	uint32_t reserved2;
 };
 
 /* Fills *opt with the defaults above and sets opt->size.  Always call it (or

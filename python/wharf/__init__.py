@@ -30,6 +30,7 @@ callback in the workers is not offered on purpose.
 import atexit
 import ctypes
 import errno
+import glob as _glob
 import os
 import warnings
 import weakref
@@ -92,7 +93,8 @@ class Index:
 
     @classmethod
     def build(cls, out, dir=None, list=None, files=None, record_bytes=None,
-              samples=None, root=None, stat=True, verify=False):
+              samples=None, tar=None, root=None, stat=True, verify=False,
+              label_field=None, partial=False):
         """Writes an index to out and opens it.  Exactly one source:
 
         dir=D: every file under D in byte order of the path, labelled by its
@@ -103,14 +105,22 @@ class Index:
         N-byte records; samples=iterable of (path, offset, length, label)
         tuples, samples inside any container (label None or -1 for none,
         length None for "to the end of the file", as Index.sample() gives
-        them), streamed to disk as they come,
-        relative paths resolved against root (default: the current
+        them), streamed to disk as they come, and a fifth element, when
+        present, the sample's fields: (name, offset, length) tuples (as
+        Index.fields() gives them); tar=[...]: WebDataset tar shards (paths
+        or glob patterns), one sample per key, its members as fields, the
+        label from the field label_field (default "cls", "" for none), a
+        damaged shard failing the build unless partial=True (the samples
+        before the damage kept, with a warning).  Relative paths of
+        samples= and tar= are resolved against root (default: the current
         directory).
         """
-        given = [x is not None for x in (dir, list, files, samples)]
+        given = [x is not None for x in (dir, list, files, samples, tar)]
         if sum(given) != 1:
             raise ValueError("Index.build needs exactly one of dir=, list=, "
-                             "files=, samples=")
+                             "files=, samples=, tar=")
+        if (label_field is not None or partial) and tar is None:
+            raise ValueError("label_field= and partial= go with tar=")
         if dir is not None:
             rc = _c.wharf_index_build_dir(_path(dir), _path(out))
         elif list is not None:
@@ -118,6 +128,8 @@ class Index:
                                            _path(out))
         elif samples is not None:
             rc = cls._build_samples(out, samples, root)
+        elif tar is not None:
+            rc = cls._build_tar(out, tar, root, label_field, partial)
         else:
             if not record_bytes or record_bytes <= 0:
                 raise ValueError("files= needs record_bytes=")
@@ -140,7 +152,9 @@ class Index:
         if rc:
             _raise(rc)
         try:
-            for path, offset, length, label in samples:
+            for sample in samples:
+                path, offset, length, label = sample[:4]
+                fields = sample[4] if len(sample) > 4 else ()
                 if length is None:
                     length = _lib.WHARF_LENGTH_UNKNOWN
                 if label is None:
@@ -153,12 +167,66 @@ class Index:
                                                 int(length), int(label))
                 if rc:
                     _raise(rc)
+                for name, foff, flen in fields:
+                    rc = _c.wharf_index_builder_field(
+                        b, str(name).encode(), int(foff), int(flen))
+                    if rc:
+                        _raise(rc)
             rc = _c.wharf_index_builder_finish(b)
             if rc:
                 _raise(rc)
         finally:
             _c.wharf_index_builder_free(b)
         return 0
+
+    @staticmethod
+    def _build_tar(out, tar, root, label_field, partial):
+        """tar= through wharf_index_build_tar.  Returns its code."""
+        if isinstance(tar, (str, bytes, os.PathLike)):
+            tar = [tar]
+        names = []
+        for t in tar:
+            t = os.fspath(t)
+            pattern = os.fsdecode(t)
+            if any(c in pattern for c in "*?["):
+                where = os.path.join(os.fspath(root), pattern) if root \
+                    else pattern
+                found = sorted(_glob.glob(where))
+                if not found:
+                    raise FileNotFoundError(
+                        errno.ENOENT, "no shard matches %r" % pattern)
+                if root:
+                    found = [os.path.relpath(f, os.fspath(root))
+                             for f in found]
+                names += [_path(f) for f in found]
+            else:
+                names.append(_path(t))
+        if not names:
+            raise ValueError("tar= names no shard")
+        o = _lib.TarOptions()
+        _c.wharf_tar_options_init(ctypes.byref(o))
+        o.partial = int(bool(partial))
+        o.root = None if root is None else _path(root)
+        o.label_field = None if label_field is None else \
+            str(label_field).encode()
+        arr = (ctypes.c_char_p * len(names))(*names)
+        return _c.wharf_index_build_tar(arr, len(names), ctypes.byref(o),
+                                        _path(out))
+
+    def fields(self, i):
+        """The fields of sample i, [(name, offset, length)...] in archive
+        order: the members of a WebDataset key (tar=), [] in an index
+        without fields."""
+        h = self._handle()
+        f = _lib.Field()
+        out = []
+        for k in range(_c.wharf_index_num_fields(h, i)):
+            rc = _c.wharf_index_field(h, i, k, ctypes.byref(f))
+            if rc:
+                _raise(rc)
+            out.append((f.name.decode("utf-8", "surrogateescape"),
+                        f.offset, f.length))
+        return out
 
     def _handle(self):
         if self._closed:

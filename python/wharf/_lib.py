@@ -27,6 +27,20 @@ class Sample(ctypes.Structure):
                 ("label", c_i32)]
 
 
+class Field(ctypes.Structure):
+    _fields_ = [("offset", c_u64), ("length", c_u64), ("name", c_char_p)]
+
+
+# The progress callback of TarOptions (left NULL from Python).
+TarProgress = ctypes.CFUNCTYPE(None, c_void_p, c_u64, c_u64, c_u64)
+
+
+class TarOptions(ctypes.Structure):
+    _fields_ = [("size", c_u32), ("partial", c_u32), ("root", c_char_p),
+                ("label_field", c_char_p), ("progress", TarProgress),
+                ("progress_arg", c_void_p)]
+
+
 class BatchC(ctypes.Structure):
     _fields_ = [
         ("epoch", c_u64),
@@ -70,6 +84,9 @@ class Options(ctypes.Structure):
         ("user", c_void_p),
         ("shift_step", c_u32),
         ("reserved1", c_u32),
+        ("field", c_char_p),
+        ("field_if_any", c_u32),
+        ("reserved2", c_u32),
     ]
 
 
@@ -152,6 +169,14 @@ _SIGNATURES = {
     "wharf_index_builder_add": (ctypes.c_int, [
         c_void_p, c_char_p, c_u64, c_u64, c_i32]),
     "wharf_index_builder_finish": (ctypes.c_int, [c_void_p]),
+    "wharf_index_builder_field": (ctypes.c_int, [
+        c_void_p, c_char_p, c_u64, c_u64]),
+    "wharf_index_num_fields": (c_u32, [c_void_p, c_u64]),
+    "wharf_index_field": (ctypes.c_int, [c_void_p, c_u64, c_u32,
+                                         _P(Field)]),
+    "wharf_tar_options_init": (None, [_P(TarOptions)]),
+    "wharf_index_build_tar": (ctypes.c_int, [
+        _P(c_char_p), ctypes.c_size_t, _P(TarOptions), c_char_p]),
     "wharf_index_builder_free": (None, [c_void_p]),
     "wharf_options_init": (None, [_P(Options)]),
     "wharf_loader_open": (ctypes.c_int,

@@ -121,19 +121,30 @@ class Decoder:
         return "wharf.decode<%s>" % self.spec
 
 
+def _field(field):
+    """The spec word of field= (a name or names), or ""."""
+    if field is None:
+        return ""
+    if not isinstance(field, str):
+        field = ",".join(field)
+    return " " + _word("field", field)
+
+
 class Raw(Decoder):
-    def __init__(self, size=None):
+    def __init__(self, size=None, field=None):
         if size:
             self.shape = (int(size),)
             self.spec = "raw bytes=%d" % int(size)
+        self.spec += _field(field)
 
 
 class Array(Decoder):
-    def __init__(self, dtype, shape, offset=0):
+    def __init__(self, dtype, shape, offset=0, field=None):
         self.dtype, _ = _dtype(dtype)
         self.shape = tuple(int(d) for d in shape)
         self.spec = "array dtype=%s shape=%s offset=%d" % (
             self.dtype, ",".join(map(str, self.shape)), int(offset))
+        self.spec += _field(field)
         self._check()
 
 
@@ -191,7 +202,7 @@ class Jpeg(Decoder):
     def __init__(self, size=224, crop="random-resized", scale=(0.08, 1.0),
                  ratio=(3 / 4, 4 / 3), flip=None, dtype="uint8",
                  layout="chw", mean=None, std=None, max_scans=None,
-                 max_pixel_scans=None):
+                 max_pixel_scans=None, field=None):
         h, w = _size(size)
         self.size = (h, w)
         self.dtype, _ = _dtype(dtype)
@@ -217,24 +228,28 @@ class Jpeg(Decoder):
             words.append("max_scans=%d" % int(max_scans))
         if max_pixel_scans is not None:
             words.append("max_pixel_scans=%d" % int(max_pixel_scans))
-        self.spec = " ".join(words)
+        self.spec = " ".join(words) + _field(field)
         self.shape = (3, h, w) if layout == "chw" else (h, w, 3)
         self._check()
 
 
-def raw(size=None):
+def raw(size=None, field=None):
     """The stored bytes: uint8 arrays (count, size), or one per sample when
     sizes differ.  With size, each sample is cut or zero-padded to size
-    bytes, so any files make (count, size) batches."""
-    return Raw(size)
+    bytes, so any files make (count, size) batches.  field: in an index of
+    tar shards, the field each sample is read from ("txt"; a list or
+    "jpg,png": the first of them the sample has); default: the whole
+    sample, its first member to its last."""
+    return Raw(size, field)
 
 
-def array(dtype, shape, offset=0):
+def array(dtype, shape, offset=0, field=None):
     """Fixed-shape arrays: every sample is offset header bytes and then
     prod(shape) elements of dtype; batches are (count, *shape).  dtype: a
     NumPy or torch dtype, or its name in either spelling of libwharf(3)
-    ("float32" or "f32", "uint16" or "u16", "bfloat16" or "bf16")."""
-    return Array(dtype, shape, offset)
+    ("float32" or "f32", "uint16" or "u16", "bfloat16" or "bf16").
+    field: as raw()'s."""
+    return Array(dtype, shape, offset, field)
 
 
 def tokens(dtype="uint16", window=1024, out="int64", windows="moving"):
@@ -262,7 +277,8 @@ def plugin(path, symbol="wharf_transform", arg="", sample_bytes=0,
 
 def jpeg(size=224, crop="random-resized", scale=(0.08, 1.0),
          ratio=(3 / 4, 4 / 3), flip=None, dtype="uint8", layout="chw",
-         mean=None, std=None, max_scans=None, max_pixel_scans=None):
+         mean=None, std=None, max_scans=None, max_pixel_scans=None,
+         field=None):
     """JPEG files decoded and augmented in the workers (libjpeg-turbo):
     batches (count, 3, height, width) with layout "chw", (count, height,
     width, 3) with "hwc".  size: an int (a square) or (height, width), as
@@ -285,9 +301,14 @@ def jpeg(size=224, crop="random-resized", scale=(0.08, 1.0),
     500) caps a progressive file's scans, max_pixel_scans (default 2**30)
     its width x height x scans; 0 lifts a limit.  A 12-megapixel
     photograph passes both.  Bad parameters raise DecodeError (a
-    ValueError and a WharfError) with libwharf's message."""
+    ValueError and a WharfError) with libwharf's message.
+
+    field: in an index of tar shards, the member decoded ("jpg"; a list or
+    "jpg,jpeg": the first of them the sample has); default: the sample's
+    first image member (jpg, jpeg, png or webp), or the whole sample in an
+    index without fields."""
     return Jpeg(size, crop, scale, ratio, flip, dtype, layout, mean, std,
-                max_scans, max_pixel_scans)
+                max_scans, max_pixel_scans, field)
 
 
 def coerce(decode):

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,40 @@
 
 #include "fuzz.h"
 #include "index.h"
+
+/* The fields (tar shards' members), as the accessors and a loader's
+ * field lookup see them: inside the arrays, or refused. */
+static void fields(wharf_index *w, uint64_t count,
+		   const struct wharf_index_info *info)
+{
+	const struct index *idx = (const struct index *)(void *)w;
+	bool *want = calloc(info->num_field_names + 1, sizeof(*want));
+
+	FUZZ_ASSERT(want != NULL);
+	for (uint32_t k = 0; k < info->num_field_names; k++) {
+		const char *name = wharf_index_field_name(w, k);
+
+		FUZZ_ASSERT(name != NULL);
+		want[k] = k % 2 == 0;
+	}
+	FUZZ_ASSERT(wharf_index_field_name(w, info->num_field_names) == NULL);
+	for (uint64_t i = 0; i < count && i < 4096; i++) {
+		uint32_t n = wharf_index_num_fields(w, i);
+		struct wharf_field f;
+
+		for (uint32_t k = 0; k < n && k < 64; k++) {
+			int rc = wharf_index_field(w, i, k, &f);
+
+			FUZZ_ASSERT(rc == 0 || rc == -EINVAL);
+			FUZZ_ASSERT(rc || f.name != NULL);
+		}
+		FUZZ_ASSERT(wharf_index_field(w, i, n, &f) != 0);
+		int64_t pick = index_field_pick(idx, want, i);
+		FUZZ_ASSERT(pick == -EINVAL || pick == -ENOENT ||
+			    (pick >= 0 && (uint64_t)pick < idx->nfields));
+	}
+	free(want);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -62,6 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_ASSERT(wharf_index_sample(idx, count, &(struct wharf_sample){0}) ==
 		    -ERANGE);
+	fields(idx, count, &info);
 	(void)wharf_index_path(idx, (uint32_t)wharf_index_num_files(idx),
 			       (char[64]){0}, 64);
 	wharf_index_close(idx);
