@@ -427,9 +427,11 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 		return error_set(-ENOMEM, NULL);
 	c->l = l;
 	c->nbuf = o.buffers;
-	/* At most one copy per ring slot runs, and one per device buffer
-	 * waits to be handed out: the pool never runs dry in use. */
-	c->nxfer = c->nbuf + l->nslots + 1;
+	/* In use at once: a copy per ring slot still reading it, one per
+	 * device buffer not handed out, one per buffer handed out that the
+	 * caller's stream has not reached (a copy into a buffer waits for
+	 * the caller's release of it): the pool does not run dry. */
+	c->nxfer = 2 * c->nbuf + l->nslots + 1;
 	c->stats.size = sizeof(c->stats);
 	if ((e = cudaGetDevice(&c->device)) != cudaSuccess) {
 		rc = cuda_fail(e, "cudaGetDevice");

@@ -593,7 +593,7 @@ out:
 
 /*
  * The host runs ahead of the caller's stream as far as the ring allows: four
- * steps of 200 ms kernels are enqueued before the second kernel ends (the
+ * steps of 500 ms kernels are enqueued before the second kernel ends (the
  * host once waited in each step for the kernel two steps back).
  */
 static void test_run_ahead(void)
@@ -619,7 +619,7 @@ static void test_run_ahead(void)
 		if (s > 0)
 			REQUIRE(wharf_loader_next_device(l, st, &db) == 0,
 				"next %d", s);
-		REQUIRE(cuda_spin(st, 200000000) == 0, "spin");
+		REQUIRE(cuda_spin(st, 500000000) == 0, "spin");
 		REQUIRE(cudaEventRecord(kend[s], st) == cudaSuccess, "record");
 		REQUIRE(wharf_loader_release_device(l, db, st) == 0, "release");
 	}
