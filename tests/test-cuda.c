@@ -518,7 +518,7 @@ static void test_overlap(void)
 #ifdef WHARF_FAKE_CUDART
 	fake_cuda_set_copy_delay_us(5000);
 #else
-	REQUIRE(data_records_sized(&su.d, 1u << 20, 16, 2) == 0, "data");
+	REQUIRE(data_records_sized(&su.d, 1u << 20, 24, 3) == 0, "data");
 #endif
 	struct run r = {.workers = 2,
 			.prefetch = 2,
@@ -689,10 +689,11 @@ static void test_device_select(void)
 	REQUIRE(wharf_loader_release_device(l, db, NULL) == 0, "release");
 	CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0,
 	      "device %d current after release_device", dev);
+	/* The caller's own work on device 1 (its stream's). */
+	REQUIRE(cudaSetDevice(1) == cudaSuccess, "device 1");
 	long nb = epoch_verify(&d, l, &r, st, seen);
 	CHECK(nb > 0, "%ld batches on device 1", nb);
-	CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0,
-	      "device %d current after an epoch", dev);
+	REQUIRE(cudaSetDevice(0) == cudaSuccess, "device 0");
 	wharf_loader_close(l);
 	l = NULL;
 	CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0,
@@ -711,7 +712,7 @@ out:
 static void test_close_pending(void)
 {
 	struct setup su = {0};
-	char *data = NULL;
+	char *data = NULL; /* pinned: a copy into it does not block the host */
 	int32_t labels[8];
 	struct run r = {.workers = 2,
 			.prefetch = 2,
@@ -728,12 +729,14 @@ static void test_close_pending(void)
 	keep.samples = samples;
 	keep.host_labels = labels;
 	memcpy(labels, db->host_labels, db->count * sizeof(int32_t));
-	data = malloc(db->bytes);
-	REQUIRE(data && cuda_spin(st, 300000000) == 0, "spin");
+	REQUIRE(cudaMallocHost((void **)&data,
+			       db->bytes + 8 * sizeof(int32_t)) == cudaSuccess,
+		"cudaMallocHost");
+	int32_t *dlabels = (int32_t *)(void *)(data + db->bytes);
+	REQUIRE(cuda_spin(st, 300000000) == 0, "spin");
 	REQUIRE(cudaMemcpyAsync(data, db->data, db->bytes,
 				cudaMemcpyDeviceToHost, st) == cudaSuccess,
 		"copy back");
-	int32_t dlabels[8];
 	REQUIRE(cudaMemcpyAsync(dlabels, db->labels,
 				db->count * sizeof(int32_t),
 				cudaMemcpyDeviceToHost, st) == cudaSuccess,
@@ -745,7 +748,7 @@ static void test_close_pending(void)
 	CHECK(verify_batch(su.d.idx, &keep, data, NULL, dlabels) == 0,
 	      "the kernel's reads after close");
 out:
-	free(data);
+	cudaFreeHost(data);
 	setup_close(&su);
 }
 
@@ -765,13 +768,16 @@ static void test_big_ring(void)
 	const char *env = getenv("WHARF_GPU_RING_GIB");
 	uint64_t gib = env ? strtoull(env, NULL, 10) : 4;
 	uint64_t rec = (gib << 30) / 8 / 16;
+	const char *shm =
+	    getenv("WHARF_SHM_DIR") ? getenv("WHARF_SHM_DIR") : "/dev/shm";
 	struct statvfs sv;
-	if (statvfs("/dev/shm", &sv) ||
+	if (statvfs(shm, &sv) ||
 	    (uint64_t)sv.f_bavail * sv.f_frsize < (gib + 1) << 30) {
 		fx_skip_note(__func__,
-			     "/dev/shm holds less than %" PRIu64
-			     " GiB free (set WHARF_GPU_RING_GIB lower)",
-			     gib + 1);
+			     "%s holds less than %" PRIu64
+			     " GiB free (set WHARF_SHM_DIR to a larger "
+			     "tmpfs, or WHARF_GPU_RING_GIB lower)",
+			     shm, gib + 1);
 		return;
 	}
 	REQUIRE(data_records_sized(&d, rec, 32, 1) == 0, "data");
