@@ -1,9 +1,11 @@
 """wharf.torch's device path: batches on the GPU, ordered on the stream.
 
-The tests that need a GPU skip without one (one SKIP line each); tests/gpu/run
-runs this file on a GPU machine and fails on any skip.  There
-$WHARF_EXPECT_CUDA_PATH names the path the loader must take ("prefetch":
-libwharf built with CUDA).
+TestFakeCuda runs it everywhere libwharf has CUDA, against the stand-in
+runtime of test-cuda-host (fake-cudart.c, preloaded in a child process) and
+a stand-in for torch.cuda.  The tests that need a GPU skip without one (one
+SKIP line each); tests/gpu/run runs this file on a GPU machine and fails on
+any skip.  There $WHARF_EXPECT_CUDA_PATH names the path the loader must
+take ("prefetch": libwharf built with CUDA).
 """
 
 import os
@@ -41,6 +43,70 @@ class TestBrokenCuda(unittest.TestCase):
         self.assertIn("update the driver", str(cm.exception))
 
 
+FAKE_CUDART = os.path.join(os.environ.get("WHARF_BUILDDIR", ""), "tests",
+                           "python", ".libs", "fakecudart.so")
+
+
+def labelled_records(test, n):
+    """n float32 (3, 5) records in test.dir, labels 1000 + 3i (a stale label
+    shows): (records, labels, index)."""
+    rng = np.random.default_rng(6)
+    recs = rng.standard_normal((n, 3, 5)).astype(np.float32)
+    path = os.path.join(test.dir, "r.f32")
+    recs.tofile(path)
+    labels = np.arange(n, dtype=np.int64) * 3 + 1000
+    ix = wharf.Index.build(
+        os.path.join(test.dir, "r.idx"),
+        samples=[(path, i * 60, 60, int(labels[i])) for i in range(n)])
+    test.addCleanup(ix.close)
+    return recs, labels, ix
+
+
+class TestFakeCuda(unittest.TestCase):
+    """The device path against the stand-in runtime (fake-cudart.c), whose
+    host-to-device copies take 20 ms, and a stand-in for torch.cuda: a
+    read of the buffer on another stream than the copy's event guards (the
+    labels' cast, once) sees it before the copy lands."""
+
+    def setUp(self):
+        if not os.path.exists(FAKE_CUDART):
+            self.skipTest("%s not built (libwharf without CUDA)"
+                          % FAKE_CUDART)
+        self.dir = tempfile.mkdtemp(prefix="wharf-ptf-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.shm = os.path.join(self.dir, "shm")
+        os.mkdir(self.shm)
+        self.recs, self.labels, self.ix = labelled_records(self, 48)
+
+    def run_child(self, which):
+        import json
+        import subprocess
+        import sys
+        env = dict(os.environ)
+        pre = env.get("LD_PRELOAD")  # an ASan runtime stays first
+        env["LD_PRELOAD"] = (pre + " " if pre else "") + FAKE_CUDART
+        env["WHARF_FAKE_CUDART"] = FAKE_CUDART
+        r = subprocess.run(
+            [sys.executable,
+             os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "fake_torch_cuda.py"),
+             os.path.join(self.dir, "r.idx"), self.shm, "48", "6", which],
+            capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout.splitlines()[-1])
+        self.assertEqual(out["cuda_path"], "prefetch")
+        np.testing.assert_array_equal(
+            np.array(out["data"], np.float32), self.recs.ravel())
+        np.testing.assert_array_equal(out["labels"], self.labels)
+        self.assertEqual(out["misuses"], 0, out["first_misuse"])
+
+    def test_given_stream(self):
+        self.run_child("given")
+
+    def test_current_stream(self):
+        self.run_child("current")
+
+
 class TestTorchDevice(unittest.TestCase):
     N, BATCH = 96, 8
 
@@ -52,17 +118,7 @@ class TestTorchDevice(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.shm = os.path.join(self.dir, "shm")
         os.mkdir(self.shm)
-        rng = np.random.default_rng(6)
-        self.recs = rng.standard_normal((self.N, 3, 5)).astype(np.float32)
-        path = os.path.join(self.dir, "r.f32")
-        self.recs.tofile(path)
-        # Labels that differ from batch to batch: a stale label shows.
-        self.labels = np.arange(self.N, dtype=np.int64) * 3 + 1000
-        self.ix = wharf.Index.build(
-            os.path.join(self.dir, "r.idx"),
-            samples=[(path, i * 60, 60, int(self.labels[i]))
-                     for i in range(self.N)])
-        self.addCleanup(self.ix.close)
+        self.recs, self.labels, self.ix = labelled_records(self, self.N)
 
     def expected_path(self):
         want = os.environ.get("WHARF_EXPECT_CUDA_PATH")
