@@ -1,10 +1,15 @@
 /*
  * cuda-bench: the CUDA prefetch on a real GPU.
  *
- *   cuda-bench h2d FILE...      H2D GB/s out of the registered ring versus a
- *                               cudaMallocHost buffer (the peak)
+ *   cuda-bench h2d FILE...      H2D GB/s out of the registered ring versus
+ *                               cudaMemcpyAsync from a cudaMallocHost buffer
+ *                               alone (the peak)
  *   cuda-bench loop FILE...     end-to-end: one epoch, a spin kernel of
- *                               --compute-us per batch; stall share
+ *                               --compute-us per batch; steps/s, stall
+ *                               share, the copies' share hidden behind
+ *                               kernels (overlap)
+ *
+ * Exits 77 (SKIP) without a device, 1 when CUDA is there but broken.
  *
  * FILEs are cut into --record-byte samples (602,112 by default: one
  * 3x224x224 fp32 image), --batch per batch.
@@ -190,11 +195,14 @@ static int cmd_loop(char **files, int n)
 	printf("loop_stall_share %.3f\n",
 	       wall > compute ? (wall - compute) / wall : 0.0);
 	printf("loop_samples_per_s %.0f\n", (double)steps * batch / wall);
+	printf("loop_steps_per_s %.2f\n", (double)steps / wall);
 	printf("loop_registered %u\n", cs.registered);
 	printf("loop_copy_gbps %.2f\n",
 	       cs.copy_ns ? (double)cs.bytes / (double)cs.copy_ns : 0.0);
 	printf("loop_copy_exposed_share %.3f\n",
 	       cs.copy_ns ? (double)cs.exposed_ns / (double)cs.copy_ns : 0.0);
+	printf("loop_copy_overlap_share %.3f\n",
+	       cs.copy_ns ? (double)cs.overlap_ns / (double)cs.copy_ns : 0.0);
 	printf("loop_host_wait_s %.3f\n", cs.wait_ns / 1e9);
 	cudaStreamDestroy(st);
 	wharf_loader_close(l);
@@ -275,7 +283,12 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!wharf_cuda_available()) {
+	int avail = wharf_cuda_available();
+	if (avail < 0) {
+		fprintf(stderr, "cuda-bench: %s\n", wharf_last_error());
+		return 1;
+	}
+	if (!avail) {
 		printf("SKIP: %s\n", wharf_last_error());
 		return 77;
 	}

@@ -4,14 +4,41 @@
 Reads the same record files as `cuda-bench loop` (--record-byte samples, one
 epoch, shuffled, batches of --batch) with torch.utils.data.DataLoader,
 pin_memory=True and .to(device, non_blocking=True), runs a spin kernel of
---compute-us per batch, and prints the stall share the same way: from the first
-batch on, (wall - compute) / wall.  Prints SKIP and exits 0 without torch or a
-GPU.
+--compute-us per batch, and prints steps/s and the stall share the same way:
+from the first batch on, (wall - compute) / wall.
+
+Without torch or a CUDA device it prints SKIP and exits 77, unless nvidia-smi
+lists a GPU: then torch's CUDA is missing or broken (a driver too old for the
+CUDA torch was built with, say), and it says so and exits 1.
 """
 import argparse
 import os
+import subprocess
 import sys
 import time
+
+
+def listed_gpus():
+    """The GPUs nvidia-smi lists ([] without nvidia-smi)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [ln for ln in out.splitlines() if ln.startswith("GPU ")]
+
+
+def unavailable(why):
+    """SKIP (77) where no GPU is; a failure (1) where nvidia-smi lists
+    one."""
+    gpus = listed_gpus()
+    if not gpus:
+        print(f"SKIP: torch: {why}")
+        return 77
+    print(f"FAIL: torch: {why}, but nvidia-smi lists {gpus[0]}: "
+          "install a torch built for a CUDA this driver supports, or "
+          "update the driver", file=sys.stderr)
+    return 1
 
 
 def main():
@@ -27,11 +54,14 @@ def main():
         import torch
         import torch.utils.data as tud
     except ImportError as e:
-        print(f"SKIP: torch: {e}")
-        return 0
+        return unavailable(str(e))
     if not torch.cuda.is_available():
-        print("SKIP: torch: no CUDA device")
-        return 0
+        try:  # the reason, where torch gives one (CUDA's error)
+            torch.cuda.init()
+            why = "no CUDA device"
+        except Exception as e:  # noqa: BLE001 - any reason is worth saying
+            why = "CUDA: %s" % " ".join(str(e).split())
+        return unavailable(why)
 
     class Records(tud.Dataset):
         def __init__(self, files, record):
@@ -96,6 +126,7 @@ def main():
     print(f"torch_wall_s {wall:.3f}")
     print(f"torch_stall_share {max(0.0, (wall - compute) / wall):.3f}")
     print(f"torch_samples_per_s {steps * a.batch / wall:.0f}")
+    print(f"torch_steps_per_s {steps / wall:.2f}")
     return 0
 
 

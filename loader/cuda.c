@@ -126,20 +126,37 @@ int cuda_spin(void *stream, uint64_t ns)
 #else /* HAVE_CUDA */
 
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
 
 enum buf_state { BUF_FREE, BUF_QUEUED, BUF_HELD };
+
+struct dbuf;
+
+/*
+ * One host-to-device copy: its events and the ring slot it reads.  The events
+ * of a copy are recorded again only after both the copy stream and the
+ * caller's stream passed them, so that issuing the next copy into a buffer
+ * never waits for the caller's stream: a pool of these, larger than the ring
+ * lets run at once, instead of one set per buffer.
+ */
+struct xfer {
+	cudaEvent_t start, done, need;
+	bool busy;			/* recorded, not accounted yet */
+	bool queued;			/* its batch is not handed out yet */
+	bool need_recorded;		/* `need` is on the caller's stream */
+	const struct wharf_batch *host; /* ring slot read, until `done` */
+	const struct dbuf *buf;		/* the buffer it fills */
+	uint64_t seq;			/* order it was issued */
+};
 
 struct dbuf {
 	enum buf_state state;
 	char *dev;   /* data | labels | offsets, one allocation */
 	char *stage; /* pinned staging, when the ring is not registered */
-	cudaEvent_t start, done, need, released;
+	cudaEvent_t released;
 	bool release_pending; /* the copy stream must wait on `released` */
-	bool timing_pending;  /* start/done (and need) not accounted yet */
-	bool need_recorded;
-	const struct wharf_batch *host; /* ring slot read by the copy */
-	uint64_t seq;			/* order it was read from the loader */
-	uint64_t *samples;		/* host copies, batch_size each */
+	struct xfer *x;	      /* the last copy into it */
+	uint64_t *samples;    /* host copies, batch_size each */
 	int32_t *labels;
 	struct wharf_device_batch view;
 };
@@ -150,12 +167,24 @@ struct loader_cuda {
 	cudaStream_t copy;
 	bool registered;
 	bool ended; /* the loader said WHARF_END for this epoch */
-	uint32_t nbuf;
+	uint32_t nbuf, nxfer;
 	struct dbuf *bufs;
+	struct xfer *xfers;
 	uint64_t seq;
 	size_t off_labels, off_offsets, buf_bytes;
 	struct wharf_cuda_stats stats;
 };
+
+/*
+ * Event flags.  The host waits on `done` (a ring slot or a staging buffer to
+ * reuse, an epoch's end), on `need` (only when the pool of copies runs dry)
+ * and on `released` (at close): blocking sync, so that such a wait sleeps
+ * instead of spinning a core the workers need.  `start`, `done` and `need`
+ * time the copies; `released` only orders the copy stream after the caller's,
+ * and an event without timing is the cheaper one to wait on.
+ */
+#define EV_TIMED cudaEventBlockingSync
+#define EV_ORDER (cudaEventDisableTiming | cudaEventBlockingSync)
 
 static int cuda_rc(cudaError_t e)
 {
@@ -163,32 +192,45 @@ static int cuda_rc(cudaError_t e)
 	case cudaErrorMemoryAllocation:
 		return -ENOMEM;
 	case cudaErrorNoDevice:
-	case cudaErrorInsufficientDriver:
-	case cudaErrorInvalidDevice:
 		return -ENODEV;
-	default:
+	default: /* broken, not absent: a driver too old, a fault */
 		return -EIO;
 	}
 }
 
-/* The thread's error for a failed CUDA call; clears the runtime's sticky
- * last error so that later calls report their own. */
+/* The message of a failed CUDA call: the runtime's words, and the fix where
+ * the installation is at fault.  The runtime's last error is not read: it
+ * may hold the caller's, which cudaGetLastError() would clear. */
+static char *cuda_msg(cudaError_t e, const char *what)
+{
+	int v = 0;
+	if ((e == cudaErrorInsufficientDriver ||
+	     e == cudaErrorSystemDriverMismatch ||
+	     e == cudaErrorCompatNotSupportedOnDevice) &&
+	    cudaDriverGetVersion(&v) == cudaSuccess)
+		return strdupf("CUDA %s: %s (%s): libwharf uses the CUDA "
+			       "%d.%d runtime, the NVIDIA driver supports "
+			       "CUDA %d.%d: update the driver, or build "
+			       "libwharf against the CUDA toolkit the driver "
+			       "supports (configure --with-cuda=DIR)",
+			       what, cudaGetErrorString(e), cudaGetErrorName(e),
+			       CUDART_VERSION / 1000,
+			       CUDART_VERSION % 1000 / 10, v / 1000,
+			       v % 1000 / 10);
+	return strdupf("CUDA %s: %s (%s)", what, cudaGetErrorString(e),
+		       cudaGetErrorName(e));
+}
+
 static int cuda_fail(cudaError_t e, const char *what)
 {
-	(void)cudaGetLastError();
-	return error_set(cuda_rc(e),
-			 strdupf("CUDA %s: %s (%s)", what,
-				 cudaGetErrorString(e), cudaGetErrorName(e)));
+	return error_set(cuda_rc(e), cuda_msg(e, what));
 }
 
 /* A CUDA failure in the middle of the pipeline leaves buffers in an unknown
  * state: the loader is stopped, as for a worker's failure. */
 static int pipe_fail(struct loader_cuda *c, cudaError_t e, const char *what)
 {
-	(void)cudaGetLastError();
-	return loader_fail(c->l, cuda_rc(e),
-			   strdupf("CUDA %s: %s (%s)", what,
-				   cudaGetErrorString(e), cudaGetErrorName(e)));
+	return loader_fail(c->l, cuda_rc(e), cuda_msg(e, what));
 }
 
 #define CU(call, what)                                                         \
@@ -197,6 +239,23 @@ static int pipe_fail(struct loader_cuda *c, cudaError_t e, const char *what)
 		if (e_ != cudaSuccess)                                         \
 			return pipe_fail(c, e_, what);                         \
 	} while (0)
+
+/* Makes the loader's device current for one call; dev_leave puts the
+ * caller's back, so that a caller driving several GPUs keeps its own. */
+static cudaError_t dev_enter(const struct loader_cuda *c, int *prev)
+{
+	*prev = c->device;
+	cudaError_t e = cudaGetDevice(prev);
+	if (e == cudaSuccess && *prev != c->device)
+		e = cudaSetDevice(c->device);
+	return e;
+}
+
+static void dev_leave(const struct loader_cuda *c, int prev)
+{
+	if (prev != c->device)
+		(void)cudaSetDevice(prev);
+}
 
 static size_t align_up(size_t n, size_t a)
 {
@@ -207,33 +266,43 @@ static void cuda_free(struct loader_cuda *c)
 {
 	if (!c)
 		return;
+	int prev;
+	(void)dev_enter(c, &prev);
+	/* Nothing may use what is freed below: the copies (and the releases
+	 * the copy stream waits on), then the caller's work on buffers it
+	 * released.  Buffers still held go too: the caller's to avoid. */
 	if (c->copy)
 		(void)cudaStreamSynchronize(c->copy);
+	for (uint32_t i = 0; c->bufs && i < c->nbuf; i++)
+		if (c->bufs[i].release_pending)
+			(void)cudaEventSynchronize(c->bufs[i].released);
 	for (uint32_t i = 0; c->bufs && i < c->nbuf; i++) {
 		struct dbuf *b = &c->bufs[i];
-		/* Ring slots still held go with the ring (the loader closes).
-		 */
-		cudaFree(b->dev);
-		cudaFreeHost(b->stage);
-		if (b->start)
-			cudaEventDestroy(b->start);
-		if (b->done)
-			cudaEventDestroy(b->done);
-		if (b->need)
-			cudaEventDestroy(b->need);
+		/* Ring slots still held go with the ring (the loader
+		 * closes). */
+		(void)cudaFree(b->dev);
+		(void)cudaFreeHost(b->stage);
 		if (b->released)
-			cudaEventDestroy(b->released);
+			(void)cudaEventDestroy(b->released);
 		free(b->samples);
 		free(b->labels);
 	}
+	for (uint32_t i = 0; c->xfers && i < c->nxfer; i++) {
+		struct xfer *x = &c->xfers[i];
+		cudaEvent_t evs[] = {x->start, x->done, x->need};
+		for (size_t k = 0; k < sizeof(evs) / sizeof(evs[0]); k++)
+			if (evs[k])
+				(void)cudaEventDestroy(evs[k]);
+	}
 	free(c->bufs);
+	free(c->xfers);
 	if (c->copy)
-		cudaStreamDestroy(c->copy);
+		(void)cudaStreamDestroy(c->copy);
 	if (c->registered) {
 		size_t size;
 		(void)cudaHostUnregister(loader_ring_base(c->l, &size));
 	}
-	(void)cudaGetLastError();
+	dev_leave(c, prev);
 	free(c);
 }
 
@@ -249,15 +318,26 @@ static void cuda_close_hook(void *ctx)
 int wharf_cuda_available(void)
 {
 	int n = 0;
+	int v = -1;
 	cudaError_t e = cudaGetDeviceCount(&n);
-	if (e != cudaSuccess) {
-		(void)cuda_fail(e, "cudaGetDeviceCount");
+	/* Without any NVIDIA driver the runtime says "insufficient driver"
+	 * too; only then does cudaDriverGetVersion() give 0. */
+	if (e == cudaErrorInsufficientDriver &&
+	    cudaDriverGetVersion(&v) == cudaSuccess && v == 0) {
+		(void)error_set(-ENODEV, strdupf("no CUDA device found: no "
+						 "NVIDIA driver is "
+						 "installed"));
 		return 0;
 	}
-	if (n == 0) {
-		(void)error_set(-ENODEV, strdupf("no CUDA device found"));
+	if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)) {
+		(void)error_set(-ENODEV, strdupf("no CUDA device found (the "
+						 "driver sees none: "
+						 "nvidia-smi, "
+						 "CUDA_VISIBLE_DEVICES)"));
 		return 0;
 	}
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaGetDeviceCount");
 	return 1;
 }
 
@@ -269,17 +349,54 @@ static int buf_init(struct loader_cuda *c, struct dbuf *b, uint32_t batch)
 	if (!c->registered && (e = cudaMallocHost((void **)&b->stage,
 						  c->buf_bytes)) != cudaSuccess)
 		return cuda_fail(e, "cudaMallocHost of a staging buffer");
-	if ((e = cudaEventCreate(&b->start)) != cudaSuccess ||
-	    (e = cudaEventCreate(&b->done)) != cudaSuccess ||
-	    (e = cudaEventCreate(&b->need)) != cudaSuccess ||
-	    (e = cudaEventCreateWithFlags(
-		 &b->released, cudaEventDisableTiming)) != cudaSuccess)
+	if ((e = cudaEventCreateWithFlags(&b->released, EV_ORDER)) !=
+	    cudaSuccess)
 		return cuda_fail(e, "cudaEventCreate");
 	b->samples = calloc(batch, sizeof(*b->samples));
 	b->labels = calloc(batch, sizeof(*b->labels));
 	if (!b->samples || !b->labels)
 		return error_set(-ENOMEM, NULL);
 	return 0;
+}
+
+static int xfer_init(struct xfer *x)
+{
+	cudaError_t e;
+	if ((e = cudaEventCreateWithFlags(&x->start, cudaEventDefault)) !=
+		cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&x->done, EV_TIMED)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&x->need, EV_TIMED)) != cudaSuccess)
+		return cuda_fail(e, "cudaEventCreate");
+	return 0;
+}
+
+/* Registers the ring as pinned memory; false (and a warning, once) where
+ * CUDA refuses. */
+static bool register_ring(struct wharf_loader *l)
+{
+	size_t size;
+	void *base = loader_ring_base(l, &size);
+	cudaError_t e = cudaHostRegister(base, size, cudaHostRegisterDefault);
+	const char *why = NULL;
+	if (e != cudaSuccess) {
+		why = cudaGetErrorString(e);
+	} else if (madvise(base, size, MADV_DOFORK)) {
+		/* A driver may mark pinned pages MADV_DONTFORK, against the
+		 * copy-on-write of a private page under DMA.  The ring is a
+		 * shared mapping, which a fork does not copy, and workers
+		 * forked later (persistent = 0) must have it. */
+		why = "madvise(MADV_DOFORK) of the registered ring failed";
+		(void)cudaHostUnregister(base);
+	}
+	if (!why)
+		return true;
+	static int said;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		log_warn("cudaHostRegister of the %zu-byte batch ring failed "
+			 "(%s): copying through pinned staging buffers "
+			 "instead",
+			 size, why);
+	return false;
 }
 
 int wharf_loader_cuda_enable(wharf_loader *l,
@@ -302,13 +419,19 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 		return error_set(-EINVAL, strdupf("cuda_enable: buffers is %u; "
 						  "it must be 1 to 64",
 						  o.buffers));
-	if (!wharf_cuda_available())
-		return -ENODEV;
+	rc = wharf_cuda_available();
+	if (rc <= 0)
+		return rc < 0 ? rc : -ENODEV;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return error_set(-ENOMEM, NULL);
 	c->l = l;
 	c->nbuf = o.buffers;
+	/* In use at once: a copy per ring slot still reading it, one per
+	 * device buffer not handed out, one per buffer handed out that the
+	 * caller's stream has not reached (a copy into a buffer waits for
+	 * the caller's release of it): the pool does not run dry. */
+	c->nxfer = 2 * c->nbuf + l->nslots + 1;
 	c->stats.size = sizeof(c->stats);
 	if ((e = cudaGetDevice(&c->device)) != cudaSuccess) {
 		rc = cuda_fail(e, "cudaGetDevice");
@@ -320,23 +443,8 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 	c->off_offsets = align_up(c->off_labels + batch * sizeof(int32_t), 256);
 	c->buf_bytes = c->off_offsets + (batch + 1) * sizeof(uint64_t);
 
-	if (!(o.flags & WHARF_CUDA_NO_REGISTER)) {
-		size_t size;
-		void *base = loader_ring_base(l, &size);
-		e = cudaHostRegister(base, size, cudaHostRegisterDefault);
-		if (e == cudaSuccess) {
-			c->registered = true;
-		} else {
-			(void)cudaGetLastError();
-			static int said;
-			if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-				log_warn("cudaHostRegister of the %zu-byte "
-					 "batch ring failed (%s): copying "
-					 "through pinned staging buffers "
-					 "instead",
-					 size, cudaGetErrorString(e));
-		}
-	}
+	if (!(o.flags & WHARF_CUDA_NO_REGISTER))
+		c->registered = register_ring(l);
 	c->stats.registered = c->registered;
 	if ((e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking)) !=
 	    cudaSuccess) {
@@ -344,12 +452,16 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 		goto fail;
 	}
 	c->bufs = calloc(c->nbuf, sizeof(*c->bufs));
-	if (!c->bufs) {
+	c->xfers = calloc(c->nxfer, sizeof(*c->xfers));
+	if (!c->bufs || !c->xfers) {
 		rc = error_set(-ENOMEM, NULL);
 		goto fail;
 	}
 	for (uint32_t i = 0; i < c->nbuf; i++)
 		if ((rc = buf_init(c, &c->bufs[i], batch)) < 0)
+			goto fail;
+	for (uint32_t i = 0; i < c->nxfer; i++)
+		if ((rc = xfer_init(&c->xfers[i])) < 0)
 			goto fail;
 	l->cuda = c;
 	loader_set_close_hook(l, cuda_close_hook, c);
@@ -366,67 +478,93 @@ static int not_enabled(void)
 				 "call wharf_loader_cuda_enable() first"));
 }
 
-/* Accounts the timing of the copy last made into b (and how much of it the
- * caller's stream waited for).  With wait, blocks until its events are done;
- * without, leaves them for later when they are not. */
-static int settle(struct loader_cuda *c, struct dbuf *b, bool wait)
+/*
+ * Gives the ring slot of copy x back once the copy is done, and accounts its
+ * timing (with how much of it the caller's stream waited for) once the
+ * caller's stream reached the batch too.  wait_done blocks for the copy,
+ * wait_need for the caller's stream (only when the pool runs dry).
+ * @return 0 when x is free, 1 while in use, or the loader's failure.
+ */
+static int xfer_poll(struct loader_cuda *c, struct xfer *x, bool wait_done,
+		     bool wait_need)
 {
-	if (!b->timing_pending)
+	if (!x->busy)
 		return 0;
-	cudaEvent_t evs[2] = {b->done, b->need};
-	for (int k = 0; k < (b->need_recorded ? 2 : 1); k++) {
-		cudaError_t e = wait ? cudaEventSynchronize(evs[k])
-				     : cudaEventQuery(evs[k]);
-		if (e == cudaErrorNotReady && !wait) {
-			(void)cudaGetLastError();
-			return 0;
-		}
-		CU(e, "waiting for a copy's events");
+	cudaError_t e =
+	    wait_done ? cudaEventSynchronize(x->done) : cudaEventQuery(x->done);
+	if (e == cudaErrorNotReady)
+		return 1;
+	CU(e, "waiting for a copy");
+	if (x->host) {
+		int rc = wharf_loader_release(c->l, x->host);
+		assert(rc == 0);
+		(void)rc;
+		x->host = NULL;
 	}
+	if (x->queued)
+		return 1;
 	float copy_ms = 0, wait_ms = 0;
-	CU(cudaEventElapsedTime(&copy_ms, b->start, b->done),
-	   "cudaEventElapsedTime");
-	uint64_t copy = (uint64_t)(copy_ms * 1e6), exposed = 0;
-	if (b->need_recorded) {
-		CU(cudaEventElapsedTime(&wait_ms, b->need, b->done),
+	uint64_t exposed = 0;
+	if (x->need_recorded) {
+		e = wait_need ? cudaEventSynchronize(x->need)
+			      : cudaEventQuery(x->need);
+		if (e == cudaErrorNotReady)
+			return 1;
+		CU(e, "waiting for the caller's stream");
+		CU(cudaEventElapsedTime(&wait_ms, x->need, x->done),
 		   "cudaEventElapsedTime");
 		if (wait_ms > 0)
 			exposed = (uint64_t)(wait_ms * 1e6);
-		if (exposed > copy)
-			exposed = copy;
 	}
+	CU(cudaEventElapsedTime(&copy_ms, x->start, x->done),
+	   "cudaEventElapsedTime");
+	uint64_t copy = (uint64_t)(copy_ms * 1e6);
 	c->stats.copies++;
 	c->stats.copy_ns += copy;
-	c->stats.exposed_ns += exposed;
-	b->timing_pending = false;
-	b->need_recorded = false;
+	c->stats.exposed_ns += exposed < copy ? exposed : copy;
+	x->busy = false;
+	x->need_recorded = false;
 	return 0;
 }
 
-/* Gives ring slots back whose copy completed; with wait, waits for all. */
+/* Gives ring slots back whose copy completed (with wait, waits for every
+ * copy), and accounts what it can. */
 static int reap(struct loader_cuda *c, bool wait)
 {
-	for (uint32_t i = 0; i < c->nbuf; i++) {
-		struct dbuf *b = &c->bufs[i];
-		if (!b->host)
-			continue;
-		cudaError_t e = wait ? cudaEventSynchronize(b->done)
-				     : cudaEventQuery(b->done);
-		if (e == cudaErrorNotReady && !wait) {
-			(void)cudaGetLastError();
-			continue;
-		}
-		CU(e, "waiting for a copy");
-		int rc = wharf_loader_release(c->l, b->host);
-		assert(rc == 0);
-		(void)rc;
-		b->host = NULL;
+	for (uint32_t i = 0; i < c->nxfer; i++) {
+		int rc = xfer_poll(c, &c->xfers[i], wait, false);
+		if (rc < 0)
+			return rc;
 	}
+	return 0;
+}
+
+/* A free copy record; when none is, waits for the oldest one handed out. */
+static int xfer_get(struct loader_cuda *c, struct xfer **out)
+{
+	struct xfer *old = NULL;
+	for (uint32_t i = 0; i < c->nxfer; i++) {
+		struct xfer *x = &c->xfers[i];
+		int rc = xfer_poll(c, x, false, false);
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {
+			*out = x;
+			return 0;
+		}
+		if (!x->queued && (!old || x->seq < old->seq))
+			old = x;
+	}
+	assert(old); /* at most nbuf < nxfer are queued */
+	int rc = xfer_poll(c, old, true, true);
+	if (rc < 0)
+		return rc;
+	*out = old;
 	return 0;
 }
 
 /* The loader's next batch.  When every ring slot waits for a copy out of it,
- * waits for the oldest copy and gives its slot back. */
+ * waits for the oldest copy, which gives its slot back. */
 static int next_host(struct loader_cuda *c, const struct wharf_batch **hb)
 {
 	for (;;) {
@@ -435,22 +573,22 @@ static int next_host(struct loader_cuda *c, const struct wharf_batch **hb)
 			continue;
 		if (rc != -ENOBUFS)
 			return rc;
-		struct dbuf *old = NULL;
-		for (uint32_t i = 0; i < c->nbuf; i++)
-			if (c->bufs[i].host &&
-			    (!old || c->bufs[i].seq < old->seq))
-				old = &c->bufs[i];
+		struct xfer *old = NULL;
+		for (uint32_t i = 0; i < c->nxfer; i++)
+			if (c->xfers[i].host &&
+			    (!old || c->xfers[i].seq < old->seq))
+				old = &c->xfers[i];
 		if (!old)
 			return rc;
-		CU(cudaEventSynchronize(old->done), "waiting for a copy");
-		rc = wharf_loader_release(c->l, old->host);
-		assert(rc == 0);
-		(void)rc;
-		old->host = NULL;
+		rc = xfer_poll(c, old, true, false);
+		if (rc < 0)
+			return rc;
 	}
 }
 
-/* Enqueues the copy of host batch hb into b on the copy stream. */
+/* Enqueues the copy of host batch hb into b on the copy stream.  The host
+ * waits for nothing here but, without a registered ring, the last copy out
+ * of b's staging buffer. */
 static int issue(struct loader_cuda *c, struct dbuf *b,
 		 const struct wharf_batch *hb)
 {
@@ -461,22 +599,14 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	const char *data = hb->data;
 	const char *labels = (const char *)hb->labels;
 	const char *offsets = (const char *)hb->offsets;
-
+	struct xfer *x;
 	int rc;
+
 	assert(b->state == BUF_FREE);
-	if (b->host) {
-		/* Released by the caller before its copy was seen done. */
-		CU(cudaEventSynchronize(b->done), "waiting for a copy");
-		rc = wharf_loader_release(l, b->host);
-		assert(rc == 0);
-		(void)rc;
-		b->host = NULL;
-	}
-	/* The events of the buffer's last copy are recorded again below: take
-	 * their timing first.  This waits at most until the caller's stream
-	 * reached that batch, which bounds how far the host runs ahead. */
-	rc = settle(c, b, true);
-	if (rc < 0)
+	if (!c->registered && b->x && b->x->buf == b &&
+	    (rc = xfer_poll(c, b->x, true, false)) < 0)
+		return rc;
+	if ((rc = xfer_get(c, &x)) < 0)
 		return rc;
 	if (b->release_pending) {
 		CU(cudaStreamWaitEvent(c->copy, b->released, 0),
@@ -484,7 +614,6 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 		b->release_pending = false;
 	}
 	if (!c->registered) {
-		/* The last copy out of stage is done (settle waited). */
 		uint64_t t0 = now_ns();
 		memcpy(b->stage, data, hb->bytes);
 		memcpy(b->stage + c->off_labels, labels, lab);
@@ -495,7 +624,7 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 		labels = b->stage + c->off_labels;
 		offsets = b->stage + c->off_offsets;
 	}
-	CU(cudaEventRecord(b->start, c->copy), "cudaEventRecord");
+	CU(cudaEventRecord(x->start, c->copy), "cudaEventRecord");
 	CU(cudaMemcpyAsync(b->dev, data, hb->bytes, cudaMemcpyHostToDevice,
 			   c->copy),
 	   "cudaMemcpyAsync of a batch");
@@ -506,8 +635,12 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 		CU(cudaMemcpyAsync(b->dev + c->off_offsets, offsets, offs,
 				   cudaMemcpyHostToDevice, c->copy),
 		   "cudaMemcpyAsync of offsets");
-	CU(cudaEventRecord(b->done, c->copy), "cudaEventRecord");
-	b->timing_pending = true;
+	CU(cudaEventRecord(x->done, c->copy), "cudaEventRecord");
+	x->busy = x->queued = true;
+	x->need_recorded = false;
+	x->buf = b;
+	x->seq = ++c->seq;
+	b->x = x;
 	c->stats.bytes += hb->bytes + lab + offs;
 
 	memcpy(b->samples, hb->samples, (size_t)n * sizeof(uint64_t));
@@ -526,10 +659,9 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	v->count = n;
 	v->skipped = hb->skipped;
 	v->buffer = (uint32_t)(b - c->bufs);
-	b->seq = ++c->seq;
 	b->state = BUF_QUEUED;
 	if (c->registered) {
-		b->host = hb; /* given back once `done` completed */
+		x->host = hb; /* given back once `done` completed */
 	} else {
 		rc = wharf_loader_release(l, hb);
 		assert(rc == 0);
@@ -538,21 +670,13 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 	return 0;
 }
 
-int wharf_loader_next_device(wharf_loader *l, void *stream,
-			     const struct wharf_device_batch **out)
+/* next_device with the loader's device current. */
+static int next_on_device(struct loader_cuda *c, cudaStream_t us,
+			  const struct wharf_device_batch **out)
 {
-	struct loader_cuda *c = l->cuda;
-	uint64_t t0 = now_ns();
-	int rc;
-
-	*out = NULL;
-	if (!c)
-		return not_enabled();
-	if (l->failed)
-		return error_set(l->fail_rc, strdupf("%s", l->error));
-	CU(cudaSetDevice(c->device), "cudaSetDevice");
-	if ((rc = reap(c, false)) < 0)
-		goto out;
+	int rc = reap(c, false);
+	if (rc < 0)
+		return rc;
 	/* Read ahead into every free buffer: the batch handed out below is the
 	 * oldest, the others copy while the caller computes on it. */
 	while (!c->ended) {
@@ -569,36 +693,51 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 			break;
 		}
 		if (rc < 0)
-			goto out;
+			return rc;
 		if ((rc = issue(c, b, hb)) < 0)
-			goto out;
+			return rc;
 	}
 	struct dbuf *b = NULL;
 	for (uint32_t i = 0; i < c->nbuf; i++)
 		if (c->bufs[i].state == BUF_QUEUED &&
-		    (!b || c->bufs[i].seq < b->seq))
+		    (!b || c->bufs[i].x->seq < b->x->seq))
 			b = &c->bufs[i];
 	if (!b) {
-		if (c->ended) {
-			rc = WHARF_END;
-			goto out;
-		}
-		rc = error_set(-ENOBUFS, strdupf("all %u device buffers hold "
-						 "batches not released yet: "
-						 "release some (or raise "
-						 "buffers)",
-						 c->nbuf));
-		goto out;
+		if (c->ended)
+			return WHARF_END;
+		return error_set(-ENOBUFS, strdupf("all %u device buffers hold "
+						   "batches not released yet: "
+						   "release some (or raise "
+						   "buffers)",
+						   c->nbuf));
 	}
-	cudaStream_t us = stream;
-	CU(cudaEventRecord(b->need, us), "cudaEventRecord on the stream");
-	CU(cudaStreamWaitEvent(us, b->done, 0), "cudaStreamWaitEvent");
-	b->need_recorded = true;
+	CU(cudaEventRecord(b->x->need, us), "cudaEventRecord on the stream");
+	CU(cudaStreamWaitEvent(us, b->x->done, 0), "cudaStreamWaitEvent");
+	b->x->need_recorded = true;
+	b->x->queued = false;
 	b->state = BUF_HELD;
 	c->stats.batches++;
 	*out = &b->view;
-	rc = 0;
-out:
+	return 0;
+}
+
+int wharf_loader_next_device(wharf_loader *l, void *stream,
+			     const struct wharf_device_batch **out)
+{
+	struct loader_cuda *c = l->cuda;
+	uint64_t t0 = now_ns();
+	int prev;
+
+	*out = NULL;
+	if (!c)
+		return not_enabled();
+	if (l->failed)
+		return error_set(l->fail_rc, strdupf("%s", l->error));
+	cudaError_t e = dev_enter(c, &prev);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "selecting the loader's device");
+	int rc = next_on_device(c, (cudaStream_t)stream, out);
+	dev_leave(c, prev);
 	c->stats.wait_ns += now_ns() - t0;
 	return rc;
 }
@@ -608,6 +747,7 @@ int wharf_loader_release_device(wharf_loader *l,
 				void *stream)
 {
 	struct loader_cuda *c = l->cuda;
+	int prev;
 	if (!c)
 		return not_enabled();
 	if (!db || db->buffer >= c->nbuf || &c->bufs[db->buffer].view != db ||
@@ -617,7 +757,10 @@ int wharf_loader_release_device(wharf_loader *l,
 					 "loader handed out, or released "
 					 "already"));
 	struct dbuf *b = &c->bufs[db->buffer];
-	cudaError_t e = cudaEventRecord(b->released, (cudaStream_t)stream);
+	cudaError_t e = dev_enter(c, &prev);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(b->released, (cudaStream_t)stream);
+	dev_leave(c, prev);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaEventRecord on the release stream");
 	b->release_pending = true;
@@ -629,18 +772,21 @@ int wharf_loader_release_device(wharf_loader *l,
  * slots back.  Held batches stay. */
 static int drop_ahead(struct loader_cuda *c)
 {
-	CU(cudaSetDevice(c->device), "cudaSetDevice");
+	int prev;
+	cudaError_t e = dev_enter(c, &prev);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "selecting the loader's device");
 	for (uint32_t i = 0; i < c->nbuf; i++) {
 		struct dbuf *b = &c->bufs[i];
 		if (b->state != BUF_QUEUED)
 			continue;
 		b->state = BUF_FREE;
-		int rc = settle(c, b, true);
-		if (rc < 0)
-			return rc;
+		b->x->queued = false;
 	}
 	c->ended = false;
-	return reap(c, true);
+	int rc = reap(c, true);
+	dev_leave(c, prev);
+	return rc;
 }
 
 int wharf_loader_device_set_epoch(wharf_loader *l, uint64_t epoch)
@@ -714,9 +860,8 @@ int wharf_loader_cuda_stats(const wharf_loader *l, struct wharf_cuda_stats *st)
 	struct loader_cuda *c = l->cuda;
 	if (!c)
 		return not_enabled();
-	for (uint32_t i = 0; i < c->nbuf; i++)
-		if (settle(c, &c->bufs[i], false) < 0)
-			return l->fail_rc;
+	if (reap(c, false) < 0)
+		return l->fail_rc;
 	struct wharf_cuda_stats s = c->stats;
 	s.overlap_ns = s.copy_ns - s.exposed_ns;
 	uint32_t size = st->size < sizeof(s) ? st->size : (uint32_t)sizeof(s);
@@ -729,16 +874,23 @@ int cuda_copy_events(const struct wharf_loader *l, uint32_t buffer,
 		     void **start, void **done)
 {
 	const struct loader_cuda *c = l->cuda;
-	if (!c || buffer >= c->nbuf)
+	if (!c || buffer >= c->nbuf || !c->bufs[buffer].x)
 		return -EINVAL;
-	*start = c->bufs[buffer].start;
-	*done = c->bufs[buffer].done;
+	*start = c->bufs[buffer].x->start;
+	*done = c->bufs[buffer].x->done;
 	return 0;
 }
 
-/* A one-thread kernel that spins on the global timer for `ns` ns. */
+/*
+ * A one-thread kernel that spins on the global timer for `ns` ns.  PTX, which
+ * the driver compiles for the GPU at hand on first use (and keeps in its
+ * compute cache): it serves tests and benchmarks only, which load it before
+ * they time anything, so JIT costs nothing measured, and one PTX for the
+ * lowest target runs on every GPU this CUDA supports, today's and later
+ * ones, with no nvcc in the build and no SASS per architecture to keep.
+ */
 static const char spin_ptx[] = ".version 7.0\n"
-			       ".target sm_75\n"
+			       ".target sm_50\n"
 			       ".address_size 64\n"
 			       ".visible .entry wharf_spin(.param .u64 ns)\n"
 			       "{\n"

@@ -31,4 +31,22 @@ refused() { # MODULE VERSION WANT PACKAGE
 refused fuse3 3.11.0 'fuse3 >= 3.12' libfuse3-dev
 refused libcurl 7.67.0 'libcurl >= 7.68' libcurl4-openssl-dev
 refused libcrypto 1.1.1 'libcrypto >= 3.0' libssl-dev
+
+# --with-cuda=DIR refuses a toolkit older than CUDA 12 (cudaLibraryLoadData),
+# seen in its header, and says what to do.
+mkdir -p "$work/cuda11/include" "$work/cuda11/lib64" "$work/build-cuda"
+printf '#define CUDART_VERSION 11080\n' \
+	>"$work/cuda11/include/cuda_runtime_api.h"
+if (cd "$work/build-cuda" && "$src/configure" -q --cache-file=/dev/null \
+	--with-cuda="$work/cuda11" >log 2>&1); then
+	echo "FAIL: configure accepted CUDA 11.8"
+	fail=1
+elif grep -qF "holds CUDA 11080 (CUDART_VERSION)" "$work/build-cuda/log" &&
+	grep -qF "needs CUDA 12.0 or later" "$work/build-cuda/log"; then
+	echo "ok: configure refuses CUDA 11.8 and asks for 12.0 or later"
+else
+	echo "FAIL: configure refused CUDA 11.8 without saying why:"
+	tail -3 "$work/build-cuda/log"
+	fail=1
+fi
 exit $fail

@@ -30,10 +30,15 @@
 /*
  * Ordering contract: the batch's bytes are on the device for all work that
  * the caller enqueues on `stream` after wharf_loader_next_device() returned
- * (the stream waits on the copy's event; the host does not).  A device buffer
- * is refilled only after the work enqueued on the release stream before
- * wharf_loader_release_device() has finished (an event is recorded there).
- * A ring slot goes back to the workers once the copy out of it completed.
+ * (the stream waits on the copy's event; the host does not).  Work on any
+ * other stream must first wait for `stream` (an event), or it may read the
+ * buffer before the copy lands.  A device buffer is refilled only after the
+ * work enqueued on the release stream before wharf_loader_release_device()
+ * has finished (an event is recorded there).  A ring slot goes back to the
+ * workers once the copy out of it completed.  wharf_loader_close() waits for
+ * the copies and for the work enqueued before each release, then frees the
+ * device buffers: release every batch before closing (a batch still held is
+ * freed under the caller).
  *
  * Once CUDA is enabled, use the _device calls below instead of
  * wharf_loader_next(), _release(), _set_epoch() and _state_save/_restore():
@@ -42,9 +47,17 @@
  * count those read ahead).
  *
  * Streams are passed as void * so that this header needs no CUDA header: pass
- * a cudaStream_t (NULL is the legacy default stream).  The device is the one
- * current on the calling thread at enable time; every _device call makes it
- * current again.
+ * a cudaStream_t (NULL is the legacy default stream of the loader's device).
+ * The loader's device is the one current on the calling thread at enable
+ * time; every _device call (and close) makes it current for its own work and
+ * puts the caller's current device back.
+ *
+ * The host waits only where the ring needs it (every ring slot waiting for
+ * its copy; without a registered ring, a staging buffer's last copy), never
+ * for the caller's stream, so it runs ahead of the GPU as far as the ring's
+ * slots allow; such waits sleep (blocking-sync events).  The calls never
+ * read or clear the runtime's last error (cudaGetLastError()): a pending
+ * error of the caller's stays for the caller.
  *
  * Errors as in wharf/loader.h: 0 or a negative errno, message in
  * wharf_last_error().  A library built without CUDA has every function below:
@@ -74,9 +87,11 @@ struct wharf_cuda_options {
 void wharf_cuda_options_init(struct wharf_cuda_options *opt);
 
 /*
- * 1 when the library was built with CUDA and at least one device is visible,
- * else 0 (wharf_last_error() then says why: no CUDA in the build, no device,
- * the driver's message).
+ * 1 when the library was built with CUDA and at least one device is visible;
+ * 0 when there is none to use (no CUDA in the build, no NVIDIA driver, no
+ * device); a negative errno (-EIO) when CUDA is there but broken, such as a
+ * driver too old for the runtime libwharf was built with.  wharf_last_error()
+ * says why, with the runtime's message and the fix.
  */
 int wharf_cuda_available(void);
 
@@ -84,9 +99,10 @@ int wharf_cuda_available(void);
  * Turns on device prefetch for l: registers the ring, creates the copy
  * stream, the events and `buffers` device buffers of one slot's data, labels
  * and offsets each.  Call it once, before the first batch.
- * @return 0; -ENOTSUP (built without CUDA); -ENODEV (no device); -EEXIST
- *         (already enabled); -ENOMEM (device memory); -EIO (another CUDA
- *         error: the message has the runtime's text).
+ * @return 0; -ENOTSUP (built without CUDA); -ENODEV (no driver or no
+ *         device); -EEXIST (already enabled); -ENOMEM (device memory); -EIO
+ *         (CUDA is broken, such as a driver too old, or another CUDA error:
+ *         the message has the runtime's text and the fix).
  */
 int wharf_loader_cuda_enable(wharf_loader *l,
 			     const struct wharf_cuda_options *opt);
@@ -158,7 +174,7 @@ struct wharf_cuda_stats {
 	/* Of copy_ns, the part during which the caller's stream was already
 	 * waiting for the batch (not hidden behind earlier work). */
 	uint64_t exposed_ns;
-	uint64_t overlap_ns; /* copy_ns - exposed_ns */
+	uint64_t overlap_ns; /* copy_ns - exposed_ns: hidden behind work */
 	uint64_t wait_ns;    /* host time blocked inside next_device */
 	uint64_t staged_ns;  /* host time in staging memcpy (registered 0) */
 };

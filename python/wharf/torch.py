@@ -22,9 +22,12 @@ stream).  When libwharf was built with CUDA (wharf/cuda.h), the ring is
 pinned and the copy of the next batch runs on a side stream while the
 current step computes; the tensors are the library's device buffers (no
 copy), kept from reuse while referenced, for work enqueued on `stream`:
-run the step on that stream.  Without CUDA in libwharf (cuda_path ==
-"copy") each batch is copied with a non-blocking .to() from the unpinned
-ring, which waits for the copy before the slot goes back.
+run the step on that stream (`with torch.cuda.stream(stream):`), or make
+another stream wait for it first; the labels' int64 cast is made there
+too.  A libwharf whose CUDA is broken (a driver too old for its runtime)
+raises WharfError with the runtime's message.  Without CUDA in libwharf
+(cuda_path == "copy") each batch is copied with a non-blocking .to() from
+the unpinned ring, which waits for the copy before the slot goes back.
 
 pin_memory=True (DataLoader's spelling): with device="cuda" the ring is
 pinned already.  Without a device, when torch sees a GPU, each ring slot of
@@ -78,10 +81,15 @@ class _DeviceArray:
 
 def _cuda_api_ready():
     """(True, "") when libwharf can prefetch to the device, else (False,
-    why)."""
+    why).  Raises WharfError when libwharf's CUDA is there but broken (a
+    driver too old for its runtime): falling back to copies would hide
+    it."""
     if not getattr(_c, "wharf_has_cuda_api", False):
         return False, "libwharf predates wharf/cuda.h"
-    if _c.wharf_cuda_available() != 1:
+    rc = _c.wharf_cuda_available()
+    if rc < 0:
+        _raise(rc)
+    if rc != 1:
         return False, (_c.wharf_last_error() or b"").decode()
     return True, ""
 
@@ -209,7 +217,7 @@ class Loader(_NumpyLoader):
         while True:
             hold = self._holder
             hold.drain()
-            _, sp = self._stream()
+            stream, sp = self._stream()
             ptr = ctypes.POINTER(_lib.DeviceBatch)()
             with _torch.cuda.device(self.device):
                 rc = _c.wharf_loader_next_device(self._handle(), sp,
@@ -223,9 +231,13 @@ class Loader(_NumpyLoader):
             copy = self._must_copy(hold.dev_held)
             lease = None if copy else _Lease(hold, (ptr, sp), device=True)
             try:
-                fields = self._device_fields(ptr.contents, lease)
-                if copy:
-                    fields = tuple(t.clone() for t in fields)
+                # Whatever reads the buffer here (the labels' cast, clones)
+                # runs on the stream that waits for the copy, and that the
+                # release is recorded on.
+                with _torch.cuda.stream(stream):
+                    fields = self._device_fields(ptr.contents, lease)
+                    if copy:
+                        fields = tuple(t.clone() for t in fields)
             except BaseException:
                 if lease is None:
                     self._release_device((ptr, sp))

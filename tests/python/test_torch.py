@@ -147,25 +147,6 @@ class TestTorch(unittest.TestCase):
             emb(x).reshape(-1, 4), (y % 4).reshape(-1))
         self.assertTrue(torch.isfinite(loss))
 
-    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
-    def test_device_tensors_on_a_stream(self):
-        stream = torch.cuda.Stream()
-        l = self.loader(batch_size=6, device="cuda", stream=stream,
-                        decode=wharf.decode.array("float32", (3, 5)))
-        ok, why = wharf.torch._cuda_api_ready()
-        self.assertEqual(l.cuda_path, "prefetch" if ok else "copy", why)
-        got = []
-        for x, _ in l:
-            self.assertEqual(x.device.type, "cuda")
-            got.append(x.cpu())
-        np.testing.assert_array_equal(torch.cat(got).numpy(), self.recs)
-        # A second pass is epoch 1, and a checkpoint counts handed-out
-        # batches only.
-        it = iter(l)
-        next(it)
-        self.assertEqual(l.state_dict()["position"], 1)
-        self.assertEqual(l.state_dict()["epoch"], 1)
-
 
 class TestExample(unittest.TestCase):
     def test_train_imagefolder_runs(self):
