@@ -52,6 +52,10 @@ struct store_config {
 	/* How often a cap lowered for a full disk looks whether room came
 	 * back (store_put); 0: every minute. */
 	unsigned cap_recheck_ms;
+	/* Trust no seal (store_seal.c): every chunk file is checked at each
+	 * load into memory and every pack at its first open in a mount, as
+	 * before seals (--verify=mount). */
+	bool check_each_mount;
 };
 
 struct store;
@@ -98,12 +102,13 @@ struct store_map {
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len) WHARF_CHECK;
 
-/* Which file a chunk was read from: the same one (device, inode, mtime
- * and size) holds the same bytes, since chunk files are never written in
- * place.  All zero: none. */
+/* Which file a chunk was read from: the same one (device, inode, size,
+ * mtime and ctime) holds the same bytes, since chunk files are never
+ * written in place, and any write to a file moves its ctime.  All zero:
+ * none. */
 struct store_file_id {
 	uint64_t dev, ino, size;
-	int64_t mtime_ns;
+	int64_t mtime_ns, ctime_ns;
 };
 
 /*
@@ -250,6 +255,9 @@ struct store_stats {
 	/* Chunks not written to disk (no room, or a write error); times a
 	 * full disk lowered cap_bytes while open. */
 	uint64_t writes_dropped, cap_lowered;
+	/* Bytes hashed to check chunks and packs read from disk; loads and
+	 * pack opens that a seal spared a hash (store_seal.c). */
+	uint64_t checked_bytes, sealed;
 };
 void store_get_stats(struct store *st, struct store_stats *out);
 
