@@ -35,8 +35,8 @@
  * chunks and packs read from disk, sealed the loads and opens a seal
  * spared that (store_seal.c).
  * passthrough: whether the kernel reads cached files itself (see
- * passthrough.h), whether the mount stopped that (--passthrough=auto,
- * when files of one chunk made nearly all opens), the opens it served so,
+ * passthrough.h), whether the mount stopped that (always false since
+ * --passthrough=auto keeps opens coming), the opens it served so,
  * the cache files it holds now, and the ones it refused.
  * errors_cached: reads of a file whose read had failed at the origin less
  * than error_ttl_ms before, answered with that error and no request.
