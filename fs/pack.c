@@ -429,6 +429,24 @@ static void pack_seal(struct store *st, struct spack *p,
 	pthread_mutex_unlock(&st->mu);
 }
 
+/* Pack p's .pack is gone (removed by hand, or by `wharf cache verify`):
+ * forgets its chunks, and says so once. */
+static void pack_vanished(struct store *st, const struct spack *p)
+{
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX], rel[PACK_NAME_MAX + 3];
+	struct sentry *gone = NULL;
+
+	pthread_mutex_lock(&st->mu);
+	pack_forget_locked(st, p, &gone);
+	pthread_mutex_unlock(&st->mu);
+	if (gone) {
+		pack_names(&p->key, data, idx);
+		snprintf(rel, sizeof(rel), "%.2s/%s", data, data);
+		store_vanished(st, rel);
+	}
+	free_chain(gone);
+}
+
 /* Marks a use of pack p: its chunks become the most recent, and its
  * file's time moves (as touch_file does for a chunk file; its seal
  * follows). */
@@ -480,7 +498,6 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 	const uint64_t n = pack_chunk_len(p, idx);
 	const uint64_t seed = key_seed(&p->ent[idx].key);
 	const char *why = NULL;
-	struct sentry *gone = NULL;
 	struct store_file_id id;
 	bool sealed = false;
 	struct stat sb;
@@ -492,12 +509,8 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 		sealed = pack_sealed(st, p, &id);
 	}
 	if (rc == -ENOENT) {
-		/* Removed by hand, or by `wharf cache verify`. */
 		STAT_ADD(st->misses, 1);
-		pthread_mutex_lock(&st->mu);
-		pack_forget_locked(st, p, &gone);
-		pthread_mutex_unlock(&st->mu);
-		free_chain(gone);
+		pack_vanished(st, p);
 		return -ENOENT;
 	}
 	if (rc == -EBADMSG) {
@@ -932,12 +945,7 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 	} else if (rc && fd >= 0) {
 		close(fd);
 	} else if (rc == -ENOENT) {
-		struct sentry *gone = NULL;
-
-		pthread_mutex_lock(&st->mu);
-		pack_forget_locked(st, p, &gone);
-		pthread_mutex_unlock(&st->mu);
-		free_chain(gone);
+		pack_vanished(st, p);
 	}
 	if (rc) {
 		STAT_ADD(st->misses, 1);

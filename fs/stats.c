@@ -148,6 +148,7 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_u64(&w, "cap_lowered", ss->cap_lowered);
 	jsonw_u64(&w, "checked_bytes", ss->checked_bytes);
 	jsonw_u64(&w, "sealed", ss->sealed);
+	jsonw_u64(&w, "vanished", ss->vanished);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "origin", JSONW_INLINE);

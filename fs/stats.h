@@ -13,7 +13,7 @@
  *    "disk_cache": {hits, misses, chunks, packs, bytes_on_disk,
  *                   bytes_raw, max_bytes, cap_bytes, evictions, corrupt,
  *                   writes_dropped, cap_lowered, checked_bytes,
- *                   sealed},
+ *                   sealed, vanished},
  *    "origin": {requests, retries, errors, bytes_fetched,
  *               "ttfb_ms": {p50, p90, p99, count}},
  *    "concurrency": [{host, limit, ceiling, in_flight, waiting, latency_ms,
@@ -33,7 +33,8 @@
  * counts chunks not written to disk, cap_lowered the times a full disk
  * lowered cap_bytes (store.h); checked_bytes the bytes hashed to check
  * chunks and packs read from disk, sealed the loads and opens a seal
- * spared that (store_seal.c).
+ * spared that (store_seal.c), vanished the files the index held that
+ * something else removed; corrupt counts the scan's removals at open.
  * passthrough: whether the kernel reads cached files itself (see
  * passthrough.h), whether the mount stopped that (always false since
  * --passthrough=auto keeps opens coming), the opens it served so,

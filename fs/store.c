@@ -116,9 +116,14 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		e = index_find(st, key);
 		pthread_mutex_unlock(&st->mu);
 		if (e) {
+			bool forgot;
+
 			pthread_mutex_lock(&st->stripe[fan]);
-			store_index_forget(st, key, hex);
+			forgot = store_index_forget(st, key, hex);
 			pthread_mutex_unlock(&st->stripe[fan]);
+			store_chunk_relpath(key, rel);
+			if (forgot)
+				store_vanished(st, rel);
 		}
 		return -ENOENT;
 	}
@@ -376,6 +381,7 @@ void store_get_stats(struct store *st, struct store_stats *out)
 	out->writes_dropped = STAT_GET(st->dropped);
 	out->checked_bytes = STAT_GET(st->checked_bytes);
 	out->sealed = STAT_GET(st->sealed);
+	out->vanished = STAT_GET(st->vanished);
 	out->cap_lowered = STAT_GET(st->lowered);
 }
 
@@ -499,7 +505,7 @@ struct scan_item {
 struct scan {
 	struct scan_item *v;
 	size_t n, cap;
-	size_t bad; /* removed: the first SCAN_BAD_LOGGED are logged */
+	size_t bad; /* files removed: the first SCAN_BAD_LOGGED are logged */
 };
 
 /* A cache copied without its xattrs has every chunk bad: a summary line
@@ -517,7 +523,9 @@ static int scan_one(const struct store_entry *e, void *arg)
 	}
 	if (e->error == -EBADMSG) {
 		/* Ours to remove: we hold the lock (a pack's walk removed
-		 * it already). */
+		 * it already).  A pack counts once, at its first chunk. */
+		if (e->pack && e->pack_index)
+			return 0;
 		if (++s->bad <= SCAN_BAD_LOGGED)
 			log_warn("%s: removing a bad cached chunk (%s)",
 				 e->path, e->why);
@@ -579,6 +587,9 @@ static int scan(struct store *st, char **err)
 			 "a cache must keep extended attributes: cp -a, "
 			 "rsync -X)",
 			 st->dir, s.bad, s.bad - SCAN_BAD_LOGGED);
+	/* In the mount's stats too: a pack the scan removed is no more a
+	 * silent loss than one a read found bad. */
+	STAT_ADD(st->corrupt, s.bad);
 	if (rc == -ENOMEM && err && !*err)
 		err_set(err, "%s: out of memory reading the cache", st->dir);
 	if (!rc && s.n) {

@@ -258,6 +258,9 @@ struct store_stats {
 	/* Bytes hashed to check chunks and packs read from disk; loads and
 	 * pack opens that a seal spared a hash (store_seal.c). */
 	uint64_t checked_bytes, sealed;
+	/* Files the index held that were gone when read: removed behind the
+	 * mount's back (by hand, `wharf cache verify`), not by it. */
+	uint64_t vanished;
 };
 void store_get_stats(struct store *st, struct store_stats *out);
 

@@ -106,6 +106,7 @@ struct store {
 
 	uint64_t hits, misses, evictions, corrupt; /* atomic */
 	uint64_t checked_bytes, sealed;		   /* atomic */
+	uint64_t vanished;			   /* atomic */
 	bool opened; /* store_open finished: store_close saves the seals */
 	/* Chunks not written for want of room; times the cap was lowered
 	 * for a full disk; whether that was said (atomic). */
@@ -230,9 +231,13 @@ void store_index_insert(struct store *st, struct sentry *e, bool front);
 /* Under mu: takes e out of the index. */
 void store_index_remove(struct store *st, struct sentry *e);
 /* Under key's stripe: forgets the chunk file `name` of key if it is gone
- * and its entry is still a chunk file's. */
-void store_index_forget(struct store *st, const struct chunk_key *key,
+ * and its entry is still a chunk file's.  @return whether it did. */
+bool store_index_forget(struct store *st, const struct chunk_key *key,
 			const char *name);
+/* A file the index held is gone, removed behind the store's back
+ * (`name`, relative to the chunk dir, for the message): counted and
+ * said, as no eviction or check of ours removed it. */
+void store_vanished(struct store *st, const char *name);
 
 /* "XX/KEY" relative to the chunk dir, for messages. */
 void store_chunk_relpath(const struct chunk_key *key, char out[36]);
