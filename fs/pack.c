@@ -447,12 +447,17 @@ static void pack_vanished(struct store *st, const struct spack *p)
 	free_chain(gone);
 }
 
-/* Marks a use of pack p: its chunks become the most recent, and its
- * file's time moves (as touch_file does for a chunk file; its seal
- * follows). */
+/* Marks a use of pack p (open as fd, *sb): its chunks become the most
+ * recent, and its file's time moves (as touch_file does for a chunk
+ * file), which moves its ctime: its seal and *checked (may be NULL), which
+ * named the file as it was, follow it. */
 static void pack_used(struct store *st, struct spack *p, int fd,
-		      const struct stat *sb)
+		      const struct stat *sb, struct store_file_id *checked)
 {
+	const struct store_file_id was = file_id(sb);
+	struct store_file_id id;
+	struct stat after;
+	int64_t t;
 	const uint64_t now = now_ns();
 	uint64_t last = __atomic_load_n(&p->used_ns, __ATOMIC_RELAXED);
 
@@ -473,21 +478,20 @@ static void pack_used(struct store *st, struct spack *p, int fd,
 		}
 		pthread_mutex_unlock(&st->mu);
 	}
-	if (touch_file(fd, sb->st_atime > sb->st_mtime ? sb->st_atime
-						       : sb->st_mtime) &&
-	    !st->cfg.check_each_mount) {
-		const struct store_file_id was = file_id(sb);
-		const int64_t t = seal_clock();
-		struct store_file_id id;
-		struct stat after;
-
-		if (fstat(fd, &after))
-			return;
-		id = file_id(&after);
-		pthread_mutex_lock(&st->mu);
-		seal_touched(&p->seal, &was, &id, t);
-		pthread_mutex_unlock(&st->mu);
-	}
+	if (!touch_file(fd, sb->st_atime > sb->st_mtime ? sb->st_atime
+							: sb->st_mtime))
+		return;
+	t = seal_clock();
+	if (fstat(fd, &after))
+		return;
+	id = file_id(&after);
+	if (checked && same_file(&was, checked))
+		*checked = id;
+	if (st->cfg.check_each_mount)
+		return;
+	pthread_mutex_lock(&st->mu);
+	seal_touched(&p->seal, &was, &id, t);
+	pthread_mutex_unlock(&st->mu);
 }
 
 /* get() for chunk idx of pack p. */
@@ -557,7 +561,7 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 		STAT_ADD(st->sealed, 1);
 	else
 		STAT_ADD(st->checked_bytes, n);
-	pack_used(st, p, fd, &sb);
+	pack_used(st, p, fd, &sb, NULL);
 	close(fd);
 	return 0;
 miss:
@@ -626,6 +630,8 @@ static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
 	}
 	if (rc == -EBADMSG)
 		store_chunk_bad(st, key, fd, why);
+	else if (!rc)
+		STAT_ADD(st->checked_bytes, h.raw_len);
 	close(fd);
 	return rc;
 }
@@ -951,7 +957,7 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		STAT_ADD(st->misses, 1);
 	} else {
 		STAT_ADD(st->hits, 1);
-		pack_used(st, p, fd, &sb);
+		pack_used(st, p, fd, &sb, checked);
 		*fdout = fd;
 	}
 	pack_unref(p);

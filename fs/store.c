@@ -163,12 +163,16 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		STAT_ADD(st->checked_bytes, h.raw_len);
 	else if (h.trusted)
 		STAT_ADD(st->sealed, 1);
-	if (touch_file(fd, h.used_s) && seals) {
+	/* The touch moves the file's ctime: what named the file as it was
+	 * (*checked, the seal) follows it. */
+	if (touch_file(fd, h.used_s) && (seals || fdout)) {
 		struct stat sb;
 
 		t1 = seal_clock();
 		if (!fstat(fd, &sb))
 			touched = file_id(&sb);
+		if (fdout && touched.ino)
+			*checked = touched;
 	}
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);

@@ -2672,6 +2672,52 @@ out:
 END_TEST
 
 /*
+ * A file handed over is touched (its atime moved, for the LRU) when its
+ * last use is old, which moves its ctime: the caller's *checked follows
+ * it, so that the next open in the mount hashes nothing again.
+ */
+START_TEST(touched_stays_checked)
+{
+	struct store *st = open_store_each(dir, true);
+	uint8_t *data = malloc(PSIZE);
+	struct store_file_id checked = {0}, cchecked = {0};
+	struct timespec old[2];
+	struct chunk_key k[PN], one;
+	char path[1024], cpath[1024];
+	size_t len;
+	int fd = -1;
+
+	fill_random(data, PSIZE, 51);
+	obj_keys(k, "/data/touched.bin");
+	put_object(st, k, data);
+	key_n(&one, 5);
+	ck_assert_int_eq(store_put(st, &one, data, PCS), 0);
+	pack_path(dir, &k[0], ".pack", path, sizeof(path));
+	chunk_path(dir, &one, cpath, sizeof(cpath));
+	object_reads(st, k, data, &checked);
+	/* Last used two minutes ago. */
+	ck_assert_int_eq(clock_gettime(CLOCK_REALTIME, &old[0]), 0);
+	old[0].tv_sec -= 120;
+	old[1] = old[0];
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+	ck_assert_int_eq(utimensat(AT_FDCWD, cpath, old, 0), 0);
+	/* Changed (its ctime moved): checked again, and touched. */
+	object_reads(st, k, data, &checked);
+	ck_assert_int_eq(store_open_raw(st, &one, PCS, &cchecked, &fd, &len),
+			 0);
+	ck_assert_int_eq(close(fd), 0);
+	seal_stats(st, 0, 2 * (uint64_t)PSIZE + PCS);
+	object_reads(st, k, data, &checked);
+	ck_assert_int_eq(store_open_raw(st, &one, PCS, &cchecked, &fd, &len),
+			 0);
+	ck_assert_int_eq(close(fd), 0);
+	seal_stats(st, 0, 2 * (uint64_t)PSIZE + PCS);
+	store_close(st);
+	free(data);
+}
+END_TEST
+
+/*
  * A chunk file or a pack removed behind the store's back while it is open
  * is forgotten at its next read and counted (vanished): no loss goes
  * uncounted.  An eviction is not counted there.
@@ -2768,6 +2814,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, racy_seal_not_kept);
 	tcase_add_loop_test(tc, sealed_pack, 0, 5);
 	tcase_add_test(tc, vanished_counted);
+	tcase_add_test(tc, touched_stays_checked);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(cli, setup, teardown);
