@@ -7,8 +7,10 @@
  * the filesystem keeps them; or, for an object handed whole to the
  * kernel, one file of all its raw chunks (a pack: store_open_object).
  * Every chunk carries a checksum that is verified on every read from
- * disk.  Writes are atomic (temp file + rename).  The total is capped;
- * eviction is least-recently-used and keeps the cap while the mount runs.
+ * disk, unless a seal vouches for its file (store_seal.c: checked before,
+ * its stat unchanged since).  Writes are atomic (temp file + rename).
+ * The total is capped; eviction is least-recently-used and keeps the cap
+ * while the mount runs.
  * One mount per cache dir (an flock on DIR/lock); the dir is created 0700.
  */
 #include <stdbool.h>
@@ -72,9 +74,9 @@ void store_close(struct store *st);
 
 /*
  * Reads the chunk into buf (cap bytes), decompressing if needed, after
- * verifying its checksum.  Thread-safe; no allocation per call once the
- * pool of codec contexts is warm (one per CPU at most, kept for the
- * process's life).
+ * verifying its checksum (unless sealed).  Thread-safe; no allocation
+ * per call once the pool of codec contexts is warm (one per CPU at most,
+ * kept for the process's life).
  * @return 0 with *len set; -ENOENT when not cached; -EBADMSG when the file
  * is corrupt (it is removed and a warning logged, so the caller refetches);
  * -EOVERFLOW when the chunk is longer than cap; -EIO on a read error.
@@ -135,8 +137,9 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
  * the store, raw, with their headers beside them; the pack then replaces
  * them.  While it is made the store holds both (its size is reserved
  * under the cap).  A pack is verified whole when made, and once per
- * mount after that (*checked); its chunks are read as chunk files are,
- * and any of them evicted evicts it whole.
+ * mount after that (*checked) unless its seal vouches for it; its
+ * chunks are read as chunk files are, and any of them evicted evicts it
+ * whole.
  * @return 0 with *fd (read-only, the caller's); -ENOENT (not all cached);
  * -ENOTSUP (a chunk compressed or in a format 1 file, or a cache without
  * xattrs); -EBADMSG (corrupt: removed, the chunks are fetched again);
