@@ -23,9 +23,12 @@
  * in the tick that follows the store's own change, on a kernel whose
  * ctimes are coarse (before 6.13's fine-grained ones).
  *
- * DIR/seals, written at close to a temp file renamed into place (a crash
- * loses the mount's seals, never trust: the old file's seals still name
- * files by their stat), little-endian:
+ * Crashes: a cache is written without fsync (store.c), and a file whose
+ * data a power loss took keeps its stat: a seal must never name it.  So
+ * the filesystem is synced (syncfs) before the seals are written, and
+ * where that fails no seal is kept.  DIR/seals is then written to a temp
+ * file renamed into place: one lost or torn in a crash fails its own
+ * checksum or is gone, and every file is checked.  Little-endian:
  *   0 magic "WHSL"   4 version (1)   5-7 reserved   8 entries (n)
  *   16 n entries of 80 bytes: the key (a pack's: its chunk 0's), kind
  *      (0 a chunk file, 1 a pack), 7 reserved, then dev, ino, size,
@@ -280,6 +283,13 @@ void seal_save(struct store *st)
 	top = open(st->dir, DIR_OPEN);
 	if (top < 0) {
 		rc = -errno;
+		goto out;
+	}
+	/* The bytes the seals vouch for on disk first (see "Crashes"); a
+	 * writeback error: the old seals go too. */
+	if (syncfs(top)) {
+		rc = -errno;
+		(void)unlinkat(top, SEALS_NAME, 0);
 		goto out;
 	}
 	fd = openat(top, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
