@@ -1409,7 +1409,7 @@ START_TEST(test_passthrough_auto)
 	ck_assert_int_eq(mount_start(&m, url, cache, verify_mount), 0);
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
 	ck_assert_int_eq(fx_mount_stat(m.dir, "disk_cache", "sealed"), 0);
-	ck_assert_int_eq(fx_mount_stat(m.dir, "disk_cache", "checked_bytes"),
+	ck_assert_int_ge(fx_mount_stat(m.dir, "disk_cache", "checked_bytes"),
 			 CHUNK + 1);
 	own_mount_end(&m, cache);
 }
