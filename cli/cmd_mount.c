@@ -51,6 +51,7 @@ enum {
 	OPT_READAHEAD,
 	OPT_THREADS,
 	OPT_PASSTHROUGH,
+	OPT_VERIFY,
 	OPT_MAX_CONNECTIONS,
 	OPT_RETRIES,
 	OPT_TIMEOUT,
@@ -94,6 +95,7 @@ static const struct option mount_longopts[] = {
     {"readahead", required_argument, NULL, OPT_READAHEAD},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"passthrough", optional_argument, NULL, OPT_PASSTHROUGH},
+    {"verify", required_argument, NULL, OPT_VERIFY},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"retries", required_argument, NULL, OPT_RETRIES},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -171,6 +173,12 @@ static void mount_usage(FILE *out)
 	    "share of the\n"
 	    "                        opens; on (no WHEN) for every such file; "
 	    "off\n"
+	    "  --verify=WHEN         when a cached file is checked: sealed "
+	    "(default): once,\n"
+	    "                        then not while its stat is unchanged; "
+	    "mount: at each\n"
+	    "                        load, and a file handed to the kernel "
+	    "once a mount\n"
 	    "Origin:\n"
 	    "  --max-connections N   ceiling on requests in parallel (default "
 	    "256); the\n"
@@ -643,6 +651,13 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 				    "mount",
 				    "--passthrough=%s: auto, on or off",
 				    optarg);
+			break;
+		case OPT_VERIFY:
+			if (strcmp(optarg, "sealed") && strcmp(optarg, "mount"))
+				return cmd_usage_error(
+				    "mount", "--verify=%s: sealed or mount",
+				    optarg);
+			o->cfg.verify_each_mount = !strcmp(optarg, "mount");
 			break;
 		case OPT_ENDPOINT:
 			o->cfg.src.endpoint = keep_secret(o, c, optarg);

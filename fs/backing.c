@@ -33,8 +33,8 @@ bool backing_connect(struct ops_ctx *ctx)
 {
 	struct ops_backing *b = &ctx->state->backing;
 
-	/* Opens are what passthrough needs: keep them coming (in auto
-	 * mode, for as long as backing_keep_opens says). */
+	/* Opens are what passthrough needs: keep them coming, in auto mode
+	 * too (ops.h). */
 	b->on =
 	    ctx->passthrough != OPS_PASSTHROUGH_OFF && passthrough_offered();
 	b->auto_ = b->on && ctx->passthrough == OPS_PASSTHROUGH_AUTO;
@@ -43,7 +43,7 @@ bool backing_connect(struct ops_ctx *ctx)
 					     b->auto_ ? PF_KERNEL_PACKS
 						      : PF_KERNEL_ONE_CHUNK |
 							    PF_KERNEL_PACKS);
-	return !b->on || b->auto_;
+	return !b->on;
 }
 
 void backing_cleanup(struct ops_ctx *ctx)
@@ -86,59 +86,6 @@ bool backing_on(const struct ops_ctx *ctx)
 static bool wanted(const struct ops_ctx *ctx, const struct ops_file *f)
 {
 	return !ctx->state->backing.auto_ || f->size > ctx->chunk_size;
-}
-
-/*
- * In auto mode: opens keep coming while files of many chunks make one
- * open in OPS_AUTO_SHARE or more, looked at every OPS_AUTO_WINDOW opens;
- * else the kernel is told to stop, for good, and files of one chunk are
- * then opened and re-read from its page cache without a round trip each.
- */
-bool backing_keep_opens(struct ops_ctx *ctx, const struct ops_file *f)
-{
-	struct ops_backing *b = &ctx->state->backing;
-	uint64_t many;
-
-	if (!b->auto_ ||
-	    __atomic_load_n(&ctx->state->no_open, __ATOMIC_ACQUIRE))
-		return false;
-	if (f->size > ctx->chunk_size)
-		__atomic_add_fetch(&b->many, 1, __ATOMIC_RELAXED);
-	if (__atomic_add_fetch(&b->opens, 1, __ATOMIC_RELAXED) %
-	    OPS_AUTO_WINDOW)
-		return true;
-	many = __atomic_exchange_n(&b->many, 0, __ATOMIC_RELAXED);
-	if (many * OPS_AUTO_SHARE >= OPS_AUTO_WINDOW)
-		return true;
-	/* Not while a file is open by passthrough: the kernel fails with
-	 * EIO an open it makes itself (no OPEN sent) of an inode it reads
-	 * by passthrough.  backing_take counts itself in before it looks at
-	 * stopping, this looks at the count after setting it: one of the
-	 * two sees the other. */
-	__atomic_store_n(&b->stopping, true, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&b->live, __ATOMIC_SEQ_CST)) {
-		__atomic_store_n(&b->stopping, false, __ATOMIC_SEQ_CST);
-		return true; /* looked at again after the next window */
-	}
-	passthrough_stop();
-	if (ctx->prefetch)
-		prefetch_kernel_reads_cached(ctx->prefetch, 0);
-	log_info("passthrough: %llu of the last %d opens were of files of "
-		 "many chunks; opens stop coming to the mount, and every file "
-		 "is read through it",
-		 (unsigned long long)many, OPS_AUTO_WINDOW);
-	return false;
-}
-
-/* Counts a file in among those with a backing file, unless
- * backing_keep_opens is stopping opens.  @return whether it was. */
-static bool may_start(struct ops_backing *b)
-{
-	__atomic_add_fetch(&b->live, 1, __ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&b->stopping, __ATOMIC_SEQ_CST))
-		return true;
-	__atomic_sub_fetch(&b->live, 1, __ATOMIC_SEQ_CST);
-	return false;
 }
 
 /* Checks f's pack, as its first passthrough open in this mount would, if
@@ -235,10 +182,8 @@ static void *packer_run(void *arg)
  * a later open or release asks again).  An open that finds no pack is
  * served through the mount, and its release, as that of any file read
  * through it (its first read, from the origin), has the pack made.  So
- * does a read to the end of a file through the mount, as releases stop
- * coming once opens do (auto mode): that mount no longer hands files
- * over, the next one will.  With check, the pack is checked instead where
- * it exists (check_next).
+ * does a read to the end of a file through the mount.  With check, the pack is
+ * checked instead where it exists (check_next).
  */
 static void pack_later(struct ops_ctx *ctx, struct ops_file *f, bool check)
 {
@@ -320,7 +265,7 @@ int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 		goto out;
 	}
 	if (!f->cached_opens && wanted(ctx, f) &&
-	    !__atomic_load_n(&b->failed, __ATOMIC_RELAXED) && may_start(b)) {
+	    !__atomic_load_n(&b->failed, __ATOMIC_RELAXED)) {
 		/* No pack yet (-EAGAIN): its release has one made. */
 		rc =
 		    prefetch_open_whole(ctx->prefetch, f->pf, &f->checked, &fd);
@@ -346,7 +291,6 @@ int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 			}
 			id = 0;
 		}
-		__atomic_sub_fetch(&b->live, 1, __ATOMIC_SEQ_CST);
 	}
 	f->cached_opens++;
 out:
@@ -356,14 +300,12 @@ out:
 
 void backing_drop(struct ops_ctx *ctx, struct ops_file *f, uint64_t how)
 {
-	struct ops_backing *b = &ctx->state->backing;
-
+	(void)ctx;
 	pthread_mutex_lock(&f->mu);
 	if (how == BACKING_PASSTHROUGH && f->backing_opens &&
 	    !--f->backing_opens) {
 		passthrough_close(f->backing_id);
 		close(f->backing_fd);
-		__atomic_sub_fetch(&b->live, 1, __ATOMIC_SEQ_CST);
 	} else if (how == BACKING_CACHED && f->cached_opens) {
 		f->cached_opens--;
 	}

@@ -11,7 +11,7 @@
  * while any is open, and no passthrough open while a cached one is; the
  * counts are kept per file (struct ops_file) under its mu, which reads
  * never take.  In auto mode (ops.h) only files of many chunks are handed
- * over, and backing_keep_opens decides when opens stop coming at all.
+ * over.
  *
  * Calls, per open: backing_take (then the reply, which carries the id)
  * -> backing_drop at its release, or where the reply failed; then
@@ -30,7 +30,7 @@ enum { BACKING_CACHED, BACKING_PASSTHROUGH };
 void backing_setup(struct ops_ctx *ctx);
 /* At INIT, once the kernel said whether it offers passthrough.  @return
  * whether the mount may do without opens: when none is served by
- * passthrough, or in auto mode, until backing_keep_opens says no. */
+ * passthrough. */
 bool backing_connect(struct ops_ctx *ctx);
 /* Lets the packer finish its queue, for a few seconds at most, and joins
  * it: after the session is destroyed and before the files are freed. */
@@ -39,11 +39,6 @@ void backing_cleanup(struct ops_ctx *ctx);
 /* Whether opens may be served by passthrough (from INIT on): when not, no
  * other call here is needed. */
 bool backing_on(const struct ops_ctx *ctx);
-
-/* Whether the kernel should keep sending opens, counting an open of f
- * (the mount can do without them).  Once false, it stays false: the
- * kernel takes that answer once per mount. */
-bool backing_keep_opens(struct ops_ctx *ctx, const struct ops_file *f);
 
 /*
  * How the kernel is to serve an open of f: from f's cache file (a backing

@@ -53,7 +53,8 @@ static int walk_verify(struct walker *w, int fd, const struct chunk_key *key,
 		w->raw = p;
 		w->rawcap = need;
 	}
-	return chunkfile_read(fd, key, &w->tp, w->raw, w->rawcap, h, why, NULL);
+	return chunkfile_read(fd, key, &w->tp, w->raw, w->rawcap, h, why, NULL,
+			      NULL);
 }
 
 /* Whether name is "KEY" + suffix, with KEY into *key. */
@@ -124,7 +125,8 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		e.atime_ns = ts_ns(&sb.st_atim) > ts_ns(&sb.st_mtim)
 				 ? ts_ns(&sb.st_atim)
 				 : ts_ns(&sb.st_mtim);
-		r = chunkfile_read(fd, &e.key, &w->tp, NULL, 0, &h, &why, NULL);
+		r = chunkfile_read(fd, &e.key, &w->tp, NULL, 0, &h, &why, NULL,
+				   NULL);
 		if (r == 0 && (flags & STORE_WALK_VERIFY))
 			r = walk_verify(w, fd, &e.key, &h, &why);
 		e.error = r;

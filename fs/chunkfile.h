@@ -44,6 +44,18 @@ struct hdr {
 	struct chunk_key key;
 	int64_t used_s; /* not in the header: the file's atime or mtime */
 	struct store_file_id file; /* nor this: which file it came from */
+	bool trusted;		   /* nor this: its seal spared the hash */
+};
+
+/*
+ * A seal (store_seal.c): a file a check found good, as fstat saw it
+ * then, the checksum that was checked (a chunk's, or a pack index's),
+ * and when the seal was taken.  No file: file.ino 0.
+ */
+struct seal {
+	struct store_file_id file;
+	uint64_t sum;
+	int64_t taken_ns; /* CLOCK_REALTIME, after the fstat */
 };
 
 /* A set of zstd contexts and a scratch buffer for compressed bytes, from
@@ -118,17 +130,25 @@ static inline struct store_file_id file_id(const struct stat *sb)
 	return (struct store_file_id){.dev = sb->st_dev,
 				      .ino = sb->st_ino,
 				      .mtime_ns = ts_ns(&sb->st_mtim),
+				      .ctime_ns = ts_ns(&sb->st_ctim),
 				      .size = (uint64_t)sb->st_size};
 }
 
 /* Whether a is the file b was (chunk files are never written in place:
- * a new chunk is renamed in as a new inode). */
+ * a new chunk is renamed in as a new inode; a write by hand moves the
+ * ctime, which no one can set back). */
 static inline bool same_file(const struct store_file_id *a,
 			     const struct store_file_id *b)
 {
 	return b->ino && a->dev == b->dev && a->ino == b->ino &&
-	       a->mtime_ns == b->mtime_ns && a->size == b->size;
+	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+	       a->size == b->size;
 }
+
+/* seal_trusts: whether seal s vouches for file id holding bytes of
+ * checksum sum (store_seal.c). */
+bool seal_trusts(const struct seal *s, const struct store_file_id *id,
+		 uint64_t sum);
 
 /* ---- chunkfile.c ---- */
 
@@ -157,14 +177,15 @@ int chunkfile_check_in_map(const uint8_t *map, uint64_t off, uint64_t len,
  * *why. */
 int chunkfile_map(int fd, uint64_t off, uint64_t len, uint8_t sum_kind,
 		  uint64_t seed, uint64_t sum, struct store_map *m,
-		  const char **why);
+		  const char **why, bool trusted);
 
 /* Reads and checks chunk file fd: its header only, or its chunk into buf
- * (with *tp, a codec set taken when needed), or mapped into *m.  See
- * chunkfile.c. */
+ * (with *tp, a codec set taken when needed), or mapped into *m; with no
+ * hash where trust (may be NULL) is a seal that vouches for the file.
+ * See chunkfile.c. */
 int chunkfile_read(int fd, const struct chunk_key *key, struct tctx **tp,
 		   void *buf, size_t cap, struct hdr *h, const char **why,
-		   struct store_map *m);
+		   struct store_map *m, const struct seal *trust);
 
 /* Reads len bytes of fd at start in pieces, checks them against sum, and
  * with copy_to >= 0 writes them there at copy_off too. */

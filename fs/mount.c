@@ -167,6 +167,7 @@ static int mount_open(struct mount_state *m)
 	    .zstd_level = o->zstd_level,
 	    /* Level 0: every chunk raw, as if zstd never saved enough. */
 	    .min_saving_pct = o->zstd_level ? 0 : 100,
+	    .check_each_mount = o->verify_each_mount,
 	};
 	struct prefetch_config pc = {
 	    .chunk_size = (uint32_t)o->chunk_size,

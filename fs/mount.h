@@ -41,6 +41,8 @@ struct mount_config {
 	bool debug;
 	bool offline; /* --offline */
 	enum ops_passthrough passthrough;
+	/* --verify=mount: no seal is trusted (store_config). */
+	bool verify_each_mount;
 	unsigned origin_wait_ms;
 	long uid, gid; /* owner shown; -1: the mounting user's */
 	/* Where a detached mount logs: this file (absolute) if set, else

@@ -17,8 +17,7 @@
  * open answers ENOSYS, and from then on the kernel sends no OPEN or
  * RELEASE at all (and keeps file pages cached): a file whose pages are
  * cached is read without a single request to this process.  While
- * passthrough is on, opens are kept coming for as long as
- * backing_keep_opens says.
+ * passthrough is on (auto included), opens keep coming: it needs them.
  */
 #include "config.h"
 
@@ -340,7 +339,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (ctx->state->no_open_ok && !backing_keep_opens(ctx, f)) {
+	if (ctx->state->no_open_ok) {
 		/* Not an error: the kernel stops sending opens. */
 		__atomic_store_n(&ctx->state->no_open, true, __ATOMIC_RELEASE);
 		fuse_reply_err(req, ENOSYS);

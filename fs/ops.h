@@ -22,18 +22,16 @@ struct ops_state;
 
 /*
  * --passthrough: OFF, never; ON, every file the store holds whole and raw;
- * AUTO (the default), files of many chunks (packs), while they make at
- * least one open in OPS_AUTO_SHARE: opens cost a round trip each, which
- * files of one chunk re-read in a mount do not repay, and once those make
- * nearly all opens the kernel is told to stop sending them.
+ * AUTO (the default), files of many chunks (packs), whatever else the job
+ * opens: the kernel takes "no opens" once per mount, so opens keep coming
+ * (a round trip each, for files of one chunk too), or a job that opens
+ * small files before its shards would read the shards through the mount.
  */
 enum ops_passthrough {
 	OPS_PASSTHROUGH_OFF,
 	OPS_PASSTHROUGH_AUTO,
 	OPS_PASSTHROUGH_ON
 };
-#define OPS_AUTO_WINDOW 64 /* opens between two looks */
-#define OPS_AUTO_SHARE 16
 
 struct ops_ctx {
 	struct tree *tree;

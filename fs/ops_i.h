@@ -53,15 +53,8 @@ struct pack_job {
  * packer that makes their packs. */
 struct ops_backing {
 	bool on;	/* opens may be served by the kernel */
-	bool auto_;	/* ... of files of many chunks, for now */
+	bool auto_;	/* ... of files of many chunks */
 	bool failed;	/* ... but it refused a backing file (atomic) */
-	uint64_t opens; /* atomic: opens counted by backing_keep_opens */
-	uint64_t many;	/* atomic: of files of many chunks, since
-			 * backing_keep_opens last looked */
-	/* Files with a backing file now, or being given one, and whether
-	 * backing_keep_opens is about to stop opens (both atomic). */
-	unsigned live;
-	bool stopping;
 	/* The packer, all under pack_mu. */
 	pthread_mutex_t pack_mu;
 	struct pack_job packs[PACK_QUEUE];

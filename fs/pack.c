@@ -172,6 +172,7 @@ static const char *pack_decode(const uint8_t *b, size_t len,
 	p->chunk_size = cs;
 	p->size = size;
 	p->sum_kind = b[5];
+	p->idx_sum = rd64(b + 32);
 	for (uint32_t i = 0; i < n; i++) {
 		memcpy(p->ent[i].key.b, b + PACK_HDR + (size_t)i * PACK_ENTRY,
 		       16);
@@ -402,11 +403,61 @@ static void pack_drop_bad(struct store *st, const struct spack *p, int fd,
 	free_chain(gone);
 }
 
-/* Marks a use of pack p: its chunks become the most recent, and its
- * file's time moves (as touch_file does for a chunk file). */
-static void pack_used(struct store *st, struct spack *p, int fd,
-		      const struct stat *sb)
+/* Whether p's seal vouches for its .pack, file id. */
+static bool pack_sealed(struct store *st, const struct spack *p,
+			const struct store_file_id *id)
 {
+	bool sealed;
+
+	if (st->cfg.check_each_mount)
+		return false;
+	pthread_mutex_lock(&st->mu);
+	sealed = seal_trusts(&p->seal, id, p->idx_sum);
+	pthread_mutex_unlock(&st->mu);
+	return sealed;
+}
+
+/* Seals pack p's .pack, file id, which a check found good (or the store
+ * wrote) after seal_clock gave t. */
+static void pack_seal(struct store *st, struct spack *p,
+		      const struct store_file_id *id, int64_t t)
+{
+	if (st->cfg.check_each_mount)
+		return;
+	pthread_mutex_lock(&st->mu);
+	p->seal = (struct seal){.file = *id, .sum = p->idx_sum, .taken_ns = t};
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* Pack p's .pack is gone (removed by hand, or by `wharf cache verify`):
+ * forgets its chunks, and says so once. */
+static void pack_vanished(struct store *st, const struct spack *p)
+{
+	char data[PACK_NAME_MAX], idx[PACK_NAME_MAX], rel[PACK_NAME_MAX + 3];
+	struct sentry *gone = NULL;
+
+	pthread_mutex_lock(&st->mu);
+	pack_forget_locked(st, p, &gone);
+	pthread_mutex_unlock(&st->mu);
+	if (gone) {
+		pack_names(&p->key, data, idx);
+		snprintf(rel, sizeof(rel), "%.2s/%s", data, data);
+		store_vanished(st, rel);
+	}
+	free_chain(gone);
+}
+
+/* Marks a use of pack p (open as fd, *sb): its chunks become the most
+ * recent, and its file's time moves (as touch_file does for a chunk
+ * file), which moves its ctime: its seal and *checked (may be NULL), which
+ * named the file as it was, follow it. */
+static void pack_used(struct store *st, struct spack *p, int fd,
+		      const struct stat *sb, struct store_file_id *checked)
+{
+	const struct store_file_id was = file_id(sb);
+	struct store_file_id id;
+	struct stat after;
+	int64_t t;
 	const uint64_t now = now_ns();
 	uint64_t last = __atomic_load_n(&p->used_ns, __ATOMIC_RELAXED);
 
@@ -427,8 +478,20 @@ static void pack_used(struct store *st, struct spack *p, int fd,
 		}
 		pthread_mutex_unlock(&st->mu);
 	}
-	touch_file(fd,
-		   sb->st_atime > sb->st_mtime ? sb->st_atime : sb->st_mtime);
+	if (!touch_file(fd, sb->st_atime > sb->st_mtime ? sb->st_atime
+							: sb->st_mtime))
+		return;
+	t = seal_clock();
+	if (fstat(fd, &after))
+		return;
+	id = file_id(&after);
+	if (checked && same_file(&was, checked))
+		*checked = id;
+	if (st->cfg.check_each_mount)
+		return;
+	pthread_mutex_lock(&st->mu);
+	seal_touched(&p->seal, &was, &id, t);
+	pthread_mutex_unlock(&st->mu);
 }
 
 /* get() for chunk idx of pack p. */
@@ -439,18 +502,19 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 	const uint64_t n = pack_chunk_len(p, idx);
 	const uint64_t seed = key_seed(&p->ent[idx].key);
 	const char *why = NULL;
-	struct sentry *gone = NULL;
+	struct store_file_id id;
+	bool sealed = false;
 	struct stat sb;
 	int fd, rc;
 
 	rc = pack_open_data(st->dirfd[p->key.b[0]], p, 0, &fd, &sb, &why);
+	if (!rc) {
+		id = file_id(&sb);
+		sealed = pack_sealed(st, p, &id);
+	}
 	if (rc == -ENOENT) {
-		/* Removed by hand, or by `wharf cache verify`. */
 		STAT_ADD(st->misses, 1);
-		pthread_mutex_lock(&st->mu);
-		pack_forget_locked(st, p, &gone);
-		pthread_mutex_unlock(&st->mu);
-		free_chain(gone);
+		pack_vanished(st, p);
 		return -ENOENT;
 	}
 	if (rc == -EBADMSG) {
@@ -465,13 +529,14 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 		rc = -EOVERFLOW;
 	} else if (m) {
 		rc = chunkfile_map(fd, off, n, p->sum_kind, seed,
-				   p->ent[idx].sum, m, &why);
+				   p->ent[idx].sum, m, &why, sealed);
 	} else {
 		rc = chunkfile_pread(fd, buf, (size_t)n, (off_t)off);
 		if (rc == -ENODATA)
 			why = "truncated";
-		else if (!rc && chunk_sum(p->sum_kind, buf, n, seed) !=
-				    p->ent[idx].sum)
+		else if (!rc && !sealed &&
+			 chunk_sum(p->sum_kind, buf, n, seed) !=
+			     p->ent[idx].sum)
 			why = "checksum mismatch";
 		if (why)
 			rc = -EBADMSG;
@@ -492,7 +557,11 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 		goto miss;
 	*len = n;
 	STAT_ADD(st->hits, 1);
-	pack_used(st, p, fd, &sb);
+	if (sealed)
+		STAT_ADD(st->sealed, 1);
+	else
+		STAT_ADD(st->checked_bytes, n);
+	pack_used(st, p, fd, &sb, NULL);
 	close(fd);
 	return 0;
 miss:
@@ -526,7 +595,7 @@ static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
 	fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
 	if (fd < 0)
 		return errno == ENOENT ? -ENOENT : -EIO;
-	rc = chunkfile_read(fd, key, NULL, NULL, 0, &h, &why, NULL);
+	rc = chunkfile_read(fd, key, NULL, NULL, 0, &h, &why, NULL, NULL);
 	if (!rc && (h.codec != CODEC_RAW || h.payload ||
 		    h.raw_len != pack_chunk_len(p, i) ||
 		    (i && h.sum_kind != p->sum_kind)))
@@ -561,6 +630,8 @@ static int pack_copy_chunk(struct store *st, struct spack *p, uint32_t i,
 	}
 	if (rc == -EBADMSG)
 		store_chunk_bad(st, key, fd, why);
+	else if (!rc)
+		STAT_ADD(st->checked_bytes, h.raw_len);
 	close(fd);
 	return rc;
 }
@@ -686,8 +757,9 @@ static int pack_make(struct store *st, struct spack *p,
 	if (out >= 0 && close(out) && !rc)
 		rc = -errno;
 	if (!rc) {
-		*made = file_id(&sb);
 		ib = pack_encode(p, &ilen);
+		if (ib)
+			p->idx_sum = rd64(ib + 32);
 		rc = ib ? write_new(st->dirfd[fan], tidx, ib, ilen) : -ENOMEM;
 		free(ib);
 	}
@@ -724,6 +796,17 @@ static int pack_make(struct store *st, struct spack *p,
 			st->packs++;
 		}
 		pthread_mutex_unlock(&st->mu);
+		/* Made whole from checked chunks: checked (the rename moved
+		 * its ctime), and sealed (settled at close). */
+		if (!rc) {
+			const int64_t t = seal_clock();
+
+			if (!fstatat(st->dirfd[fan], data, &sb,
+				     AT_SYMLINK_NOFOLLOW)) {
+				*made = file_id(&sb);
+				pack_seal(st, p, made, t);
+			}
+		}
 		if (rc == -ENOENT && still_whole)
 			(void)store_unlink_pack(st->dirfd[fan], &p->key);
 		pthread_mutex_unlock(&st->stripe[fan]);
@@ -783,7 +866,7 @@ static int pack_find_or_make(struct store *st, const struct chunk_key *keys,
 	    chunk_size > MAX_RAW || size <= (uint64_t)(n - 1) * chunk_size ||
 	    size > (uint64_t)n * chunk_size)
 		return -EINVAL;
-	p = pack_of(st, &keys[0], &idx);
+	p = pack_of(st, &keys[0], &idx, NULL);
 	if (p && (idx || p->n != n || p->size != size ||
 		  p->chunk_size != chunk_size ||
 		  memcmp(p->ent[n - 1].key.b, keys[n - 1].b, 16))) {
@@ -814,7 +897,7 @@ static int pack_find_or_make(struct store *st, const struct chunk_key *keys,
 int store_pack_object(struct store *st, const struct chunk_key *keys,
 		      uint32_t n, uint64_t chunk_size, uint64_t size)
 {
-	struct store_file_id made;
+	struct store_file_id made = {0};
 	struct spack *p;
 	const int rc =
 	    pack_find_or_make(st, keys, n, chunk_size, size, &p, &made);
@@ -833,6 +916,7 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 	struct spack *p;
 	uint32_t bad = 0;
 	struct stat sb;
+	int64_t t;
 	int fd, rc;
 
 	rc = pack_find_or_make(st, keys, n, chunk_size, size, &p, &made);
@@ -840,13 +924,22 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		return rc;
 	if (made.ino)
 		*checked = made;
+	t = seal_clock();
 	rc = pack_open_data(st->dirfd[p->key.b[0]], p, 0, &fd, &sb, &why);
 	if (!rc) {
 		const struct store_file_id id = file_id(&sb);
+		const bool unchecked = !same_file(&id, checked);
 
-		if (!same_file(&id, checked))
+		if (unchecked && pack_sealed(st, p, &id)) {
+			STAT_ADD(st->sealed, 1);
+		} else if (unchecked) {
 			rc = pack_check(fd, p, st->ncpu, &st->packs_until_ns,
 					&bad, &why);
+			if (!rc) {
+				STAT_ADD(st->checked_bytes, p->size);
+				pack_seal(st, p, &id, t);
+			}
+		}
 		if (!rc)
 			*checked = id;
 	}
@@ -858,18 +951,13 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 	} else if (rc && fd >= 0) {
 		close(fd);
 	} else if (rc == -ENOENT) {
-		struct sentry *gone = NULL;
-
-		pthread_mutex_lock(&st->mu);
-		pack_forget_locked(st, p, &gone);
-		pthread_mutex_unlock(&st->mu);
-		free_chain(gone);
+		pack_vanished(st, p);
 	}
 	if (rc) {
 		STAT_ADD(st->misses, 1);
 	} else {
 		STAT_ADD(st->hits, 1);
-		pack_used(st, p, fd, &sb);
+		pack_used(st, p, fd, &sb, checked);
 		*fdout = fd;
 	}
 	pack_unref(p);

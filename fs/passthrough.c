@@ -69,7 +69,6 @@ struct pt_backing_map {
 static int dev_fd = -1;
 static uint64_t init_unique; /* atomic; 0 until INIT is read */
 static bool offered;	     /* atomic */
-static bool stopped;	     /* atomic: passthrough_stop */
 static uint64_t n_opens, n_backing, n_errors; /* atomic */
 static __thread int armed_id;
 
@@ -200,15 +199,10 @@ void passthrough_disarm(void)
 	armed_id = 0;
 }
 
-void passthrough_stop(void)
-{
-	__atomic_store_n(&stopped, true, __ATOMIC_RELAXED);
-}
-
 void passthrough_get_stats(struct passthrough_stats *out)
 {
-	out->stopped = __atomic_load_n(&stopped, __ATOMIC_RELAXED);
-	out->offered = passthrough_offered() && !out->stopped;
+	out->stopped = false;
+	out->offered = passthrough_offered();
 	out->opens = __atomic_load_n(&n_opens, __ATOMIC_RELAXED);
 	out->backing = __atomic_load_n(&n_backing, __ATOMIC_RELAXED);
 	out->open_errors = __atomic_load_n(&n_errors, __ATOMIC_RELAXED);

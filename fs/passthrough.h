@@ -47,17 +47,13 @@ bool passthrough_offered(void);
 int passthrough_open(int fd);
 void passthrough_close(int backing_id);
 
-/* The mount serves no more opens by passthrough (it told the kernel to
- * stop sending opens): the statistics say it is off. */
-void passthrough_stop(void);
-
 /* The next OPEN reply this thread writes passes through to backing_id. */
 void passthrough_arm(int backing_id);
 void passthrough_disarm(void);
 
 struct passthrough_stats {
-	bool offered; /* and not stopped */
-	bool stopped;
+	bool offered;
+	bool stopped; /* always false: auto mode no longer stops opens */
 	uint64_t opens;	      /* opens served by passthrough */
 	uint64_t backing;     /* backing files registered now */
 	uint64_t open_errors; /* registrations refused by the kernel */

@@ -148,6 +148,9 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_u64(&w, "corrupt", ss->corrupt);
 	jsonw_u64(&w, "writes_dropped", ss->writes_dropped);
 	jsonw_u64(&w, "cap_lowered", ss->cap_lowered);
+	jsonw_u64(&w, "checked_bytes", ss->checked_bytes);
+	jsonw_u64(&w, "sealed", ss->sealed);
+	jsonw_u64(&w, "vanished", ss->vanished);
 	jsonw_end(&w);
 
 	jsonw_object(&w, "origin", JSONW_INLINE);

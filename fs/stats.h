@@ -12,7 +12,8 @@
  *    "memory_cache": {hits, misses, waits, bytes, cap, evictions},
  *    "disk_cache": {hits, misses, chunks, packs, bytes_on_disk,
  *                   bytes_raw, max_bytes, cap_bytes, evictions, corrupt,
- *                   writes_dropped, cap_lowered},
+ *                   writes_dropped, cap_lowered, checked_bytes,
+ *                   sealed, vanished},
  *    "origin": {requests, retries, errors, bytes_fetched,
  *               "ttfb_ms": {p50, p90, p99, count}},
  *    "concurrency": [{host, limit, ceiling, in_flight, waiting, latency_ms,
@@ -30,10 +31,13 @@
  * disk_cache: max_bytes is --cache-size, cap_bytes the cap eviction keeps
  * (less where the cache's filesystem holds less; 0: none); writes_dropped
  * counts chunks not written to disk, cap_lowered the times a full disk
- * lowered cap_bytes (store.h).
+ * lowered cap_bytes (store.h); checked_bytes the bytes hashed to check
+ * chunks and packs read from disk, sealed the loads and opens a seal
+ * spared that (store_seal.c), vanished the files the index held that
+ * something else removed; corrupt counts the scan's removals at open.
  * passthrough: whether the kernel reads cached files itself (see
- * passthrough.h), whether the mount stopped that (--passthrough=auto,
- * when files of one chunk made nearly all opens), the opens it served so,
+ * passthrough.h), whether the mount stopped that (always false since
+ * --passthrough=auto keeps opens coming), the opens it served so,
  * the cache files it holds now, and the ones it refused.
  * errors_cached: reads of a file whose read had failed at the origin less
  * than error_ttl_ms before, answered with that error and no request.

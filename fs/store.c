@@ -49,6 +49,19 @@ bool store_packed(struct store *st, const struct chunk_key *key)
 	return packed;
 }
 
+/* Under mu, after a good read of e's chunk file (h, from an fstat after
+ * seal_clock gave t0): a hash just made seals it; a touch since moves the
+ * seal along (now: the file after it, taken at t1). */
+static void seal_read(struct sentry *e, const struct hdr *h, bool hashed,
+		      int64_t t0, const struct store_file_id *now, int64_t t1)
+{
+	if (hashed)
+		e->seal = (struct seal){
+		    .file = h->file, .sum = h->sum, .taken_ns = t0};
+	if (now)
+		seal_touched(&e->seal, &h->file, now, t1);
+}
+
 /* store_get; store_map when m is not NULL (buf is then unused);
  * store_open_raw when fdout is not NULL (buf and m unused; checked is
  * its). */
@@ -57,16 +70,22 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	       struct store_file_id *checked)
 {
 	const unsigned fan = key->b[0];
+	const bool seals = !st->cfg.check_each_mount;
+	const int64_t t0 = seals ? seal_clock() : 0;
+	struct store_file_id touched = {0};
+	struct seal seal = {0};
 	struct tctx *t = NULL;
 	const char *why = NULL;
 	char hex[33], rel[36];
 	struct sentry *e;
 	struct spack *p;
 	uint32_t idx = 0;
+	bool hashed;
+	int64_t t1 = 0;
 	struct hdr h;
 	int fd = -1, open_errno = 0, rc;
 
-	p = pack_of(st, key, &idx);
+	p = pack_of(st, key, &idx, &seal);
 	if (!p) {
 		store_key_hex(key, hex);
 		fd = openat(st->dirfd[fan], hex, CHUNK_OPEN);
@@ -74,7 +93,7 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		/* Put in a pack between the look and the open, which then
 		 * found its chunk file removed. */
 		if (fd < 0 && open_errno == ENOENT)
-			p = pack_of(st, key, &idx);
+			p = pack_of(st, key, &idx, &seal);
 	}
 	if (p) {
 		/* store_open_raw hands over files of one chunk: never a
@@ -97,16 +116,23 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		e = index_find(st, key);
 		pthread_mutex_unlock(&st->mu);
 		if (e) {
+			bool forgot;
+
 			pthread_mutex_lock(&st->stripe[fan]);
-			store_index_forget(st, key, hex);
+			forgot = store_index_forget(st, key, hex);
 			pthread_mutex_unlock(&st->stripe[fan]);
+			store_chunk_relpath(key, rel);
+			if (forgot)
+				store_vanished(st, rel);
 		}
 		return -ENOENT;
 	}
-	rc = chunkfile_read(fd, key, &t, buf, cap, &h, &why, m);
+	rc = chunkfile_read(fd, key, &t, buf, cap, &h, &why, m,
+			    seals ? &seal : NULL);
+	hashed = !rc && !fdout && !h.trusted;
 	if (!rc && fdout) {
-		rc = same_file(&h.file, checked) && h.codec == CODEC_RAW &&
-			     !h.payload
+		hashed = !same_file(&h.file, checked) && !h.trusted;
+		rc = !hashed && h.codec == CODEC_RAW && !h.payload
 			 ? (h.raw_len > cap ? -EOVERFLOW : 0)
 			 : chunkfile_check_raw(fd, &h, cap, &why);
 		if (!rc)
@@ -133,12 +159,29 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	}
 	*len = h.raw_len;
 	STAT_ADD(st->hits, 1);
-	touch_file(fd, h.used_s);
+	if (hashed)
+		STAT_ADD(st->checked_bytes, h.raw_len);
+	else if (h.trusted)
+		STAT_ADD(st->sealed, 1);
+	/* The touch moves the file's ctime: what named the file as it was
+	 * (*checked, the seal) follows it. */
+	if (touch_file(fd, h.used_s) && (seals || fdout)) {
+		struct stat sb;
+
+		t1 = seal_clock();
+		if (!fstat(fd, &sb))
+			touched = file_id(&sb);
+		if (fdout && touched.ino)
+			*checked = touched;
+	}
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);
 	if (e) {
 		lru_unlink(e);
 		lru_push_front(st, e);
+		if (seals && !e->pack)
+			seal_read(e, &h, hashed, t0,
+				  touched.ino ? &touched : NULL, t1);
 	}
 	pthread_mutex_unlock(&st->mu);
 	if (fdout) {
@@ -258,6 +301,17 @@ int store_put(struct store *st, const struct chunk_key *key, const void *data,
 		if (renameat(st->dirfd[fan], tmp, st->dirfd[fan], hex)) {
 			rc = -errno;
 			unlinkat(st->dirfd[fan], tmp, 0);
+		} else if (!st->cfg.check_each_mount) {
+			/* Written by us: sealed as it is (settled at close,
+			 * see store_seal.c). */
+			const int64_t now = seal_clock();
+			struct stat sb;
+
+			if (!fstatat(st->dirfd[fan], hex, &sb,
+				     AT_SYMLINK_NOFOLLOW))
+				e->seal = (struct seal){.file = file_id(&sb),
+							.sum = h.sum,
+							.taken_ns = now};
 		}
 		pthread_mutex_lock(&st->mu);
 		st->reserved -= disk;
@@ -329,6 +383,9 @@ void store_get_stats(struct store *st, struct store_stats *out)
 	out->evictions = STAT_GET(st->evictions);
 	out->corrupt = STAT_GET(st->corrupt);
 	out->writes_dropped = STAT_GET(st->dropped);
+	out->checked_bytes = STAT_GET(st->checked_bytes);
+	out->sealed = STAT_GET(st->sealed);
+	out->vanished = STAT_GET(st->vanished);
 	out->cap_lowered = STAT_GET(st->lowered);
 }
 
@@ -452,7 +509,7 @@ struct scan_item {
 struct scan {
 	struct scan_item *v;
 	size_t n, cap;
-	size_t bad; /* removed: the first SCAN_BAD_LOGGED are logged */
+	size_t bad; /* files removed: the first SCAN_BAD_LOGGED are logged */
 };
 
 /* A cache copied without its xattrs has every chunk bad: a summary line
@@ -470,7 +527,9 @@ static int scan_one(const struct store_entry *e, void *arg)
 	}
 	if (e->error == -EBADMSG) {
 		/* Ours to remove: we hold the lock (a pack's walk removed
-		 * it already). */
+		 * it already).  A pack counts once, at its first chunk. */
+		if (e->pack && e->pack_index)
+			return 0;
 		if (++s->bad <= SCAN_BAD_LOGGED)
 			log_warn("%s: removing a bad cached chunk (%s)",
 				 e->path, e->why);
@@ -532,6 +591,9 @@ static int scan(struct store *st, char **err)
 			 "a cache must keep extended attributes: cp -a, "
 			 "rsync -X)",
 			 st->dir, s.bad, s.bad - SCAN_BAD_LOGGED);
+	/* In the mount's stats too: a pack the scan removed is no more a
+	 * silent loss than one a read found bad. */
+	STAT_ADD(st->corrupt, s.bad);
 	if (rc == -ENOMEM && err && !*err)
 		err_set(err, "%s: out of memory reading the cache", st->dir);
 	if (!rc && s.n) {
@@ -760,6 +822,9 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 	rc = scan(st, err);
 	if (rc)
 		goto fail;
+	if (!st->cfg.check_each_mount)
+		seal_load(st, top);
+	st->opened = true;
 	/* A smaller cap than last time, or a filesystem that holds less
 	 * than it: honoured now. */
 	store_cap_fit(st);
@@ -784,6 +849,8 @@ void store_close(struct store *st)
 
 	if (!st)
 		return;
+	if (st->opened && !st->cfg.check_each_mount)
+		seal_save(st);
 	for (e = st->lru.next; e && e != &st->lru; e = next) {
 		next = e->next;
 		sentry_free(e);

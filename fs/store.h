@@ -7,8 +7,10 @@
  * the filesystem keeps them; or, for an object handed whole to the
  * kernel, one file of all its raw chunks (a pack: store_open_object).
  * Every chunk carries a checksum that is verified on every read from
- * disk.  Writes are atomic (temp file + rename).  The total is capped;
- * eviction is least-recently-used and keeps the cap while the mount runs.
+ * disk, unless a seal vouches for its file (store_seal.c: checked before,
+ * its stat unchanged since).  Writes are atomic (temp file + rename).
+ * The total is capped; eviction is least-recently-used and keeps the cap
+ * while the mount runs.
  * One mount per cache dir (an flock on DIR/lock); the dir is created 0700.
  */
 #include <stdbool.h>
@@ -52,6 +54,10 @@ struct store_config {
 	/* How often a cap lowered for a full disk looks whether room came
 	 * back (store_put); 0: every minute. */
 	unsigned cap_recheck_ms;
+	/* Trust no seal (store_seal.c): every chunk file is checked at each
+	 * load into memory and every pack at its first open in a mount, as
+	 * before seals (--verify=mount). */
+	bool check_each_mount;
 };
 
 struct store;
@@ -68,9 +74,9 @@ void store_close(struct store *st);
 
 /*
  * Reads the chunk into buf (cap bytes), decompressing if needed, after
- * verifying its checksum.  Thread-safe; no allocation per call once the
- * pool of codec contexts is warm (one per CPU at most, kept for the
- * process's life).
+ * verifying its checksum (unless sealed).  Thread-safe; no allocation
+ * per call once the pool of codec contexts is warm (one per CPU at most,
+ * kept for the process's life).
  * @return 0 with *len set; -ENOENT when not cached; -EBADMSG when the file
  * is corrupt (it is removed and a warning logged, so the caller refetches);
  * -EOVERFLOW when the chunk is longer than cap; -EIO on a read error.
@@ -98,12 +104,13 @@ struct store_map {
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len) WHARF_CHECK;
 
-/* Which file a chunk was read from: the same one (device, inode, mtime
- * and size) holds the same bytes, since chunk files are never written in
- * place.  All zero: none. */
+/* Which file a chunk was read from: the same one (device, inode, size,
+ * mtime and ctime) holds the same bytes, since chunk files are never
+ * written in place, and any write to a file moves its ctime.  All zero:
+ * none. */
 struct store_file_id {
 	uint64_t dev, ino, size;
-	int64_t mtime_ns;
+	int64_t mtime_ns, ctime_ns;
 };
 
 /*
@@ -130,8 +137,9 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
  * the store, raw, with their headers beside them; the pack then replaces
  * them.  While it is made the store holds both (its size is reserved
  * under the cap).  A pack is verified whole when made, and once per
- * mount after that (*checked); its chunks are read as chunk files are,
- * and any of them evicted evicts it whole.
+ * mount after that (*checked) unless its seal vouches for it; its
+ * chunks are read as chunk files are, and any of them evicted evicts it
+ * whole.
  * @return 0 with *fd (read-only, the caller's); -ENOENT (not all cached);
  * -ENOTSUP (a chunk compressed or in a format 1 file, or a cache without
  * xattrs); -EBADMSG (corrupt: removed, the chunks are fetched again);
@@ -250,6 +258,12 @@ struct store_stats {
 	/* Chunks not written to disk (no room, or a write error); times a
 	 * full disk lowered cap_bytes while open. */
 	uint64_t writes_dropped, cap_lowered;
+	/* Bytes hashed to check chunks and packs read from disk; loads and
+	 * pack opens that a seal spared a hash (store_seal.c). */
+	uint64_t checked_bytes, sealed;
+	/* Files the index held that were gone when read: removed behind the
+	 * mount's back (by hand, `wharf cache verify`), not by it. */
+	uint64_t vanished;
 };
 void store_get_stats(struct store *st, struct store_stats *out);
 

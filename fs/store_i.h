@@ -7,6 +7,7 @@
  *   store.c (open/lock/close, get/put, prune, the scan at open)
  *   -> cachedir.c (the layout of the cache dir, its walk)
  *   -> pack.c (packs)
+ *   -> store_seal.c (seals: which files need no check)
  *   -> store_index.c (the index, the LRU, eviction)
  *   -> chunkfile.c (one chunk file's format, and the keys: chunkfile.h).
  * The helpers that every read runs are inline here.
@@ -52,6 +53,8 @@ struct spack {
 	unsigned refs;	  /* sentries and callers holding it (atomic) */
 	uint32_t indexed; /* its chunks in the index, under mu */
 	uint64_t used_ns; /* its chunks last moved up the LRU (atomic) */
+	uint64_t idx_sum; /* its index's checksum (bytes 32-39 of KEY.idx) */
+	struct seal seal; /* of its .pack, under mu */
 	struct pack_ent {
 		struct chunk_key key;
 		uint64_t sum; /* of the chunk's bytes */
@@ -67,6 +70,7 @@ struct sentry {
 	struct spack *pack;
 	uint32_t idx;
 	bool zstd; /* stored compressed: it cannot join a pack */
+	struct seal seal; /* of its chunk file (not in a pack), under mu */
 };
 
 /*
@@ -101,6 +105,9 @@ struct store {
 	uint64_t recheck_ns; /* when a lowered cap may rise (atomic) */
 
 	uint64_t hits, misses, evictions, corrupt; /* atomic */
+	uint64_t checked_bytes, sealed;		   /* atomic */
+	uint64_t vanished;			   /* atomic */
+	bool opened; /* store_open finished: store_close saves the seals */
 	/* Chunks not written for want of room; times the cap was lowered
 	 * for a full disk; whether that was said (atomic). */
 	uint64_t dropped, lowered;
@@ -151,9 +158,11 @@ static inline void lru_push_front(struct store *st, struct sentry *e)
 	st->lru.next = e;
 }
 
-/* The pack holding key, with a reference, or NULL. */
+/* The pack holding key, with a reference, or NULL; then, where seal is
+ * not NULL, the seal of its chunk file goes there (none: file.ino 0). */
 static inline struct spack *pack_of(struct store *st,
-				    const struct chunk_key *key, uint32_t *idx)
+				    const struct chunk_key *key, uint32_t *idx,
+				    struct seal *seal)
 {
 	struct spack *p = NULL;
 	struct sentry *e;
@@ -164,6 +173,8 @@ static inline struct spack *pack_of(struct store *st,
 		p = e->pack;
 		*idx = e->idx;
 		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	} else if (e && seal) {
+		*seal = e->seal;
 	}
 	pthread_mutex_unlock(&st->mu);
 	return p;
@@ -183,17 +194,34 @@ static inline void pack_names(const struct chunk_key *key,
 /* The recency survives a remount: open() ranks chunks by atime, which
  * relatime or noatime would otherwise leave stale.  A minute's precision
  * is enough for that, and spares an inode write per read of a hot chunk.
- * used_s: the file's atime or mtime, whichever is later. */
-static inline void touch_file(int fd, int64_t used_s)
+ * used_s: the file's atime or mtime, whichever is later.  @return whether
+ * it moved them (and so the file's ctime: see seal_touched). */
+static inline bool touch_file(int fd, int64_t used_s)
 {
 	static const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
 						 {.tv_nsec = UTIME_OMIT}};
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	if (now.tv_sec - used_s > TOUCH_EVERY_S)
-		(void)futimens(fd, touch);
+	return now.tv_sec - used_s > TOUCH_EVERY_S && !futimens(fd, touch);
 }
+
+/* ---- store_seal.c ---- */
+
+/* CLOCK_REALTIME in ns: a seal's time, read before the fstat it goes
+ * with. */
+int64_t seal_clock(void);
+/* Under mu: file `was` that *s sealed (if it did) was touched (touch_file)
+ * and is now `now`, as fstat saw it after seal_clock gave t: the seal
+ * follows it. */
+void seal_touched(struct seal *s, const struct store_file_id *was,
+		  const struct store_file_id *now, int64_t t);
+/* At open, after the scan: puts the seals of DIR/seals on the chunks and
+ * packs of the index whose files they name.  A bad or missing file: no
+ * seal, all is checked. */
+void seal_load(struct store *st, int dirfd);
+/* At close: writes the seals of the index to DIR/seals, atomically. */
+void seal_save(struct store *st);
 
 /* ---- store_index.c ---- */
 
@@ -203,9 +231,13 @@ void store_index_insert(struct store *st, struct sentry *e, bool front);
 /* Under mu: takes e out of the index. */
 void store_index_remove(struct store *st, struct sentry *e);
 /* Under key's stripe: forgets the chunk file `name` of key if it is gone
- * and its entry is still a chunk file's. */
-void store_index_forget(struct store *st, const struct chunk_key *key,
+ * and its entry is still a chunk file's.  @return whether it did. */
+bool store_index_forget(struct store *st, const struct chunk_key *key,
 			const char *name);
+/* A file the index held is gone, removed behind the store's back
+ * (`name`, relative to the chunk dir, for the message): counted and
+ * said, as no eviction or check of ours removed it. */
+void store_vanished(struct store *st, const char *name);
 
 /* "XX/KEY" relative to the chunk dir, for messages. */
 void store_chunk_relpath(const struct chunk_key *key, char out[36]);

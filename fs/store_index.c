@@ -104,13 +104,13 @@ void store_index_remove(struct store *st, struct sentry *e)
  * A chunk file is gone (removed by `wharf cache verify`, say): forget it,
  * unless it was written again meanwhile.  Under the key's stripe.
  */
-void store_index_forget(struct store *st, const struct chunk_key *key,
+bool store_index_forget(struct store *st, const struct chunk_key *key,
 			const char *name)
 {
 	struct sentry *e;
 
 	if (faccessat(st->dirfd[key->b[0]], name, F_OK, 0) == 0)
-		return;
+		return false;
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);
 	if (e && e->pack)
@@ -119,6 +119,16 @@ void store_index_forget(struct store *st, const struct chunk_key *key,
 		store_index_remove(st, e);
 	pthread_mutex_unlock(&st->mu);
 	sentry_free(e);
+	return e != NULL;
+}
+
+void store_vanished(struct store *st, const char *name)
+{
+	STAT_ADD(st->vanished, 1);
+	log_warn_limited("%s/%s: a cached file is gone, removed by something "
+			 "else than this mount (by hand, or `wharf cache "
+			 "verify`); its chunks are fetched again when read",
+			 st->chunkdir, name);
 }
 
 /* ---- removing files ---- */
@@ -176,7 +186,7 @@ void store_chunk_bad(struct store *st, const struct chunk_key *key, int fd,
 	STAT_ADD(st->corrupt, 1);
 	pthread_mutex_lock(&st->stripe[fan]);
 	if (store_unlink_if_same(st->dirfd[fan], hex, fd) == 0)
-		store_index_forget(st, key, hex);
+		(void)store_index_forget(st, key, hex);
 	pthread_mutex_unlock(&st->stripe[fan]);
 }
 

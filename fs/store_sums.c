@@ -273,7 +273,7 @@ static int feed_chunks(struct checker *k, const struct store_sum *s,
 		if (fd < 0)
 			return fd == -ENOENT ? -ENOENT : -EIO;
 		rc = chunkfile_read(fd, &key, &k->tp, k->buf, k->cap, &h, why,
-				    NULL);
+				    NULL, NULL);
 		close(fd);
 		if (!rc && h.raw_len != want) {
 			*why = "a chunk of the wrong length";

@@ -1327,14 +1327,16 @@ static void open_close_n(const char *mnt, const char *name, int n)
 /*
  * Passthrough by default (auto): after a remount a file of many chunks
  * is read by the kernel from its pack, one of one chunk through the
- * mount; once files of one chunk make nearly all of 64 opens, opens stop
- * coming to the mount (the statistics say so, and not while a file is
- * open by passthrough) and every file is read through it, the large one
- * too, while a file of many chunks read to its end still gets its pack;
- * a remount starts over.
+ * mount; opens of files of one chunk, however many (the labels a job
+ * opens before its shards), never stop opens coming, so a file of many
+ * chunks opened after them still goes through passthrough; a file of
+ * many chunks read through the mount to its end gets its pack.  A pack a
+ * mount checked is sealed: a later mount's first open of it hashes
+ * nothing, but with --verify=mount.
  */
 START_TEST(test_passthrough_auto)
 {
+	static const char *const verify_mount[] = {"--verify=mount", NULL};
 	char *cache = fx_tmpdir("mount-passthrough-auto");
 	char url[256], path[PATH_MAX + 64], *json, buf[16];
 	long long served, opens;
@@ -1362,14 +1364,12 @@ START_TEST(test_passthrough_auto)
 	served = fx_mount_stat(m.dir, NULL, "bytes_served");
 	ck_assert_int_eq(served, (long long)small_size(0));
 	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
-	/* Opens of small files alone: the mount stops them, once no file
-	 * is open by passthrough (the kernel would fail opens of it). */
+	/* Small files make every open of two windows of 64, with a file
+	 * open by passthrough and without. */
 	snprintf(path, sizeof(path), "%s/chunk+1", m.dir);
 	big = open(path, O_RDONLY);
 	ck_assert_int_ge(big, 0);
 	open_close_n(m.dir, "many/f0000", 70);
-	ck_assert(fx_mount_passthrough_on(m.dir));
-	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
 	ck_assert_int_eq(pread(big, buf, sizeof(buf), CHUNK - 2), 3);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(
@@ -1377,19 +1377,18 @@ START_TEST(test_passthrough_auto)
 		    fx_byte(seed_of("chunk+1"), CHUNK - 2 + (uint64_t)i));
 	ck_assert_int_eq(close(big), 0);
 	ck_assert_int_eq(backing_files_settled(m.dir, 0), 0);
-	opens = fx_mount_stat(m.dir, NULL, "opens");
-	open_close_n(m.dir, "many/f0000", 64);
-	ck_assert(!fx_mount_passthrough_on(m.dir));
+	open_close_n(m.dir, "many/f0000", 130);
+	ck_assert(fx_mount_passthrough_on(m.dir));
 	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
-	ck_assert_ptr_nonnull(strstr(json, "\"stopped\": true"));
+	ck_assert_ptr_nonnull(strstr(json, "\"stopped\": false"));
 	free(json);
+	/* The file of many chunks opened after them: by passthrough. */
 	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
-	ck_assert_int_ge(fx_mount_stat(m.dir, NULL, "bytes_served"),
-			 served + CHUNK + 1);
-	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens);
-	/* A file of many chunks read to its end meanwhile (no release
-	 * comes now) still gets its pack, for the next mount. */
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), served);
+	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens + 2);
+	/* A file of many chunks read through the mount gets its pack, for
+	 * its next open. */
 	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", 3 * CHUNK + 17),
 			 0);
 	ck_assert_int_eq(wait_packs(m.dir, 2), 0);
@@ -1401,6 +1400,17 @@ START_TEST(test_passthrough_auto)
 	ck_assert_int_eq(check_file(m.dir, "sub/deeper/leaf", 3 * CHUNK + 17),
 			 0);
 	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
+	/* chunk+1's pack, checked by the mount before, was sealed: its
+	 * first open here hashed nothing. */
+	ck_assert_int_ge(fx_mount_stat(m.dir, "disk_cache", "sealed"), 1);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+
+	/* --verify=mount trusts no seal. */
+	ck_assert_int_eq(mount_start(&m, url, cache, verify_mount), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk+1", CHUNK + 1), 0);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "disk_cache", "sealed"), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "disk_cache", "checked_bytes"),
+			 CHUNK + 1);
 	own_mount_end(&m, cache);
 }
 END_TEST
@@ -2412,6 +2422,10 @@ START_TEST(test_cli_usage)
 		  "grep -q -- '--passthrough=yes: auto, on or off'",
 		  fx_wharf_bin()),
 	    0);
+	ck_assert_int_eq(fx_sh("'%s' mount --verify=never a b 2>&1 | "
+			       "grep -q -- '--verify=never: sealed or mount'",
+			       fx_wharf_bin()),
+			 0);
 	ck_assert_int_eq(
 	    fx_sh("'%s' mount --help | grep -q -- '0: no cap'", fx_wharf_bin()),
 	    0);
