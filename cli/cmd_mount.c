@@ -207,7 +207,7 @@ static void mount_usage(FILE *out)
 	    "  --no-sign             S3: anonymous requests\n"
 	    "  --path-style          S3: path-style addressing\n"
 	    "  --virtual-host        S3: virtual-host addressing\n"
-	    "  --profile NAME        S3: profile of ~/.aws/credentials\n"
+	    "  --profile NAME        S3: profile of ~/.aws/credentials, config\n"
 	    "  --token-file FILE     GCS: OAuth access token from FILE\n"
 	    "  --token-command CMD   GCS: run CMD for an access token\n"
 	    "  --token-lifetime SEC  GCS: seconds a bare CMD token lasts "
