@@ -132,12 +132,13 @@ static int renew(struct creds_renew *r, const char *why)
 	return 0;
 }
 
-/* After a renewal (r->lock held): when the next one is due. */
-static void schedule(struct creds_renew *r, int rc)
+/* After a renewal that gave rc and credentials that expire at `expires`
+ * (r->lock held): when the next one is due. */
+static void schedule(struct creds_renew *r, int rc, int64_t expires)
 {
 	if (!rc) {
 		r->backoff_s = 0;
-		r->due_ns = due_for(r->expires);
+		r->due_ns = due_for(expires);
 		return;
 	}
 	r->backoff_s = r->backoff_s ? r->backoff_s * 2 : BACKOFF_MIN_S;
@@ -154,6 +155,7 @@ static void *renew_thread(void *arg)
 	while (!r->stop) {
 		uint64_t now = now_ns();
 		struct timespec ts;
+		int64_t expires;
 		int rc;
 
 		if (now < r->due_ns) {
@@ -170,9 +172,10 @@ static void *renew_thread(void *arg)
 		pthread_mutex_unlock(&r->lock);
 		pthread_mutex_lock(&r->renew_lock);
 		rc = renew(r, r->backoff_s ? "retry" : "ahead of expiry");
+		expires = r->expires;
 		pthread_mutex_unlock(&r->renew_lock);
 		pthread_mutex_lock(&r->lock);
-		schedule(r, rc);
+		schedule(r, rc, expires);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return NULL;
@@ -180,6 +183,7 @@ static void *renew_thread(void *arg)
 
 bool creds_renew_refused(struct creds_renew *r, unsigned serial)
 {
+	int64_t expires;
 	bool other;
 	int rc;
 
@@ -188,10 +192,11 @@ bool creds_renew_refused(struct creds_renew *r, unsigned serial)
 	pthread_mutex_lock(&r->renew_lock);
 	other = __atomic_load_n(&r->serial, __ATOMIC_RELAXED) != serial;
 	rc = other ? 0 : renew(r, "the origin refused them as expired");
+	expires = r->expires;
 	pthread_mutex_unlock(&r->renew_lock);
 	if (!other) {
 		pthread_mutex_lock(&r->lock);
-		schedule(r, rc);
+		schedule(r, rc, expires);
 		pthread_cond_signal(&r->cond);
 		pthread_mutex_unlock(&r->lock);
 	}

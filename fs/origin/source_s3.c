@@ -4,6 +4,7 @@
 
 #include "source_s3.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -337,6 +338,9 @@ static int s3_request(struct s3_src *s, const char *method, const char *key,
 	if (!s->sign)
 		return 0;
 
+	/* A source opened with no_check has no credentials: it never
+	 * sends a request. */
+	assert(s->creds);
 	sg = malloc(sizeof(*sg));
 	if (!sg) {
 		rc = -ENOMEM;
