@@ -23,7 +23,9 @@ One server plays, each under its own path:
 Every credential handed out expires LIFETIME_S seconds later.
 
 Control, unsigned: GET /_standin/stats answers the counters as JSON;
-GET /_standin/revoke makes every credential handed out so far expired.
+GET /_standin/revoke makes every credential handed out so far expired;
+GET /_standin/fail?count=N makes the next N requests for credentials
+(IMDS, container, STS) fail with 500.
 """
 import datetime
 import hashlib
@@ -46,6 +48,7 @@ COUNTS = {"issued": 0, "expired_refused": 0, "denied": 0, "s3_ok": 0,
           "gcs_impersonate": 0, "imds": 0}
 GCS_TOKENS = {}  # token -> expires
 serial = [0]
+fail_left = [0]
 
 
 def now():
@@ -311,6 +314,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with LOCK:
                 return self.answer(200, json.dumps(COUNTS),
                                    "application/json")
+        if self.path.startswith("/_standin/fail?count="):
+            with LOCK:
+                fail_left[0] = int(self.path.split("=", 1)[1])
+            return self.answer(200, "")
+        if self.path.startswith(("/latest/meta-data/iam/security-credentials/",
+                                 "/container/", "/sts/")):
+            with LOCK:
+                failing = fail_left[0] > 0
+                fail_left[0] -= failing
+            if failing:
+                return self.answer(500, "failing on purpose")
         if self.path == "/_standin/revoke":
             with LOCK:
                 for v in KEYS.values():

@@ -366,6 +366,48 @@ START_TEST(renewal)
 }
 END_TEST
 
+/* A renewal that fails is retried after a backoff while the current keys
+ * stay in use, and counted. */
+START_TEST(renewal_fails_then_recovers)
+{
+	struct aws_chain *c = NULL;
+	struct aws_keys *k = calloc(1, sizeof(*k));
+	char *err = NULL, first[AWS_KEY_MAX];
+	unsigned s0, s1;
+	uint64_t r0, r1, f0, f1;
+	int waited = 0;
+
+	ck_assert_ptr_nonnull(k);
+	all_providers();
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	unsetenv("AWS_ROLE_ARN");
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &c, &err), 0);
+	ck_assert_ptr_nonnull(strstr(aws_chain_describe(c), "container"));
+	aws_chain_get(c, k, &s0);
+	snprintf(first, sizeof(first), "%s", k->access_key);
+	creds_renew_counts(&r0, &f0);
+	/* The first renewal's request and its one retry fail. */
+	standin_get(url, "/_standin/fail?count=2", NULL);
+	do {
+		usleep(100000);
+		aws_chain_get(c, k, &s1);
+		creds_renew_counts(&r1, &f1);
+		/* Until a renewal works, the current keys stay. */
+		if (s1 == s0)
+			ck_assert_str_eq(k->access_key, first);
+	} while (s1 == s0 && ++waited < 150);
+	ck_assert_msg(s1 != s0, "not renewed in 15 s");
+	ck_assert_uint_ge(f1, f0 + 1);
+	ck_assert_uint_ge(r1, r0 + 1);
+	aws_chain_free(c);
+	free(k);
+}
+END_TEST
+
 /* The S3 source through the chain: signed with the stand-in's expiring
  * keys; revoked keys (400 ExpiredToken) are renewed once and the request
  * made again. */
@@ -641,6 +683,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, chain_errors);
 	tcase_add_test(tc, imds_v1_refused);
 	tcase_add_test(tc, renewal);
+	tcase_add_test(tc, renewal_fails_then_recovers);
 	tcase_add_test(tc, s3_expired_renews);
 	tcase_add_test(tc, gcs_external_account);
 	tcase_add_test(tc, mount_outlives_credentials);
