@@ -86,7 +86,7 @@ static bool is_cancelled(struct fetch_engine *fe)
 /* The URL as logs show it: no query string (it may carry a signature). */
 static const char *method_of(const struct fetch_req *req)
 {
-	return req->head ? "HEAD"
+	return req->head   ? "HEAD"
 	       : req->post ? (req->put ? "PUT" : "POST")
 			   : "GET";
 }

@@ -100,12 +100,10 @@ enum pkey {
 };
 
 static const char *const pkey_names[K_COUNT] = {
-    "aws_access_key_id",   "aws_secret_access_key",
-    "aws_session_token",   "role_arn",
-    "source_profile",	   "credential_source",
-    "credential_process",  "role_session_name",
-    "external_id",	   "duration_seconds",
-    "web_identity_token_file",
+    "aws_access_key_id",  "aws_secret_access_key",   "aws_session_token",
+    "role_arn",		  "source_profile",	     "credential_source",
+    "credential_process", "role_session_name",	     "external_id",
+    "duration_seconds",	  "web_identity_token_file",
 };
 
 struct profile {
@@ -287,8 +285,7 @@ int aws_creds_load(const char *profile, struct aws_creds *out, char **err)
 /* Copies one field into a fixed-size key buffer, refusing what a header
  * or a signature could not carry.  `header`: it is sent as is. */
 static int key_set(char *dst, size_t cap, const char *v, size_t n,
-		   const char *field, bool header, const char *what,
-		   char **err)
+		   const char *field, bool header, const char *what, char **err)
 {
 	if (n == 0 || n >= cap) {
 		err_set(err, "%s: %s is %s", what, field,
@@ -446,27 +443,28 @@ int aws_json_parse(const char *text, size_t len, bool process,
 		if (rc)
 			break;
 		if (!strcmp(key, "AccessKeyId")) {
-			rc = key_set(k->access_key, AWS_KEY_MAX, val, n,
-				     key, true, what, err);
+			rc = key_set(k->access_key, AWS_KEY_MAX, val, n, key,
+				     true, what, err);
 			got |= 1;
 		} else if (!strcmp(key, "SecretAccessKey")) {
 			rc = key_set(k->secret_key, AWS_KEY_MAX, val, n, key,
 				     false, what, err);
 			got |= 2;
 		} else if (!strcmp(key, process ? "SessionToken" : "Token")) {
-			rc = key_set(k->token, AWS_TOKEN_MAX, val, n, key,
-				     true, what, err);
+			rc = key_set(k->token, AWS_TOKEN_MAX, val, n, key, true,
+				     what, err);
 		} else if (!strcmp(key, "Expiration")) {
 			*expires = iso8601(val);
 			if (*expires < 0) {
-				err_set(err, "%s: Expiration \"%.40s\" is not "
-					     "a UTC time",
+				err_set(err,
+					"%s: Expiration \"%.40s\" is not "
+					"a UTC time",
 					what, val);
 				rc = -EINVAL;
 			}
 		} else if (!strcmp(key, "Code") && strcmp(val, "Success")) {
-			err_set(err, "%s: Code is \"%.60s\", not Success",
-				what, val);
+			err_set(err, "%s: Code is \"%.60s\", not Success", what,
+				val);
 			rc = -EINVAL;
 		}
 	}
@@ -490,7 +488,7 @@ int aws_json_parse(const char *text, size_t len, bool process,
 
 /* ---- The providers ---- */
 
-#define ANSWER_MAX (64u << 10) /* bytes of an STS, IMDS, process answer */
+#define ANSWER_MAX (64u << 10)	  /* bytes of an STS, IMDS, process answer */
 #define WEB_TOKEN_MAX (16u << 10) /* bytes of a web identity token */
 #define PROCESS_TIMEOUT_MS 60000
 #define PROFILE_DEPTH_MAX 4 /* source_profile hops */
@@ -544,8 +542,8 @@ static void prov_free(struct prov *p)
 }
 
 /* One request to an endpoint; the body (grown, NUL-terminated) in *body. */
-static int call(struct prov *p, struct fetch_req *req, char **body,
-		size_t *len, const char *step, char **err)
+static int call(struct prov *p, struct fetch_req *req, char **body, size_t *len,
+		const char *step, char **err)
 {
 	struct fetch_res res;
 	int rc;
@@ -588,8 +586,8 @@ static int form_add(char **form, const char *name, const char *value)
 		free(enc);
 		return -ENAMETOOLONG;
 	}
-	next = strdupf("%s%s%s=%s", *form ? *form : "", *form ? "&" : "",
-		       name, enc);
+	next = strdupf("%s%s%s=%s", *form ? *form : "", *form ? "&" : "", name,
+		       enc);
 	OPENSSL_cleanse(enc, strlen(enc));
 	free(enc);
 	if (*form)
@@ -621,17 +619,16 @@ static int sts_call(struct prov *p, const char *form,
 		    {"Content-Type", "application/x-www-form-urlencoded"},
 		    {"X-Amz-Date", date},
 		    {"X-Amz-Security-Token", sign->token}};
-		struct sigv4_in in = {
-		    .method = "POST",
-		    .path = p->sts_path,
-		    .headers = sh,
-		    .nheaders = sign->token[0] ? 4 : 3,
-		    .payload_hash = hash,
-		    .amz_date = date,
-		    .region = p->region,
-		    .service = "sts",
-		    .access_key = sign->access_key,
-		    .secret_key = sign->secret_key};
+		struct sigv4_in in = {.method = "POST",
+				      .path = p->sts_path,
+				      .headers = sh,
+				      .nheaders = sign->token[0] ? 4 : 3,
+				      .payload_hash = hash,
+				      .amz_date = date,
+				      .region = p->region,
+				      .service = "sts",
+				      .access_key = sign->access_key,
+				      .secret_key = sign->secret_key};
 
 		sigv4_amz_date((long long)time(NULL), date);
 		sigv4_sha256_hex(form, strlen(form), hash);
@@ -779,8 +776,8 @@ static int from_process(struct prov *p, struct aws_keys *k, int64_t *expires,
 	return rc;
 }
 
-static int from_container(struct prov *p, struct aws_keys *k,
-			  int64_t *expires, char **err)
+static int from_container(struct prov *p, struct aws_keys *k, int64_t *expires,
+			  char **err)
 {
 	struct fetch_req req = {.url = p->url};
 	struct curl_slist *h = NULL;
@@ -807,7 +804,7 @@ static int from_container(struct prov *p, struct aws_keys *k,
 	}
 	req.headers = h;
 	if (!rc)
-		rc = call(p, &req, &body, &len, "GET", err);
+		rc = call(p, &req, &body, &len, "the credentials", err);
 	if (!rc)
 		rc = aws_json_parse(body, len, false, k, expires, p->desc, err);
 	body_free(tok, tl);
@@ -855,9 +852,9 @@ static int from_imds(struct prov *p, struct aws_keys *k, int64_t *expires,
 		return rc == -EACCES ? -EACCES : rc;
 	}
 	n = strcspn(body, "\r\n");
-	if (!n || n > 200 || snprintf(line, sizeof(line),
-				      "X-aws-ec2-metadata-token: %.*s",
-				      (int)n, body) >= (int)sizeof(line)) {
+	if (!n || n > 200 ||
+	    snprintf(line, sizeof(line), "X-aws-ec2-metadata-token: %.*s",
+		     (int)n, body) >= (int)sizeof(line)) {
 		err_set(err, "%s: the IMDSv2 session token is not usable",
 			p->desc);
 		body_free(body, len);
@@ -869,8 +866,8 @@ static int from_imds(struct prov *p, struct aws_keys *k, int64_t *expires,
 	OPENSSL_cleanse(line, sizeof(line));
 	if (!h)
 		return -ENOMEM;
-	snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/",
-		 p->url);
+	snprintf(url, sizeof(url),
+		 "%s/latest/meta-data/iam/security-credentials/", p->url);
 	memset(&req, 0, sizeof(req));
 	req.url = url;
 	req.headers = h;
@@ -878,8 +875,9 @@ static int from_imds(struct prov *p, struct aws_keys *k, int64_t *expires,
 	if (!rc) {
 		n = strcspn(body, "\r\n");
 		if (!n || n >= sizeof(role) || strchr(body, '/')) {
-			err_set(err, "%s: no usable role name (is an instance "
-				     "profile attached?)",
+			err_set(err,
+				"%s: no usable role name (is an instance "
+				"profile attached?)",
 				p->desc);
 			rc = -EIO;
 		} else {
@@ -953,9 +951,8 @@ static int static_keys(struct prov *p, const char *id, const char *secret,
 			     strlen(secret), "the secret key", false, p->desc,
 			     err);
 	if (!rc && token && *token)
-		rc = key_set(p->keys.token, AWS_TOKEN_MAX, token,
-			     strlen(token), "the session token", true, p->desc,
-			     err);
+		rc = key_set(p->keys.token, AWS_TOKEN_MAX, token, strlen(token),
+			     "the session token", true, p->desc, err);
 	return rc;
 }
 
@@ -1084,8 +1081,10 @@ static int profile_prov(const char *name, const char *region,
 
 	*out = NULL;
 	if (depth > PROFILE_DEPTH_MAX) {
-		err_set(err, "profile [%s]: source_profile goes %d deep (a "
-			     "loop?)", name, depth);
+		err_set(err,
+			"profile [%s]: source_profile goes %d deep (a "
+			"loop?)",
+			name, depth);
 		rc = -ELOOP;
 		goto out;
 	}
@@ -1162,8 +1161,9 @@ out:
 static bool container_host_ok(const char *url)
 {
 	static const char *const ok[] = {
-	    "http://127.",	    "http://localhost:",    "http://localhost/",
-	    "http://169.254.170.2", "http://169.254.170.23", "http://[::1]",
+	    "http://127.",	     "http://localhost:",
+	    "http://localhost/",     "http://169.254.170.2",
+	    "http://169.254.170.23", "http://[::1]",
 	    "http://[fd00:ec2::23]"};
 
 	if (!strncasecmp(url, "https://", 8))
@@ -1185,9 +1185,9 @@ static int container_setup(struct prov *p, char **err)
 			     "_FULL_URI is set");
 		return -ENOENT;
 	}
-	p->url = rel ? strdupf("%s%s%s", CONTAINER_HOST, *rel == '/' ? "" : "/",
-			       rel)
-		     : strdup(full);
+	p->url =
+	    rel ? strdupf("%s%s%s", CONTAINER_HOST, *rel == '/' ? "" : "/", rel)
+		: strdup(full);
 	if (!p->url)
 		return -ENOMEM;
 	snprintf(p->desc, sizeof(p->desc), "container credentials endpoint %s",
@@ -1202,12 +1202,15 @@ static int container_setup(struct prov *p, char **err)
 		return -EINVAL;
 	}
 	if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))
-		p->auth_file = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
+		p->auth_file =
+		    strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
 	else if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN"))
 		p->auth = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
 	if (p->auth && strpbrk(p->auth, "\r\n")) {
-		err_set(err, "%s: AWS_CONTAINER_AUTHORIZATION_TOKEN has a line "
-			     "break", p->desc);
+		err_set(err,
+			"%s: AWS_CONTAINER_AUTHORIZATION_TOKEN has a line "
+			"break",
+			p->desc);
 		return -EINVAL;
 	}
 	return 0;
@@ -1281,8 +1284,8 @@ static int find(const char *profile, const char *region,
 	int rc;
 
 	*out = NULL;
-	if (!named && (env("AWS_ACCESS_KEY_ID") ||
-		       env("AWS_SECRET_ACCESS_KEY"))) {
+	if (!named &&
+	    (env("AWS_ACCESS_KEY_ID") || env("AWS_SECRET_ACCESS_KEY"))) {
 		struct aws_creds c;
 
 		/* aws_creds_load says which half is missing. */
@@ -1311,8 +1314,8 @@ static int find(const char *profile, const char *region,
 		p = prov_new(P_WEB, fe);
 		if (p) {
 			snprintf(p->desc, sizeof(p->desc),
-				 "web identity (role %s, token file %s)",
-				 role, web);
+				 "web identity (role %s, token file %s)", role,
+				 web);
 			rc = web_identity(p, role, web,
 					  env("AWS_ROLE_SESSION_NAME"), region,
 					  err);
@@ -1364,10 +1367,9 @@ int aws_chain_open(const char *profile, const char *region,
 		return -ENOMEM;
 	rc = find(profile, region, fe, &c->p, err);
 	if (!rc) {
-		snprintf(what, sizeof(what), "AWS credentials: %s",
-			 c->p->desc);
-		rc = creds_renew_new(sizeof(struct aws_keys), chain_fetch,
-				     c->p, what, &c->r, err);
+		snprintf(what, sizeof(what), "AWS credentials: %s", c->p->desc);
+		rc = creds_renew_new(sizeof(struct aws_keys), chain_fetch, c->p,
+				     what, &c->r, err);
 	}
 	if (rc) {
 		aws_chain_free(c);

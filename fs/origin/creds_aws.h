@@ -24,8 +24,9 @@
  *      credentials.  Never IMDSv1.  Asked when AWS_EC2_METADATA_SERVICE_
  *      ENDPOINT is set or the firmware says this is an EC2 machine, unless
  *      AWS_EC2_METADATA_DISABLED=true.
- * With --profile only step 3 is used.  STS is AWS_ENDPOINT_URL_STS (else
- * AWS_ENDPOINT_URL, else https://sts.REGION.amazonaws.com).
+ * With --profile only step 3 is used; with AWS_PROFILE, steps 1 to 3 (a
+ * profile named and not found is an error).  STS is AWS_ENDPOINT_URL_STS
+ * (else AWS_ENDPOINT_URL, else https://sts.REGION.amazonaws.com).
  *
  * Credentials with an expiry are renewed by creds_renew (see there: when,
  * and how readers take them without a lock).  Secrets are wiped when

@@ -403,9 +403,9 @@ static int from_metadata(struct gcp_creds *c, char *tok, uint64_t *life_s,
 /* What an external_account file says. */
 struct gcp_external {
 	char *audience, *subject_type, *token_url, *impersonation_url;
-	char *file, *url;		/* where the subject token is */
-	struct curl_slist *headers;	/* for url */
-	char field[128];		/* json format: the token's member */
+	char *file, *url;	    /* where the subject token is */
+	struct curl_slist *headers; /* for url */
+	char field[128];	    /* json format: the token's member */
 	bool json;
 };
 
@@ -543,8 +543,8 @@ static int from_external(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	static const char want[] =
 	    "urn:ietf:params:oauth:token-type:access_token";
 	struct gcp_external *e = c->ext;
-	const char *vals[6] = {grant, e->audience, STS_SCOPE, want,
-			       e->subject_type, NULL};
+	const char *vals[6] = {grant, e->audience,     STS_SCOPE,
+			       want,  e->subject_type, NULL};
 	char *subject = calloc(1, SUBJECT_MAX), *body = NULL, *enc = NULL;
 	size_t cap = 3 * SUBJECT_MAX + 1024, used = 0;
 	int rc;
@@ -565,9 +565,12 @@ static int from_external(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	}
 	body[0] = '\0';
 	for (int i = 0; i < 6; i++) {
-		static const char *const names[6] = {
-		    "grant_type",	  "audience",	       "scope",
-		    "requested_token_type", "subject_token_type", "subject_token"};
+		static const char *const names[6] = {"grant_type",
+						     "audience",
+						     "scope",
+						     "requested_token_type",
+						     "subject_token_type",
+						     "subject_token"};
 		int n = url_encode(vals[i], false, enc, cap);
 
 		if (n < 0) {
@@ -589,7 +592,8 @@ static int from_external(struct gcp_creds *c, char *tok, uint64_t *life_s,
 
 		h = auth ? curl_slist_append(NULL, auth) : NULL;
 		if (h)
-			h = curl_slist_append(h, "Content-Type: application/json");
+			h = curl_slist_append(h,
+					      "Content-Type: application/json");
 		if (auth)
 			OPENSSL_cleanse(auth, strlen(auth));
 		free(auth);
@@ -834,8 +838,9 @@ static int external_source(struct json *s, struct gcp_external *e)
 				if (!rc && !strcmp(key, "type"))
 					rc = json_string(s, type, sizeof(type),
 							 &n);
-				else if (!rc && !strcmp(key,
-						  "subject_token_field_name"))
+				else if (!rc &&
+					 !strcmp(key,
+						 "subject_token_field_name"))
 					rc = json_string(s, e->field,
 							 sizeof(e->field), &n);
 				else if (!rc)
@@ -905,8 +910,7 @@ static int load_external(struct gcp_creds *c, const char *text, size_t len,
 		return -ENOMEM;
 	if (!external_url_ok(e->token_url) ||
 	    (e->url && !external_url_ok(e->url)) ||
-	    (e->impersonation_url &&
-	     !external_url_ok(e->impersonation_url))) {
+	    (e->impersonation_url && !external_url_ok(e->impersonation_url))) {
 		err_set(err,
 			"%s: token_url, credential_source.url and "
 			"service_account_impersonation_url must be https "

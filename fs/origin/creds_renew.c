@@ -15,9 +15,9 @@
 
 #include <openssl/crypto.h>
 
-#define MARGIN_MAX_S 300   /* renew at most this long before expiry */
-#define BACKOFF_MIN_S 1	   /* first wait after a failed renewal */
-#define BACKOFF_MAX_S 60   /* longest wait between failed renewals */
+#define MARGIN_MAX_S 300 /* renew at most this long before expiry */
+#define BACKOFF_MIN_S 1	 /* first wait after a failed renewal */
+#define BACKOFF_MAX_S 60 /* longest wait between failed renewals */
 #define NS 1000000000ull
 
 static uint64_t renewals, failures; /* every creds_renew's, atomic */
@@ -26,10 +26,10 @@ struct creds_renew {
 	creds_renew_fn fn;
 	void *arg;
 	char *what;
-	size_t words;	/* the block's size in uint64_t */
-	uint64_t *cur;	/* the block readers copy (under seq) */
-	uint64_t *next; /* the renewal's scratch block */
-	unsigned seq;	/* odd while cur is written */
+	size_t words;	 /* the block's size in uint64_t */
+	uint64_t *cur;	 /* the block readers copy (under seq) */
+	uint64_t *next;	 /* the renewal's scratch block */
+	unsigned seq;	 /* odd while cur is written */
 	unsigned serial; /* counts the blocks published */
 
 	/* Serializes renewals (thread and refusals); never taken by a
@@ -112,15 +112,16 @@ static int renew(struct creds_renew *r, const char *why)
 		OPENSSL_cleanse(r->next, r->words * 8);
 		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
 		left = r->expires - (int64_t)time(NULL);
+		/* err names the source already (see creds_renew_fn). */
 		if (left > 0)
-			log_warn("%s: renewing (%s) failed, the current "
-				 "credentials stay valid for %" PRId64
+			log_warn("renewing credentials (%s) failed, the "
+				 "current ones stay valid for %" PRId64
 				 " s: %s",
-				 r->what, why, left, err ? err : strerror(-rc));
+				 why, left, err ? err : r->what);
 		else
-			log_error("%s: renewing (%s) failed and the current "
-				  "credentials have expired: %s",
-				  r->what, why, err ? err : strerror(-rc));
+			log_error("renewing credentials (%s) failed and the "
+				  "current ones have expired: %s",
+				  why, err ? err : r->what);
 		free(err);
 		return rc;
 	}

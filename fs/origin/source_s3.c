@@ -301,8 +301,7 @@ struct signing {
  */
 static int s3_request(struct s3_src *s, const char *method, const char *key,
 		      const char *query, const char *if_match, char *url,
-		      size_t cap, struct curl_slist **headers,
-		      unsigned *serial)
+		      size_t cap, struct curl_slist **headers, unsigned *serial)
 {
 	/* "/bucket/" and the key, every byte of it %XX at worst. */
 	char path[1 + BUCKET_MAX + 1 + 3 * KEY_MAX + 1], date[17];
@@ -412,8 +411,8 @@ static const char *hint(struct s3_src *s, int rc, char *buf, size_t cap)
  * expired (a HEAD's 400 has no body to say why, and is taken as such):
  * they are renewed, once per serial, and the request is worth making
  * again. */
-static bool s3_renewed(struct s3_src *s, const struct fetch_res *res,
-		       bool head, unsigned serial)
+static bool s3_renewed(struct s3_src *s, const struct fetch_res *res, bool head,
+		       unsigned serial)
 {
 	if (!s->creds ||
 	    (!fetch_auth_expired(res) && !(head && res->status == 400)))

@@ -18,7 +18,6 @@ void xml_init(struct xml *x, const char *s, size_t n,
 	x->arg = arg;
 }
 
-
 int xml_fail(struct xml *x, const char *what)
 {
 	if (!x->err)
@@ -243,4 +242,3 @@ int xml_walk(struct xml *x)
 		rc = xml_fail(x, "no root element");
 	return rc;
 }
-

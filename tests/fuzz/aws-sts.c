@@ -19,8 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	log_set_level(WHARF_LOG_ERROR);
 	if (!k)
 		return 0;
-	rc = aws_sts_parse((const char *)data, size, k, &expires, "fuzz",
-			   &err);
+	rc = aws_sts_parse((const char *)data, size, k, &expires, "fuzz", &err);
 	fuzz_check_keys(rc, k, expires, err);
 	FUZZ_ASSERT(rc || expires > 0);
 	free(err);
