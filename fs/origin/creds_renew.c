@@ -59,7 +59,7 @@ const char *creds_renew_describe(const struct creds_renew *r)
 
 void creds_renew_get(struct creds_renew *r, void *blob, unsigned *serial)
 {
-	uint64_t *out = blob;
+	char *out = blob; /* the caller's struct: any alignment */
 	unsigned s1, s2;
 
 	do {
@@ -68,8 +68,12 @@ void creds_renew_get(struct creds_renew *r, void *blob, unsigned *serial)
 			sched_yield();
 			s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
 		}
-		for (size_t i = 0; i < r->words; i++)
-			out[i] = __atomic_load_n(&r->cur[i], __ATOMIC_RELAXED);
+		for (size_t i = 0; i < r->words; i++) {
+			uint64_t w = __atomic_load_n(&r->cur[i],
+						     __ATOMIC_RELAXED);
+
+			memcpy(out + i * 8, &w, 8);
+		}
 		*serial = __atomic_load_n(&r->serial, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
