@@ -294,6 +294,41 @@ START_TEST(chain_errors)
 }
 END_TEST
 
+/* role_arn with credential_source: AssumeRole signed with the
+ * container's (expiring, token-carrying) keys; a source_profile loop is
+ * an error, not a hang. */
+START_TEST(role_sources)
+{
+	struct aws_chain *c = NULL;
+	char p[PATH_MAX], *err = NULL;
+	long assumed;
+
+	all_providers();
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	unsetenv("AWS_ROLE_ARN");
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	write_text(at("config", p, sizeof(p)),
+		   "[profile ecs]\nrole_arn = arn:aws:iam::1:role/e\n"
+		   "credential_source = EcsContainer\n"
+		   "[profile a]\nrole_arn = arn:aws:iam::1:role/a\n"
+		   "source_profile = b\n"
+		   "[profile b]\nrole_arn = arn:aws:iam::1:role/b\n"
+		   "source_profile = a\n");
+	setenv("AWS_PROFILE", "ecs", 1);
+	assumed = stat_of("assume_role");
+	ck_assert_msg(aws_chain_open(NULL, "us-east-1", fe, &c, &err) == 0,
+		      "%s", err ? err : "?");
+	ck_assert_int_eq(stat_of("assume_role"), assumed + 1);
+	aws_chain_free(c);
+	ck_assert_int_eq(aws_chain_open("a", "us-east-1", fe, &c, &err),
+			 -ELOOP);
+	ck_assert_ptr_nonnull(strstr(err, "loop"));
+	free(err);
+}
+END_TEST
+
 /* A metadata server that refuses the IMDSv2 token: an error that says so,
  * and no IMDSv1 request. */
 START_TEST(imds_v1_refused)
@@ -679,6 +714,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, chain_order);
 	tcase_add_test(tc, chain_errors);
 	tcase_add_test(tc, imds_v1_refused);
+	tcase_add_test(tc, role_sources);
 	tcase_add_test(tc, renewal);
 	tcase_add_test(tc, renewal_fails_then_recovers);
 	tcase_add_test(tc, s3_expired_renews);
