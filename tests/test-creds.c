@@ -152,9 +152,12 @@ static void teardown(void)
 	clean_env();
 }
 
-/* Every provider configured at once, each taken away in turn: the chain
- * takes the first in the AWS tools' order. */
-static void all_providers(void)
+/* The providers, in the chain's order. */
+enum step { ENV, WEB, PROFILE, CONTAINER, IMDS };
+
+/* Every provider from `first` on configured at once, those before it
+ * not. */
+static void providers_from(enum step first)
 {
 	char p[PATH_MAX], text[2048];
 
@@ -183,6 +186,20 @@ static void all_providers(void)
 	write_text(at("container-token", p, sizeof(p)), "container-auth\n");
 	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", p, 1);
 	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", url, 1);
+	if (first > ENV) {
+		unsetenv("AWS_ACCESS_KEY_ID");
+		unsetenv("AWS_SECRET_ACCESS_KEY");
+	}
+	if (first > WEB) {
+		unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+		unsetenv("AWS_ROLE_ARN");
+	}
+	if (first > PROFILE) {
+		unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+		unsetenv("AWS_CONFIG_FILE");
+	}
+	if (first > CONTAINER)
+		unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
 }
 
 /* Opens the chain and checks where its keys came from. */
@@ -212,12 +229,14 @@ static void expect(const char *desc_has, const char *key_prefix,
 	free(k);
 }
 
+/* Every provider configured, each taken away in turn: the chain takes
+ * the first in the AWS tools' order. */
 START_TEST(chain_order)
 {
 	struct aws_chain *c = NULL;
 	char *err = NULL;
 
-	all_providers();
+	providers_from(ENV);
 	expect("the environment", "AKIDENV", NULL);
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
@@ -252,9 +271,7 @@ START_TEST(chain_errors)
 	struct aws_chain *c = NULL;
 	char p[PATH_MAX], *err = NULL;
 
-	all_providers();
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
+	providers_from(WEB);
 	write_text(at("web-token", p, sizeof(p)), "a-wrong-token\n");
 	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &c, &err),
 			 -EACCES);
@@ -303,11 +320,7 @@ START_TEST(role_sources)
 	char p[PATH_MAX], *err = NULL;
 	long assumed;
 
-	all_providers();
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
-	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
-	unsetenv("AWS_ROLE_ARN");
+	providers_from(PROFILE);
 	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
 	write_text(at("config", p, sizeof(p)),
 		   "[profile ecs]\nrole_arn = arn:aws:iam::1:role/e\n"
@@ -360,9 +373,7 @@ START_TEST(renewal)
 	int waited = 0;
 
 	ck_assert_ptr_nonnull(k);
-	all_providers();
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
+	providers_from(WEB);
 	creds_renew_counts(&r0, &f0);
 	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &c, &err), 0);
 	aws_chain_get(c, k, &s0);
@@ -412,13 +423,7 @@ START_TEST(renewal_fails_then_recovers)
 	int waited = 0;
 
 	ck_assert_ptr_nonnull(k);
-	all_providers();
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
-	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
-	unsetenv("AWS_ROLE_ARN");
-	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-	unsetenv("AWS_CONFIG_FILE");
+	providers_from(CONTAINER);
 	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &c, &err), 0);
 	ck_assert_ptr_nonnull(strstr(aws_chain_describe(c), "container"));
 	aws_chain_get(c, k, &s0);
@@ -453,9 +458,7 @@ START_TEST(s3_expired_renews)
 	char *err = NULL;
 	long refused;
 
-	all_providers();
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
+	providers_from(WEB);
 	ck_assert_msg(source_open("s3://bucket", &opt, fe, &src, &err) == 0,
 		      "%s", err ? err : "?");
 	standin_get(url, "/_standin/revoke", NULL);
@@ -483,13 +486,7 @@ START_TEST(mount_outlives_credentials)
 		fx_skip("%s", fx_fuse_missing());
 		return;
 	}
-	all_providers();
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
-	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
-	unsetenv("AWS_ROLE_ARN");
-	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-	unsetenv("AWS_CONFIG_FILE");
+	providers_from(CONTAINER);
 	/* The container endpoint: what ECS and EKS Pod Identity give. */
 	fx_mount_init(&m, work, "creds");
 	if (fx_mount_start(&m, "s3://bucket", opts, NULL)) {
