@@ -342,6 +342,32 @@ START_TEST(role_sources)
 }
 END_TEST
 
+/* Relative token files are read from where the chain was opened, also
+ * after the daemon moved to "/". */
+START_TEST(relative_token_file)
+{
+	struct aws_chain *c = NULL;
+	struct aws_keys *k = calloc(1, sizeof(*k));
+	char *err = NULL, *cwd = getcwd(NULL, 0);
+	unsigned serial;
+
+	ck_assert_ptr_nonnull(k);
+	ck_assert_ptr_nonnull(cwd);
+	providers_from(WEB);
+	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "web-token", 1);
+	ck_assert_int_eq(chdir(work), 0);
+	ck_assert_msg(aws_chain_open(NULL, "us-east-1", fe, &c, &err) == 0,
+		      "%s", err ? err : "?");
+	ck_assert_int_eq(chdir("/"), 0);
+	aws_chain_get(c, k, &serial);
+	ck_assert(aws_chain_refused(c, serial));
+	ck_assert_int_eq(chdir(cwd), 0);
+	aws_chain_free(c);
+	free(cwd);
+	free(k);
+}
+END_TEST
+
 /* A metadata server that refuses the IMDSv2 token: an error that says so,
  * and no IMDSv1 request. */
 START_TEST(imds_v1_refused)
@@ -712,6 +738,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, chain_errors);
 	tcase_add_test(tc, imds_v1_refused);
 	tcase_add_test(tc, role_sources);
+	tcase_add_test(tc, relative_token_file);
 	tcase_add_test(tc, renewal);
 	tcase_add_test(tc, renewal_fails_then_recovers);
 	tcase_add_test(tc, s3_expired_renews);

@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -508,7 +509,7 @@ struct prov {
 	unsigned duration_s;
 	char *sts_url, *sts_host, *sts_path, *region;
 	struct prov *src; /* P_ROLE: whose keys sign AssumeRole */
-	char *command;	  /* P_PROCESS */
+	char *command, *command_dir; /* P_PROCESS, and where it runs */
 	/* P_CONTAINER: its URL and authorization; P_IMDS: its base URL */
 	char *url, *auth, *auth_file;
 };
@@ -533,6 +534,7 @@ static void prov_free(struct prov *p)
 	free(p->sts_path);
 	free(p->region);
 	free(p->command);
+	free(p->command_dir);
 	free(p->url);
 	if (p->auth)
 		OPENSSL_cleanse(p->auth, strlen(p->auth));
@@ -753,7 +755,7 @@ static int from_process(struct prov *p, struct aws_keys *k, int64_t *expires,
 
 	if (!out)
 		return -ENOMEM;
-	rc = run_capture(p->command, NULL, PROCESS_TIMEOUT_MS, out,
+	rc = run_capture(p->command, p->command_dir, PROCESS_TIMEOUT_MS, out,
 			 ANSWER_MAX + 1, &n, &status);
 	if (rc == -ETIMEDOUT)
 		err_set(err, "%s: no answer after %d s; killed it", p->desc,
@@ -995,8 +997,9 @@ static int sts_setup(struct prov *p, const char *region, const char *session,
 static int web_identity(struct prov *p, const char *role, const char *file,
 			const char *session, const char *region, char **err)
 {
+	/* Absolute now: the daemon renews from "/" after it detaches. */
 	p->role_arn = strdup(role);
-	p->token_file = strdup(file);
+	p->token_file = path_absolute(file);
 	if (!p->role_arn || !p->token_file)
 		return -ENOMEM;
 	return sts_setup(p, region, session, err);
@@ -1129,8 +1132,11 @@ static int profile_prov(const char *name, const char *region,
 		/* Not the command: it may carry a secret. */
 		snprintf(p->desc, sizeof(p->desc),
 			 "profile %s: credential_process", pr.where);
+		/* It runs where the mount started, also after the daemon
+		 * detached to "/". */
 		p->command = strdup(pr.v[K_PROCESS]);
-		rc = p->command ? 0 : -ENOMEM;
+		p->command_dir = getcwd(NULL, 0);
+		rc = p->command && p->command_dir ? 0 : -ENOMEM;
 	} else {
 		snprintf(p->desc, sizeof(p->desc), "profile %s", pr.where);
 		if (!pr.v[K_ACCESS] || !pr.v[K_SECRET]) {
@@ -1202,10 +1208,14 @@ static int container_setup(struct prov *p, char **err)
 		return -EINVAL;
 	}
 	if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))
-		p->auth_file =
-		    strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
+		p->auth_file = path_absolute(
+		    env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
 	else if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN"))
 		p->auth = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
+	if (!p->auth_file && !p->auth &&
+	    (env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") ||
+	     env("AWS_CONTAINER_AUTHORIZATION_TOKEN")))
+		return -ENOMEM;
 	if (p->auth && strpbrk(p->auth, "\r\n")) {
 		err_set(err,
 			"%s: AWS_CONTAINER_AUTHORIZATION_TOKEN has a line "

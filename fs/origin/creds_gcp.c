@@ -908,6 +908,15 @@ static int load_external(struct gcp_creds *c, const char *text, size_t len,
 	}
 	if (!e->token_url && !(e->token_url = strdup(DEFAULT_STS_URL)))
 		return -ENOMEM;
+	/* Absolute now: the daemon renews from "/" after it detaches. */
+	if (e->file && e->file[0] != '/') {
+		char *abs = path_absolute(e->file);
+
+		if (!abs)
+			return -ENOMEM;
+		free(e->file);
+		e->file = abs;
+	}
 	if (!external_url_ok(e->token_url) ||
 	    (e->url && !external_url_ok(e->url)) ||
 	    (e->impersonation_url && !external_url_ok(e->impersonation_url))) {
