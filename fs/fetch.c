@@ -86,7 +86,9 @@ static bool is_cancelled(struct fetch_engine *fe)
 /* The URL as logs show it: no query string (it may carry a signature). */
 static const char *method_of(const struct fetch_req *req)
 {
-	return req->head ? "HEAD" : req->post ? "POST" : "GET";
+	return req->head   ? "HEAD"
+	       : req->post ? (req->put ? "PUT" : "POST")
+			   : "GET";
 }
 
 /* The request as log lines name it: method, URL without its secrets, range,
@@ -122,7 +124,7 @@ static void attempt_reset(struct fetch_engine *fe, struct call *c)
 	c->x.res = res;
 	res->len = 0;
 	res->status = 0;
-	res->etag[0] = res->content_type[0] = '\0';
+	res->etag[0] = res->content_type[0] = res->code[0] = '\0';
 	res->mtime = 0;
 	res->content_length = -1;
 	res->total_size = 0;
@@ -398,8 +400,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 				x->skip = req->range_off;
 		}
 	}
-	if (x->discard)
+	if (x->discard) {
+		size_t k = sizeof(x->errbody) - 1 - x->errlen;
+
+		k = k < n ? k : n;
+		memcpy(x->errbody + x->errlen, data, k);
+		x->errlen += k;
 		return n;
+	}
 	if (x->skip) {
 		size_t k = x->skip < n ? (size_t)x->skip : n;
 
@@ -537,6 +545,8 @@ static int easy_setup(struct fetch_engine *fe, struct leg *l)
 	if (req->post) {
 		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->post_len);
 		SET(CURLOPT_POSTFIELDS, req->post);
+		if (req->put)
+			SET(CURLOPT_CUSTOMREQUEST, "PUT");
 	}
 	/* Large bodies in larger pieces: fewer receive calls and callbacks
 	 * per byte.  (curl allocates the buffer per transfer, so small

@@ -106,6 +106,8 @@ struct fetch_req {
 	/* POST this body instead of GET (token exchanges); caller-owned. */
 	const char *post;
 	size_t post_len;
+	/* With post: PUT it instead (IMDSv2's session token). */
+	bool put;
 	/* Range: bytes=off-(off+len-1).  len == 0: no Range header. */
 	uint64_t range_off, range_len;
 	/* The object's size as the reader pinned it, 0 when not known.  A
@@ -156,7 +158,15 @@ struct fetch_res {
 	unsigned attempts;     /* 1 + retries made */
 	uint64_t ttfb_ns;      /* first byte latency of the successful attempt */
 	char err[512];         /* on failure: URL, range, what the origin said */
+	/* An error answer's <Code> (S3, STS: "ExpiredToken"), "" when none:
+	 * what tells an expired credential from a denied one. */
+	char code[48];
 };
+
+/* The answer refused the request's credentials as expired or revoked:
+ * a 401, or a 400 or 403 whose code says so (S3's ExpiredToken,
+ * TokenRefreshRequired).  Worth one retry with renewed credentials. */
+bool fetch_auth_expired(const struct fetch_res *res);
 
 /* What a response's headers say beyond struct fetch_res. */
 struct fetch_head {

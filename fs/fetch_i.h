@@ -89,6 +89,8 @@ struct xfer {
 	uint64_t skip;		/* bytes to drop: a 200 answer to a range */
 	bool body_checked;	/* first body byte seen, status examined */
 	bool discard;		/* not a 2xx: drop the body */
+	char errbody[256];	/* its start, for its <Code> (fetch_res.code) */
+	size_t errlen;
 	bool overflow;		/* body longer than cap */
 	bool enough; /* got the whole range from a 200; stopped early */
 	int nomem;

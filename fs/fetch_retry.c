@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
@@ -52,6 +53,36 @@ static uint64_t rand_below(uint64_t n)
 	if (!seed)
 		seed = (unsigned)now_ns() ^ (unsigned)(uintptr_t)&seed;
 	return n ? (uint64_t)rand_r(&seed) * n / ((uint64_t)RAND_MAX + 1) : 0;
+}
+
+/* An error answer's <Code>X</Code> (S3, STS) into res->code, and said
+ * after the status in `what`: "HTTP 400 Bad Request (ExpiredToken)". */
+static void error_code(struct xfer *x, char *what, size_t wcap)
+{
+	const char *p = strstr(x->errbody, "<Code>"), *e;
+	size_t n, wl = strlen(what);
+
+	if (!p)
+		return;
+	p += 6;
+	e = strstr(p, "</Code>");
+	n = e ? (size_t)(e - p) : 0;
+	if (!n || n >= sizeof(x->res->code) || memchr(p, '<', n))
+		return;
+	memcpy(x->res->code, p, n);
+	x->res->code[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] >= 0x7f)
+			x->res->code[i] = '?';
+	snprintf(what + wl, wcap - wl, " (%s)", x->res->code);
+}
+
+bool fetch_auth_expired(const struct fetch_res *res)
+{
+	return res->status == 401 ||
+	       ((res->status == 400 || res->status == 403) &&
+		(!strcmp(res->code, "ExpiredToken") ||
+		 !strcmp(res->code, "TokenRefreshRequired")));
 }
 
 enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
@@ -136,6 +167,7 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		res->len = 0;
 		return V_OK;
 	}
+	error_code(x, what, wcap);
 	if (st >= 300 && st <= 399)
 		snprintf(what, wcap,
 			 "HTTP %ld%s%s: a redirect not followed (a signed "

@@ -421,13 +421,14 @@ static int load_prepare(struct load *ld, bool background)
 }
 
 /* The request of ld ended with ld->rc: true when it is to be made again,
- * once, with fresh credentials (a 401: an expired or revoked token). */
+ * once, with fresh credentials (fetch_auth_expired: a 401, an S3
+ * ExpiredToken). */
 static bool load_renew(struct load *ld)
 {
 	const struct source_ops *ops = ld->pf->src->ops;
 
 	source_read_done(&ld->rd);
-	if (ld->rc != -EACCES || ld->res.status != 401 || ld->renewed ||
+	if (!ld->rc || !fetch_auth_expired(&ld->res) || ld->renewed ||
 	    !ops->auth_refused ||
 	    !ops->auth_refused(ld->pf->src, ld->rd.auth_serial))
 		return false;

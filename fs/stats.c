@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "chunks.h"
+#include "creds_renew.h"
 #include "fetch.h"
 #include "jsonw.h"
 #include "listing.h"
@@ -92,6 +93,7 @@ void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 	}
 	passthrough_get_stats(&out->passthrough);
 	out->skipped_entries = listing_skipped();
+	creds_renew_counts(&out->creds_renewals, &out->creds_renew_failures);
 	out->hint_lines = __atomic_load_n(&s->hint_lines, __ATOMIC_RELAXED);
 	out->hint_bad = __atomic_load_n(&s->hint_bad, __ATOMIC_RELAXED);
 	out->errors_cached =
@@ -234,6 +236,11 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_u64(&w, "bytes", s->tree_bytes);
 	jsonw_u64(&w, "skipped_entries", s->skipped_entries);
 	jsonw_u64(&w, "errors_cached", s->listing_errors_cached);
+	jsonw_end(&w);
+
+	jsonw_object(&w, "credentials", JSONW_INLINE);
+	jsonw_u64(&w, "renewals", s->creds_renewals);
+	jsonw_u64(&w, "renewal_failures", s->creds_renew_failures);
 	jsonw_end(&w);
 	jsonw_end(&w);
 	if (fclose(f)) {
@@ -381,6 +388,12 @@ static const struct metric {
      SNAP(prefetch.sums_unchecked),
      "Objects read whole with no checksum to check them against "
      "(origin_checksums.unchecked)."},
+    {"credential_renewals_total", COUNTER, SNAP(creds_renewals),
+     "Renewals of expiring credentials (credentials.renewals)."},
+    {"credential_renewal_failures_total", COUNTER,
+     SNAP(creds_renew_failures),
+     "Renewals of expiring credentials that failed, each retried "
+     "(credentials.renewal_failures)."},
     {"tree_inodes", GAUGE, SNAP(inodes),
      "Files and directories listed so far (tree.inodes)."},
     {"tree_bytes", GAUGE, SNAP(tree_bytes),

@@ -27,7 +27,8 @@
  *              hits, misses, queue, queue_cap},
  *    "prefetch": {demand_fetches, inflight_bytes, inflight_max,
  *                 inflight_cap, threads, threads_cap},
- *    "tree": {inodes, bytes, skipped_entries, errors_cached}}
+ *    "tree": {inodes, bytes, skipped_entries, errors_cached},
+ *    "credentials": {renewals, renewal_failures}}
  * disk_cache: max_bytes is --cache-size, cap_bytes the cap eviction keeps
  * (less where the cache's filesystem holds less; 0: none); writes_dropped
  * counts chunks not written to disk, cap_lowered the times a full disk
@@ -45,6 +46,8 @@
  * the origin fail (see offline.h).
  * skipped_entries: listing entries left out because no filesystem can show
  * them (see listing_skip()).
+ * credentials: renewals of expiring credentials made and failed
+ * (creds_renew.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -99,6 +102,7 @@ struct stats_snapshot {
 	unsigned nhosts;
 	uint64_t inodes, tree_bytes, skipped_entries, listing_errors_cached;
 	uint64_t hint_lines, hint_bad, errors_cached, error_ttl_ms;
+	uint64_t creds_renewals, creds_renew_failures;
 };
 
 /* Reads every source of s into *out (s must outlive *out). */

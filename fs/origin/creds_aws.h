@@ -2,11 +2,44 @@
 #define WHARF_FS_CREDS_AWS_H
 /*
  * creds_aws: the AWS credentials, region and endpoint a user already has,
- * found where the AWS tools look.  Secrets stay in struct aws_creds and are
- * wiped by aws_creds_clear; messages name only where they came from and the
- * access key id.
+ * found where the AWS tools look, and renewed before they expire.
+ *
+ * The chain (aws_chain_open), in the AWS tools' order; the first source
+ * that is configured is used, and a source that is configured but fails
+ * is an error (no silent fall-through to the next):
+ *   1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
+ *   2. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (+
+ *      AWS_ROLE_SESSION_NAME), STS AssumeRoleWithWebIdentity (EKS IRSA);
+ *   3. the profile (--profile, else AWS_PROFILE, else "default") of the
+ *      shared credentials file (AWS_SHARED_CREDENTIALS_FILE or
+ *      ~/.aws/credentials) and config file (AWS_CONFIG_FILE or
+ *      ~/.aws/config): role_arn with source_profile or credential_source
+ *      (STS AssumeRole, signed with the source's keys) or with
+ *      web_identity_token_file; credential_process (JSON, Version 1);
+ *      aws_access_key_id + aws_secret_access_key;
+ *   4. container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI or
+ *      _RELATIVE_URI, with AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or
+ *      _TOKEN (ECS, EKS Pod Identity);
+ *   5. IMDSv2 (EC2): PUT a session token, then the role's name, then its
+ *      credentials.  Never IMDSv1.  Asked when AWS_EC2_METADATA_SERVICE_
+ *      ENDPOINT is set or the firmware says this is an EC2 machine, unless
+ *      AWS_EC2_METADATA_DISABLED=true.
+ * With --profile only step 3 is used; with AWS_PROFILE, steps 1 to 3 (a
+ * profile named and not found is an error).  STS is AWS_ENDPOINT_URL_STS
+ * (else AWS_ENDPOINT_URL, else https://sts.REGION.amazonaws.com).
+ *
+ * Credentials with an expiry are renewed by creds_renew (see there: when,
+ * and how readers take them without a lock).  Secrets are wiped when
+ * dropped; messages name the provider (and file, profile, URL), never a
+ * secret.
  */
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "util.h"
+
+struct fetch_engine;
+struct aws_chain;
 
 struct aws_creds {
 	char *access_key;
@@ -16,8 +49,8 @@ struct aws_creds {
 };
 
 /*
- * Loads credentials.  With `profile` given (--profile), that profile of the
- * shared credentials file; otherwise AWS_ACCESS_KEY_ID and
+ * Loads static credentials.  With `profile` given (--profile), that
+ * profile of the shared credentials file; otherwise AWS_ACCESS_KEY_ID and
  * AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the profile
  * AWS_PROFILE names (or "default") in AWS_SHARED_CREDENTIALS_FILE or
  * ~/.aws/credentials.
@@ -34,5 +67,51 @@ const char *aws_region(const char *opt);
 /* The endpoint override: opt (--endpoint), AWS_ENDPOINT_URL_S3,
  * AWS_ENDPOINT_URL, or NULL for AWS itself. */
 const char *aws_endpoint(const char *opt);
+
+/* One set of keys as a request signs with them (fixed size: copied by
+ * readers, see creds_renew). */
+#define AWS_KEY_MAX 128
+#define AWS_TOKEN_MAX 4096
+struct aws_keys {
+	char access_key[AWS_KEY_MAX];
+	char secret_key[AWS_KEY_MAX];
+	char token[AWS_TOKEN_MAX]; /* "" when none */
+};
+
+/*
+ * Finds the credentials along the chain above and fetches them once, so
+ * that a bad setup shows at mount time.  fe carries the requests to STS,
+ * the container endpoint and IMDS.
+ * @return 0; -ENOENT when no source is configured; -EACCES, -EIO, -EINVAL
+ * when the one configured failed; *err names it and says why.
+ */
+int aws_chain_open(const char *profile, const char *region,
+		   struct fetch_engine *fe, struct aws_chain **out,
+		   char **err) WHARF_CHECK;
+void aws_chain_free(struct aws_chain *c);
+/* The current keys into *k (lock-free), and their serial. */
+void aws_chain_get(struct aws_chain *c, struct aws_keys *k, unsigned *serial);
+/* The origin refused keys `serial` as expired: renew once (on this
+ * thread).  @return true when other keys are there now. */
+bool aws_chain_refused(struct aws_chain *c, unsigned serial);
+/* Where the keys come from, for messages ("web identity (role R, token
+ * file F)"); never a secret. */
+const char *aws_chain_describe(const struct aws_chain *c);
+
+/*
+ * The parsers of what the providers answer, declared for their fuzz
+ * targets (tests/fuzz).  `what` names the answer in *err.  *expires gets
+ * the Expiration in epoch seconds (0 when none is given).
+ * @return 0, or -EINVAL with *err saying why (never with a secret in it).
+ */
+/* An STS AssumeRole or AssumeRoleWithWebIdentity answer (XML). */
+int aws_sts_parse(const char *text, size_t len, struct aws_keys *k,
+		  int64_t *expires, const char *what, char **err) WHARF_CHECK;
+/* A container endpoint's or IMDS's answer (JSON: AccessKeyId,
+ * SecretAccessKey, Token, Expiration), or with `process` a
+ * credential_process's output (Version 1, SessionToken). */
+int aws_json_parse(const char *text, size_t len, bool process,
+		   struct aws_keys *k, int64_t *expires, const char *what,
+		   char **err) WHARF_CHECK;
 
 #endif

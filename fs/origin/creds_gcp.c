@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -35,11 +36,23 @@
 #define DEFAULT_COMMAND_LIFETIME_S 300
 #define DEFAULT_COMMAND_TIMEOUT_S 30
 #define DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"
+#define DEFAULT_STS_URL "https://sts.googleapis.com/v1/token"
 #define METADATA_PATH                                                          \
 	"/computeMetadata/v1/instance/service-accounts/default/token"
 #define SCOPE "https://www.googleapis.com/auth/devstorage.read_only"
+#define STS_SCOPE "https://www.googleapis.com/auth/cloud-platform"
+#define SUBJECT_MAX 16384 /* bytes of a subject token */
 
-enum kind { K_ANON, K_FILE, K_ENV, K_COMMAND, K_SERVICE, K_USER, K_METADATA };
+enum kind {
+	K_ANON,
+	K_FILE,
+	K_ENV,
+	K_COMMAND,
+	K_SERVICE,
+	K_USER,
+	K_METADATA,
+	K_EXTERNAL
+};
 
 struct gcp_creds {
 	enum kind kind;
@@ -54,6 +67,7 @@ struct gcp_creds {
 	EVP_PKEY *pkey;
 	char *client_id, *client_secret, *refresh_token; /* authorized user */
 	char *metadata_url;
+	struct gcp_external *ext; /* external_account */
 
 	/* Under lock: the current token and when to renew it.  The lock is
 	 * taken once per origin request (a chunk, a listing page), never per
@@ -384,6 +398,243 @@ static int from_metadata(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	return rc;
 }
 
+/* ---- workload identity federation (external_account) ---- */
+
+/* What an external_account file says. */
+struct gcp_external {
+	char *audience, *subject_type, *token_url, *impersonation_url;
+	char *file, *url;	    /* where the subject token is */
+	struct curl_slist *headers; /* for url */
+	char field[128];	    /* json format: the token's member */
+	bool json;
+};
+
+static void external_free(struct gcp_external *e)
+{
+	if (!e)
+		return;
+	free(e->audience);
+	free(e->subject_type);
+	free(e->token_url);
+	free(e->impersonation_url);
+	free(e->file);
+	free(e->url);
+	curl_slist_free_all(e->headers);
+	free(e);
+}
+
+/* The subject token (from its file or URL, as text or a JSON member)
+ * into tok (SUBJECT_MAX bytes). */
+static int subject_token(struct gcp_creds *c, char *tok, char **err)
+{
+	struct gcp_external *e = c->ext;
+	char *text = NULL;
+	size_t len = 0, n;
+	int rc;
+
+	if (e->file) {
+		rc = read_file_capped(e->file, SUBJECT_MAX, &text, &len, err);
+	} else {
+		struct fetch_req req = {.url = e->url,
+					.headers = e->headers,
+					.grow = true,
+					.cap = SUBJECT_MAX};
+		struct fetch_res res;
+
+		rc = fetch_run(c->fe, &req, &res);
+		if (rc)
+			err_set(err, "%s: the subject token: %s", c->desc,
+				res.err);
+		text = res.body;
+		len = res.len;
+	}
+	if (rc)
+		return rc;
+	if (e->json) {
+		struct json s;
+		bool first = true;
+		char key[128];
+
+		json_init(&s, text, len, c->desc, err);
+		rc = json_expect(&s, '{');
+		while (!rc && (rc = json_next(&s, '}', &first)) == 1) {
+			rc = json_key(&s, key, sizeof(key));
+			if (!rc && !strcmp(key, e->field))
+				rc = json_string(&s, tok, SUBJECT_MAX, &n);
+			else if (!rc)
+				rc = json_skip(&s);
+		}
+		if (!rc && !tok[0]) {
+			err_set(err, "%s: the subject token has no \"%s\"",
+				c->desc, e->field);
+			rc = -EINVAL;
+		}
+	} else {
+		n = len < SUBJECT_MAX ? len : SUBJECT_MAX - 1;
+		memcpy(tok, text, n);
+		tok[n] = '\0';
+		tok[strcspn(tok, "\r\n")] = '\0';
+		if (!tok[0]) {
+			err_set(err, "%s: the subject token is empty", c->desc);
+			rc = -EINVAL;
+		}
+	}
+	if (text)
+		OPENSSL_cleanse(text, len);
+	free(text);
+	return rc ? -EINVAL : 0;
+}
+
+/* "2026-11-27T10:00:00Z" (fractions allowed) as seconds from now. */
+static int64_t rfc3339_from_now(const char *t)
+{
+	struct tm tm = {0};
+	const char *end = strptime(t, "%Y-%m-%dT%H:%M:%S", &tm);
+
+	if (!end)
+		return -1;
+	return (int64_t)timegm(&tm) - (int64_t)time(NULL);
+}
+
+int gcp_impersonation_json(const char *text, size_t len, char *tok,
+			   uint64_t *life_s, const char *what, char **err)
+{
+	struct json s;
+	char key[64], when[64] = "";
+	bool first = true, got = false;
+	int64_t left;
+	size_t n;
+	int rc;
+
+	json_init(&s, text, len, what, err);
+	rc = json_expect(&s, '{');
+	while (!rc && (rc = json_next(&s, '}', &first)) == 1) {
+		rc = json_key(&s, key, sizeof(key));
+		if (!rc && !strcmp(key, "accessToken")) {
+			rc = json_string(&s, tok, TOKEN_MAX, &n);
+			got = !rc;
+		} else if (!rc && !strcmp(key, "expireTime")) {
+			rc = json_string(&s, when, sizeof(when), &n);
+		} else if (!rc) {
+			rc = json_skip(&s);
+		}
+	}
+	if (!rc)
+		rc = json_end(&s);
+	if (rc)
+		return -EINVAL;
+	left = rfc3339_from_now(when);
+	if (!got || !token_ok(tok) || left < 0) {
+		err_set(err,
+			"%s: no usable accessToken and expireTime in the "
+			"answer",
+			what);
+		return -EINVAL;
+	}
+	*life_s = (uint64_t)(left ? left : 1);
+	return 0;
+}
+
+static int from_external(struct gcp_creds *c, char *tok, uint64_t *life_s,
+			 char **err)
+{
+	static const char grant[] =
+	    "urn:ietf:params:oauth:grant-type:token-exchange";
+	static const char want[] =
+	    "urn:ietf:params:oauth:token-type:access_token";
+	struct gcp_external *e = c->ext;
+	const char *vals[6] = {grant, e->audience,     STS_SCOPE,
+			       want,  e->subject_type, NULL};
+	char *subject = calloc(1, SUBJECT_MAX), *body = NULL, *enc = NULL;
+	size_t cap = 3 * SUBJECT_MAX + 1024, used = 0;
+	int rc;
+
+	enc = malloc(cap);
+	if (!subject || !enc) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = subject_token(c, subject, err);
+	if (rc)
+		goto out;
+	vals[5] = subject;
+	body = malloc(cap * 2);
+	if (!body) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	body[0] = '\0';
+	for (int i = 0; i < 6; i++) {
+		static const char *const names[6] = {"grant_type",
+						     "audience",
+						     "scope",
+						     "requested_token_type",
+						     "subject_token_type",
+						     "subject_token"};
+		int n = url_encode(vals[i], false, enc, cap);
+
+		if (n < 0) {
+			err_set(err, "%s: a field is too long", c->desc);
+			rc = -EINVAL;
+			goto out;
+		}
+		used += (size_t)snprintf(body + used, cap * 2 - used, "%s%s=%s",
+					 i ? "&" : "", names[i], enc);
+	}
+	rc = token_request(c, e->token_url, NULL, body, tok, life_s, err);
+	if (!rc && e->impersonation_url) {
+		struct curl_slist *h = NULL;
+		char *auth = strdupf("Authorization: Bearer %s", tok);
+		struct fetch_req req = {0};
+		struct fetch_res res;
+		static const char ask[] =
+		    "{\"scope\": [\"" SCOPE "\"], \"lifetime\": \"3600s\"}";
+
+		h = auth ? curl_slist_append(NULL, auth) : NULL;
+		if (h)
+			h = curl_slist_append(h,
+					      "Content-Type: application/json");
+		if (auth)
+			OPENSSL_cleanse(auth, strlen(auth));
+		free(auth);
+		OPENSSL_cleanse(tok, TOKEN_MAX);
+		if (!h) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		req.url = e->impersonation_url;
+		req.headers = h;
+		req.post = ask;
+		req.post_len = strlen(ask);
+		req.grow = true;
+		req.cap = TEXT_MAX;
+		rc = fetch_run(c->fe, &req, &res);
+		curl_slist_free_all(h);
+		if (rc) {
+			err_set(err, "%s: service account impersonation: %s",
+				c->desc, res.err);
+			if (rc == -EIO && res.status >= 400 && res.status < 500)
+				rc = -EACCES;
+			goto out;
+		}
+		rc = gcp_impersonation_json(res.body, res.len, tok, life_s,
+					    c->desc, err);
+		OPENSSL_cleanse(res.body, res.len);
+		free(res.body);
+	}
+out:
+	if (subject)
+		OPENSSL_cleanse(subject, SUBJECT_MAX);
+	free(subject);
+	if (body)
+		OPENSSL_cleanse(body, strlen(body));
+	free(body);
+	if (enc)
+		OPENSSL_cleanse(enc, cap);
+	free(enc);
+	return rc;
+}
+
 /* Gets a new token into c (lock held). */
 static int renew(struct gcp_creds *c, char **err)
 {
@@ -406,6 +657,9 @@ static int renew(struct gcp_creds *c, char **err)
 		break;
 	case K_METADATA:
 		rc = from_metadata(c, tok, &life_s, err);
+		break;
+	case K_EXTERNAL:
+		rc = from_external(c, tok, &life_s, err);
 		break;
 	default:
 		return 0; /* anonymous and env tokens never change */
@@ -520,7 +774,171 @@ static int dup_field(struct json *s, char **dst, size_t cap)
 	return 0;
 }
 
-/* Reads a service_account or authorized_user key file into c. */
+/* A URL a token or subject token may go to: https, or plain http to this
+ * machine (stand-ins, a local metadata proxy). */
+static bool external_url_ok(const char *u)
+{
+	return !strncasecmp(u, "https://", 8) ||
+	       !strncasecmp(u, "http://127.0.0.1", 16) ||
+	       !strncasecmp(u, "http://localhost", 16) ||
+	       !strncasecmp(u, "http://[::1]", 12);
+}
+
+/* credential_source's "headers": {"Name": "value", ...}. */
+static int external_headers(struct json *s, struct gcp_external *e)
+{
+	char name[128], value[1024], line[1200];
+	bool first = true;
+	size_t n;
+	int rc = json_expect(s, '{');
+
+	while (!rc && (rc = json_next(s, '}', &first)) == 1) {
+		struct curl_slist *h;
+
+		rc = json_key(s, name, sizeof(name));
+		if (!rc)
+			rc = json_string(s, value, sizeof(value), &n);
+		if (rc)
+			break;
+		if (strpbrk(name, ": \r\n") || strpbrk(value, "\r\n"))
+			return json_fail(s, "a header that cannot be sent");
+		snprintf(line, sizeof(line), "%s: %s", name, value);
+		h = curl_slist_append(e->headers, line);
+		if (!h)
+			return -ENOMEM;
+		e->headers = h;
+	}
+	return rc;
+}
+
+/* credential_source: {"file" | "url", "headers", "format": {"type":
+ * "text" | "json", "subject_token_field_name"}}. */
+static int external_source(struct json *s, struct gcp_external *e)
+{
+	char key[64], type[16] = "text";
+	bool first = true, ffirst;
+	size_t n;
+	int rc = json_expect(s, '{');
+
+	while (!rc && (rc = json_next(s, '}', &first)) == 1) {
+		rc = json_key(s, key, sizeof(key));
+		if (rc)
+			break;
+		if (!strcmp(key, "file"))
+			rc = dup_field(s, &e->file, 4096);
+		else if (!strcmp(key, "url"))
+			rc = dup_field(s, &e->url, 4096);
+		else if (!strcmp(key, "headers"))
+			rc = external_headers(s, e);
+		else if (!strcmp(key, "format")) {
+			ffirst = true;
+			rc = json_expect(s, '{');
+			while (!rc && (rc = json_next(s, '}', &ffirst)) == 1) {
+				rc = json_key(s, key, sizeof(key));
+				if (!rc && !strcmp(key, "type"))
+					rc = json_string(s, type, sizeof(type),
+							 &n);
+				else if (!rc &&
+					 !strcmp(key,
+						 "subject_token_field_name"))
+					rc = json_string(s, e->field,
+							 sizeof(e->field), &n);
+				else if (!rc)
+					rc = json_skip(s);
+			}
+		} else {
+			rc = json_skip(s);
+		}
+	}
+	if (rc)
+		return rc;
+	if (!strcmp(type, "json"))
+		e->json = true;
+	else if (strcmp(type, "text"))
+		return json_fail(s, "credential_source.format.type is "
+				    "neither text nor json");
+	if (e->json && !e->field[0])
+		return json_fail(s, "a json format needs "
+				    "subject_token_field_name");
+	return 0;
+}
+
+/* An external_account file (workload identity federation) into c. */
+static int load_external(struct gcp_creds *c, const char *text, size_t len,
+			 const char *path, char **err)
+{
+	struct gcp_external *e = calloc(1, sizeof(*e));
+	struct json s;
+	char key[64];
+	bool first = true;
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	c->ext = e;
+	c->kind = K_EXTERNAL;
+	json_init(&s, text, len, path, err);
+	rc = json_expect(&s, '{');
+	while (!rc && (rc = json_next(&s, '}', &first)) == 1) {
+		rc = json_key(&s, key, sizeof(key));
+		if (rc)
+			break;
+		if (!strcmp(key, "audience"))
+			rc = dup_field(&s, &e->audience, 1024);
+		else if (!strcmp(key, "subject_token_type"))
+			rc = dup_field(&s, &e->subject_type, 256);
+		else if (!strcmp(key, "token_url"))
+			rc = dup_field(&s, &e->token_url, 1024);
+		else if (!strcmp(key, "service_account_impersonation_url"))
+			rc = dup_field(&s, &e->impersonation_url, 1024);
+		else if (!strcmp(key, "credential_source"))
+			rc = external_source(&s, e);
+		else
+			rc = json_skip(&s);
+	}
+	if (rc)
+		return rc == -ENOMEM ? rc : -EINVAL;
+	if (!e->audience || !e->subject_type || (!e->file == !e->url)) {
+		err_set(err,
+			"%s: an external_account file needs audience, "
+			"subject_token_type and a credential_source with "
+			"either file or url",
+			path);
+		return -EINVAL;
+	}
+	if (!e->token_url && !(e->token_url = strdup(DEFAULT_STS_URL)))
+		return -ENOMEM;
+	/* Absolute now: the daemon renews from "/" after it detaches. */
+	if (e->file && e->file[0] != '/') {
+		char *abs = path_absolute(e->file);
+
+		if (!abs)
+			return -ENOMEM;
+		free(e->file);
+		e->file = abs;
+	}
+	if (!external_url_ok(e->token_url) ||
+	    (e->url && !external_url_ok(e->url)) ||
+	    (e->impersonation_url && !external_url_ok(e->impersonation_url))) {
+		err_set(err,
+			"%s: token_url, credential_source.url and "
+			"service_account_impersonation_url must be https "
+			"(or http to this machine): tokens go there",
+			path);
+		return -EINVAL;
+	}
+	snprintf(c->desc, sizeof(c->desc),
+		 "workload identity federation (subject token %s %.200s%s, "
+		 "key file %.200s)",
+		 e->file ? "file" : "URL", e->file ? e->file : e->url,
+		 e->impersonation_url ? ", impersonating a service account"
+				      : "",
+		 path);
+	return 0;
+}
+
+/* Reads a service_account, authorized_user or external_account key file
+ * into c. */
 static int load_key_file(struct gcp_creds *c, const char *path, char **err)
 {
 	static const struct {
@@ -628,10 +1046,14 @@ static int load_key_file(struct gcp_creds *c, const char *path, char **err)
 		}
 		snprintf(c->desc, sizeof(c->desc),
 			 "authorized user (key file %.400s)", path);
+	} else if (!strcmp(type, "external_account")) {
+		rc = load_external(c, text, len, path, err);
+		goto out;
 	} else {
 		err_set(err,
 			"%s: credentials of type \"%s\" are not "
-			"supported (service_account, authorized_user)",
+			"supported (service_account, authorized_user, "
+			"external_account)",
 			path, type);
 		goto out;
 	}
@@ -821,6 +1243,7 @@ void gcp_creds_free(struct gcp_creds *c)
 	wipe_free(c->client_secret);
 	wipe_free(c->refresh_token);
 	free(c->metadata_url);
+	external_free(c->ext);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

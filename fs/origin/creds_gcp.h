@@ -11,7 +11,11 @@
  *   4. a key file: GOOGLE_APPLICATION_CREDENTIALS, else gcloud's
  *      application_default_credentials.json; a service account key signs an
  *      RS256 JWT exchanged at its token_uri, an authorized_user file trades
- *      its refresh token,
+ *      its refresh token, an external_account file (workload identity
+ *      federation) trades a subject token (read from its file or URL, as
+ *      text or a JSON member) at its token_url (STS token exchange), then,
+ *      when it names one, for a service account's token at its
+ *      service_account_impersonation_url,
  *   5. the GCE metadata server (GCE_METADATA_HOST, or metadata.google.internal
  *      when the machine says it is a Google Compute Engine VM),
  *   6. none: anonymous when asked (--anonymous) or when talking to an
@@ -82,8 +86,14 @@ int gcp_token_bare(const char *text, char *tok, const char *what,
 int gcp_token_json(const char *text, size_t len, char *tok,
 		   uint64_t *expires_s, const char *what,
 		   char **err) WHARF_CHECK;
-/* Reads key file `path` (service_account or authorized_user) as a mount
- * would, and frees what it read.  @return 0 or -errno, as gcp_creds_new. */
+/* {"accessToken": "...", "expireTime": "RFC 3339"} as service account
+ * impersonation answers; *life_s gets the seconds left. */
+int gcp_impersonation_json(const char *text, size_t len, char *tok,
+			   uint64_t *life_s, const char *what,
+			   char **err) WHARF_CHECK;
+/* Reads key file `path` (service_account, authorized_user or
+ * external_account) as a mount would, and frees what it read.
+ * @return 0 or -errno, as gcp_creds_new. */
 int gcp_key_file_check(const char *path, char **err) WHARF_CHECK;
 
 #endif

@@ -86,7 +86,8 @@ struct source_ops {
 			    const char *version, uint64_t off, uint64_t len,
 			    struct source_read *rd);
 	void (*destroy)(struct source *src);
-	/* Optional: a read prepared with credentials rd->auth_serial got 401.
+	/* Optional: a read prepared with credentials rd->auth_serial was
+	 * refused as expired (fetch_auth_expired: 401, S3's ExpiredToken).
 	 * Returns true when a new prepare_read will carry other credentials
 	 * (a renewed token), so that one retry is worth it. */
 	bool (*auth_refused)(struct source *src, unsigned auth_serial);

@@ -4,6 +4,7 @@
 
 #include "source_s3.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -14,9 +15,12 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+
 #include "checksum.h"
 #include "creds_aws.h"
 #include "sigv4.h"
+#include "xml.h"
 
 /*
  * S3-compatible prefix (AWS, MinIO, Ceph, R2, GCS's XML API, s3rver):
@@ -29,9 +33,6 @@
  */
 
 #define LIST_CAP (64u << 20) /* bytes of one listing page */
-#define XML_DEPTH 8
-#define XML_NAME 64
-#define XML_TEXT 4096
 #define BUCKET_MAX 255 /* us-east-1 took names this long before 2018 */
 #define KEY_MAX 1024   /* bytes of an S3 key */
 
@@ -45,255 +46,13 @@ struct s3_src {
 	char *bucket;
 	char *prefix; /* "" or "a/b/" */
 	char *region;
-	struct aws_creds creds;
+	struct aws_chain *creds; /* NULL: unsigned (--no-sign) */
 	bool sign;
 };
 
 static struct s3_src *s3_of(struct source *src)
 {
 	return (struct s3_src *)src;
-}
-
-/* ---- A small XML reader: enough for S3's answers, strict about form. */
-
-struct xml {
-	const char *s;
-	size_t n, i;
-	char names[XML_DEPTH][XML_NAME];
-	int depth;
-	char text[XML_TEXT];
-	size_t tlen;
-	bool text_full;
-	/* Called at each element's end: depth 1 is the root, names[] the
-	 * open elements, text the element's decoded text. */
-	int (*end)(void *arg, struct xml *x);
-	void *arg;
-	char *err;
-};
-
-static int xml_fail(struct xml *x, const char *what)
-{
-	if (!x->err)
-		x->err = strdupf("malformed XML at byte %zu: %s", x->i, what);
-	return -EIO;
-}
-
-static void text_add(struct xml *x, const char *s, size_t n)
-{
-	if (x->tlen + n >= sizeof(x->text)) {
-		x->text_full = true;
-		return;
-	}
-	memcpy(x->text + x->tlen, s, n);
-	x->tlen += n;
-}
-
-static void text_utf8(struct xml *x, unsigned long cp)
-{
-	char b[4];
-	size_t n;
-
-	if (cp < 0x80) {
-		b[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		b[0] = (char)(0xc0 | (cp >> 6));
-		b[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		b[0] = (char)(0xe0 | (cp >> 12));
-		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		b[0] = (char)(0xf0 | (cp >> 18));
-		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	text_add(x, b, n);
-}
-
-/* At '&': decodes one entity reference into the text. */
-static int xml_entity(struct xml *x)
-{
-	static const struct {
-		const char *name;
-		char c;
-	} named[] = {{"lt", '<'},
-		     {"gt", '>'},
-		     {"amp", '&'},
-		     {"quot", '"'},
-		     {"apos", '\''}};
-	const char *p = x->s + x->i + 1;
-	const char *semi = memchr(p, ';', x->n - x->i - 1);
-	size_t len, k;
-
-	if (!semi || semi - p > 10)
-		return xml_fail(x, "'&' that starts no entity");
-	len = (size_t)(semi - p);
-	if (len > 1 && p[0] == '#') {
-		unsigned long cp = 0;
-		bool hex = p[1] == 'x';
-
-		for (k = hex ? 2 : 1; k < len; k++) {
-			int d = hex ? hex_value(p[k])
-				    : (isdigit((unsigned char)p[k]) ? p[k] - '0'
-								    : -1);
-
-			if (d < 0)
-				return xml_fail(x, "bad character reference");
-			cp = cp * (hex ? 16 : 10) + (unsigned long)d;
-			if (cp > 0x10ffff)
-				return xml_fail(x, "bad character reference");
-		}
-		if (k == (hex ? 2u : 1u) || cp == 0)
-			return xml_fail(x, "bad character reference");
-		text_utf8(x, cp);
-	} else {
-		for (k = 0; k < ARRAY_SIZE(named); k++)
-			if (strlen(named[k].name) == len &&
-			    !memcmp(named[k].name, p, len))
-				break;
-		if (k == ARRAY_SIZE(named))
-			return xml_fail(x, "unknown entity");
-		text_add(x, &named[k].c, 1);
-	}
-	x->i = (size_t)(semi - x->s) + 1;
-	return 0;
-}
-
-/* Skips to just past `end`; fails if it never comes. */
-static int xml_skip_past(struct xml *x, const char *end, const char *what)
-{
-	size_t el = strlen(end);
-
-	while (x->i + el <= x->n) {
-		if (!memcmp(x->s + x->i, end, el)) {
-			x->i += el;
-			return 0;
-		}
-		x->i++;
-	}
-	return xml_fail(x, what);
-}
-
-static bool name_char(char c)
-{
-	return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' ||
-	       c == ':';
-}
-
-static int xml_tag(struct xml *x)
-{
-	const char *s = x->s;
-	bool closing = s[x->i + 1] == '/';
-	size_t start = x->i + 1 + closing, k = start;
-	char quote = 0;
-	int rc;
-
-	while (k < x->n && name_char(s[k]))
-		k++;
-	if (k == start || k - start >= XML_NAME)
-		return xml_fail(x, "bad element name");
-	if (closing) {
-		while (k < x->n && isspace((unsigned char)s[k]))
-			k++;
-		if (k >= x->n || s[k] != '>')
-			return xml_fail(x, "unterminated end tag");
-		if (x->depth == 0 ||
-		    strlen(x->names[x->depth - 1]) != k - start ||
-		    memcmp(x->names[x->depth - 1], s + start, k - start))
-			return xml_fail(x, "end tag does not match");
-		if (x->text_full)
-			return xml_fail(x, "element text too long");
-		x->text[x->tlen] = '\0';
-		rc = x->end(x->arg, x);
-		if (rc)
-			return rc;
-		x->depth--;
-		x->tlen = 0;
-		x->i = k + 1;
-		return 0;
-	}
-	if (x->depth == XML_DEPTH)
-		return xml_fail(x, "nested too deep");
-	if (x->depth == 0 && x->names[0][0])
-		return xml_fail(x, "a second root element");
-	memcpy(x->names[x->depth], s + start, k - start);
-	x->names[x->depth][k - start] = '\0';
-	x->depth++;
-	x->tlen = 0;
-	x->text_full = false;
-	/* Attributes are skipped, quotes respected. */
-	for (; k < x->n; k++) {
-		if (quote) {
-			if (s[k] == quote)
-				quote = 0;
-		} else if (s[k] == '"' || s[k] == '\'') {
-			quote = s[k];
-		} else if (s[k] == '>') {
-			break;
-		}
-	}
-	if (k >= x->n)
-		return xml_fail(x, "unterminated start tag");
-	x->i = k + 1;
-	if (s[k - 1] == '/') { /* <Empty/> */
-		x->text[0] = '\0';
-		rc = x->end(x->arg, x);
-		x->depth--;
-		return rc;
-	}
-	return 0;
-}
-
-static int xml_walk(struct xml *x)
-{
-	int rc = 0;
-
-	while (!rc && x->i < x->n) {
-		const char *p = x->s + x->i;
-		size_t left = x->n - x->i;
-
-		if (*p == '<') {
-			if (left >= 2 && p[1] == '?')
-				rc = xml_skip_past(x, "?>", "unterminated <?");
-			else if (left >= 4 && !memcmp(p, "<!--", 4))
-				rc = xml_skip_past(x, "-->",
-						   "unterminated comment");
-			else if (left >= 9 && !memcmp(p, "<![CDATA[", 9)) {
-				size_t from = x->i + 9;
-
-				rc = xml_skip_past(x, "]]>",
-						   "unterminated CDATA");
-				if (!rc && x->depth)
-					text_add(x, x->s + from,
-						 x->i - 3 - from);
-			} else if (left >= 2 && p[1] == '!')
-				/* No DTDs: nothing S3 sends, and entity
-				 * expansion is how XML parsers get hurt. */
-				rc = xml_fail(x, "DOCTYPE not accepted");
-			else if (left >= 2)
-				rc = xml_tag(x);
-			else
-				rc = xml_fail(x, "truncated");
-		} else if (*p == '&') {
-			rc = xml_entity(x);
-		} else {
-			if (x->depth)
-				text_add(x, p, 1);
-			else if (!isspace((unsigned char)*p))
-				rc = xml_fail(x, "text outside the root");
-			x->i++;
-		}
-	}
-	if (!rc && x->depth)
-		rc = xml_fail(x, "truncated: elements left open");
-	if (!rc && !x->names[0][0])
-		rc = xml_fail(x, "no root element");
-	return rc;
 }
 
 /* ---- ListObjectsV2 pages. */
@@ -473,10 +232,7 @@ int s3_parse_list_page(const char *xml, size_t len, const char *prefix,
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	x->s = xml;
-	x->n = len;
-	x->end = lp_end;
-	x->arg = &l;
+	xml_init(x, xml, len, lp_end, &l);
 	rc = xml_walk(x);
 	if (!rc && page->truncated && !page->token[0])
 		rc = xml_fail(x, "<IsTruncated> is true but there is no "
@@ -530,14 +286,22 @@ static int header(struct curl_slist **h, const char *name, const char *value)
 	return 0;
 }
 
+/* What signing one request needs off the stack (~24 KiB): allocated
+ * once per request to the origin (a chunk, a page), never per read. */
+struct signing {
+	struct sigv4_out out;
+	struct aws_keys keys;
+};
+
 /*
  * Builds url (origin + path + "?" + query) and the headers of one request
  * for `key` (unencoded; NULL for the bucket itself), signed unless
  * --no-sign.  `query` is already in canonical order and encoding.
+ * *serial names the credentials signed with (for s3_auth_refused).
  */
 static int s3_request(struct s3_src *s, const char *method, const char *key,
 		      const char *query, const char *if_match, char *url,
-		      size_t cap, struct curl_slist **headers)
+		      size_t cap, struct curl_slist **headers, unsigned *serial)
 {
 	/* "/bucket/" and the key, every byte of it %XX at worst. */
 	char path[1 + BUCKET_MAX + 1 + 3 * KEY_MAX + 1], date[17];
@@ -545,10 +309,11 @@ static int s3_request(struct s3_src *s, const char *method, const char *key,
 	struct sigv4_header h[6];
 	size_t nh = 0;
 	struct sigv4_in in = {0};
-	struct sigv4_out *so = NULL;
+	struct signing *sg = NULL;
 	int rc;
 
 	*headers = NULL;
+	*serial = 0;
 	rc = add(path, &pl, sizeof(path), s->root);
 	if (!rc && (key || !*s->root))
 		rc = add(path, &pl, sizeof(path), "/");
@@ -572,14 +337,23 @@ static int s3_request(struct s3_src *s, const char *method, const char *key,
 	if (!s->sign)
 		return 0;
 
+	/* A source opened with no_check has no credentials: it never
+	 * sends a request. */
+	assert(s->creds);
+	sg = malloc(sizeof(*sg));
+	if (!sg) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	aws_chain_get(s->creds, &sg->keys, serial);
 	sigv4_amz_date((long long)time(NULL), date);
 	h[nh++] = (struct sigv4_header){"Host", s->host};
 	h[nh++] =
 	    (struct sigv4_header){"x-amz-content-sha256", SIGV4_EMPTY_SHA256};
 	h[nh++] = (struct sigv4_header){"x-amz-date", date};
-	if (s->creds.session_token)
+	if (sg->keys.token[0])
 		h[nh++] = (struct sigv4_header){"x-amz-security-token",
-						s->creds.session_token};
+						sg->keys.token};
 	in.method = method;
 	in.path = path;
 	in.query = query;
@@ -589,21 +363,17 @@ static int s3_request(struct s3_src *s, const char *method, const char *key,
 	in.amz_date = date;
 	in.region = s->region;
 	in.service = "s3";
-	in.access_key = s->creds.access_key;
-	in.secret_key = s->creds.secret_key;
-	/* ~19 KiB of results: off the stack.  Once per chunk or page. */
-	so = malloc(sizeof(*so));
-	if (!so) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = sigv4_sign(&in, so);
+	in.access_key = sg->keys.access_key;
+	in.secret_key = sg->keys.secret_key;
+	rc = sigv4_sign(&in, &sg->out);
 	for (size_t i = 0; !rc && i < nh; i++)
 		rc = header(headers, h[i].name, h[i].value);
 	if (!rc)
-		rc = header(headers, "Authorization", so->authorization);
-	free(so);
+		rc = header(headers, "Authorization", sg->out.authorization);
 out:
+	if (sg)
+		OPENSSL_cleanse(sg, sizeof(*sg));
+	free(sg);
 	if (rc) {
 		curl_slist_free_all(*headers);
 		*headers = NULL;
@@ -614,12 +384,21 @@ out:
 /* A sentence for the errors the user can fix. */
 static const char *hint(struct s3_src *s, int rc, char *buf, size_t cap)
 {
-	if (rc == -EACCES && s->sign)
+	if (rc == -EACCES && s->sign) {
+		struct aws_keys *k = malloc(sizeof(*k));
+		unsigned serial;
+
+		if (k)
+			aws_chain_get(s->creds, k, &serial);
 		snprintf(buf, cap,
 			 ": access denied: check the credentials (access key "
 			 "%s from %s), the region (%s) and the clock",
-			 s->creds.access_key, s->creds.origin, s->region);
-	else if (rc == -EACCES)
+			 k ? k->access_key : "?", aws_chain_describe(s->creds),
+			 s->region);
+		if (k)
+			OPENSSL_cleanse(k, sizeof(*k));
+		free(k);
+	} else if (rc == -EACCES)
 		snprintf(buf, cap,
 			 ": access denied to an unsigned request (--no-sign): "
 			 "the bucket is not public");
@@ -628,13 +407,27 @@ static const char *hint(struct s3_src *s, int rc, char *buf, size_t cap)
 	return buf;
 }
 
+/* The answer refused the credentials a request was signed with as
+ * expired (a HEAD's 400 has no body to say why, and is taken as such):
+ * they are renewed, once per serial, and the request is worth making
+ * again. */
+static bool s3_renewed(struct s3_src *s, const struct fetch_res *res, bool head,
+		       unsigned serial)
+{
+	if (!s->creds ||
+	    (!fetch_auth_expired(res) && !(head && res->status == 400)))
+		return false;
+	return aws_chain_refused(s->creds, serial);
+}
+
 /* Lists prefix `pfx` page by page (max_keys 0: the server's default). */
 static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
 	struct s3_page *page;
 	char url[8192], query[6144], h[512], *sent;
-	unsigned pages = 0;
+	unsigned pages = 0, serial;
+	bool renewed = false;
 	const char *stuck;
 	char why[160];
 	int rc;
@@ -682,7 +475,7 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 			rc = enc(query, &ql, sizeof(query), pfx, false);
 		if (!rc)
 			rc = s3_request(s, "GET", NULL, query, NULL, url,
-					sizeof(url), &req.headers);
+					sizeof(url), &req.headers, &serial);
 		if (rc) {
 			err_set(
 			    err, "listing %s%s: cannot build the request: %s",
@@ -694,6 +487,11 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 		req.cap = LIST_CAP;
 		rc = fetch_run(s->base.fetch, &req, &res);
 		curl_slist_free_all(req.headers);
+		if (rc && !renewed && s3_renewed(s, &res, false, serial)) {
+			renewed = true;
+			continue;
+		}
+		renewed = false;
 		if (rc) {
 			err_set(err, "listing %s%s: %s%s", s->base.id,
 				pfx + strlen(s->prefix), res.err,
@@ -774,6 +572,8 @@ static int s3_stat(struct source *src, const char *path,
 	struct fetch_res res;
 	char url[8192], *key, *pfx, *err = NULL;
 	size_t count;
+	unsigned serial;
+	bool renewed = false;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -787,15 +587,20 @@ static int s3_stat(struct source *src, const char *path,
 	key = strdupf("%s%s", s->prefix, path);
 	if (!key)
 		return -ENOMEM;
-	rc = s3_request(s, "HEAD", key, NULL, NULL, url, sizeof(url),
-			&req.headers);
+	for (;;) {
+		rc = s3_request(s, "HEAD", key, NULL, NULL, url, sizeof(url),
+				&req.headers, &serial);
+		if (rc)
+			break;
+		req.url = url;
+		req.head = true;
+		rc = fetch_run(src->fetch, &req, &res);
+		curl_slist_free_all(req.headers);
+		if (!rc || renewed || !s3_renewed(s, &res, true, serial))
+			break;
+		renewed = true;
+	}
 	free(key);
-	if (rc)
-		return rc;
-	req.url = url;
-	req.head = true;
-	rc = fetch_run(src->fetch, &req, &res);
-	curl_slist_free_all(req.headers);
 	if (!rc) {
 		if (res.content_length < 0) {
 			log_error("%s: no Content-Length",
@@ -838,7 +643,7 @@ static int read_request(struct s3_src *s, const char *path,
 	if (!key)
 		return -ENOMEM;
 	rc = s3_request(s, "GET", key, NULL, version, rd->url, sizeof(rd->url),
-			headers);
+			headers, &rd->auth_serial);
 	free(key);
 	return rc;
 }
@@ -891,7 +696,7 @@ static void s3_destroy(struct source *src)
 {
 	struct s3_src *s = s3_of(src);
 
-	aws_creds_clear(&s->creds);
+	aws_chain_free(s->creds);
 	free(s->origin);
 	free(s->host);
 	free(s->root);
@@ -902,8 +707,17 @@ static void s3_destroy(struct source *src)
 	free(s);
 }
 
+/* A read's credentials were refused as expired: renew them once. */
+static bool s3_auth_refused(struct source *src, unsigned serial)
+{
+	struct s3_src *s = s3_of(src);
+
+	return s->creds && aws_chain_refused(s->creds, serial);
+}
+
 static const struct source_ops s3_ops = {
     .scheme = "s3",
+    .auth_refused = s3_auth_refused,
     .list_dir = s3_list_dir,
     .stat = s3_stat,
     .prepare_read = s3_prepare_read,
@@ -1090,7 +904,8 @@ static int source_s3_open(const char *spec, const struct source_options *opt,
 	if (opt->no_check)
 		goto done; /* id only: see source_options */
 	if (s->sign) {
-		rc = aws_creds_load(opt->profile, &s->creds, &cerr);
+		rc = aws_chain_open(opt->profile, s->region, fe, &s->creds,
+				    &cerr);
 		if (rc) {
 			err_set(err,
 				"%s: %s (or use --no-sign for a public "

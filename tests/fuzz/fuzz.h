@@ -35,5 +35,10 @@ struct source_object;
 int fuzz_check_object(void *arg, const struct source_object *o);
 /* The prefix a listing page is parsed for, picked by a byte of input. */
 const char *fuzz_list_prefix(uint8_t pick);
+/* What an AWS credential parser (fs/origin/creds_aws.h) promises of its
+ * result rc, keys, expiry and message (fuzz/check-keys.c). */
+struct aws_keys;
+void fuzz_check_keys(int rc, const struct aws_keys *k, int64_t expires,
+		     const char *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* Key files (GOOGLE_APPLICATION_CREDENTIALS or gcloud's application
- * default credentials): service_account and authorized_user JSON, read by
+ * default credentials): service_account, authorized_user and
+ * external_account JSON, read by
  * gcp_key_file_check as a mount reads them, private key included. */
 #include "config.h"
 

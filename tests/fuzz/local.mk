@@ -5,7 +5,8 @@
 # configured with --enable-fuzzing (clang) also links it with libFuzzer as
 # fuzz/NAME, and `make fuzz FUZZ_SECONDS=N` runs each for N seconds.
 fuzz_fs_targets = listing-json listing-html manifest s3-list gcs-list \
-	gcp-token gcp-key aws-creds http-header hint-line size snapshot
+	gcp-token gcp-key aws-creds http-header hint-line size snapshot \
+	aws-sts aws-json gcp-impersonation
 fuzz_loader_targets = index decoder index-list tar
 fuzz_targets = $(fuzz_loader_targets)
 if ENABLE_FS
@@ -128,6 +129,32 @@ fuzz_replay_snapshot_LDADD = $(FUZZ_FS_LIBS)
 fuzz_snapshot_SOURCES = fuzz/snapshot.c $(fuzz_common)
 fuzz_snapshot_LDADD = $(FUZZ_FS_LIBS)
 fuzz_snapshot_LDFLAGS = $(FUZZ_LDFLAGS)
+# Credential documents: STS XML, container/IMDS/credential_process JSON,
+# GCS impersonation answers (external_account files: fuzz/gcp-key.c).
+check_PROGRAMS += fuzz-replay-aws-sts fuzz-replay-aws-json \
+	fuzz-replay-gcp-impersonation
+TESTS += fuzz-replay-aws-sts fuzz-replay-aws-json \
+	fuzz-replay-gcp-impersonation
+fuzz_bins += fuzz/aws-sts fuzz/aws-json fuzz/gcp-impersonation
+fuzz_keys = fuzz/check-keys.c
+fuzz_replay_aws_sts_SOURCES = fuzz/aws-sts.c fuzz/replay.c $(fuzz_common) \
+	$(fuzz_keys)
+fuzz_replay_aws_sts_LDADD = $(FUZZ_FS_LIBS)
+fuzz_aws_sts_SOURCES = fuzz/aws-sts.c $(fuzz_common) $(fuzz_keys)
+fuzz_aws_sts_LDADD = $(FUZZ_FS_LIBS)
+fuzz_aws_sts_LDFLAGS = $(FUZZ_LDFLAGS)
+fuzz_replay_aws_json_SOURCES = fuzz/aws-json.c fuzz/replay.c \
+	$(fuzz_common) $(fuzz_keys)
+fuzz_replay_aws_json_LDADD = $(FUZZ_FS_LIBS)
+fuzz_aws_json_SOURCES = fuzz/aws-json.c $(fuzz_common) $(fuzz_keys)
+fuzz_aws_json_LDADD = $(FUZZ_FS_LIBS)
+fuzz_aws_json_LDFLAGS = $(FUZZ_LDFLAGS)
+fuzz_replay_gcp_impersonation_SOURCES = fuzz/gcp-impersonation.c \
+	fuzz/replay.c $(fuzz_common)
+fuzz_replay_gcp_impersonation_LDADD = $(FUZZ_FS_LIBS)
+fuzz_gcp_impersonation_SOURCES = fuzz/gcp-impersonation.c $(fuzz_common)
+fuzz_gcp_impersonation_LDADD = $(FUZZ_FS_LIBS)
+fuzz_gcp_impersonation_LDFLAGS = $(FUZZ_LDFLAGS)
 endif
 if ENABLE_FUZZING
 noinst_PROGRAMS = $(fuzz_bins)

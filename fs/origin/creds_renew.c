@@ -1,0 +1,281 @@
+/* creds_renew: expiring credentials, renewed ahead of time (see
+ * creds_renew.h). */
+#include "config.h"
+
+#include "creds_renew.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+
+#define MARGIN_MAX_S 300 /* renew at most this long before expiry */
+#define BACKOFF_MIN_S 1	 /* first wait after a failed renewal */
+#define BACKOFF_MAX_S 60 /* longest wait between failed renewals */
+#define NS 1000000000ull
+
+static uint64_t renewals, failures; /* every creds_renew's, atomic */
+
+struct creds_renew {
+	creds_renew_fn fn;
+	void *arg;
+	char *what;
+	size_t words;	 /* the block's size in uint64_t */
+	uint64_t *cur;	 /* the block readers copy (under seq) */
+	uint64_t *next;	 /* the renewal's scratch block */
+	unsigned seq;	 /* odd while cur is written */
+	unsigned serial; /* counts the blocks published */
+
+	/* Serializes renewals (thread and refusals); never taken by a
+	 * reader of the credentials. */
+	pthread_mutex_t renew_lock;
+	int64_t expires; /* epoch seconds of cur, 0: never */
+
+	/* The thread's schedule. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t due_ns; /* monotonic: renew then */
+	unsigned backoff_s;
+	bool stop, started;
+	pthread_t thread;
+};
+
+void creds_renew_counts(uint64_t *r, uint64_t *f)
+{
+	*r = __atomic_load_n(&renewals, __ATOMIC_RELAXED);
+	*f = __atomic_load_n(&failures, __ATOMIC_RELAXED);
+}
+
+const char *creds_renew_describe(const struct creds_renew *r)
+{
+	return r->what;
+}
+
+void creds_renew_get(struct creds_renew *r, void *blob, unsigned *serial)
+{
+	char *out = blob; /* the caller's struct: any alignment */
+	unsigned s1, s2;
+
+	do {
+		s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+		while (s1 & 1) {
+			sched_yield();
+			s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+		}
+		for (size_t i = 0; i < r->words; i++) {
+			uint64_t w = __atomic_load_n(&r->cur[i],
+						     __ATOMIC_RELAXED);
+
+			memcpy(out + i * 8, &w, 8);
+		}
+		*serial = __atomic_load_n(&r->serial, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+	} while (s1 != s2);
+}
+
+/* Makes r->next the current block (renew_lock held: one writer). */
+static void publish(struct creds_renew *r)
+{
+	__atomic_store_n(&r->seq, r->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (size_t i = 0; i < r->words; i++)
+		__atomic_store_n(&r->cur[i], r->next[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&r->serial, r->serial + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->seq, r->seq + 1, __ATOMIC_RELEASE);
+	OPENSSL_cleanse(r->next, r->words * 8);
+}
+
+/* When to renew credentials that expire at `expires` (epoch seconds). */
+static uint64_t due_for(int64_t expires)
+{
+	int64_t life = expires - (int64_t)time(NULL), margin;
+
+	if (life < 1)
+		life = 1;
+	margin = life / 2 < MARGIN_MAX_S ? life / 2 : MARGIN_MAX_S;
+	return now_ns() + (uint64_t)(life - margin) * NS;
+}
+
+/* One renewal (renew_lock held).  @return 0 or fn's error, logged. */
+static int renew(struct creds_renew *r, const char *why)
+{
+	int64_t expires = 0, left;
+	char *err = NULL;
+	int rc;
+
+	memset(r->next, 0, r->words * 8);
+	rc = r->fn(r->arg, r->next, &expires, &err);
+	if (rc) {
+		OPENSSL_cleanse(r->next, r->words * 8);
+		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+		left = r->expires - (int64_t)time(NULL);
+		/* err names the source already (see creds_renew_fn). */
+		if (left > 0)
+			log_warn("renewing credentials (%s) failed, the "
+				 "current ones stay valid for %" PRId64
+				 " s: %s",
+				 why, left, err ? err : r->what);
+		else
+			log_error("renewing credentials (%s) failed and the "
+				  "current ones have expired: %s",
+				  why, err ? err : r->what);
+		free(err);
+		return rc;
+	}
+	publish(r);
+	r->expires = expires;
+	__atomic_add_fetch(&renewals, 1, __ATOMIC_RELAXED);
+	log_debug("%s: renewed (%s), valid for %" PRId64 " s", r->what, why,
+		  expires - (int64_t)time(NULL));
+	return 0;
+}
+
+/* After a renewal that gave rc and credentials that expire at `expires`
+ * (r->lock held): when the next one is due. */
+static void schedule(struct creds_renew *r, int rc, int64_t expires)
+{
+	if (!rc) {
+		r->backoff_s = 0;
+		r->due_ns = due_for(expires);
+		return;
+	}
+	r->backoff_s = r->backoff_s ? r->backoff_s * 2 : BACKOFF_MIN_S;
+	if (r->backoff_s > BACKOFF_MAX_S)
+		r->backoff_s = BACKOFF_MAX_S;
+	r->due_ns = now_ns() + r->backoff_s * NS;
+}
+
+static void *renew_thread(void *arg)
+{
+	struct creds_renew *r = arg;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		uint64_t now = now_ns();
+		struct timespec ts;
+		int64_t expires;
+		int rc;
+
+		if (now < r->due_ns) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += (time_t)((r->due_ns - now) / NS);
+			ts.tv_nsec += (long)((r->due_ns - now) % NS);
+			if (ts.tv_nsec >= (long)NS) {
+				ts.tv_sec++;
+				ts.tv_nsec -= (long)NS;
+			}
+			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_lock(&r->renew_lock);
+		rc = renew(r, r->backoff_s ? "retry" : "ahead of expiry");
+		expires = r->expires;
+		pthread_mutex_unlock(&r->renew_lock);
+		pthread_mutex_lock(&r->lock);
+		schedule(r, rc, expires);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+bool creds_renew_refused(struct creds_renew *r, unsigned serial)
+{
+	int64_t expires;
+	bool other;
+	int rc;
+
+	if (!r->started)
+		return false;
+	pthread_mutex_lock(&r->renew_lock);
+	other = __atomic_load_n(&r->serial, __ATOMIC_RELAXED) != serial;
+	rc = other ? 0 : renew(r, "the origin refused them as expired");
+	expires = r->expires;
+	pthread_mutex_unlock(&r->renew_lock);
+	if (!other) {
+		pthread_mutex_lock(&r->lock);
+		schedule(r, rc, expires);
+		pthread_cond_signal(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+	}
+	return rc == 0;
+}
+
+int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
+		    const char *what, struct creds_renew **out, char **err)
+{
+	struct creds_renew *r = calloc(1, sizeof(*r));
+	pthread_condattr_t ca;
+	int rc;
+
+	*out = NULL;
+	assert(blob_size % 8 == 0);
+	if (!r)
+		return -ENOMEM;
+	r->fn = fn;
+	r->arg = arg;
+	r->words = blob_size / 8;
+	r->what = strdup(what);
+	r->cur = calloc(r->words, 8);
+	r->next = calloc(r->words, 8);
+	pthread_mutex_init(&r->renew_lock, NULL);
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!r->what || !r->cur || !r->next) {
+		creds_renew_free(r);
+		return -ENOMEM;
+	}
+	rc = fn(arg, r->next, &r->expires, err);
+	if (rc) {
+		creds_renew_free(r);
+		return rc;
+	}
+	publish(r);
+	if (r->expires) {
+		r->due_ns = due_for(r->expires);
+		rc = pthread_create(&r->thread, NULL, renew_thread, r);
+		if (rc) {
+			err_set(err, "%s: cannot start the renewal thread: %s",
+				what, strerror(rc));
+			creds_renew_free(r);
+			return -rc;
+		}
+		r->started = true;
+		log_info("%s: valid for %" PRId64 " s, renewed ahead of expiry",
+			 what, r->expires - (int64_t)time(NULL));
+	}
+	*out = r;
+	return 0;
+}
+
+void creds_renew_free(struct creds_renew *r)
+{
+	if (!r)
+		return;
+	if (r->started) {
+		pthread_mutex_lock(&r->lock);
+		r->stop = true;
+		pthread_cond_signal(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+		pthread_join(r->thread, NULL);
+	}
+	if (r->cur)
+		OPENSSL_cleanse(r->cur, r->words * 8);
+	free(r->cur);
+	free(r->next);
+	free(r->what);
+	pthread_cond_destroy(&r->cond);
+	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->renew_lock);
+	free(r);
+}

@@ -1,0 +1,77 @@
+#ifndef WHARF_FS_CREDS_RENEW_H
+#define WHARF_FS_CREDS_RENEW_H
+/*
+ * creds_renew: credentials that expire, renewed ahead of their expiry on a
+ * thread of their own, so that no read waits for a renewal.
+ *
+ * The credentials are a fixed-size block of bytes (the caller's struct).
+ * Readers copy the current block under a seqlock: a counter that is odd
+ * while the renewal thread writes; a reader copies the block word by word
+ * with atomic loads and copies again when the counter moved.  Readers
+ * take no lock and never block the writer; a copy costs a few thousand
+ * bytes, once per origin request (a chunk, a listing page), never per
+ * read served from cache.
+ *
+ * When: a credential that lives L seconds is renewed when min(5 minutes,
+ * L/2) of it is left.  Five minutes is what AWS's own tools keep in hand,
+ * and covers a request signed just before the renewal, its retries (30 s
+ * by default) and some clock skew; short-lived ones (tests, 15-minute
+ * roles) are renewed at half their life, so that a renewal that fails has
+ * as long again to be retried.  A failed renewal is logged with its cause
+ * and retried after 1 s, doubling to 1 minute, while the current
+ * credentials are kept (they work until they expire).
+ *
+ * Renewals and failures are counted for .wharf/stats (creds_renew_counts).
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct creds_renew;
+
+/*
+ * Fetches new credentials into blob (blob_size bytes, zeroed) and their
+ * expiry in epoch seconds into *expires (0: they do not expire).
+ * @return 0, or -errno with *err (malloc'd) saying which source failed and
+ * why, never the secret.  Runs on the renewal thread, or on a thread whose
+ * request was refused (creds_renew_refused); never two at once.
+ */
+typedef int (*creds_renew_fn)(void *arg, void *blob, int64_t *expires,
+			      char **err);
+
+/*
+ * Fetches the first credentials (so that a bad setup shows at mount time)
+ * and, when they expire, starts the renewal thread.  blob_size is a
+ * multiple of 8.  `what` names the source in logs ("AWS credentials: web
+ * identity ..."); it is copied.
+ * @return 0, or -errno with *err from fn.
+ */
+int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
+		    const char *what, struct creds_renew **out,
+		    char **err) WHARF_CHECK;
+/* Stops the thread, wipes the credentials, frees (NULL: nothing). */
+void creds_renew_free(struct creds_renew *r);
+
+/* Copies the current credentials into blob; *serial names them for
+ * creds_renew_refused.  Lock-free; safe from any thread. */
+void creds_renew_get(struct creds_renew *r, void *blob, unsigned *serial);
+
+/*
+ * The origin refused credentials `serial` as expired: renews them now,
+ * on this thread, once however many requests report the same serial.
+ * @return true when the next creds_renew_get gives other credentials
+ * (a retry is worth it); false for credentials that do not expire or a
+ * renewal that failed (logged).
+ */
+bool creds_renew_refused(struct creds_renew *r, unsigned serial);
+
+/* Where the credentials come from (the `what` given to _new). */
+const char *creds_renew_describe(const struct creds_renew *r);
+
+/* Renewals made and renewals failed since the process started, by all
+ * credentials, for .wharf/stats. */
+void creds_renew_counts(uint64_t *renewals, uint64_t *failures);
+
+#endif
