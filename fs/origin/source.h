@@ -2,7 +2,8 @@
 #define WHARF_FS_ORIGIN_SOURCE_H
 /*
  * source: the one interface over the origins a mount can show (HTTP(S)
- * prefix, S3-compatible prefix, Google Cloud Storage prefix), and the
+ * prefix, S3-compatible prefix, Google Cloud Storage prefix, Azure Blob
+ * prefix), and the
  * helpers every backend shares.  origins.h opens one by its scheme.  A source lists one
  * directory at a time, stats one object, and prepares ranged reads; the
  * transfers themselves go through the shared fetch engine.
@@ -132,6 +133,9 @@ void source_close(struct source *src);
 struct origin_scheme {
 	const char *name;	    /* "http", "s3", "gs" */
 	const char *prefixes[3]; /* "s3://" ...; NULL-terminated, any case */
+	/* Optional: claims a spec that another scheme's prefix would take
+	 * (https://ACCOUNT.blob.core.windows.net/ is Azure's, not HTTP's). */
+	bool (*claims)(const char *spec);
 	/* Opens a source for spec: see source_open. */
 	int (*open)(const char *spec, const struct source_options *opt,
 		    struct fetch_engine *fe, struct source **out, char **err);
