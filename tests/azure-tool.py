@@ -6,9 +6,9 @@ Blobs go in with Shared Key, signed here independently of wharf's signer:
     azure-tool.py put BASE ACCOUNT KEY CONTAINER NAME FILE
     azure-tool.py many BASE ACCOUNT KEY CONTAINER PREFIX COUNT
     azure-tool.py container BASE ACCOUNT KEY CONTAINER
-    azure-tool.py sas ACCOUNT KEY          (prints an account SAS, read+list)
+    azure-tool.py sas ACCOUNT KEY [EXPIRY] (prints an account SAS, read+list)
 
-BASE is the account's endpoint (http://127.0.0.1:PORT/ACCOUNT).
+BASE is the account's endpoint (http[s]://127.0.0.1:PORT/ACCOUNT).
 
     azure-tool.py tokens PORT_FILE LIFETIME TENANT CLIENT ASSERTION
 
@@ -28,6 +28,7 @@ import hmac
 import http.client
 import http.server
 import json
+import ssl
 import sys
 import threading
 import time
@@ -52,7 +53,11 @@ def sign(account, key, method, path, query, headers, length=""):
 class Client:
     def __init__(self, base, account, key):
         u = urllib.parse.urlsplit(base)
-        self.conn = http.client.HTTPConnection(u.hostname, u.port)
+        if u.scheme == "https":  # the test's own certificate
+            self.conn = http.client.HTTPSConnection(
+                u.hostname, u.port, context=ssl._create_unverified_context())
+        else:
+            self.conn = http.client.HTTPConnection(u.hostname, u.port)
         self.root, self.account, self.key = u.path.rstrip("/"), account, key
 
     def do(self, method, path, query=None, body=b"", extra=None):
@@ -80,9 +85,9 @@ class Client:
                 extra={"x-ms-blob-type": "BlockBlob"})
 
 
-def account_sas(account, key):
+def account_sas(account, key, expiry):
     v = {"sv": "2019-12-12", "ss": "b", "srt": "sco", "sp": "rl",
-         "se": "2099-01-01T00:00:00Z", "spr": "https,http"}
+         "se": expiry, "spr": "https,http"}
     sts = "\n".join([account, v["sp"], v["ss"], v["srt"], "", v["se"], "",
                      v["spr"], v["sv"], ""])
     mac = hmac.new(base64.b64decode(key), sts.encode(), hashlib.sha256)
@@ -177,7 +182,8 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
 def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "sas":
-        print(account_sas(a[0], a[1]))
+        print(account_sas(a[0], a[1], a[2] if len(a) > 2
+                          else "2099-01-01T00:00:00Z"))
     elif cmd == "tokens":
         serve_tokens(a[0], int(a[1]), a[2], a[3], a[4])
     else:
