@@ -66,7 +66,7 @@ struct source_object {
 typedef int (*source_list_cb)(void *arg, const struct source_object *obj);
 
 struct source_ops {
-	const char *scheme; /* "http", "s3", "gs" */
+	const char *scheme; /* "http", "s3", "gs", "az" */
 	/* Lists the direct children of directory `dir`.  -ENOENT if absent. */
 	int (*list_dir)(struct source *src, const char *dir, source_list_cb cb,
 			void *arg);
@@ -98,7 +98,7 @@ struct source {
 	const struct source_ops *ops;
 	struct fetch_engine *fetch;
 	/* Canonical origin identity ("https://host/prefix/", "s3://b/p/",
-	 * "gs://b/p/") used in cache keys, so two sources never share chunks. */
+	 * "gs://b/p/", "az://a/c/p/") used in cache keys, so two sources never share chunks. */
 	char *id;
 };
 
@@ -127,11 +127,11 @@ void source_close(struct source *src);
 
 /*
  * One kind of origin: the spec prefixes it answers to and its constructor.
- * Each backend defines one (origin_http, origin_s3, origin_gcs in its
- * header); origins.c holds the table and source_open.
+ * Each backend defines one (origin_http, origin_s3, origin_gcs,
+ * origin_azure in its header); origins.c holds the table and source_open.
  */
 struct origin_scheme {
-	const char *name;	    /* "http", "s3", "gs" */
+	const char *name;	    /* "http", "s3", "gs", "az" */
 	const char *prefixes[3]; /* "s3://" ...; NULL-terminated, any case */
 	/* Optional: claims a spec that another scheme's prefix would take
 	 * (https://ACCOUNT.blob.core.windows.net/ is Azure's, not HTTP's). */
