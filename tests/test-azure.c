@@ -45,9 +45,9 @@
 
 static char *work;
 static pid_t az_pid = -1, azs_pid = -1, tok_pid = -1;
-static char base[96];	   /* http://127.0.0.1:P/ACCOUNT */
-static char tls_base[96];  /* https://127.0.0.1:P/ACCOUNT, OAuth on */
-static char tok_url[64];   /* the stand-in token endpoints */
+static char base[96];	  /* http://127.0.0.1:P/ACCOUNT */
+static char tls_base[96]; /* https://127.0.0.1:P/ACCOUNT, OAuth on */
+static char tok_url[64];  /* the stand-in token endpoints */
 static char cert[PATH_MAX];
 static char tool[PATH_MAX];
 
@@ -99,8 +99,8 @@ START_TEST(test_page_parse)
 	struct got g = {0};
 	char *err = NULL;
 
-	ck_assert_int_eq(azure_parse_list_page(page_xml, strlen(page_xml),
-					       "p/", collect, &g, &page, &err),
+	ck_assert_int_eq(azure_parse_list_page(page_xml, strlen(page_xml), "p/",
+					       collect, &g, &page, &err),
 			 0);
 	ck_assert_int_eq(g.files, 1);
 	ck_assert_int_eq(g.dirs, 1);
@@ -153,9 +153,8 @@ START_TEST(test_cred_parsers)
 	    "{\"token_type\":\"Bearer\",\"expires_in\":3599,"
 	    "\"access_token\":\"abc\"}";
 
-	ck_assert_int_eq(azure_sas_parse(" ?sv=2021&sp=rl&sig=a%2Bb\n", sas,
-					 "t", &err),
-			 0);
+	ck_assert_int_eq(
+	    azure_sas_parse(" ?sv=2021&sp=rl&sig=a%2Bb\n", sas, "t", &err), 0);
 	ck_assert_str_eq(sas, "sv=2021&sp=rl&sig=a%2Bb");
 	ck_assert_int_eq(azure_sas_parse("sv=2021&sp=rl", sas, "t", &err),
 			 -EINVAL);
@@ -175,14 +174,13 @@ START_TEST(test_cred_parsers)
 			 -EINVAL);
 	free(err);
 	err = NULL;
-	ck_assert_int_eq(azure_token_parse(imds, strlen(imds), tok, &exp,
-					   "IMDS", &err),
-			 0);
+	ck_assert_int_eq(
+	    azure_token_parse(imds, strlen(imds), tok, &exp, "IMDS", &err), 0);
 	ck_assert_str_eq(tok, "eyJ0.eyJ1.c2ln");
 	ck_assert_uint_eq(exp, 3599);
-	ck_assert_int_eq(azure_token_parse(entra, strlen(entra), tok, &exp,
-					   "Entra", &err),
-			 0);
+	ck_assert_int_eq(
+	    azure_token_parse(entra, strlen(entra), tok, &exp, "Entra", &err),
+	    0);
 	ck_assert_str_eq(tok, "abc");
 	ck_assert_int_eq(azure_token_parse("{\"access_token\":\"x\"}", 20, tok,
 					   &exp, "Entra", &err),
@@ -232,9 +230,8 @@ START_TEST(test_spec_errors)
 		ck_assert_str_eq(src->ops->scheme, "az");
 		ck_assert_str_eq(src->id, "az://acct/data/a/b/");
 		source_close(src);
-		ck_assert_int_eq(source_open("az://acct/data", &opt, NULL,
-					     &src, &err),
-				 0);
+		ck_assert_int_eq(
+		    source_open("az://acct/data", &opt, NULL, &src, &err), 0);
 		ck_assert_str_eq(src->id, "az://acct/data/");
 		source_close(src);
 	}
@@ -292,8 +289,8 @@ static pid_t azurite_start(const char *tag, int port, bool tls)
 /* tests/azure-tool.py CMD BASE ACCOUNT KEY CONTAINER ARGS... */
 static void tool_run(const char *b, const char *cmd, const char *args)
 {
-	ck_assert_msg(fx_sh("/usr/bin/python3 '%s' %s '%s' " ACCOUNT
-			    " '" KEY "' " CONTAINER " %s",
+	ck_assert_msg(fx_sh("/usr/bin/python3 '%s' %s '%s' " ACCOUNT " '" KEY
+			    "' " CONTAINER " %s",
 			    tool, cmd, b, args) == 0,
 		      "azure-tool.py %s %s failed", cmd, args);
 }
@@ -336,8 +333,7 @@ static void servers_start(void)
 
 	work = fx_tmpdir("azure");
 	ck_assert_ptr_nonnull(work);
-	snprintf(tool, sizeof(tool), "%s/tests/azure-tool.py",
-		 src ? src : ".");
+	snprintf(tool, sizeof(tool), "%s/tests/azure-tool.py", src ? src : ".");
 	snprintf(cert, sizeof(cert), "%s/cert.pem", work);
 	ck_assert_int_eq(
 	    fx_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout "
@@ -354,8 +350,15 @@ static void servers_start(void)
 	snprintf(tls_base, sizeof(tls_base), "https://127.0.0.1:%d/" ACCOUNT,
 		 tls_port);
 	{
-		char *argv[] = {"/usr/bin/python3", tool, "tokens", port_file,
-				life, TENANT, CLIENT, ASSERTION, NULL};
+		char *argv[] = {"/usr/bin/python3",
+				tool,
+				"tokens",
+				port_file,
+				life,
+				TENANT,
+				CLIENT,
+				ASSERTION,
+				NULL};
 		char log[PATH_MAX];
 
 		snprintf(port_file, sizeof(port_file), "%s/tokens.port", work);
@@ -378,10 +381,10 @@ static void servers_start(void)
 static void env_clear(void)
 {
 	static const char *const names[] = {
-	    "AZURE_STORAGE_ACCOUNT",	 "AZURE_STORAGE_KEY",
-	    "AZURE_STORAGE_SAS_TOKEN",	 "AZURE_FEDERATED_TOKEN_FILE",
-	    "AZURE_CLIENT_ID",		 "AZURE_TENANT_ID",
-	    "AZURE_AUTHORITY_HOST",	 "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+	    "AZURE_STORAGE_ACCOUNT",   "AZURE_STORAGE_KEY",
+	    "AZURE_STORAGE_SAS_TOKEN", "AZURE_FEDERATED_TOKEN_FILE",
+	    "AZURE_CLIENT_ID",	       "AZURE_TENANT_ID",
+	    "AZURE_AUTHORITY_HOST",    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
@@ -392,7 +395,7 @@ static void env_clear(void)
 static int mount_at(struct fx_mount *m, const char *tag, const char *url,
 		    const char *b, const char *const extra[])
 {
-	const char *const opts[] = {"--retries", "1", "--endpoint", b,
+	const char *const opts[] = {"--retries", "1",  "--endpoint", b,
 				    "--ca-file", cert, NULL};
 
 	fx_mount_init(m, work, tag);
@@ -482,9 +485,9 @@ START_TEST(test_wrong_key)
 	       "AAAAvdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
 	       "K1SZFPTOtr/KBHBeksoGMGw==",
 	       1);
-	ck_assert_int_ne(mount_at(&m, "badkey", "az://" ACCOUNT "/" CONTAINER,
-				  base, NULL),
-			 0);
+	ck_assert_int_ne(
+	    mount_at(&m, "badkey", "az://" ACCOUNT "/" CONTAINER, base, NULL),
+	    0);
 	ck_assert_msg(log_has(m.log, "access denied: check the credentials "
 				     "(Shared Key"),
 		      "no clear message for a wrong key");
@@ -593,15 +596,14 @@ START_TEST(test_site_cache)
 	char *sas = sas_token("2099-01-01T00:00:00Z");
 	char *sas2 = sas_token("2098-01-01T00:00:00Z");
 	struct fx_mount a, b;
-	const char *const extra_tpl[] = {"--site-cache", NULL,
-					 "--site-cache-insecure-credentials",
-					 NULL};
+	const char *const extra_tpl[] = {
+	    "--site-cache", NULL, "--site-cache-insecure-credentials", NULL};
 	const char *extra[4];
 	int hits, misses;
 
 	put_blob("sc/a.bin", (3u << 20) + 5, 41);
-	snprintf(origin, sizeof(origin), "%.*s", (int)(strrchr(base, '/') - base),
-		 base);
+	snprintf(origin, sizeof(origin), "%.*s",
+		 (int)(strrchr(base, '/') - base), base);
 	origins[0] = origin;
 	ck_assert_int_eq(fx_site_cache_start(&site, origins, "1m", NULL), 0);
 	memcpy(extra, extra_tpl, sizeof(extra));
@@ -640,8 +642,7 @@ static long long tok_count(const char *name)
 	long long n;
 
 	snprintf(path, sizeof(path), "%s/tok-stats.json", work);
-	ck_assert_int_eq(fx_sh("curl -sf '%s/_stats' >'%s'", tok_url, path),
-			 0);
+	ck_assert_int_eq(fx_sh("curl -sf '%s/_stats' >'%s'", tok_url, path), 0);
 	json = fx_read_file(path, &len);
 	ck_assert_ptr_nonnull(json);
 	n = fx_json_num(json, name);

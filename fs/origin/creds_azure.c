@@ -59,7 +59,7 @@ struct azure_creds {
 	pthread_t thread;
 	bool thread_up, stop, want_renew;
 	char token[AZURE_TOKEN_MAX];
-	unsigned serial;     /* counts tokens: which one a 401 refused */
+	unsigned serial; /* counts tokens: which one a 401 refused */
 	unsigned renewals;
 	uint64_t renew_ns;   /* monotonic: renew from then on */
 	uint64_t expires_ns; /* monotonic: useless from then on */
@@ -78,8 +78,7 @@ static bool printable(const char *s, const char *also_not)
 	return true;
 }
 
-int azure_sas_parse(const char *text, char *out, const char *what,
-		    char **err)
+int azure_sas_parse(const char *text, char *out, const char *what, char **err)
 {
 	size_t n;
 
@@ -122,8 +121,10 @@ int azure_key_parse(const char *text, unsigned char *key, size_t *len,
 	n = strcspn(text, " \t\r\n");
 	if (text[n + strspn(text + n, " \t\r\n")] || n == 0 || n % 4 ||
 	    n / 4 * 3 > sizeof(raw)) {
-		err_set(err, "%s: not an account key (base64 of at most %d "
-			     "bytes)", what, AZURE_KEY_MAX);
+		err_set(err,
+			"%s: not an account key (base64 of at most %d "
+			"bytes)",
+			what, AZURE_KEY_MAX);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -210,8 +211,8 @@ static int form_add(char **body, const char *name, const char *value)
 		free(enc);
 		return rc;
 	}
-	next = strdupf("%s%s%s=%s", *body ? *body : "", *body ? "&" : "",
-		       name, enc);
+	next = strdupf("%s%s%s=%s", *body ? *body : "", *body ? "&" : "", name,
+		       enc);
 	OPENSSL_cleanse(enc, strlen(enc));
 	free(enc);
 	if (*body) {
@@ -238,8 +239,7 @@ static int workload_body(struct azure_creds *c, char **body, char **err)
 	n = strcspn(t, " \t\r\n");
 	((char *)t)[n] = '\0';
 	if (!n || !printable(t, "")) {
-		err_set(err,
-			"%s: AZURE_FEDERATED_TOKEN_FILE %s holds no token",
+		err_set(err, "%s: AZURE_FEDERATED_TOKEN_FILE %s holds no token",
 			c->desc, c->token_file);
 		rc = -EINVAL;
 	}
@@ -391,7 +391,8 @@ static void *renewer(void *arg)
 				 "failed, keeping the current one (it "
 				 "expires in %" PRIu64 " s), trying again in "
 				 "%u s: %s",
-				 (uint64_t)((c->expires_ns - now_ns()) / 1000000000ull),
+				 (uint64_t)((c->expires_ns - now_ns()) /
+					    1000000000ull),
 				 c->retry_s, err ? err : strerror(-rc));
 		else
 			log_error("Azure credentials: the token expired and "
@@ -400,8 +401,8 @@ static void *renewer(void *arg)
 				  c->retry_s, err ? err : strerror(-rc));
 		free(err);
 		c->renew_ns = now_ns() + secs_ns(c->retry_s);
-		c->retry_s = c->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S
-							   : c->retry_s * 2;
+		c->retry_s =
+		    c->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S : c->retry_s * 2;
 		c->want_renew = false;
 		/* Waiters of a refusal learn that nothing new came. */
 		pthread_cond_broadcast(&c->cond);
@@ -521,8 +522,8 @@ static char *with_slash(const char *url)
 	return strdupf("%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/");
 }
 
-static int pick_bearer(struct azure_creds *c, const struct azure_creds_options *o,
-		       char **err)
+static int pick_bearer(struct azure_creds *c,
+		       const struct azure_creds_options *o, char **err)
 {
 	const char *file = env("AZURE_FEDERATED_TOKEN_FILE");
 	const char *id = env("AZURE_CLIENT_ID");
@@ -574,8 +575,9 @@ static int pick_bearer(struct azure_creds *c, const struct azure_creds_options *
 			if (url_encode(id, false, cid + k, sizeof(cid) - k) <
 			    0) {
 				free(base);
-				err_set(err, "az://%s: AZURE_CLIENT_ID is too "
-					     "long",
+				err_set(err,
+					"az://%s: AZURE_CLIENT_ID is too "
+					"long",
 					o->account);
 				return -EINVAL;
 			}
@@ -602,8 +604,8 @@ static int pick_bearer(struct azure_creds *c, const struct azure_creds_options *
 			o->account);
 		return -EACCES;
 	}
-	if (!c->token_url || (c->from == FROM_WORKLOAD &&
-			      (!c->client_id || !c->token_file)))
+	if (!c->token_url ||
+	    (c->from == FROM_WORKLOAD && (!c->client_id || !c->token_file)))
 		return -ENOMEM;
 	c->kind = AZ_BEARER;
 	return 0;

@@ -64,8 +64,8 @@ const char *azure_creds_describe(const struct azure_creds *c);
 const char *azure_creds_sas(const struct azure_creds *c);
 /* AZ_SHARED_KEY: the base64 HMAC-SHA256 of sts with the account key into
  * out (at least 64 bytes).  @return 0 or -errno. */
-int azure_creds_sign(const struct azure_creds *c, const char *sts,
-		     char *out, size_t cap) WHARF_CHECK;
+int azure_creds_sign(const struct azure_creds *c, const char *sts, char *out,
+		     size_t cap) WHARF_CHECK;
 /*
  * AZ_BEARER: "Authorization: Bearer TOKEN" into out (cap bytes), the token
  * current now; *serial names it for azure_creds_refused.  Never waits for

@@ -40,8 +40,8 @@
 
 struct az_src {
 	struct source base;
-	char *origin;	 /* "https://host[:port]" that requests go to */
-	char *root;	 /* the endpoint's path: "" or "/devstoreaccount1" */
+	char *origin; /* "https://host[:port]" that requests go to */
+	char *root;   /* the endpoint's path: "" or "/devstoreaccount1" */
 	char *account;
 	char *container;
 	char *prefix; /* "" or "a/b/" */
@@ -112,8 +112,8 @@ static int lp_emit(struct lp *l, const char *full, bool dir)
 				  .size = dir ? 0 : l->size,
 				  .mtime = dir ? 0 : l->mtime,
 				  .version = dir ? "" : l->etag,
-				  .digest = dir || !l->digest[0] ? NULL
-								 : l->digest,
+				  .digest =
+				      dir || !l->digest[0] ? NULL : l->digest,
 				  .bad = dir ? NULL : l->bad};
 
 	if (strncmp(full, l->prefix, l->plen)) {
@@ -206,8 +206,8 @@ static int lp_end(void *arg, struct xml *x)
 }
 
 int azure_parse_list_page(const char *xml, size_t len, const char *prefix,
-			  source_list_cb cb, void *arg,
-			  struct azure_page *page, char **err)
+			  source_list_cb cb, void *arg, struct azure_page *page,
+			  char **err)
 {
 	struct lp *l;
 	struct xml *x;
@@ -396,7 +396,8 @@ static int az_request(struct az_src *a, const char *method, const char *blob,
 	} else if (!rc && kind == AZ_BEARER) {
 		rc = azure_creds_bearer(a->creds, auth, sizeof(auth), serial);
 		if (!rc) {
-			struct curl_slist *n = curl_slist_append(*headers, auth);
+			struct curl_slist *n =
+			    curl_slist_append(*headers, auth);
 
 			if (n)
 				*headers = n;
@@ -447,8 +448,7 @@ static int list_get(struct az_src *a, const struct param *q, size_t nq,
 				&req.headers, &serial);
 		if (rc) {
 			snprintf(res->err, sizeof(res->err),
-				 "cannot build the request: %s",
-				 strerror(-rc));
+				 "cannot build the request: %s", strerror(-rc));
 			return rc;
 		}
 		req.url = url;
@@ -510,16 +510,16 @@ static int list_prefix(struct az_src *a, const char *pfx, unsigned max,
 		*count += page->names;
 		if (rc) {
 			if (perr || rc == -EIO)
-				err_set(err, "listing %s%s: %s",
-					a->base.id, pfx + strlen(a->prefix),
+				err_set(err, "listing %s%s: %s", a->base.id,
+					pfx + strlen(a->prefix),
 					perr ? perr : "failed");
 			free(perr);
 			break;
 		}
 		if (!page->marker[0] || max)
 			break;
-		stuck = source_page_stuck("marker", sent, page->marker,
-					  ++pages, why, sizeof(why));
+		stuck = source_page_stuck("marker", sent, page->marker, ++pages,
+					  why, sizeof(why));
 		if (stuck) {
 			err_set(err, "listing %s%s: %s: giving up", a->base.id,
 				pfx + strlen(a->prefix), stuck);
@@ -591,8 +591,8 @@ static int az_stat(struct source *src, const char *path,
 	}
 	url = malloc(URL_MAX);
 	blob = strdupf("%s%s", a->prefix, path);
-	rc = url && blob ? az_request(a, "HEAD", blob, NULL, 0, NULL, NULL,
-				      url, URL_MAX, &req.headers, &serial)
+	rc = url && blob ? az_request(a, "HEAD", blob, NULL, 0, NULL, NULL, url,
+				      URL_MAX, &req.headers, &serial)
 			 : -ENOMEM;
 	free(blob);
 	if (!rc) {
@@ -763,8 +763,7 @@ static bool azure_claims(const char *spec)
 }
 
 /* Components joined by single slashes, ending in one ("" for none). */
-static char *clean_prefix(const char *p, size_t n, const char *spec,
-			  char **err)
+static char *clean_prefix(const char *p, size_t n, const char *spec, char **err)
 {
 	char *out = calloc(1, n + 2);
 	size_t ol = 0;
@@ -782,9 +781,11 @@ static char *clean_prefix(const char *p, size_t n, const char *spec,
 			k++;
 		if (!k)
 			break;
-		if ((k == 1 && p[0] == '.') || (k == 2 && !strncmp(p, "..", 2))) {
-			err_set(err, "%s: '.' and '..' are not allowed in the "
-				     "prefix",
+		if ((k == 1 && p[0] == '.') ||
+		    (k == 2 && !strncmp(p, "..", 2))) {
+			err_set(err,
+				"%s: '.' and '..' are not allowed in the "
+				"prefix",
 				spec);
 			free(out);
 			return NULL;
@@ -803,12 +804,13 @@ static char *clean_prefix(const char *p, size_t n, const char *spec,
  * container, prefix, the endpoint (--endpoint, else the URL's host) and
  * *sas (a pointer into spec, or NULL).
  */
-static int parse_spec(struct az_src *a, const char *spec,
-		      const char *endpoint, const char **sas, char **err)
+static int parse_spec(struct az_src *a, const char *spec, const char *endpoint,
+		      const char **sas, char **err)
 {
 	const bool https = strncasecmp(spec, "az://", 5) != 0;
 	const char *acct = spec + (https ? 8 : 5);
-	const size_t al = https ? blob_host_account(spec) : strcspn(acct, "/?#");
+	const size_t al =
+	    https ? blob_host_account(spec) : strcspn(acct, "/?#");
 	const char *host_end = acct + strcspn(acct, "/?#");
 	const char *c = *host_end == '/' ? host_end + 1 : host_end;
 	const size_t cl = strcspn(c, "/?#");
@@ -920,11 +922,11 @@ static int source_azure_open(const char *spec, const struct source_options *opt,
 		goto fail;
 	/* The id names the data, never the credentials: the default host
 	 * as az://, another endpoint by its URL. */
-	a->base.id = !opt->endpoint && strstr(a->origin, "." DEFAULT_SUFFIX)
-			 ? strdupf("az://%s/%s/%s", a->account, a->container,
-				   a->prefix)
-			 : strdupf("az+%s%s/%s/%s", a->origin, a->root,
-				   a->container, a->prefix);
+	a->base.id =
+	    !opt->endpoint && strstr(a->origin, "." DEFAULT_SUFFIX)
+		? strdupf("az://%s/%s/%s", a->account, a->container, a->prefix)
+		: strdupf("az+%s%s/%s/%s", a->origin, a->root, a->container,
+			  a->prefix);
 	if (!a->base.id) {
 		rc = -ENOMEM;
 		goto fail;

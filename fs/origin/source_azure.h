@@ -26,8 +26,8 @@ struct azure_page {
  * what cb returned.
  */
 int azure_parse_list_page(const char *xml, size_t len, const char *prefix,
-			  source_list_cb cb, void *arg,
-			  struct azure_page *page, char **err) WHARF_CHECK;
+			  source_list_cb cb, void *arg, struct azure_page *page,
+			  char **err) WHARF_CHECK;
 
 /* The scheme origins.c picks for this backend. */
 extern const struct origin_scheme origin_azure;
