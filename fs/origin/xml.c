@@ -212,9 +212,8 @@ int xml_walk(struct xml *x)
 					text_add(x, x->s + from,
 						 x->i - 3 - from);
 			} else if (left >= 2 && p[1] == '!')
-				/* No DTDs: nothing S3 or Azure sends, and
-				 * entity expansion is how XML parsers get hurt.
-				 */
+				/* No DTDs: no store sends one, and entity
+				 * expansion is how XML parsers get hurt. */
 				rc = xml_fail(x, "DOCTYPE not accepted");
 			else if (left >= 2)
 				rc = xml_tag(x);
