@@ -234,6 +234,16 @@ START_TEST(test_spec_errors)
 		    source_open("az://acct/data", &opt, NULL, &src, &err), 0);
 		ck_assert_str_eq(src->id, "az://acct/data/");
 		source_close(src);
+		/* A sovereign cloud's host is the endpoint, and in the id. */
+		ck_assert_int_eq(
+		    source_open(
+			"https://acct.blob.core.chinacloudapi.cn/data/p", &opt,
+			NULL, &src, &err),
+		    0);
+		ck_assert_str_eq(src->id,
+				 "az+https://acct.blob.core.chinacloudapi.cn/"
+				 "data/p/");
+		source_close(src);
 	}
 }
 END_TEST
