@@ -115,6 +115,13 @@ START_TEST(test_page_parse)
 }
 END_TEST
 
+#define NAME_64                                                                \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde/"
+#define LONG_NAME                                                              \
+	NAME_64 NAME_64 NAME_64 NAME_64 NAME_64 NAME_64 NAME_64 NAME_64        \
+	    NAME_64 NAME_64 NAME_64 NAME_64 NAME_64 NAME_64 NAME_64 NAME_64    \
+	    "x/"
+
 START_TEST(test_page_malformed)
 {
 	static const char *const bad[] = {
@@ -123,6 +130,8 @@ START_TEST(test_page_malformed)
 	    "</EnumerationResults>",
 	    "<EnumerationResults><Blobs></EnumerationResults>",
 	    "<!DOCTYPE x><EnumerationResults/>",
+	    "<EnumerationResults><Blobs><BlobPrefix><Name>" LONG_NAME
+	    "</Name></BlobPrefix></Blobs></EnumerationResults>",
 	    "",
 	};
 

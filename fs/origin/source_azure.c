@@ -175,8 +175,11 @@ static int lp_end(void *arg, struct xml *x)
 	    !strcmp(x->names[2], "Blob"))
 		return lp_property(l, x, el);
 	if (x->depth == 4 && !strcmp(el, "Name") &&
-	    !strcmp(parent, "BlobPrefix"))
+	    !strcmp(parent, "BlobPrefix")) {
+		if (x->tlen > NAME_MAX_AZ)
+			return xml_fail(x, "blob prefix too long");
 		return lp_emit(l, x->text, true);
+	}
 	if (x->depth == 4 && !strcmp(el, "Name") && !strcmp(parent, "Blob")) {
 		if (x->tlen > NAME_MAX_AZ)
 			return xml_fail(x, "blob name too long");
