@@ -60,7 +60,6 @@ struct azure_creds {
 	bool thread_up, stop, want_renew;
 	char token[AZURE_TOKEN_MAX];
 	unsigned serial; /* counts tokens: which one a 401 refused */
-	unsigned renewals;
 	uint64_t renew_ns;   /* monotonic: renew from then on */
 	uint64_t expires_ns; /* monotonic: useless from then on */
 	unsigned retry_s;    /* the wait after the next failure */
@@ -332,8 +331,7 @@ static int renew(struct azure_creds *c, char **err)
 	pthread_mutex_lock(&c->lock);
 	now = now_ns();
 	memcpy(c->token, tok, strlen(tok) + 1);
-	if (c->serial++)
-		c->renewals++;
+	c->serial++;
 	c->expires_ns = now + secs_ns(life_s);
 	c->renew_ns = now + secs_ns(life_s - margin);
 	c->retry_s = RETRY_FIRST_S;
@@ -448,16 +446,6 @@ bool azure_creds_refused(struct azure_creds *c, unsigned serial)
 	changed = c->serial != serial;
 	pthread_mutex_unlock(&c->lock);
 	return changed;
-}
-
-unsigned azure_creds_renewals(struct azure_creds *c)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&c->lock);
-	n = c->renewals;
-	pthread_mutex_unlock(&c->lock);
-	return n;
 }
 
 /* ---- the others ---- */

@@ -78,8 +78,6 @@ int azure_creds_bearer(struct azure_creds *c, char *out, size_t cap,
  * however many requests report it, and waits (30 s at most) for the new
  * one.  @return true when a retry will carry another token. */
 bool azure_creds_refused(struct azure_creds *c, unsigned serial);
-/* Tokens fetched after the first: renewals, for tests and logs. */
-unsigned azure_creds_renewals(struct azure_creds *c);
 
 /*
  * The parsers of what the providers hand over, declared for their fuzz
