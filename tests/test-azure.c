@@ -486,6 +486,14 @@ START_TEST(test_shared_key_and_sas)
 	ck_assert_msg(log_has(key_m.log, "Shared Key of account " ACCOUNT),
 		      "the log does not name the provider");
 	ck_assert_msg(!log_has(sas_m.log, "sig="), "the SAS reached the log");
+	{
+		char *cmd = fx_cmdline(sas_m.pid);
+
+		ck_assert_ptr_nonnull(cmd);
+		ck_assert_msg(!strstr(cmd, "sig="), "ps shows the SAS: %s",
+			      cmd);
+		free(cmd);
+	}
 	ck_assert_msg(!log_has(key_m.log, "Eby8vdM02x"),
 		      "the key reached the log");
 	ck_assert_int_eq(fx_mount_stop(&key_m), 0);
