@@ -18,7 +18,8 @@ https://storage.azure.com/) and Entra's (POST /TENANT/oauth2/v2.0/token,
 client_credentials with the client assertion ASSERTION read from the
 token file).  Each hands out a JWT that Azurite's OAuth check takes, valid
 LIFETIME seconds; anything else gets 400.  GET /_stats answers
-{"imds": N, "entra": M, "refused": R}.
+{"imds": N, "entra": M, "refused": R}; GET /_fail?count=N refuses the
+next N token requests (a provider that fails for a while).
 """
 import base64
 import datetime
@@ -102,6 +103,7 @@ def b64url(obj):
 
 def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
     stats = {"imds": 0, "entra": 0, "refused": 0}
+    failing = [0]  # token requests still to refuse (GET /_fail?count=N)
     lock = threading.Lock()
 
     def token():
@@ -123,6 +125,13 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
             self.end_headers()
             self.wfile.write(body)
 
+        def failing(self):
+            with lock:
+                if failing[0] > 0:
+                    failing[0] -= 1
+                    return True
+            return False
+
         def refuse(self, why):
             with lock:
                 stats["refused"] += 1
@@ -135,6 +144,12 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
             if u.path == "/_stats":
                 with lock:
                     return self.answer(200, stats)
+            if u.path == "/_fail":
+                with lock:
+                    failing[0] = int(q["count"][0])
+                return self.answer(200, {})
+            if self.failing():
+                return self.refuse("told to fail")
             if u.path != "/metadata/identity/oauth2/token":
                 return self.refuse("no such path")
             if self.headers.get("Metadata") != "true":
@@ -153,6 +168,8 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
             n = int(self.headers.get("Content-Length", "0"))
             form = urllib.parse.parse_qs(self.rfile.read(n).decode())
             one = {k: v[0] for k, v in form.items()}
+            if self.failing():
+                return self.refuse("told to fail")
             if self.path != "/%s/oauth2/v2.0/token" % tenant:
                 return self.refuse("no such tenant")
             if (one.get("grant_type") != "client_credentials"

@@ -682,23 +682,32 @@ static long long tok_count(const char *name)
  * Azurite that refuses expired tokens: every read succeeds, and the
  * provider was asked again (renewals) off the read path.
  */
-static void bearer_reads(const char *tag, const char *counter)
+static void bearer_reads(const char *tag, const char *counter, int fail)
 {
 	const int rounds = 2 * LIFETIME + 2;
 	struct fx_mount m;
 	long long before = tok_count(counter);
 	char name[128], dir[32];
 
-	/* A fresh blob each second: every read goes to the origin. */
+	/* A fresh directory each second: its listing, on first use, and
+	 * its blob go to the origin with the token current then (a walk
+	 * may read ahead blobs of one directory, never list another). */
 	snprintf(dir, sizeof(dir), "tok-%s", tag);
 	for (int i = 0; i < rounds; i++) {
-		snprintf(name, sizeof(name), "%s/r%02d", dir, i);
+		snprintf(name, sizeof(name), "%s/d%02d/r", dir, i);
 		put_blob(name, 100000 + (uint64_t)i, 51 + (uint32_t)i);
 	}
 	snprintf(name, sizeof(name), "az://" ACCOUNT "/" CONTAINER "/%s", dir);
 	mount_ok(&m, tag, name, tls_base, NULL);
+	/* The provider refuses the next renewals: the old token serves
+	 * while they are tried again, before it expires. */
+	if (fail)
+		ck_assert_int_eq(
+		    fx_sh("curl -sf '%s/_fail?count=%d' >/dev/null", tok_url,
+			  fail),
+		    0);
 	for (int i = 0; i < rounds; i++) {
-		snprintf(name, sizeof(name), "r%02d", i);
+		snprintf(name, sizeof(name), "d%02d/r", i);
 		ck_assert_msg(read_seed(m.dir, name, 51 + (uint32_t)i) == 0,
 			      "%s: %s unreadable after %d s", tag, name, i);
 		sleep(1);
@@ -707,6 +716,8 @@ static void bearer_reads(const char *tag, const char *counter)
 		      "%s: %lld tokens in %d s of %d s tokens", tag,
 		      tok_count(counter) - before, rounds, LIFETIME);
 	ck_assert_msg(!log_has(m.log, "c2ln"), "a token reached the log");
+	ck_assert_msg(!fail || log_has(m.log, "keeping the current one"),
+		      "%s: no log line for the failed renewal", tag);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
 }
 
@@ -714,7 +725,8 @@ START_TEST(test_managed_identity)
 {
 	env_clear();
 	setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", tok_url, 1);
-	bearer_reads("imds", "imds");
+	bearer_reads("imds", "imds", 0);
+	bearer_reads("imds-fail", "imds", 1);
 	unsetenv("AZURE_POD_IDENTITY_AUTHORITY_HOST");
 }
 END_TEST
@@ -730,7 +742,7 @@ START_TEST(test_workload_identity)
 	setenv("AZURE_CLIENT_ID", CLIENT, 1);
 	setenv("AZURE_TENANT_ID", TENANT, 1);
 	setenv("AZURE_AUTHORITY_HOST", tok_url, 1);
-	bearer_reads("wi", "entra");
+	bearer_reads("wi", "entra", 0);
 	/* A client the token endpoint does not know: refused at mount time,
 	 * naming the provider. */
 	{

@@ -59,7 +59,7 @@ struct azure_creds {
 	pthread_t thread;
 	bool thread_up, stop, want_renew;
 	char token[AZURE_TOKEN_MAX];
-	unsigned serial; /* counts tokens: which one a 401 refused */
+	unsigned serial;     /* counts tokens: which one a 401 refused */
 	uint64_t renew_ns;   /* monotonic: renew from then on */
 	uint64_t expires_ns; /* monotonic: useless from then on */
 	unsigned retry_s;    /* the wait after the next failure */
@@ -358,10 +358,41 @@ static void deadline_in(struct timespec *ts, uint64_t ns)
 }
 
 /*
+ * After a failed renewal (lock held): logs it, and sets when to try again:
+ * 10 s later, then twice as late each time up to five minutes, but never
+ * later than half the current token's remaining life, so that a short
+ * token gets its retries before it expires.
+ */
+static void renew_failed(struct azure_creds *c, int rc, const char *err)
+{
+	const uint64_t now = now_ns();
+	uint64_t wait = secs_ns(c->retry_s);
+
+	if (now < c->expires_ns) {
+		const uint64_t left = c->expires_ns - now;
+
+		if (wait > left / 2)
+			wait = left / 2 > secs_ns(1) ? left / 2 : secs_ns(1);
+		log_warn("Azure credentials: renewing the token failed, "
+			 "keeping the current one (it expires in %.1f s), "
+			 "trying again in %.1f s: %s",
+			 (double)left / 1e9, (double)wait / 1e9,
+			 err ? err : strerror(-rc));
+	} else {
+		log_error("Azure credentials: the token expired and renewing "
+			  "it failed (reads are refused until it works; "
+			  "trying again in %.1f s): %s",
+			  (double)wait / 1e9, err ? err : strerror(-rc));
+	}
+	c->renew_ns = now + wait;
+	c->retry_s =
+	    c->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S : c->retry_s * 2;
+}
+
+/*
  * The renewal thread: sleeps until the token's renewal time (or a refusal
- * asks for one), renews, and after a failure tries again, 10 s later and
- * then twice as late each time, up to five minutes; the old token serves
- * until it expires.
+ * asks for one), renews, and after a failure tries again (renew_failed);
+ * the old token serves until it expires.
  */
 static void *renewer(void *arg)
 {
@@ -384,23 +415,8 @@ static void *renewer(void *arg)
 		pthread_mutex_lock(&c->lock);
 		if (!rc)
 			continue;
-		if (now_ns() < c->expires_ns)
-			log_warn("Azure credentials: renewing the token "
-				 "failed, keeping the current one (it "
-				 "expires in %" PRIu64 " s), trying again in "
-				 "%u s: %s",
-				 (uint64_t)((c->expires_ns - now_ns()) /
-					    1000000000ull),
-				 c->retry_s, err ? err : strerror(-rc));
-		else
-			log_error("Azure credentials: the token expired and "
-				  "renewing it failed (reads are refused "
-				  "until it works; trying again in %u s): %s",
-				  c->retry_s, err ? err : strerror(-rc));
+		renew_failed(c, rc, err);
 		free(err);
-		c->renew_ns = now_ns() + secs_ns(c->retry_s);
-		c->retry_s =
-		    c->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S : c->retry_s * 2;
 		c->want_renew = false;
 		/* Waiters of a refusal learn that nothing new came. */
 		pthread_cond_broadcast(&c->cond);
