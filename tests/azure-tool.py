@@ -5,7 +5,8 @@ Blobs go in with Shared Key, signed here independently of wharf's signer:
 
     azure-tool.py put BASE ACCOUNT KEY CONTAINER NAME FILE
     azure-tool.py many BASE ACCOUNT KEY CONTAINER PREFIX COUNT
-    azure-tool.py container BASE ACCOUNT KEY CONTAINER
+    azure-tool.py public BASE ACCOUNT KEY CONTAINER NAME FILE
+                                 (put, in a container anyone may read)
     azure-tool.py sas ACCOUNT KEY [EXPIRY] (prints an account SAS, read+list)
 
 BASE is the account's endpoint (http[s]://127.0.0.1:PORT/ACCOUNT).
@@ -78,8 +79,10 @@ class Client:
                                     and "restype" in query):
             sys.exit("%s %s: %d %s" % (method, url, r.status, data[:300]))
 
-    def container(self, name):
-        self.do("PUT", "/" + name, {"restype": "container"})
+    def container(self, name, public=False):
+        self.do("PUT", "/" + name, {"restype": "container"},
+                extra={"x-ms-blob-public-access": "container"} if public
+                else None)
 
     def put(self, container, name, body):
         self.do("PUT", "/%s/%s" % (container, name), body=body,
@@ -205,8 +208,8 @@ def main():
         serve_tokens(a[0], int(a[1]), a[2], a[3], a[4])
     else:
         c = Client(a[0], a[1], a[2])
-        c.container(a[3])
-        if cmd == "put":
+        c.container(a[3], cmd == "public")
+        if cmd in ("put", "public"):
             with open(a[5], "rb") as f:
                 c.put(a[3], a[4], f.read())
         elif cmd == "many":

@@ -306,12 +306,18 @@ static pid_t azurite_start(const char *tag, int port, bool tls)
 }
 
 /* tests/azure-tool.py CMD BASE ACCOUNT KEY CONTAINER ARGS... */
-static void tool_run(const char *b, const char *cmd, const char *args)
+static void tool_in(const char *b, const char *cmd, const char *container,
+		    const char *args)
 {
 	ck_assert_msg(fx_sh("/usr/bin/python3 '%s' %s '%s' " ACCOUNT " '" KEY
-			    "' " CONTAINER " %s",
-			    tool, cmd, b, args) == 0,
+			    "' %s %s",
+			    tool, cmd, b, container, args) == 0,
 		      "azure-tool.py %s %s failed", cmd, args);
+}
+
+static void tool_run(const char *b, const char *cmd, const char *args)
+{
+	tool_in(b, cmd, CONTAINER, args);
 }
 
 /* Blob NAME of the fx_write_file bytes of size and seed, on both. */
@@ -581,6 +587,32 @@ START_TEST(test_replaced)
 }
 END_TEST
 
+/* --anonymous reads a public container, and is refused a private one
+ * with a message that says so. */
+START_TEST(test_anonymous)
+{
+	const char *const anon[] = {"--anonymous", NULL};
+	char path[PATH_MAX], args[PATH_MAX + 64];
+	struct fx_mount m;
+
+	snprintf(path, sizeof(path), "%s/public.tmp", work);
+	ck_assert_int_eq(fx_write_file(path, 70000, 61), 0);
+	snprintf(args, sizeof(args), "p.bin '%s'", path);
+	tool_in(base, "public", "open", args);
+	env_clear();
+	setenv("AZURE_STORAGE_KEY", KEY, 1); /* --anonymous wins */
+	mount_ok(&m, "anon", "az://" ACCOUNT "/open", base, anon);
+	ck_assert_int_eq(read_seed(m.dir, "p.bin", 61), 0);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_int_ne(
+	    mount_at(&m, "anonpriv", "az://" ACCOUNT "/" CONTAINER, base, anon),
+	    0);
+	ck_assert_msg(log_has(m.log, "the container is not public"),
+		      "no clear message for a private container");
+	unsetenv("AZURE_STORAGE_KEY");
+}
+END_TEST
+
 /* Read once, then mounted again from the cache alone (--offline). */
 START_TEST(test_offline)
 {
@@ -805,6 +837,7 @@ int main(void)
 	ADD(test_wrong_key, why_mount);
 	ADD(test_paging, why_mount);
 	ADD(test_replaced, why_mount);
+	ADD(test_anonymous, why_mount);
 	ADD(test_offline, why_mount);
 	ADD(test_site_cache, why_site);
 	ADD(test_managed_identity, why_mount);
