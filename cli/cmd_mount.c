@@ -143,7 +143,9 @@ static void mount_usage(FILE *out)
 	    "Shows the objects under SOURCE read-only on DIR.  SOURCE is an\n"
 	    "http(s):// prefix that can be listed (JSON or HTML index pages) "
 	    "or\n"
-	    "that --manifest describes, or an s3:// or gs:// bucket prefix.\n"
+	    "that --manifest describes, an s3:// or gs:// bucket prefix, or "
+	    "an\n"
+	    "az://ACCOUNT/CONTAINER prefix (Azure Blob Storage).\n"
 	    "\n"
 	    "Cache:\n"
 	    "  --cache-dir DIR       chunk cache (default /var/cache/wharf for "
@@ -210,7 +212,8 @@ static void mount_usage(FILE *out)
 	    "credentials go to\n"
 	    "                        an http:// site cache in clear "
 	    "(refused without)\n"
-	    "  --endpoint URL        S3 or GCS endpoint\n"
+	    "  --endpoint URL        S3, GCS or Azure Blob endpoint (Azurite:\n"
+	    "                        http://127.0.0.1:10000/ACCOUNT)\n"
 	    "  --region REGION       S3 region\n"
 	    "  --no-sign             S3: anonymous requests\n"
 	    "  --path-style          S3: path-style addressing\n"
@@ -222,7 +225,7 @@ static void mount_usage(FILE *out)
 	    "  --token-lifetime SEC  GCS: seconds a bare CMD token lasts "
 	    "(300)\n"
 	    "  --token-timeout SEC   GCS: kill CMD after SEC seconds (30)\n"
-	    "  --anonymous           GCS: anonymous requests\n"
+	    "  --anonymous           GCS, Azure: anonymous requests\n"
 	    "Offline:\n"
 	    "  --origin-wait SEC     give up on an unreachable origin after "
 	    "about SEC\n"
@@ -878,7 +881,10 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 		return rc;
 	nargs = argc - optind;
 	if (nargs == 2) {
-		o->cfg.spec = argv[optind];
+		/* A SAS may be the source URL's query: ps must not show it. */
+		o->cfg.spec = keep_secret(o, 0, argv[optind]);
+		if (!o->cfg.spec)
+			return 1;
 		o->cfg.mountpoint = argv[optind + 1];
 	}
 	if (o->n_o_args) {

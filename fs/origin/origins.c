@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "source_azure.h"
 #include "source_gcs.h"
 #include "source_http.h"
 #include "source_s3.h"
@@ -18,10 +19,14 @@ static const struct origin_scheme *const schemes[] = {
     &origin_http,
     &origin_s3,
     &origin_gcs,
+    &origin_azure,
 };
 
 static const struct origin_scheme *scheme_of(const char *spec)
 {
+	for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)
+		if (schemes[i]->claims && schemes[i]->claims(spec))
+			return schemes[i];
 	for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)
 		for (const char *const *p = schemes[i]->prefixes; *p; p++)
 			if (!strncasecmp(spec, *p, strlen(*p)))
@@ -29,7 +34,7 @@ static const struct origin_scheme *scheme_of(const char *spec)
 	return NULL;
 }
 
-/* "http://, https://, s3:// or gs://", from the table. */
+/* "http://, https://, s3://, gs:// or az://", from the table. */
 static void expected_prefixes(char *buf, size_t len)
 {
 	const char *all[8];

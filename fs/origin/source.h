@@ -2,7 +2,8 @@
 #define WHARF_FS_ORIGIN_SOURCE_H
 /*
  * source: the one interface over the origins a mount can show (HTTP(S)
- * prefix, S3-compatible prefix, Google Cloud Storage prefix), and the
+ * prefix, S3-compatible prefix, Google Cloud Storage prefix, Azure Blob
+ * prefix), and the
  * helpers every backend shares.  origins.h opens one by its scheme.  A source lists one
  * directory at a time, stats one object, and prepares ranged reads; the
  * transfers themselves go through the shared fetch engine.
@@ -65,7 +66,7 @@ struct source_object {
 typedef int (*source_list_cb)(void *arg, const struct source_object *obj);
 
 struct source_ops {
-	const char *scheme; /* "http", "s3", "gs" */
+	const char *scheme; /* "http", "s3", "gs", "az" */
 	/* Lists the direct children of directory `dir`.  -ENOENT if absent. */
 	int (*list_dir)(struct source *src, const char *dir, source_list_cb cb,
 			void *arg);
@@ -98,7 +99,7 @@ struct source {
 	const struct source_ops *ops;
 	struct fetch_engine *fetch;
 	/* Canonical origin identity ("https://host/prefix/", "s3://b/p/",
-	 * "gs://b/p/") used in cache keys, so two sources never share chunks. */
+	 * "gs://b/p/", "az://a/c/p/") used in cache keys, so two sources never share chunks. */
 	char *id;
 };
 
@@ -127,12 +128,15 @@ void source_close(struct source *src);
 
 /*
  * One kind of origin: the spec prefixes it answers to and its constructor.
- * Each backend defines one (origin_http, origin_s3, origin_gcs in its
- * header); origins.c holds the table and source_open.
+ * Each backend defines one (origin_http, origin_s3, origin_gcs,
+ * origin_azure in its header); origins.c holds the table and source_open.
  */
 struct origin_scheme {
-	const char *name;	    /* "http", "s3", "gs" */
+	const char *name;	    /* "http", "s3", "gs", "az" */
 	const char *prefixes[3]; /* "s3://" ...; NULL-terminated, any case */
+	/* Optional: claims a spec that another scheme's prefix would take
+	 * (https://ACCOUNT.blob.core.windows.net/ is Azure's, not HTTP's). */
+	bool (*claims)(const char *spec);
 	/* Opens a source for spec: see source_open. */
 	int (*open)(const char *spec, const struct source_options *opt,
 		    struct fetch_engine *fe, struct source **out, char **err);

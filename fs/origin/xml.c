@@ -1,4 +1,4 @@
-/* xml: a small XML reader for the answers of S3 and STS (see xml.h). */
+/* xml: the small XML reader of origin answers (see xml.h). */
 #include "config.h"
 
 #include "xml.h"
@@ -219,7 +219,7 @@ int xml_walk(struct xml *x)
 					text_add(x, x->s + from,
 						 x->i - 3 - from);
 			} else if (left >= 2 && p[1] == '!')
-				/* No DTDs: nothing S3 sends, and entity
+				/* No DTDs: no store sends one, and entity
 				 * expansion is how XML parsers get hurt. */
 				rc = xml_fail(x, "DOCTYPE not accepted");
 			else if (left >= 2)

@@ -1,10 +1,10 @@
 #ifndef WHARF_FS_ORIGIN_XML_H
 #define WHARF_FS_ORIGIN_XML_H
 /*
- * xml: a small XML reader, enough for S3's listings and STS's answers and
- * strict about form: one root, matched tags, the five named entities and
- * character references, CDATA; no DTD (entity expansion is how XML
- * parsers get hurt), attributes skipped.  Element text is bounded
+ * xml: a small XML reader, enough for S3's and Azure's listings and STS's
+ * answers, and strict about form: one root, matched tags, the five named
+ * entities and character references, CDATA; no DTD (entity expansion is
+ * how XML parsers get hurt), attributes skipped.  Element text is bounded
  * (XML_TEXT); a longer one is an error, not a cut.
  */
 #include <stdbool.h>

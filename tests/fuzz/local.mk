@@ -156,6 +156,25 @@ fuzz_gcp_impersonation_SOURCES = fuzz/gcp-impersonation.c $(fuzz_common)
 fuzz_gcp_impersonation_LDADD = $(FUZZ_FS_LIBS)
 fuzz_gcp_impersonation_LDFLAGS = $(FUZZ_LDFLAGS)
 endif
+# Azure Blob: the List Blobs XML, the credential providers' documents.
+if ENABLE_FS
+fuzz_targets += azure-list azure-creds
+check_PROGRAMS += fuzz-replay-azure-list fuzz-replay-azure-creds
+TESTS += fuzz-replay-azure-list fuzz-replay-azure-creds
+fuzz_bins += fuzz/azure-list fuzz/azure-creds
+fuzz_replay_azure_list_SOURCES = fuzz/azure-list.c fuzz/replay.c \
+	$(fuzz_common) $(fuzz_checks)
+fuzz_replay_azure_list_LDADD = $(FUZZ_FS_LIBS)
+fuzz_azure_list_SOURCES = fuzz/azure-list.c $(fuzz_common) $(fuzz_checks)
+fuzz_azure_list_LDADD = $(FUZZ_FS_LIBS)
+fuzz_azure_list_LDFLAGS = $(FUZZ_LDFLAGS)
+fuzz_replay_azure_creds_SOURCES = fuzz/azure-creds.c fuzz/replay.c \
+	$(fuzz_common)
+fuzz_replay_azure_creds_LDADD = $(FUZZ_FS_LIBS)
+fuzz_azure_creds_SOURCES = fuzz/azure-creds.c $(fuzz_common)
+fuzz_azure_creds_LDADD = $(FUZZ_FS_LIBS)
+fuzz_azure_creds_LDFLAGS = $(FUZZ_LDFLAGS)
+endif
 if ENABLE_FUZZING
 noinst_PROGRAMS = $(fuzz_bins)
 endif

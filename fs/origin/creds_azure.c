@@ -1,0 +1,719 @@
+/* creds_azure: how Azure Blob requests are authorized, and the renewal of
+ * bearer tokens (see creds_azure.h). */
+#include "config.h"
+
+#include "creds_azure.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "fetch.h"
+#include "json.h"
+
+#define TEXT_MAX (64u << 10) /* token answers, the assertion file */
+#define RENEW_MARGIN_MAX_S 300
+#define RETRY_FIRST_S 10 /* a failed renewal is tried again this soon, */
+#define RETRY_MAX_S 300	 /* doubling up to this */
+#define REFUSED_WAIT_S 30
+#define LIFE_MAX_S (7 * 86400ull)
+#define STORAGE_RESOURCE "https://storage.azure.com/"
+#define IMDS_DEFAULT "http://169.254.169.254"
+#define IMDS_PATH                                                              \
+	"/metadata/identity/oauth2/token?api-version=2018-02-01&resource="
+#define AUTHORITY_DEFAULT "https://login.microsoftonline.com/"
+#define ASSERTION_TYPE "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+/* What an Azure VM's firmware says in its chassis asset tag. */
+#define AZURE_ASSET_TAG "7783-7084-3265-9085-8269-3286-77"
+
+enum bearer_from { FROM_NONE, FROM_IMDS, FROM_WORKLOAD };
+
+struct azure_creds {
+	enum azure_auth kind;
+	enum bearer_from from;
+	struct fetch_engine *fe;
+	char desc[512];
+	char sas[AZURE_SAS_MAX];
+	unsigned char key[AZURE_KEY_MAX];
+	size_t key_len;
+	char *token_url;  /* IMDS's URL, or the tenant's token endpoint */
+	char *client_id;  /* workload identity */
+	char *token_file; /* workload identity: the assertion */
+
+	/* Bearer tokens, under lock: taken once per origin request (a chunk,
+	 * a listing page), never per read served, and never held across a
+	 * token request: the renewal thread fetches without it. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* renewal wanted, a new token, stop */
+	pthread_t thread;
+	bool thread_up, stop, want_renew;
+	char token[AZURE_TOKEN_MAX];
+	unsigned serial;     /* counts tokens: which one a 401 refused */
+	uint64_t renew_ns;   /* monotonic: renew from then on */
+	uint64_t expires_ns; /* monotonic: useless from then on */
+	unsigned retry_s;    /* the wait after the next failure */
+};
+
+/* ---- the documents ---- */
+
+/* A token or SAS goes into a header or a query: printable ASCII only. */
+static bool printable(const char *s, const char *also_not)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f ||
+		    strchr(also_not, *s))
+			return false;
+	return true;
+}
+
+int azure_sas_parse(const char *text, char *out, const char *what, char **err)
+{
+	size_t n;
+
+	text += strspn(text, " \t\r\n");
+	if (*text == '?')
+		text++;
+	n = strcspn(text, " \t\r\n");
+	if (text[n + strspn(text + n, " \t\r\n")]) {
+		err_set(err, "%s: the SAS token has white space inside", what);
+		return -EINVAL;
+	}
+	if (n == 0 || n >= AZURE_SAS_MAX) {
+		err_set(err, "%s: %s", what,
+			n ? "SAS token too long" : "empty SAS token");
+		return -EINVAL;
+	}
+	memcpy(out, text, n);
+	out[n] = '\0';
+	if (!printable(out, "#") ||
+	    (strncmp(out, "sig=", 4) && !strstr(out, "&sig="))) {
+		OPENSSL_cleanse(out, n);
+		out[0] = '\0';
+		err_set(err,
+			"%s: not a SAS token (a query of printable "
+			"characters with a sig= signature)",
+			what);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int azure_key_parse(const char *text, unsigned char *key, size_t *len,
+		    const char *what, char **err)
+{
+	unsigned char raw[AZURE_KEY_MAX + 3];
+	size_t n, pad = 0;
+	int got;
+
+	text += strspn(text, " \t\r\n");
+	n = strcspn(text, " \t\r\n");
+	if (text[n + strspn(text + n, " \t\r\n")] || n == 0 || n % 4 ||
+	    n / 4 * 3 > sizeof(raw)) {
+		err_set(err,
+			"%s: not an account key (base64 of at most %d "
+			"bytes)",
+			what, AZURE_KEY_MAX);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)text[i]) && !strchr("+/=", text[i]))
+			goto bad;
+	if (text[n - 1] == '=')
+		pad++;
+	if (n > 1 && text[n - 2] == '=')
+		pad++;
+	if (memchr(text, '=', n - pad))
+		goto bad;
+	got = EVP_DecodeBlock(raw, (const unsigned char *)text, (int)n);
+	if (got < 0 || (size_t)got < pad || (size_t)got - pad == 0 ||
+	    (size_t)got - pad > AZURE_KEY_MAX)
+		goto bad;
+	*len = (size_t)got - pad;
+	memcpy(key, raw, *len);
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return 0;
+bad:
+	err_set(err, "%s: not an account key (base64 of at most %d bytes)",
+		what, AZURE_KEY_MAX);
+	return -EINVAL;
+}
+
+int azure_token_parse(const char *text, size_t len, char *tok,
+		      uint64_t *expires_s, const char *what, char **err)
+{
+	struct json s;
+	char key[64], type[32] = "Bearer";
+	bool first = true, got_tok = false, got_exp = false;
+	size_t n;
+	int rc;
+
+	json_init(&s, text, len, what, err);
+	if (json_expect(&s, '{'))
+		return -EINVAL;
+	while ((rc = json_next(&s, '}', &first)) == 1) {
+		if (json_key(&s, key, sizeof(key)))
+			return -EINVAL;
+		if (!strcmp(key, "access_token")) {
+			if (json_string(&s, tok, AZURE_TOKEN_MAX, &n))
+				return -EINVAL;
+			got_tok = true;
+		} else if (!strcmp(key, "expires_in")) {
+			/* IMDS sends it as a string, Entra as a number */
+			if (json_u64(&s, expires_s))
+				return -EINVAL;
+			got_exp = true;
+		} else if (!strcmp(key, "token_type")) {
+			if (json_string(&s, type, sizeof(type), &n))
+				return -EINVAL;
+		} else if (json_skip(&s)) {
+			return -EINVAL;
+		}
+	}
+	if (rc < 0 || json_end(&s))
+		return -EINVAL;
+	if (!got_tok || !*tok || !printable(tok, "") || !got_exp ||
+	    strcasecmp(type, "Bearer")) {
+		if (got_tok)
+			OPENSSL_cleanse(tok, strlen(tok));
+		err_set(err,
+			"%s: the answer has no Bearer access_token with "
+			"its expires_in",
+			what);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- bearer tokens ---- */
+
+/* Form-encodes value after "&name=" into a new string appended to *body. */
+static int form_add(char **body, const char *name, const char *value)
+{
+	char *enc = malloc(3 * strlen(value) + 1), *next;
+	int rc;
+
+	if (!enc)
+		return -ENOMEM;
+	rc = url_encode(value, false, enc, 3 * strlen(value) + 1);
+	if (rc < 0) {
+		free(enc);
+		return rc;
+	}
+	next = strdupf("%s%s%s=%s", *body ? *body : "", *body ? "&" : "", name,
+		       enc);
+	OPENSSL_cleanse(enc, strlen(enc));
+	free(enc);
+	if (*body) {
+		OPENSSL_cleanse(*body, strlen(*body));
+		free(*body);
+	}
+	*body = next;
+	return next ? 0 : -ENOMEM;
+}
+
+/* The workload identity's POST body, the assertion read from its file. */
+static int workload_body(struct azure_creds *c, char **body, char **err)
+{
+	char *text = NULL;
+	size_t len, n;
+	const char *t;
+	int rc;
+
+	*body = NULL;
+	rc = read_file_capped(c->token_file, TEXT_MAX, &text, &len, err);
+	if (rc)
+		return rc;
+	t = text + strspn(text, " \t\r\n");
+	n = strcspn(t, " \t\r\n");
+	((char *)t)[n] = '\0';
+	if (!n || !printable(t, "")) {
+		err_set(err, "%s: AZURE_FEDERATED_TOKEN_FILE %s holds no token",
+			c->desc, c->token_file);
+		rc = -EINVAL;
+	}
+	if (!rc)
+		rc = form_add(body, "grant_type", "client_credentials");
+	if (!rc)
+		rc = form_add(body, "client_id", c->client_id);
+	if (!rc)
+		rc = form_add(body, "scope", STORAGE_RESOURCE ".default");
+	if (!rc)
+		rc = form_add(body, "client_assertion_type", ASSERTION_TYPE);
+	if (!rc)
+		rc = form_add(body, "client_assertion", t);
+	OPENSSL_cleanse(text, len);
+	free(text);
+	return rc;
+}
+
+/* Asks the provider for a token (no lock held). */
+static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
+		       char **err)
+{
+	struct curl_slist *h = NULL;
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	char *body = NULL;
+	int rc;
+
+	if (c->from == FROM_IMDS) {
+		h = curl_slist_append(NULL, "Metadata: true");
+		if (!h)
+			return -ENOMEM;
+	} else {
+		rc = workload_body(c, &body, err);
+		if (rc)
+			return rc;
+		req.post = body;
+		req.post_len = strlen(body);
+	}
+	req.url = c->token_url;
+	req.headers = h;
+	req.grow = true;
+	req.cap = TEXT_MAX;
+	rc = fetch_run(c->fe, &req, &res);
+	curl_slist_free_all(h);
+	if (body) {
+		OPENSSL_cleanse(body, strlen(body));
+		free(body);
+	}
+	if (rc) {
+		err_set(err, "%s: %s", c->desc, res.err);
+		/* The provider refused the identity (400 invalid_client...) */
+		if (rc == -EIO && res.status >= 400 && res.status < 500)
+			rc = -EACCES;
+		return rc;
+	}
+	rc = azure_token_parse(res.body, res.len, tok, life_s, c->desc, err);
+	OPENSSL_cleanse(res.body, res.len);
+	free(res.body);
+	return rc;
+}
+
+static uint64_t secs_ns(uint64_t s)
+{
+	return s * 1000000000ull;
+}
+
+/* Fetches a token and installs it (takes the lock to install). */
+static int renew(struct azure_creds *c, char **err)
+{
+	char *tok = malloc(AZURE_TOKEN_MAX);
+	uint64_t life_s = 0, margin, now;
+	int rc;
+
+	if (!tok)
+		return -ENOMEM;
+	rc = fetch_token(c, tok, &life_s, err);
+	if (rc) {
+		free(tok);
+		return rc;
+	}
+	/* A silly expires_in neither overflows nor renews per use. */
+	if (life_s < 1)
+		life_s = 1;
+	if (life_s > LIFE_MAX_S)
+		life_s = LIFE_MAX_S;
+	margin = life_s / 4;
+	if (margin > RENEW_MARGIN_MAX_S)
+		margin = RENEW_MARGIN_MAX_S;
+	pthread_mutex_lock(&c->lock);
+	now = now_ns();
+	memcpy(c->token, tok, strlen(tok) + 1);
+	c->serial++;
+	c->expires_ns = now + secs_ns(life_s);
+	c->renew_ns = now + secs_ns(life_s - margin);
+	c->retry_s = RETRY_FIRST_S;
+	c->want_renew = false;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	OPENSSL_cleanse(tok, AZURE_TOKEN_MAX);
+	free(tok);
+	log_debug("Azure credentials: new token from %s, renewal in %" PRIu64
+		  " s",
+		  c->desc, life_s - margin);
+	return 0;
+}
+
+static void deadline_in(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ns / 1000000000ull);
+	ts->tv_nsec += (long)(ns % 1000000000ull);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/*
+ * After a failed renewal (lock held): logs it, and sets when to try again:
+ * 10 s later, then twice as late each time up to five minutes, but never
+ * later than half the current token's remaining life, so that a short
+ * token gets its retries before it expires.
+ */
+static void renew_failed(struct azure_creds *c, int rc, const char *err)
+{
+	const uint64_t now = now_ns();
+	uint64_t wait = secs_ns(c->retry_s);
+
+	if (now < c->expires_ns) {
+		const uint64_t left = c->expires_ns - now;
+
+		if (wait > left / 2)
+			wait = left / 2 > secs_ns(1) ? left / 2 : secs_ns(1);
+		log_warn("Azure credentials: renewing the token failed, "
+			 "keeping the current one (it expires in %.1f s), "
+			 "trying again in %.1f s: %s",
+			 (double)left / 1e9, (double)wait / 1e9,
+			 err ? err : strerror(-rc));
+	} else {
+		log_error("Azure credentials: the token expired and renewing "
+			  "it failed (reads are refused until it works; "
+			  "trying again in %.1f s): %s",
+			  (double)wait / 1e9, err ? err : strerror(-rc));
+	}
+	c->renew_ns = now + wait;
+	c->retry_s =
+	    c->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S : c->retry_s * 2;
+}
+
+/*
+ * The renewal thread: sleeps until the token's renewal time (or a refusal
+ * asks for one), renews, and after a failure tries again (renew_failed);
+ * the old token serves until it expires.
+ */
+static void *renewer(void *arg)
+{
+	struct azure_creds *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop) {
+		const uint64_t now = now_ns();
+		struct timespec ts;
+		char *err = NULL;
+		int rc;
+
+		if (!c->want_renew && now < c->renew_ns) {
+			deadline_in(&ts, c->renew_ns - now);
+			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&c->lock);
+		rc = renew(c, &err);
+		pthread_mutex_lock(&c->lock);
+		if (!rc)
+			continue;
+		renew_failed(c, rc, err);
+		free(err);
+		c->want_renew = false;
+		/* Waiters of a refusal learn that nothing new came. */
+		pthread_cond_broadcast(&c->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+int azure_creds_bearer(struct azure_creds *c, char *out, size_t cap,
+		       unsigned *serial)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	*serial = c->serial;
+	if (now_ns() >= c->expires_ns)
+		rc = -EACCES; /* the renewal thread says why */
+	else if ((size_t)snprintf(out, cap, "Authorization: Bearer %s",
+				  c->token) >= cap)
+		rc = -ENAMETOOLONG;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+bool azure_creds_refused(struct azure_creds *c, unsigned serial)
+{
+	struct timespec ts;
+	bool changed;
+
+	if (c->kind != AZ_BEARER)
+		return false;
+	deadline_in(&ts, secs_ns(REFUSED_WAIT_S));
+	pthread_mutex_lock(&c->lock);
+	/* Many requests may be refused the same token: renew it once. */
+	if (c->serial == serial) {
+		c->want_renew = true;
+		pthread_cond_broadcast(&c->cond);
+		while (c->serial == serial && !c->stop &&
+		       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0 &&
+		       c->want_renew)
+			;
+	}
+	changed = c->serial != serial;
+	pthread_mutex_unlock(&c->lock);
+	return changed;
+}
+
+/* ---- the others ---- */
+
+enum azure_auth azure_creds_kind(const struct azure_creds *c)
+{
+	return c->kind;
+}
+
+const char *azure_creds_describe(const struct azure_creds *c)
+{
+	return c->desc;
+}
+
+const char *azure_creds_sas(const struct azure_creds *c)
+{
+	return c->sas;
+}
+
+int azure_creds_sign(const struct azure_creds *c, const char *sts, char *out,
+		     size_t cap)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned mlen = 0;
+
+	if (cap < 4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1)
+		return -ENAMETOOLONG;
+	if (!HMAC(EVP_sha256(), c->key, (int)c->key_len,
+		  (const unsigned char *)sts, strlen(sts), mac, &mlen))
+		return -EIO;
+	EVP_EncodeBlock((unsigned char *)out, mac, (int)mlen);
+	return 0;
+}
+
+/* ---- picking ---- */
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* The machine's firmware says it is an Azure VM. */
+static bool on_azure(void)
+{
+	char *tag = NULL;
+	size_t len;
+	bool yes;
+
+	if (read_file_capped("/sys/class/dmi/id/chassis_asset_tag", 256, &tag,
+			     &len, NULL))
+		return false;
+	yes = !strncmp(tag, AZURE_ASSET_TAG, strlen(AZURE_ASSET_TAG));
+	free(tag);
+	return yes;
+}
+
+/* "https://host/" as given, with one trailing '/'. */
+static char *with_slash(const char *url)
+{
+	return strdupf("%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/");
+}
+
+static int pick_bearer(struct azure_creds *c,
+		       const struct azure_creds_options *o, char **err)
+{
+	const char *file = env("AZURE_FEDERATED_TOKEN_FILE");
+	const char *id = env("AZURE_CLIENT_ID");
+	const char *tenant = env("AZURE_TENANT_ID");
+	const char *imds = env("AZURE_POD_IDENTITY_AUTHORITY_HOST");
+
+	if (file) {
+		char *auth;
+
+		if (!id || !tenant) {
+			err_set(err,
+				"az://%s: AZURE_FEDERATED_TOKEN_FILE is set "
+				"but %s is not: workload identity needs "
+				"AZURE_CLIENT_ID and AZURE_TENANT_ID too",
+				o->account,
+				!id ? "AZURE_CLIENT_ID" : "AZURE_TENANT_ID");
+			return -EINVAL;
+		}
+		for (const char *p = tenant; *p; p++)
+			if (!isalnum((unsigned char)*p) && !strchr("-.", *p)) {
+				err_set(err,
+					"az://%s: AZURE_TENANT_ID is not a "
+					"tenant ID or domain",
+					o->account);
+				return -EINVAL;
+			}
+		auth = with_slash(env("AZURE_AUTHORITY_HOST")
+				      ? env("AZURE_AUTHORITY_HOST")
+				      : AUTHORITY_DEFAULT);
+		c->token_url =
+		    auth ? strdupf("%s%s/oauth2/v2.0/token", auth, tenant)
+			 : NULL;
+		free(auth);
+		c->client_id = strdup(id);
+		c->token_file = strdup(file);
+		c->from = FROM_WORKLOAD;
+		snprintf(c->desc, sizeof(c->desc),
+			 "workload identity (client %.64s, tenant %.64s, "
+			 "token file %.80s)",
+			 id, tenant, file);
+	} else if (imds || on_azure()) {
+		char *base = with_slash(imds ? imds : IMDS_DEFAULT);
+		char res[64], cid[200] = "";
+
+		url_encode(STORAGE_RESOURCE, false, res, sizeof(res));
+		if (id) {
+			int k = snprintf(cid, sizeof(cid), "&client_id=");
+
+			if (url_encode(id, false, cid + k, sizeof(cid) - k) <
+			    0) {
+				free(base);
+				err_set(err,
+					"az://%s: AZURE_CLIENT_ID is too "
+					"long",
+					o->account);
+				return -EINVAL;
+			}
+		}
+		/* IMDS_PATH begins with '/': the base's own is dropped. */
+		if (base)
+			base[strlen(base) - 1] = '\0';
+		c->token_url =
+		    base ? strdupf("%s%s%s%s", base, IMDS_PATH, res, cid)
+			 : NULL;
+		free(base);
+		c->from = FROM_IMDS;
+		snprintf(c->desc, sizeof(c->desc),
+			 "managed identity (IMDS%s%.64s)",
+			 id ? ", client " : "", id ? id : "");
+	} else {
+		err_set(err,
+			"az://%s: no Azure credentials: set "
+			"AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY, or "
+			"AZURE_FEDERATED_TOKEN_FILE with AZURE_CLIENT_ID and "
+			"AZURE_TENANT_ID; put a SAS in the URL; run on an "
+			"Azure VM with a managed identity; or mount a public "
+			"container with --anonymous",
+			o->account);
+		return -EACCES;
+	}
+	if (!c->token_url ||
+	    (c->from == FROM_WORKLOAD && (!c->client_id || !c->token_file)))
+		return -ENOMEM;
+	c->kind = AZ_BEARER;
+	return 0;
+}
+
+static int pick(struct azure_creds *c, const struct azure_creds_options *o,
+		char **err)
+{
+	const char *sas = env("AZURE_STORAGE_SAS_TOKEN");
+	const char *key = env("AZURE_STORAGE_KEY");
+	const char *acct = env("AZURE_STORAGE_ACCOUNT");
+
+	if (o->anonymous) {
+		snprintf(c->desc, sizeof(c->desc), "anonymous (--anonymous)");
+		c->kind = AZ_ANON;
+		return 0;
+	}
+	if (o->url_sas || sas) {
+		snprintf(c->desc, sizeof(c->desc), "SAS token (%s)",
+			 o->url_sas ? "in the URL" : "AZURE_STORAGE_SAS_TOKEN");
+		c->kind = AZ_SAS;
+		return azure_sas_parse(o->url_sas ? o->url_sas : sas, c->sas,
+				       c->desc, err);
+	}
+	if (key) {
+		if (acct && strcmp(acct, o->account)) {
+			err_set(err,
+				"az://%s: AZURE_STORAGE_KEY is the key of "
+				"account %.64s (AZURE_STORAGE_ACCOUNT), not "
+				"of %s: set both for this account",
+				o->account, acct, o->account);
+			return -EINVAL;
+		}
+		snprintf(c->desc, sizeof(c->desc),
+			 "Shared Key of account %.64s (AZURE_STORAGE_KEY)",
+			 o->account);
+		c->kind = AZ_SHARED_KEY;
+		return azure_key_parse(key, c->key, &c->key_len,
+				       "AZURE_STORAGE_KEY", err);
+	}
+	return pick_bearer(c, o, err);
+}
+
+int azure_creds_new(const struct azure_creds_options *o,
+		    struct fetch_engine *fe, struct azure_creds **out,
+		    char **err)
+{
+	struct azure_creds *c = calloc(1, sizeof(*c));
+	pthread_condattr_t ca;
+	char *why = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->fe = fe;
+	c->retry_s = RETRY_FIRST_S;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = pick(c, o, err);
+	if (rc)
+		goto fail;
+	if (c->kind == AZ_BEARER) {
+		rc = renew(c, &why);
+		if (rc) {
+			err_set(err, "az://%s: %s", o->account,
+				why ? why : strerror(-rc));
+			free(why);
+			goto fail;
+		}
+		rc = -pthread_create(&c->thread, NULL, renewer, c);
+		if (rc)
+			goto fail;
+		c->thread_up = true;
+	}
+	log_info("Azure credentials: %s", c->desc);
+	*out = c;
+	return 0;
+fail:
+	azure_creds_free(c);
+	return rc;
+}
+
+void azure_creds_free(struct azure_creds *c)
+{
+	if (!c)
+		return;
+	if (c->thread_up) {
+		pthread_mutex_lock(&c->lock);
+		c->stop = true;
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->thread, NULL);
+	}
+	OPENSSL_cleanse(c->token, sizeof(c->token));
+	OPENSSL_cleanse(c->sas, sizeof(c->sas));
+	OPENSSL_cleanse(c->key, sizeof(c->key));
+	free(c->token_url);
+	free(c->client_id);
+	free(c->token_file);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

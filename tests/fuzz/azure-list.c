@@ -1,0 +1,31 @@
+/* One Azure List Blobs page (azure_parse_list_page): the XML of a Blob
+ * service or an emulator, or of anything that answers in its place.  The
+ * first byte picks the listed prefix. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "source_azure.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct azure_page page;
+	char *err = NULL;
+	size_t count = 0;
+	int rc;
+
+	log_set_level(WHARF_LOG_ERROR);
+	if (size < 1)
+		return 0;
+	rc = azure_parse_list_page((const char *)data + 1, size - 1,
+				   fuzz_list_prefix(data[0]), fuzz_check_object,
+				   &count, &page, &err);
+	FUZZ_ASSERT(rc == 0 || rc == -EIO || rc == -ENOMEM);
+	FUZZ_ASSERT(rc != -EIO || err);
+	FUZZ_ASSERT(strlen(page.marker) < sizeof(page.marker));
+	free(err);
+	return 0;
+}
