@@ -2053,8 +2053,8 @@ START_TEST(source_bad)
 			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "ftp://x/y"));
 	/* The schemes named, from the table, in order. */
-	ck_assert_msg(strstr(err, "(expected http://, https://, s3:// or "
-				  "gs://)"),
+	ck_assert_msg(strstr(err, "(expected http://, https://, s3://, "
+				  "gs:// or az://)"),
 		      "message: %s", err);
 	free(err);
 	err = NULL;
