@@ -1406,6 +1406,29 @@ START_TEST(killed_caller_leaves_nothing)
 }
 END_TEST
 
+/* `wharf bench loader --shuffle=shards` runs the shard-aware order. */
+START_TEST(bench_shard_order)
+{
+	const char *w = fx_wharf_bin();
+	if (access(w, X_OK))
+		fx_skip("no wharf command at %s (a --disable-fs build)", w);
+	ck_assert_int_eq(fx_sh("'%s' bench loader --shuffle=shards "
+			       "--shard-window 2 --json '%s' | "
+			       "grep -q '\"order\": *\"shards\".*"
+			       "\"shard_window\": *2'",
+			       w, dir_idx),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' bench loader --shuffle=shard '%s' 2>&1 "
+			       "| grep -q \"the one value is 'shards'\"",
+			       w, dir_idx),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' bench loader --shard-window 2 '%s' "
+			       "2>/dev/null",
+			       w, dir_idx),
+			 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("loader");
@@ -1418,6 +1441,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, moving_windows);
 	tcase_add_test(tc, dtype_spellings);
 	tcase_add_loop_test(tc, resume, 0, 3);
+	tcase_add_test(tc, bench_shard_order);
 	tcase_add_loop_test(tc, epochs_differ_and_repeat, 0, 2);
 	tcase_add_test(tc, set_epoch_at_start_keeps_read_ahead);
 	tcase_add_test(tc, restart_stops_stale_batches);
