@@ -505,8 +505,10 @@ struct wharf_options {
 	 * a range may end inside a shard: its samples are then split between
 	 * two ranks, each reading only its part.  Each rank shuffles the
 	 * samples of `shard_window` shards at a time, so that it reads each
-	 * shard in one stretch: a mount's cache must hold about that many
-	 * shards for every byte to come from the origin once an epoch.  even
+	 * shard in one stretch: a mount's cache that holds about three
+	 * windows of shards (the one being read, the one before, which a
+	 * least-recently-used cache keeps longer, and the next, which hints
+	 * and workers reach ahead) fetches every byte once an epoch.  even
 	 * = WHARF_EVEN_PAD repeats a rank's last sample where it has one
 	 * fewer; WHARF_EVEN_DROP leaves the last sample of the longer ranks
 	 * out.  The sampler keeps 24 bytes per shard, nothing per sample. */

@@ -633,7 +633,7 @@ class Loader:
     shards, but for one split at each range's end) and reads the samples
     of shard_window shards (default 4) at a time in a shuffled order, so
     that a mount streams each shard once per epoch when its cache holds
-    about shard_window shards.  Deterministic in (seed, epoch, rank,
+    about three windows of shards.  Deterministic in (seed, epoch, rank,
     world_size) and resumable with state_dict() like the global order;
     with shard sizes that differ, even="pad" repeats a rank's last sample
     where it has one fewer and even="drop" leaves the longer ranks' last
