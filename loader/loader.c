@@ -128,14 +128,25 @@ static void mark_done(struct wharf_loader *l, uint64_t b)
 #define HINT_LEAD_BYTES (256ull << 20)
 
 /* The hint lead's bounds: the slots in flight, and HINT_LEAD_BYTES of
- * samples of the index's mean size. */
+ * samples of the index's mean size.  In the shard-aware order, no more
+ * than a window of shards of the mean size: hints further ahead load
+ * shards that push the open ones out of a mount's cache of three windows
+ * (bench/shards at a quarter cache: 1.4x to 1.8x the data fetched without
+ * it, 1.01x to 1.04x with it). */
 static void hint_lead_init(struct wharf_loader *l)
 {
 	uint64_t mean = l->idx->count ? l->idx->total_bytes / l->idx->count : 0;
 	uint64_t batch_bytes = mean * l->opt.batch_size;
+	uint64_t lead_bytes = HINT_LEAD_BYTES;
 
+	if (l->sampler.nshards) {
+		const uint64_t window = l->idx->total_bytes /
+					l->sampler.nshards * l->sampler.window;
+		if (window < lead_bytes)
+			lead_bytes = window;
+	}
 	l->hint_lead = l->nslots + 1;
-	l->hint_lead_max = batch_bytes ? HINT_LEAD_BYTES / batch_bytes : 64;
+	l->hint_lead_max = batch_bytes ? lead_bytes / batch_bytes : 64;
 	if (l->hint_lead_max < l->hint_lead)
 		l->hint_lead_max = l->hint_lead;
 }
