@@ -33,8 +33,13 @@ static void usage(FILE *out)
 	    "  -w, --workers N       worker processes, 0 = in the caller "
 	    "(2)\n"
 	    "  -p, --prefetch N      ring slots per worker (2)\n"
-	    "  --shuffle             shuffled order (seed 0 unless "
-	    "--seed)\n"
+	    "  --shuffle[=shards]    shuffled order (seed 0 unless "
+	    "--seed); =shards:\n"
+	    "                        shards in a shuffled order, samples "
+	    "shuffled\n"
+	    "                        within a window of open shards\n"
+	    "  --shard-window N      shards open at once with "
+	    "--shuffle=shards (4)\n"
 	    "  --seed N              shuffle seed\n"
 	    "  --epochs N            epochs to run (1; --sweep: 2); with "
 	    "2 or more,\n"
@@ -147,6 +152,13 @@ static int run_once(const struct bench *b, const wharf_index *idx,
 	return 0;
 }
 
+static const char *order_name(const struct wharf_options *o)
+{
+	return o->shuffle == WHARF_SHUFFLE_SHARDS ? "shards"
+	       : o->shuffle			  ? "global"
+						  : "sequential";
+}
+
 static void print(const struct bench *b, const struct result *r)
 {
 	if (b->json) {
@@ -159,6 +171,9 @@ static void print(const struct bench *b, const struct result *r)
 		jsonw_u64(&w, "prefetch", b->o.prefetch);
 		jsonw_u64(&w, "batch", b->o.batch_size);
 		jsonw_bool(&w, "shuffle", b->o.shuffle);
+		jsonw_str(&w, "order", order_name(&b->o));
+		if (b->o.shuffle == WHARF_SHUFFLE_SHARDS)
+			jsonw_u64(&w, "shard_window", b->o.shard_window);
 		jsonw_u64(&w, "batches", r->batches);
 		jsonw_u64(&w, "samples", r->samples);
 		jsonw_u64(&w, "bytes", r->bytes);
@@ -207,7 +222,8 @@ static int loader_bench(int argc, char **argv)
 	    {"batch", required_argument, NULL, 'b'},
 	    {"workers", required_argument, NULL, 'w'},
 	    {"prefetch", required_argument, NULL, 'p'},
-	    {"shuffle", no_argument, NULL, 's'},
+	    {"shuffle", optional_argument, NULL, 's'},
+	    {"shard-window", required_argument, NULL, 'N'},
 	    {"seed", required_argument, NULL, 'S'},
 	    {"epochs", required_argument, NULL, 'e'},
 	    {"max-batches", required_argument, NULL, 'm'},
@@ -220,7 +236,7 @@ static int loader_bench(int argc, char **argv)
 	    {0},
 	};
 	struct bench b = {.epochs = 0};
-	bool sweep = false;
+	bool sweep = false, window = false;
 	uint32_t v;
 	int c;
 	wharf_options_init(&b.o);
@@ -241,7 +257,20 @@ static int loader_bench(int argc, char **argv)
 				return 2;
 			break;
 		case 's':
-			b.o.shuffle = 1;
+			if (optarg && strcmp(optarg, "shards"))
+				return cmd_usage_error("bench",
+						       "--shuffle=%s: the one "
+						       "value is 'shards' "
+						       "(--shuffle alone: a "
+						       "global shuffle)",
+						       optarg);
+			b.o.shuffle = optarg ? WHARF_SHUFFLE_SHARDS : 1;
+			break;
+		case 'N':
+			if (parse_u32("--shard-window", optarg,
+				      &b.o.shard_window))
+				return 2;
+			window = true;
 			break;
 		case 'S':
 			if (parse_num("--seed", optarg, UINT64_MAX,
@@ -290,6 +319,9 @@ static int loader_bench(int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		return cmd_usage_error("bench", "loader needs one INDEX");
+	if (window && b.o.shuffle != WHARF_SHUFFLE_SHARDS)
+		return cmd_usage_error("bench", "--shard-window is for "
+						"--shuffle=shards");
 	b.path = argv[optind];
 	b.tty = isatty(STDERR_FILENO);
 	wharf_index *idx;

@@ -25,6 +25,8 @@
 #include "util.h"
 
 #define WINDOW 64
+/* Fits the 24 bits a state's flags give it; far past any sensible window. */
+#define SHARD_WINDOW_MAX (1u << 20)
 
 unsigned wharf_version_number(void)
 {
@@ -67,6 +69,7 @@ void wharf_options_init(struct wharf_options *o)
 	o->rank = -1;
 	o->world = -1;
 	o->persistent = 1;
+	o->shard_window = WHARF_SHARD_WINDOW_DEFAULT;
 }
 
 struct wharf_options *wharf_options_default(void)
@@ -125,14 +128,25 @@ static void mark_done(struct wharf_loader *l, uint64_t b)
 #define HINT_LEAD_BYTES (256ull << 20)
 
 /* The hint lead's bounds: the slots in flight, and HINT_LEAD_BYTES of
- * samples of the index's mean size. */
+ * samples of the index's mean size.  In the shard-aware order, no more
+ * than a window of shards of the mean size: hints further ahead load
+ * shards that push the open ones out of a mount's cache of three windows
+ * (bench/shards at a quarter cache: 1.4x to 1.8x the data fetched without
+ * it, 1.01x to 1.04x with it). */
 static void hint_lead_init(struct wharf_loader *l)
 {
 	uint64_t mean = l->idx->count ? l->idx->total_bytes / l->idx->count : 0;
 	uint64_t batch_bytes = mean * l->opt.batch_size;
+	uint64_t lead_bytes = HINT_LEAD_BYTES;
 
+	if (l->sampler.nshards) {
+		const uint64_t window = l->idx->total_bytes /
+					l->sampler.nshards * l->sampler.window;
+		if (window < lead_bytes)
+			lead_bytes = window;
+	}
 	l->hint_lead = l->nslots + 1;
-	l->hint_lead_max = batch_bytes ? HINT_LEAD_BYTES / batch_bytes : 64;
+	l->hint_lead_max = batch_bytes ? lead_bytes / batch_bytes : 64;
 	if (l->hint_lead_max < l->hint_lead)
 		l->hint_lead_max = l->hint_lead;
 }
@@ -580,8 +594,13 @@ uint32_t wharf_loader_world(const wharf_loader *l)
 
 static uint32_t state_flags(const wharf_loader *l)
 {
+	/* The window changes the order, so a state carries it. */
+	const uint32_t shards = l->sampler.nshards
+				    ? 8u | l->sampler.window << 8
+				    : 0u;
+
 	return (l->opt.shuffle ? 1u : 0u) | (l->opt.drop_last ? 2u : 0u) |
-	       (l->opt.even == WHARF_EVEN_DROP ? 4u : 0u);
+	       (l->opt.even == WHARF_EVEN_DROP ? 4u : 0u) | shards;
 }
 
 int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st)
@@ -617,7 +636,7 @@ int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
 	else if (st->world != l->sampler.world)
 		bad = "world";
 	else if (st->flags != state_flags(l))
-		bad = "flags (shuffle, drop_last, even)";
+		bad = "flags (shuffle, shard_window, drop_last, even)";
 	else if (st->position > l->sampler.nbatches)
 		bad = "position";
 	if (bad)
@@ -740,6 +759,21 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		rc = -EINVAL;
 		goto fail;
 	}
+	if (l->opt.shuffle > WHARF_SHUFFLE_SHARDS) {
+		err = strdupf("shuffle %u: 0 (sequential), 1 (global) or %d "
+			      "(shard-aware)",
+			      l->opt.shuffle, WHARF_SHUFFLE_SHARDS);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (!l->opt.shard_window)
+		l->opt.shard_window = WHARF_SHARD_WINDOW_DEFAULT;
+	if (l->opt.shard_window > SHARD_WINDOW_MAX) {
+		err = strdupf("shard_window %u: at most %u shards",
+			      l->opt.shard_window, SHARD_WINDOW_MAX);
+		rc = -EINVAL;
+		goto fail;
+	}
 	uint32_t rank, world;
 	rc = sampler_rank_world(l->opt.rank, l->opt.world, &rank, &world, &err);
 	if (rc)
@@ -748,6 +782,9 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 			  l->opt.batch_size, rank, world, l->opt.shuffle != 0,
 			  l->opt.drop_last != 0, l->opt.even == WHARF_EVEN_DROP,
 			  &err);
+	if (!rc && l->opt.shuffle == WHARF_SHUFFLE_SHARDS)
+		rc = sampler_use_shards(&l->sampler, l->idx->file,
+					l->opt.shard_window, &err);
 	if (rc)
 		goto fail;
 	if (l->opt.field && (l->idx->fstart || !l->opt.field_if_any)) {
@@ -856,6 +893,7 @@ void wharf_loader_close(wharf_loader *l)
 		l->close_hook(l->close_ctx);
 	ring_close(&l->ring);
 	hints_free(l->hints);
+	sampler_free(&l->sampler);
 	free(l->slots);
 	free(l->scratch_ids);
 	free((void *)l->fill.field_want);

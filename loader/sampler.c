@@ -20,6 +20,15 @@ static uint64_t splitmix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/* Half the width of the Feistel domain for n elements: the next even power
+ * of two at or above n, at least 4. */
+static uint32_t half_bits_for(uint64_t n)
+{
+	uint32_t bits = n <= 4 ? 2 : 64 - (uint32_t)__builtin_clzll(n - 1);
+
+	return (bits + 1) / 2;
+}
+
 int sampler_rank_world(int32_t rank, int32_t world, uint32_t *r, uint32_t *w,
 		       char **err)
 {
@@ -88,13 +97,56 @@ int sampler_init(struct sampler *s, uint64_t n, uint64_t seed, uint32_t batch,
 		*err = strdupf("the index has no samples");
 		return -EINVAL;
 	}
-	uint32_t bits = 2;
-	while (bits < 64 && (1ull << bits) < n)
-		bits++;
-	if (bits % 2)
-		bits++;
-	s->half_bits = bits / 2;
+	s->half_bits = half_bits_for(n);
 	return 0;
+}
+
+int sampler_use_shards(struct sampler *s, const uint32_t *file, uint32_t window,
+		       char **err)
+{
+	uint64_t nshards = 0;
+
+	if (window == 0) {
+		*err = strdupf("shard window 0: at least one shard must be "
+			       "open");
+		return -EINVAL;
+	}
+	/* Padding repeats a rank's own last sample: a rank needs one. */
+	if (!s->drop_uneven && s->n < s->world) {
+		*err = strdupf("the index has %llu samples, fewer than the "
+			       "world size %u: the shard-aware order cannot "
+			       "pad a rank that has none (use even=drop)",
+			       (unsigned long long)s->n, s->world);
+		return -EINVAL;
+	}
+	for (uint64_t i = 0; i < s->n; i++)
+		nshards += i == 0 || file[i] != file[i - 1];
+	s->shard_start = malloc((nshards + 1) * sizeof(uint64_t));
+	s->piece_first = malloc(nshards * sizeof(uint64_t));
+	s->piece_pos = malloc((nshards + 1) * sizeof(uint64_t));
+	if (!s->shard_start || !s->piece_first || !s->piece_pos) {
+		sampler_free(s);
+		*err = strdupf("sampler: out of memory for %llu shards",
+			       (unsigned long long)nshards);
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0, k = 0; i < s->n; i++)
+		if (i == 0 || file[i] != file[i - 1])
+			s->shard_start[k++] = i;
+	s->shard_start[nshards] = s->n;
+	s->nshards = nshards;
+	s->window = window;
+	s->shard_bits = half_bits_for(nshards);
+	return 0;
+}
+
+void sampler_free(struct sampler *s)
+{
+	free(s->shard_start);
+	free(s->piece_first);
+	free(s->piece_pos);
+	s->shard_start = s->piece_first = s->piece_pos = NULL;
+	s->nshards = 0;
 }
 
 uint64_t sampler_sample_seed(uint64_t seed, uint64_t epoch, uint64_t id)
@@ -115,6 +167,75 @@ uint64_t sampler_shift(uint64_t seed, uint64_t epoch, uint64_t steps)
 		       (steps - 1);
 }
 
+/* A balanced Feistel network on 2 * half bits, keyed by the epoch's keys
+ * mixed with salt (0: the global order): a bijection. */
+static uint64_t feistel(const uint64_t *key, uint64_t salt, uint32_t half,
+			uint64_t x)
+{
+	const uint64_t mask = (1ull << half) - 1;
+	uint64_t l = x >> half, r = x & mask;
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t = l ^ (splitmix64(r ^ key[i] ^ salt) & mask);
+		l = r;
+		r = t;
+	}
+	return (l << half) | r;
+}
+
+/* Cycle-walking keeps a bijection of the domain a bijection of [0, n); the
+ * domain is < 4n, so few steps on average. */
+static uint64_t permute_keyed(const uint64_t *key, uint64_t salt, uint32_t half,
+			      uint64_t n, uint64_t g)
+{
+	uint64_t x = feistel(key, salt, half, g);
+	while (x >= n)
+		x = feistel(key, salt, half, x);
+	return x;
+}
+
+uint64_t sampler_permute(const struct sampler_epoch *e, uint64_t n, uint64_t g)
+{
+	if (!e->shuffle)
+		return g;
+	return permute_keyed(e->key, 0, e->half_bits, n, g);
+}
+
+/* Rank r's range of the epoch's shard-ordered samples: [*lo, *lo + count). */
+static uint64_t rank_range(const struct sampler *s, uint64_t *lo)
+{
+	const uint64_t base = s->n / s->world, rem = s->n % s->world;
+
+	*lo = s->rank * base + (s->rank < rem ? s->rank : rem);
+	return base + (s->rank < rem);
+}
+
+/* Walks the shards in the epoch's keyed order (the same on every rank) and
+ * keeps the parts that fall in this rank's range, in that order. */
+static void shard_pieces(const struct sampler *s, struct sampler_epoch *e)
+{
+	uint64_t lo, cum = 0, m = 0;
+	const uint64_t count = rank_range(s, &lo), hi = lo + count;
+
+	for (uint64_t j = 0; j < s->nshards && cum < hi; j++) {
+		const uint64_t sh =
+		    permute_keyed(e->key, 0, s->shard_bits, s->nshards, j);
+		const uint64_t a = s->shard_start[sh];
+		const uint64_t len = s->shard_start[sh + 1] - a;
+		const uint64_t from = cum > lo ? cum : lo;
+		const uint64_t to = cum + len < hi ? cum + len : hi;
+		if (from < to) {
+			s->piece_first[m] = a + (from - cum);
+			s->piece_pos[m] = from - lo;
+			m++;
+		}
+		cum += len;
+	}
+	s->piece_pos[m] = count;
+	e->piece_first = s->piece_first;
+	e->piece_pos = s->piece_pos;
+	e->npieces = m;
+}
+
 void sampler_epoch_keys(const struct sampler *s, uint64_t epoch,
 			struct sampler_epoch *e)
 {
@@ -126,35 +247,52 @@ void sampler_epoch_keys(const struct sampler *s, uint64_t epoch,
 	e->half_bits = s->half_bits;
 	e->mask = (1ull << s->half_bits) - 1;
 	e->shuffle = s->shuffle;
+	e->piece_first = e->piece_pos = NULL;
+	e->npieces = 0;
+	e->window = s->window;
+	if (s->nshards)
+		shard_pieces(s, e);
 }
 
-/* A balanced Feistel network on 2 * half_bits bits: a bijection. */
-static uint64_t feistel(const struct sampler_epoch *e, uint64_t x)
+/* The last piece in [a, b) that starts at or before rank position pos. */
+static uint64_t piece_at(const struct sampler_epoch *e, uint64_t a, uint64_t b,
+			 uint64_t pos)
 {
-	uint64_t l = x >> e->half_bits, r = x & e->mask;
-	for (int i = 0; i < ROUNDS; i++) {
-		uint64_t t = l ^ (splitmix64(r ^ e->key[i]) & e->mask);
-		l = r;
-		r = t;
+	while (b - a > 1) {
+		const uint64_t mid = a + (b - a) / 2;
+		if (e->piece_pos[mid] <= pos)
+			a = mid;
+		else
+			b = mid;
 	}
-	return (l << e->half_bits) | r;
+	return a;
 }
 
-uint64_t sampler_permute(const struct sampler_epoch *e, uint64_t n, uint64_t g)
+/* Shard-aware order: the group of `window` pieces that holds pos, then a
+ * keyed permutation of that group's samples, salted by the group. */
+static uint64_t shard_order_at(const struct sampler_epoch *e, uint64_t pos)
 {
-	if (!e->shuffle)
-		return g;
-	/* Cycle-walking keeps a bijection of the domain a bijection of
-	 * [0, n); the domain is < 4n, so few steps on average. */
-	uint64_t x = feistel(e, g);
-	while (x >= n)
-		x = feistel(e, x);
-	return x;
+	const uint64_t count = e->piece_pos[e->npieces];
+	if (pos >= count)
+		pos = count - 1; /* padding: the rank's last sample again */
+	const uint64_t g = piece_at(e, 0, e->npieces, pos) / e->window;
+	const uint64_t first = g * e->window;
+	const uint64_t end =
+	    first + e->window < e->npieces ? first + e->window : e->npieces;
+	const uint64_t start = e->piece_pos[first];
+	const uint64_t len = e->piece_pos[end] - start;
+	const uint64_t k =
+	    start + permute_keyed(e->key, splitmix64(g + 0x3c6ef372ull),
+				  half_bits_for(len), len, pos - start);
+	const uint64_t p = piece_at(e, first, end, k);
+	return e->piece_first[p] + (k - e->piece_pos[p]);
 }
 
 uint64_t sampler_at(const struct sampler *s, const struct sampler_epoch *e,
 		    uint64_t pos)
 {
+	if (e->npieces)
+		return shard_order_at(e, pos);
 	uint64_t g = pos * s->world + s->rank;
 	if (g >= s->n)
 		g %= s->n; /* padding repeats the start of the order */

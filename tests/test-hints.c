@@ -32,6 +32,10 @@
 #define SMALL_SIZE 20000
 #define N_BIG 4
 #define BIG_SIZE (8ull << 20)
+/* Shards for the shard-aware order: 2 chunks each. */
+#define N_SHARD 8
+#define SHARD_SIZE (2ull << 20)
+#define SHARD_REC 65536
 /* Mounts cut files into 1 MiB chunks (fx_mount_start). */
 /* The first window: reads that may start before the pool got going. */
 #define FIRST_WINDOW 32
@@ -66,6 +70,12 @@ static const char *big_name(int i, char *buf, size_t len)
 	return buf;
 }
 
+static const char *shard_name(int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "shards/t%d", i);
+	return buf;
+}
+
 static void make_dataset(void)
 {
 	char path[PATH_MAX], name[64];
@@ -77,6 +87,15 @@ static void make_dataset(void)
 	snprintf(path, sizeof(path), "%s/big", data_dir);
 	if (fx_mkdirs(path))
 		abort();
+	snprintf(path, sizeof(path), "%s/shards", data_dir);
+	if (fx_mkdirs(path))
+		abort();
+	for (int i = 0; i < N_SHARD; i++) {
+		shard_name(i, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+		if (fx_write_file(path, SHARD_SIZE, seed_of(name)))
+			abort();
+	}
 	for (int i = 0; i < N_SMALL + N_BIG; i++) {
 		bool big = i >= N_SMALL;
 
@@ -841,6 +860,18 @@ START_TEST(test_pool_loads_hold_no_thread)
 }
 END_TEST
 
+/* A loader's options here: 2 workers, the ring in the work directory. */
+static void loader_options(struct wharf_options *opt, uint32_t batch,
+			   uint32_t shuffle, uint64_t seed)
+{
+	wharf_options_init(opt);
+	opt->batch_size = batch;
+	opt->num_workers = 2;
+	opt->shuffle = shuffle;
+	opt->seed = seed;
+	opt->shm_dir = work_dir;
+}
+
 START_TEST(test_loader_sends_hints)
 {
 	static const char *const opts[] = {"--max-connections", "32", NULL};
@@ -862,12 +893,7 @@ START_TEST(test_loader_sends_hints)
 	/* A file read first: the mount sees no opens from then on, and the
 	 * loader's hints still arrive (see test_hints_ioctl). */
 	check_bytes(&m, "small/s0000", SMALL_SIZE);
-	wharf_options_init(&opt);
-	opt.batch_size = 16;
-	opt.num_workers = 2;
-	opt.shuffle = 1;
-	opt.seed = 42;
-	opt.shm_dir = work_dir;
+	loader_options(&opt, 16, 1, 42);
 	ck_assert_msg(wharf_loader_open(idx, &opt, &l) == 0, "%s",
 		      wharf_last_error());
 	while ((rc = wharf_loader_next(l, &b)) == 0) {
@@ -889,6 +915,88 @@ START_TEST(test_loader_sends_hints)
 	ck_assert_int_eq(fx_mount_stat(m.dir, "hints", "bad_lines"), 0);
 	ck_assert_int_le(fx_mount_stat(m.dir, "hints", "misses"), FIRST_WINDOW);
 	mount_stop(&m);
+}
+END_TEST
+
+/* The index of shards/t0..t7 cut into SHARD_REC records. */
+static void shard_records_index(const struct fx_mount *m, const char *out)
+{
+	wharf_index_builder *b = NULL;
+	char path[PATH_MAX], name[64];
+
+	ck_assert_int_eq(wharf_index_builder_new(out, NULL, &b), 0);
+	for (int k = 0; k < N_SHARD; k++) {
+		snprintf(path, sizeof(path), "%s/%s", m->dir,
+			 shard_name(k, name, sizeof(name)));
+		for (uint64_t off = 0; off < SHARD_SIZE; off += SHARD_REC)
+			ck_assert_int_eq(
+			    wharf_index_builder_add(b, path, off, SHARD_REC, k),
+			    0);
+	}
+	ck_assert_int_eq(wharf_index_builder_finish(b), 0);
+	wharf_index_builder_free(b);
+}
+
+/* One cold epoch over the shards in the given order on a fresh mount whose
+ * caches hold half the data (4 of the 8 shards: the window being read, the
+ * one before, which the cache's LRU may keep longer, and the one hinted
+ * ahead), the kernel's page cache dropped after each batch.
+ * @return the bytes the origin sent. */
+static long long shard_epoch_fetched(uint32_t shuffle)
+{
+	/* clang-format off */
+	static const char *const opts[] = {"--max-connections", "32",
+					   "--cache-size", "8M",
+					   "--memory-cache", "2M", NULL};
+	/* clang-format on */
+	struct wharf_options opt;
+	const struct wharf_batch *b;
+	wharf_loader *l = NULL;
+	wharf_index *idx = NULL;
+	struct fx_mount m = {0};
+	char index_path[PATH_MAX], name[64];
+	uint64_t samples = 0;
+	long long fetched;
+	int rc;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, opts), 0);
+	snprintf(index_path, sizeof(index_path), "%s/shards.idx", work_dir);
+	shard_records_index(&m, index_path);
+	ck_assert_int_eq(wharf_index_open(index_path, 0, &idx), 0);
+	loader_options(&opt, 8, shuffle, 5);
+	opt.shard_window = 1;
+	ck_assert_msg(wharf_loader_open(idx, &opt, &l) == 0, "%s",
+		      wharf_last_error());
+	while ((rc = wharf_loader_next(l, &b)) == 0) {
+		samples += b->count;
+		ck_assert_int_eq(wharf_loader_release(l, b), 0);
+		/* Data larger than memory: the kernel keeps no pages. */
+		for (int k = 0; k < N_SHARD; k++)
+			forget_pages(&m, shard_name(k, name, sizeof(name)));
+	}
+	ck_assert_int_eq(rc, WHARF_END);
+	ck_assert_int_eq(samples, N_SHARD * (SHARD_SIZE / SHARD_REC));
+	wharf_loader_close(l);
+	wharf_index_close(idx);
+	fetched = fx_mount_stat(m.dir, "origin", "bytes_fetched");
+	mount_stop(&m);
+	return fetched;
+}
+
+/* The shard-aware order reads each shard in one stretch and its hints run
+ * no further ahead than a window: every byte comes from the origin once,
+ * where a global shuffle over caches smaller than the data fetches chunks
+ * again and again. */
+START_TEST(test_shard_order_fetches_once)
+{
+	const long long data = (long long)N_SHARD * SHARD_SIZE;
+	const long long global = shard_epoch_fetched(1);
+	const long long shards = shard_epoch_fetched(WHARF_SHUFFLE_SHARDS);
+
+	ck_assert_msg(shards >= data && shards <= data + data / 20,
+		      "shard order: %lld bytes fetched for %lld", shards, data);
+	ck_assert_msg(global > 2 * data, "global shuffle: %lld bytes for %lld",
+		      global, data);
 }
 END_TEST
 
@@ -993,6 +1101,8 @@ static Suite *hints_suite(void)
 	fx_tcase_add(tc, test_origin_sheds_load, why);
 	fx_tcase_add(tc, test_pool_loads_hold_no_thread, why);
 	fx_tcase_add(tc, test_loader_sends_hints, why);
+	fx_tcase_add(tc, test_shard_order_fetches_once, why);
+	fx_tcase_add(tc, test_shard_order_fetches_once, why);
 	fx_tcase_add(tc, test_prefetch_command, why);
 	suite_add_tcase(s, tc);
 	return s;

@@ -526,13 +526,19 @@ END_TEST
 
 START_TEST(resume)
 {
-	/* _i selects the mode: 0 in order, 1 out of order. */
+	/* _i selects the mode: 0 in order, 1 out of order, 2 in the
+	 * shard-aware order (the record shard as one shard, cut into
+	 * pieces by rank 1 of 3). */
 	struct wharf_options o;
 	opts(&o, 16, 2);
 	o.prefetch = 2;
-	o.shuffle = 1;
+	o.shuffle = _i == 2 ? WHARF_SHUFFLE_SHARDS : 1;
 	o.seed = 9;
-	o.in_order = _i == 0;
+	o.in_order = _i != 1;
+	if (_i == 2) {
+		o.rank = 1;
+		o.world = 3;
+	}
 	wharf_loader *l;
 	/* Reference: epoch 3 in full. */
 	struct run ref = {0};
@@ -586,7 +592,22 @@ START_TEST(resume)
 	st.batch_size = 3;
 	ck_assert_int_eq(wharf_loader_state_restore(l, &st), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "batch_size"));
+	/* Another order, or another shard window, is another run. */
+	ck_assert_int_eq(wharf_loader_state_save(l, &st), 0);
 	wharf_loader_close(l);
+	struct wharf_options o3 = o;
+	o3.shuffle = _i == 2 ? 1 : WHARF_SHUFFLE_SHARDS;
+	open_loader(recs, &o3, &l);
+	ck_assert_int_eq(wharf_loader_state_restore(l, &st), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(wharf_last_error(), "shard_window"));
+	wharf_loader_close(l);
+	if (_i == 2) {
+		o3 = o;
+		o3.shard_window = 7;
+		open_loader(recs, &o3, &l);
+		ck_assert_int_eq(wharf_loader_state_restore(l, &st), -EINVAL);
+		wharf_loader_close(l);
+	}
 	run_free(&ref);
 }
 END_TEST
@@ -1385,6 +1406,29 @@ START_TEST(killed_caller_leaves_nothing)
 }
 END_TEST
 
+/* `wharf bench loader --shuffle=shards` runs the shard-aware order. */
+START_TEST(bench_shard_order)
+{
+	const char *w = fx_wharf_bin();
+	if (access(w, X_OK))
+		fx_skip("no wharf command at %s (a --disable-fs build)", w);
+	ck_assert_int_eq(fx_sh("'%s' bench loader --shuffle=shards "
+			       "--shard-window 2 --json '%s' | "
+			       "grep -q '\"order\": *\"shards\".*"
+			       "\"shard_window\": *2'",
+			       w, dir_idx),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' bench loader --shuffle=shard '%s' 2>&1 "
+			       "| grep -q \"the one value is 'shards'\"",
+			       w, dir_idx),
+			 0);
+	ck_assert_int_eq(fx_sh("'%s' bench loader --shard-window 2 '%s' "
+			       "2>/dev/null",
+			       w, dir_idx),
+			 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("loader");
@@ -1396,7 +1440,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, transforms);
 	tcase_add_test(tc, moving_windows);
 	tcase_add_test(tc, dtype_spellings);
-	tcase_add_loop_test(tc, resume, 0, 2);
+	tcase_add_loop_test(tc, resume, 0, 3);
+	tcase_add_test(tc, bench_shard_order);
 	tcase_add_loop_test(tc, epochs_differ_and_repeat, 0, 2);
 	tcase_add_test(tc, set_epoch_at_start_keeps_read_ahead);
 	tcase_add_test(tc, restart_stops_stale_batches);

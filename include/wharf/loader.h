@@ -427,6 +427,11 @@ typedef int (*wharf_sample_fn)(void *user, uint64_t sample, const void *in,
  * __getitems__ analogue).  Returns 0 or a negative errno. */
 typedef int (*wharf_batch_fn)(void *user, struct wharf_batch_rw *batch);
 
+/* wharf_options.shuffle: shards in a keyed order, samples shuffled within
+ * a window of shard_window shards (see shard_window). */
+#define WHARF_SHUFFLE_SHARDS 2
+#define WHARF_SHARD_WINDOW_DEFAULT 4
+
 /* How ranks get equal batch counts when the samples do not divide evenly. */
 #define WHARF_EVEN_PAD 0  /* repeat samples from the start (PyTorch default) */
 #define WHARF_EVEN_DROP 1 /* leave the tail out: shards are disjoint */
@@ -436,7 +441,8 @@ struct wharf_options {
 	uint32_t batch_size;  /* samples per batch (default 32) */
 	uint32_t num_workers; /* forked workers; 0 = read in the caller (2) */
 	uint32_t prefetch;    /* ring slots per worker (2); 1 to 1024 */
-	uint32_t shuffle;     /* 0 sequential, 1 shuffled by (seed, epoch) */
+	uint32_t shuffle;     /* 0 sequential, 1 shuffled by (seed, epoch),
+			       * WHARF_SHUFFLE_SHARDS shard-aware */
 	uint32_t drop_last;   /* 1: leave out the last short batch */
 	uint32_t in_order;    /* 1 (default): sampler order; 0: first ready */
 	uint32_t even;	      /* WHARF_EVEN_PAD or WHARF_EVEN_DROP */
@@ -489,6 +495,25 @@ struct wharf_options {
 	const char *field;
 	uint32_t field_if_any;
 	uint32_t reserved2;
+	/* Shard-aware shuffle (shuffle = WHARF_SHUFFLE_SHARDS): at most this
+	 * many shards are open at any point of a rank's order (0: 4).  A
+	 * shard is a run of consecutive samples of one file in the index (a
+	 * tar shard, a record file).  Per epoch the shards go in an order
+	 * keyed by (seed, epoch); rank r takes the r-th of world consecutive
+	 * ranges of that order (n / world samples each, one more for the
+	 * first n % world ranks), so ranks read disjoint shards, except that
+	 * a range may end inside a shard: its samples are then split between
+	 * two ranks, each reading only its part.  Each rank shuffles the
+	 * samples of `shard_window` shards at a time, so that it reads each
+	 * shard in one stretch: a mount's cache that holds about three
+	 * windows of shards (the one being read, the one before, which a
+	 * least-recently-used cache keeps longer, and the next, which hints
+	 * and workers reach ahead) fetches every byte once an epoch.  even
+	 * = WHARF_EVEN_PAD repeats a rank's last sample where it has one
+	 * fewer; WHARF_EVEN_DROP leaves the last sample of the longer ranks
+	 * out.  The sampler keeps 24 bytes per shard, nothing per sample. */
+	uint32_t shard_window;
+	uint32_t reserved3;
 };
 
 /* Fills *opt with the defaults above and sets opt->size.  Always call it (or
@@ -592,7 +617,9 @@ struct wharf_state {
 	uint32_t batch_size;
 	uint32_t rank;
 	uint32_t world;
-	uint32_t flags; /* shuffle | drop_last << 1 | even << 2 */
+	/* shuffle != 0 | drop_last << 1 | even << 2, and in shard-aware
+	 * order 1 << 3 | shard_window << 8 */
+	uint32_t flags;
 };
 
 /* @return 0 and *st filled. */

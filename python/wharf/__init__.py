@@ -603,6 +603,16 @@ def _dataloader_args(kw, seed):
     return out
 
 
+def _shuffle_mode(shuffle):
+    """wharf_options.shuffle for shuffle=: False, True or "shards"."""
+    if isinstance(shuffle, str):
+        if shuffle != "shards":
+            raise ValueError('shuffle=%r: give True, False or "shards"'
+                             % shuffle)
+        return _lib.WHARF_SHUFFLE_SHARDS
+    return int(bool(shuffle))
+
+
 class Loader:
     """Reads an index's samples in batches with forked C workers.
 
@@ -614,6 +624,20 @@ class Loader:
     multiprocessing_context (accepted; the workers run no Python) and, in
     wharf.torch, pin_memory.  sampler, batch_sampler, collate_fn and
     worker_init_fn are refused with the wharf way to do the same.
+
+    shuffle is False (index order), True (a global shuffle keyed by seed
+    and epoch) or "shards": the shard-aware order for data larger than a
+    mount's cache.  A shard is a run of consecutive samples of one file
+    (a tar shard, a record file); the shards go in an order keyed by seed
+    and epoch, each rank takes a consecutive range of that order (whole
+    shards, but for one split at each range's end) and reads the samples
+    of shard_window shards (default 4) at a time in a shuffled order, so
+    that a mount streams each shard once per epoch when its cache holds
+    about three windows of shards.  Deterministic in (seed, epoch, rank,
+    world_size) and resumable with state_dict() like the global order;
+    with shard sizes that differ, even="pad" repeats a rank's last sample
+    where it has one fewer and even="drop" leaves the longer ranks' last
+    sample out.
 
     index is an Index or the path of an index file; rank/world_size
     default to $RANK/$WORLD_SIZE (or SLURM's); decode is a wharf.decode
@@ -634,7 +658,8 @@ class Loader:
                  in_order=True, rank=None, world_size=None, decode=None,
                  even="pad", skip_bad=False, timeout=None, sample_bytes=0,
                  slot_bytes=0, shm_dir=None, held_batches=1,
-                 prefetch_factor=None, pin_memory=False, **dataloader):
+                 prefetch_factor=None, pin_memory=False, shard_window=None,
+                 **dataloader):
         if pin_memory and self._tensors is None:
             raise ValueError("pin_memory= is for torch tensors: use "
                              "wharf.torch.Loader (wharf.Loader gives NumPy "
@@ -665,7 +690,14 @@ class Loader:
         opt.num_workers = int(num_workers)
         if prefetch is not None:
             opt.prefetch = int(prefetch)
-        opt.shuffle = int(bool(shuffle))
+        opt.shuffle = _shuffle_mode(shuffle)
+        if shard_window is not None:
+            if opt.shuffle != _lib.WHARF_SHUFFLE_SHARDS:
+                raise ValueError('shard_window= is for shuffle="shards"')
+            if int(shard_window) < 1:
+                raise ValueError("shard_window must be at least 1 (shards "
+                                 "open at once)")
+            opt.shard_window = int(shard_window)
         opt.drop_last = int(bool(drop_last))
         opt.in_order = int(bool(in_order))
         opt.even = _lib.WHARF_EVEN_PAD if even == "pad" else \

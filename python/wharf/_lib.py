@@ -20,6 +20,7 @@ WHARF_INDEX_VERIFY = 1
 WHARF_LENGTH_UNKNOWN = (1 << 64) - 1
 WHARF_EVEN_PAD = 0
 WHARF_EVEN_DROP = 1
+WHARF_SHUFFLE_SHARDS = 2
 
 
 class Sample(ctypes.Structure):
@@ -87,6 +88,8 @@ class Options(ctypes.Structure):
         ("field", c_char_p),
         ("field_if_any", c_u32),
         ("reserved2", c_u32),
+        ("shard_window", c_u32),
+        ("reserved3", c_u32),
     ]
 
 

@@ -290,6 +290,97 @@ class TestOrder(Tmp):
             wrong.load_state_dict(state)
         self.assertEqual(cm.exception.errno, errno.EINVAL)
 
+    def shard_index(self, sizes):
+        """One file per shard, sizes[k] samples of 4 bytes each, indexed
+        with (path, offset, length, label); returns (index, shard of each
+        sample)."""
+        samples, shard_of = [], []
+        for k, n in enumerate(sizes):
+            p = self.path("shard%02d" % k)
+            with open(p, "wb") as f:
+                f.write(bytes(range(4)) * n)
+            samples += [(p, 4 * i, 4, k) for i in range(n)]
+            shard_of += [k] * n
+        ix = wharf.Index.build(self.path("s.idx"), samples=samples)
+        return ix, shard_of
+
+    def test_shard_order(self):
+        sizes = [5, 1, 9, 3, 12, 7, 2, 8, 4, 6, 11]
+        ix, shard_of = self.shard_index(sizes)
+        n = sum(sizes)
+
+        def ranks(world, even, window=None, epoch=0):
+            out = []
+            for r in range(world):
+                l = self.loader(ix, batch_size=3, shuffle="shards", seed=4,
+                                rank=r, world_size=world, even=even,
+                                shard_window=window)
+                l.set_epoch(epoch)
+                out.append(self.order(l))
+            return out
+
+        for window in (None, 1, 3):
+            w = 4 if window is None else window
+            for world in (1, 3):
+                parts = ranks(world, "drop", window)
+                flat = [i for p in parts for i in p]
+                self.assertEqual(len(flat), len(set(flat)))  # disjoint
+                self.assertEqual(len(flat), n // world * world)
+                parts = ranks(world, "pad", window)
+                self.assertEqual(set(i for p in parts for i in p),
+                                 set(range(n)))  # covering
+                for p in parts:
+                    # At most w shards open at any point of the order.
+                    first, last = {}, {}
+                    for pos, i in enumerate(p):
+                        first.setdefault(shard_of[i], pos)
+                        last[shard_of[i]] = pos
+                    for pos in range(len(p)):
+                        opened = sum(1 for k in first
+                                     if first[k] <= pos <= last[k])
+                        self.assertLessEqual(opened, w)
+        # Deterministic; another epoch, another order; labels follow.
+        a = ranks(1, "pad", epoch=2)[0]
+        self.assertEqual(a, ranks(1, "pad", epoch=2)[0])
+        self.assertNotEqual(a, ranks(1, "pad", epoch=3)[0])
+        self.assertNotEqual(a, list(range(n)))
+        for b in self.loader(ix, batch_size=5, shuffle="shards"):
+            self.assertEqual([int(x) for x in b.labels],
+                             [shard_of[int(i)] for i in b.samples])
+
+    def test_shard_order_resumes_exactly(self):
+        ix, _ = self.shard_index([5, 1, 9, 3, 12, 7, 2, 8, 4, 6, 11])
+        kw = dict(batch_size=4, shuffle="shards", seed=2, shard_window=2)
+        ref = self.loader(ix, **kw)
+        ref.set_epoch(1)
+        want = [list(map(int, b.samples)) for b in ref]
+        a = self.loader(ix, **kw)
+        a.set_epoch(1)
+        it = iter(a)
+        got = [list(map(int, next(it).samples)) for _ in range(6)]
+        state = a.state_dict()
+        a.close()
+        b = self.loader(ix, num_workers=1, **kw)
+        b.load_state_dict(state)
+        self.assertEqual(got + [list(map(int, x.samples)) for x in b], want)
+        # The global order's state is another run's.
+        g = self.loader(ix, batch_size=4, shuffle=True, seed=2)
+        with self.assertRaises(wharf.WharfError) as cm:
+            g.load_state_dict(state)
+        self.assertIn("shard_window", str(cm.exception))
+
+    def test_shuffle_values(self):
+        with self.assertRaises(ValueError) as cm:
+            self.loader(self.ix, shuffle="shard")
+        self.assertIn('"shards"', str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.loader(self.ix, shuffle=True, shard_window=2)
+        with self.assertRaises(ValueError):
+            self.loader(self.ix, shuffle="shards", shard_window=0)
+        # One sample per file (a --dir index): each file is a shard.
+        o = self.order(self.loader(self.ix, batch_size=4, shuffle="shards"))
+        self.assertEqual(sorted(o), list(range(46)))
+
     def test_len_and_stats(self):
         l = self.loader(self.ix, batch_size=10)
         self.assertEqual(len(l), 5)
