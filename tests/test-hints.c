@@ -993,7 +993,10 @@ START_TEST(test_shard_order_fetches_once)
 	const long long global = shard_epoch_fetched(1);
 	const long long shards = shard_epoch_fetched(WHARF_SHUFFLE_SHARDS);
 
-	ck_assert_msg(shards >= data && shards <= data + data / 20,
+	/* Within two chunks of the data: at this size one chunk is 6%, and
+	 * a loaded machine may see a hinted chunk evicted before its read
+	 * (bench/shards measures the 1.05x target at scale). */
+	ck_assert_msg(shards >= data && shards <= data + 2 * (1 << 20),
 		      "shard order: %lld bytes fetched for %lld", shards, data);
 	ck_assert_msg(global > 2 * data, "global shuffle: %lld bytes for %lld",
 		      global, data);
@@ -1101,7 +1104,6 @@ static Suite *hints_suite(void)
 	fx_tcase_add(tc, test_origin_sheds_load, why);
 	fx_tcase_add(tc, test_pool_loads_hold_no_thread, why);
 	fx_tcase_add(tc, test_loader_sends_hints, why);
-	fx_tcase_add(tc, test_shard_order_fetches_once, why);
 	fx_tcase_add(tc, test_shard_order_fetches_once, why);
 	fx_tcase_add(tc, test_prefetch_command, why);
 	suite_add_tcase(s, tc);
