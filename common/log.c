@@ -114,6 +114,9 @@ void log_set_func(wharf_log_func fn, void *arg)
 }
 
 static void vlog(enum wharf_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void vlog(enum wharf_log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_DEBUG};
 	static const char *const tag[] = {"error", "warning", "info", "debug"};
