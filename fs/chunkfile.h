@@ -145,10 +145,28 @@ static inline bool same_file(const struct store_file_id *a,
 	       a->size == b->size;
 }
 
-/* seal_trusts: whether seal s vouches for file id holding bytes of
- * checksum sum (store_seal.c). */
-bool seal_trusts(const struct seal *s, const struct store_file_id *id,
-		 uint64_t sum);
+/* How far past a file's ctime a seal must be taken to vouch for it: a
+ * write in the ctime's own tick would not move it (store_seal.c). */
+#define SEAL_SETTLE_NS 100000000ll	   /* 100 ms: past any jiffy */
+#define SEAL_SETTLE_COARSE_NS 2000000000ll /* stamps of whole seconds */
+
+/* Whether a seal of a file whose ctime is ctime_ns, taken at taken_ns,
+ * came after the ctime's tick. */
+static inline bool seal_settled(int64_t ctime_ns, int64_t taken_ns)
+{
+	const int64_t settle =
+	    ctime_ns % 1000000000 ? SEAL_SETTLE_NS : SEAL_SETTLE_COARSE_NS;
+
+	return taken_ns - ctime_ns > settle;
+}
+
+/* Whether seal s vouches for file id holding bytes of checksum sum. */
+static inline bool seal_trusts(const struct seal *s,
+			       const struct store_file_id *id, uint64_t sum)
+{
+	return s->file.ino && s->sum == sum && same_file(id, &s->file) &&
+	       seal_settled(s->file.ctime_ns, s->taken_ns);
+}
 
 /* ---- chunkfile.c ---- */
 

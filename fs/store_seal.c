@@ -50,8 +50,6 @@
 
 #include "util.h"
 
-#define SEAL_SETTLE_NS 100000000ll	   /* 100 ms: past any jiffy */
-#define SEAL_SETTLE_COARSE_NS 2000000000ll /* stamps of whole seconds */
 #define SEALS_NAME "seals"
 #define SEALS_HDR 16
 #define SEAL_ENTRY 80
@@ -68,23 +66,6 @@ int64_t seal_clock(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts_ns(&ts);
-}
-
-/* Whether a seal of a file whose ctime is ctime_ns, taken at taken_ns,
- * came after the ctime's tick. */
-static bool settled(int64_t ctime_ns, int64_t taken_ns)
-{
-	const int64_t settle =
-	    ctime_ns % 1000000000 ? SEAL_SETTLE_NS : SEAL_SETTLE_COARSE_NS;
-
-	return taken_ns - ctime_ns > settle;
-}
-
-bool seal_trusts(const struct seal *s, const struct store_file_id *id,
-		 uint64_t sum)
-{
-	return s->file.ino && s->sum == sum && same_file(id, &s->file) &&
-	       settled(s->file.ctime_ns, s->taken_ns);
 }
 
 void seal_touched(struct seal *s, const struct store_file_id *was,
@@ -193,9 +174,9 @@ static bool settle(struct seal *s, int dirfd, const char *name, int64_t now)
 
 	if (!s->file.ino)
 		return false;
-	if (settled(s->file.ctime_ns, s->taken_ns))
+	if (seal_settled(s->file.ctime_ns, s->taken_ns))
 		return true;
-	if (!settled(s->file.ctime_ns, now) ||
+	if (!seal_settled(s->file.ctime_ns, now) ||
 	    fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW))
 		return false;
 	id = file_id(&sb);
