@@ -801,7 +801,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 	rc = scan(st, err);
 	if (rc)
 		goto fail;
-	seal_load(st, top, !st->cfg.check_each_mount);
+	seal_load(st, top);
 	st->opened = true;
 	/* A smaller cap than last time, or a filesystem that holds less
 	 * than it: honoured now. */

@@ -205,11 +205,12 @@ static inline void pack_names(const struct chunk_key *key,
  * with. */
 int64_t seal_clock(void);
 /* At open, after the scan: puts the seals of DIR/seals on the chunks and
- * packs of the index whose files they name (where trust: not with
- * check_each_mount), and their last uses, which then order the LRU.  A
- * bad or missing file: no seal, all is checked, and the files' times
- * rank the chunks. */
-void seal_load(struct store *st, int dirfd, bool trust);
+ * packs of the index whose files they name, and their last uses, which
+ * then order the LRU.  With check_each_mount the seals are not trusted,
+ * only kept for the next mount (each still vouches only for a file whose
+ * stat matches).  A bad or missing file: no seal, all is checked, and
+ * the files' times rank the chunks. */
+void seal_load(struct store *st, int dirfd);
 /* At close: writes the seals and last uses of the index to DIR/seals,
  * atomically. */
 void seal_save(struct store *st);

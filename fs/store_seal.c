@@ -128,11 +128,10 @@ static void used_put(struct sentry *e, int64_t used_ns)
 		e->used_ns = used_ns;
 }
 
-/* Under mu: puts seal s (where trust) and last use used_ns on the chunk
- * file or pack `key` names, if the index has it so. */
+/* Under mu: puts seal s and last use used_ns on the chunk file or pack
+ * `key` names, if the index has it so. */
 static void seal_put(struct store *st, const struct chunk_key *key,
-		     uint8_t kind, const struct seal *s, int64_t used_ns,
-		     bool trust)
+		     uint8_t kind, const struct seal *s, int64_t used_ns)
 {
 	struct sentry *e = index_find(st, key);
 	struct spack *p;
@@ -140,13 +139,11 @@ static void seal_put(struct store *st, const struct chunk_key *key,
 	if (!e)
 		return;
 	if (kind == SEAL_CHUNK && !e->pack) {
-		if (trust)
-			e->seal = *s;
+		e->seal = *s;
 		used_put(e, used_ns);
 	} else if (kind == SEAL_PACK && e->pack && e->idx == 0) {
 		p = e->pack;
-		if (trust)
-			p->seal = *s;
+		p->seal = *s;
 		for (uint32_t i = 0; i < p->n; i++) {
 			struct sentry *c = index_find(st, &p->ent[i].key);
 
@@ -156,7 +153,7 @@ static void seal_put(struct store *st, const struct chunk_key *key,
 	}
 }
 
-void seal_load(struct store *st, int dirfd, bool trust)
+void seal_load(struct store *st, int dirfd)
 {
 	const int fd = openat(dirfd, SEALS_NAME, CHUNK_OPEN);
 	uint8_t *b = NULL;
@@ -194,7 +191,7 @@ void seal_load(struct store *st, int dirfd, bool trust)
 
 		seal_decode(b + SEALS_HDR + i * esize, esize, &key, &kind, &s,
 			    &used);
-		seal_put(st, &key, kind, &s, used, trust);
+		seal_put(st, &key, kind, &s, used);
 	}
 	/* Not fatal: the scan's order (the files' times) stays. */
 	(void)store_index_sort(st);

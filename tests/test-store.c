@@ -2612,6 +2612,11 @@ START_TEST(sealed_chunks)
 	ck_assert_int_eq(store_get(st, &k[1], back, n, &len), 0);
 	seal_stats(st, 0, 2 * n);
 	store_close(st);
+	/* The seals stay for the next mount that trusts them. */
+	st = open_store_each(dir, false);
+	ck_assert_int_eq(store_get(st, &k[0], back, n, &len), 0);
+	seal_stats(st, 1, 0);
+	store_close(st);
 
 	/* A seal file that does not verify is ignored whole. */
 	snprintf(path, sizeof(path), "%s/seals", dir);
