@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "checksum.h"
@@ -2631,6 +2632,61 @@ out:
 }
 END_TEST
 
+/* Rewrites the seal file at path (version 2) as version 1 wrote it: the
+ * same entries without their last use (80 bytes, not 88). */
+static void seals_as_v1(const char *path)
+{
+	uint8_t b[16 + 64 * 88 + 8];
+	FILE *f = fopen(path, "rb");
+	size_t len, n, out = 16;
+	uint64_t sum;
+
+	ck_assert_ptr_nonnull(f);
+	len = fread(b, 1, sizeof(b), f);
+	fclose(f);
+	ck_assert_int_eq(b[4], 2);
+	n = (len - 16 - 8) / 88;
+	ck_assert_uint_eq(len, 16 + n * 88 + 8);
+	for (size_t i = 0; i < n; i++, out += 80)
+		memmove(b + out, b + 16 + i * 88, 80);
+	b[4] = 1;
+	sum = htole64(XXH3_64bits_withSeed(b, out, 0));
+	memcpy(b + out, &sum, 8);
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(b, 1, out + 8, f), out + 8);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A cache sealed by a version that kept no last uses (seal file version
+ * 1) keeps its seals: its chunks are read without a hash. */
+START_TEST(seals_version_1_read)
+{
+	const size_t n = 64 * 1024;
+	uint8_t *data = malloc(n), *back = malloc(n);
+	struct chunk_key k;
+	char path[1024];
+	struct store *st;
+	size_t len;
+
+	fill_random(data, n, 34);
+	key_n(&k, 9);
+	st = open_store_each(dir, false);
+	ck_assert_int_eq(store_put(st, &k, data, n), 0);
+	usleep(SEAL_SETTLE_US);
+	store_close(st);
+	snprintf(path, sizeof(path), "%s/seals", dir);
+	seals_as_v1(path);
+	st = open_store_each(dir, false);
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	ck_assert_mem_eq(back, data, n);
+	seal_stats(st, 1, 0);
+	store_close(st);
+	free(data);
+	free(back);
+}
+END_TEST
+
 /* A chunk file written and damaged at once, before its ctime's tick has
  * passed, is not trusted: the seal of a file the store just wrote is
  * kept only once it has settled. */
@@ -2901,6 +2957,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, pack_crash_leftovers);
 	tcase_add_loop_test(tc, sealed_chunks, 0, 5);
 	tcase_add_test(tc, racy_seal_not_kept);
+	tcase_add_test(tc, seals_version_1_read);
 	tcase_add_loop_test(tc, sealed_pack, 0, 5);
 	tcase_add_test(tc, vanished_counted);
 	tcase_add_test(tc, touched_stays_checked);
