@@ -2632,6 +2632,19 @@ out:
 }
 END_TEST
 
+/* Writes chunk k (n bytes of data) into a store of dir opened for it
+ * alone, and closes it, its seal settled first where settle. */
+static void put_one(const struct chunk_key *k, const uint8_t *data, size_t n,
+		    bool settle)
+{
+	struct store *st = open_store_each(dir, false);
+
+	ck_assert_int_eq(store_put(st, k, data, n), 0);
+	if (settle)
+		usleep(SEAL_SETTLE_US);
+	store_close(st);
+}
+
 /* Rewrites the seal file at path (version 2) as version 1 wrote it: the
  * same entries without their last use (80 bytes, not 88). */
 static void seals_as_v1(const char *path)
@@ -2671,10 +2684,7 @@ START_TEST(seals_version_1_read)
 
 	fill_random(data, n, 34);
 	key_n(&k, 9);
-	st = open_store_each(dir, false);
-	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	usleep(SEAL_SETTLE_US);
-	store_close(st);
+	put_one(&k, data, n, true);
 	snprintf(path, sizeof(path), "%s/seals", dir);
 	seals_as_v1(path);
 	st = open_store_each(dir, false);
@@ -2701,9 +2711,7 @@ START_TEST(racy_seal_not_kept)
 
 	fill_random(data, n, 32);
 	key_n(&k, 1);
-	st = open_store_each(dir, false);
-	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	store_close(st);
+	put_one(&k, data, n, false);
 	chunk_path(dir, &k, path, sizeof(path));
 	seal_damage(path, 100, 1);
 	st = open_store_each(dir, false);
@@ -2785,10 +2793,7 @@ START_TEST(reload_in_mount_sealed)
 
 	fill_random(data, n, 33);
 	key_n(&k, 7);
-	st = open_store_each(dir, false);
-	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	usleep(SEAL_SETTLE_US);
-	store_close(st);
+	put_one(&k, data, n, true);
 	chunk_path(dir, &k, path, sizeof(path));
 	ck_assert_int_eq(clock_gettime(CLOCK_REALTIME, &old[0]), 0);
 	old[0].tv_sec -= 7200;
