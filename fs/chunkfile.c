@@ -509,7 +509,6 @@ int chunkfile_read(int fd, const struct chunk_key *key, struct tctx **tp,
 		*why = "not a regular file";
 		return -EBADMSG;
 	}
-	h->used_s = sb.st_atime > sb.st_mtime ? sb.st_atime : sb.st_mtime;
 	h->file = file_id(&sb);
 	rc = read_hdr(fd, (uint64_t)sb.st_size, h, why);
 	if (rc)

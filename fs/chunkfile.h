@@ -42,7 +42,6 @@ struct hdr {
 	off_t payload; /* where the payload starts in the file */
 	uint64_t raw_len, stored_len, sum;
 	struct chunk_key key;
-	int64_t used_s; /* not in the header: the file's atime or mtime */
 	struct store_file_id file; /* nor this: which file it came from */
 	bool trusted;		   /* nor this: its seal spared the hash */
 };

@@ -447,50 +447,29 @@ static void pack_vanished(struct store *st, const struct spack *p)
 	free_chain(gone);
 }
 
-/* Marks a use of pack p (open as fd, *sb): its chunks become the most
- * recent, and its file's time moves (as touch_file does for a chunk
- * file), which moves its ctime: its seal and *checked (may be NULL), which
- * named the file as it was, follow it. */
-static void pack_used(struct store *st, struct spack *p, int fd,
-		      const struct stat *sb, struct store_file_id *checked)
+/* Marks a use of pack p: its chunks become the most recent.  Its file
+ * is not touched (that would move its ctime, and break its seal). */
+static void pack_used(struct store *st, struct spack *p)
 {
-	const struct store_file_id was = file_id(sb);
-	struct store_file_id id;
-	struct stat after;
-	int64_t t;
 	const uint64_t now = now_ns();
 	uint64_t last = __atomic_load_n(&p->used_ns, __ATOMIC_RELAXED);
 
 	/* Every chunk moves (eviction takes the pack whole), which costs n
 	 * steps under mu: at most once a second per pack, not per read (a
 	 * 4 GiB file of 64 KiB chunks made each read hold mu for 0.8 ms). */
-	if (now - last >= PACK_USED_EVERY_NS &&
-	    __atomic_compare_exchange_n(&p->used_ns, &last, now, false,
-					__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&st->mu);
-		for (uint32_t i = 0; i < p->n; i++) {
-			struct sentry *e = index_find(st, &p->ent[i].key);
-
-			if (e && e->pack == p) {
-				lru_unlink(e);
-				lru_push_front(st, e);
-			}
-		}
-		pthread_mutex_unlock(&st->mu);
-	}
-	if (!touch_file(fd, sb->st_atime > sb->st_mtime ? sb->st_atime
-							: sb->st_mtime))
-		return;
-	t = seal_clock();
-	if (fstat(fd, &after))
-		return;
-	id = file_id(&after);
-	if (checked && same_file(&was, checked))
-		*checked = id;
-	if (st->cfg.check_each_mount)
+	if (now - last < PACK_USED_EVERY_NS ||
+	    !__atomic_compare_exchange_n(&p->used_ns, &last, now, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&st->mu);
-	seal_touched(&p->seal, &was, &id, t);
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct sentry *e = index_find(st, &p->ent[i].key);
+
+		if (e && e->pack == p) {
+			lru_unlink(e);
+			lru_push_front(st, e);
+		}
+	}
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -561,7 +540,7 @@ int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 		STAT_ADD(st->sealed, 1);
 	else
 		STAT_ADD(st->checked_bytes, n);
-	pack_used(st, p, fd, &sb, NULL);
+	pack_used(st, p);
 	close(fd);
 	return 0;
 miss:
@@ -957,7 +936,7 @@ int store_open_object(struct store *st, const struct chunk_key *keys,
 		STAT_ADD(st->misses, 1);
 	} else {
 		STAT_ADD(st->hits, 1);
-		pack_used(st, p, fd, &sb, checked);
+		pack_used(st, p);
 		*fdout = fd;
 	}
 	pack_unref(p);

@@ -49,19 +49,6 @@ bool store_packed(struct store *st, const struct chunk_key *key)
 	return packed;
 }
 
-/* Under mu, after a good read of e's chunk file (h, from an fstat after
- * seal_clock gave t0): a hash just made seals it; a touch since moves the
- * seal along (now: the file after it, taken at t1). */
-static void seal_read(struct sentry *e, const struct hdr *h, bool hashed,
-		      int64_t t0, const struct store_file_id *now, int64_t t1)
-{
-	if (hashed)
-		e->seal = (struct seal){
-		    .file = h->file, .sum = h->sum, .taken_ns = t0};
-	if (now)
-		seal_touched(&e->seal, &h->file, now, t1);
-}
-
 /* store_get; store_map when m is not NULL (buf is then unused);
  * store_open_raw when fdout is not NULL (buf and m unused; checked is
  * its). */
@@ -72,7 +59,6 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	const unsigned fan = key->b[0];
 	const bool seals = !st->cfg.check_each_mount;
 	const int64_t t0 = seals ? seal_clock() : 0;
-	struct store_file_id touched = {0};
 	struct seal seal = {0};
 	struct tctx *t = NULL;
 	const char *why = NULL;
@@ -81,7 +67,6 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 	struct spack *p;
 	uint32_t idx = 0;
 	bool hashed;
-	int64_t t1 = 0;
 	struct hdr h;
 	int fd = -1, open_errno = 0, rc;
 
@@ -163,25 +148,18 @@ static int get(struct store *st, const struct chunk_key *key, void *buf,
 		STAT_ADD(st->checked_bytes, h.raw_len);
 	else if (h.trusted)
 		STAT_ADD(st->sealed, 1);
-	/* The touch moves the file's ctime: what named the file as it was
-	 * (*checked, the seal) follows it. */
-	if (touch_file(fd, h.used_s) && (seals || fdout)) {
-		struct stat sb;
-
-		t1 = seal_clock();
-		if (!fstat(fd, &sb))
-			touched = file_id(&sb);
-		if (fdout && touched.ino)
-			*checked = touched;
-	}
+	/* The use is recorded in the index, not on the file: a touch would
+	 * move its ctime, and with it break its seal for the rest of the
+	 * mount. */
 	pthread_mutex_lock(&st->mu);
 	e = index_find(st, key);
 	if (e) {
 		lru_unlink(e);
 		lru_push_front(st, e);
-		if (seals && !e->pack)
-			seal_read(e, &h, hashed, t0,
-				  touched.ino ? &touched : NULL, t1);
+		/* A hash just made seals the file as fstat saw it after t0. */
+		if (seals && !e->pack && hashed)
+			e->seal = (struct seal){
+			    .file = h.file, .sum = h.sum, .taken_ns = t0};
 	}
 	pthread_mutex_unlock(&st->mu);
 	if (fdout) {
@@ -564,6 +542,7 @@ static int scan_one(const struct store_entry *e, void *arg)
 		se->idx = e->pack_index;
 		__atomic_add_fetch(&se->pack->refs, 1, __ATOMIC_RELAXED);
 	}
+	se->used_ns = e->atime_ns;
 	s->v[s->n].time = e->atime_ns;
 	s->v[s->n++].e = se;
 	return 0;
@@ -822,8 +801,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 	rc = scan(st, err);
 	if (rc)
 		goto fail;
-	if (!st->cfg.check_each_mount)
-		seal_load(st, top);
+	seal_load(st, top);
 	st->opened = true;
 	/* A smaller cap than last time, or a filesystem that holds less
 	 * than it: honoured now. */
@@ -849,7 +827,7 @@ void store_close(struct store *st)
 
 	if (!st)
 		return;
-	if (st->opened && !st->cfg.check_each_mount)
+	if (st->opened)
 		seal_save(st);
 	for (e = st->lru.next; e && e != &st->lru; e = next) {
 		next = e->next;

@@ -27,7 +27,6 @@
 
 #define FANOUT 256
 #define TMP_PREFIX ".tmp."
-#define TOUCH_EVERY_S 60
 /* store_walk's flag for the scan at open, which holds the lock: a bad
  * pack is removed as it is found. */
 #define WALK_LOCKED 0x100
@@ -71,6 +70,10 @@ struct sentry {
 	uint32_t idx;
 	bool zstd; /* stored compressed: it cannot join a pack */
 	struct seal seal; /* of its chunk file (not in a pack), under mu */
+	/* Last use (CLOCK_REALTIME, coarse), under mu: it ranks the chunk at
+	 * the next open (DIR/seals keeps it; the file's atime or mtime where
+	 * the seals do not name it). */
+	int64_t used_ns;
 };
 
 /*
@@ -150,8 +153,13 @@ static inline void lru_unlink(struct sentry *e)
 	e->next->prev = e->prev;
 }
 
+/* Under mu: e is used now. */
 static inline void lru_push_front(struct store *st, struct sentry *e)
 {
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	e->used_ns = ts_ns(&now);
 	e->next = st->lru.next;
 	e->prev = &st->lru;
 	st->lru.next->prev = e;
@@ -191,36 +199,20 @@ static inline void pack_names(const struct chunk_key *key,
 	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
 }
 
-/* The recency survives a remount: open() ranks chunks by atime, which
- * relatime or noatime would otherwise leave stale.  A minute's precision
- * is enough for that, and spares an inode write per read of a hot chunk.
- * used_s: the file's atime or mtime, whichever is later.  @return whether
- * it moved them (and so the file's ctime: see seal_touched). */
-static inline bool touch_file(int fd, int64_t used_s)
-{
-	static const struct timespec touch[2] = {{.tv_nsec = UTIME_NOW},
-						 {.tv_nsec = UTIME_OMIT}};
-	struct timespec now;
-
-	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	return now.tv_sec - used_s > TOUCH_EVERY_S && !futimens(fd, touch);
-}
-
 /* ---- store_seal.c ---- */
 
 /* CLOCK_REALTIME in ns: a seal's time, read before the fstat it goes
  * with. */
 int64_t seal_clock(void);
-/* Under mu: file `was` that *s sealed (if it did) was touched (touch_file)
- * and is now `now`, as fstat saw it after seal_clock gave t: the seal
- * follows it. */
-void seal_touched(struct seal *s, const struct store_file_id *was,
-		  const struct store_file_id *now, int64_t t);
 /* At open, after the scan: puts the seals of DIR/seals on the chunks and
- * packs of the index whose files they name.  A bad or missing file: no
- * seal, all is checked. */
+ * packs of the index whose files they name, and their last uses, which
+ * then order the LRU.  With check_each_mount the seals are not trusted,
+ * only kept for the next mount (each still vouches only for a file whose
+ * stat matches).  A bad or missing file: no seal, all is checked, and
+ * the files' times rank the chunks. */
 void seal_load(struct store *st, int dirfd);
-/* At close: writes the seals of the index to DIR/seals, atomically. */
+/* At close: writes the seals and last uses of the index to DIR/seals,
+ * atomically. */
 void seal_save(struct store *st);
 
 /* ---- store_index.c ---- */
@@ -230,6 +222,9 @@ void seal_save(struct store *st);
 void store_index_insert(struct store *st, struct sentry *e, bool front);
 /* Under mu: takes e out of the index. */
 void store_index_remove(struct store *st, struct sentry *e);
+/* Under mu: orders the LRU by used_ns, the latest first (ties keep their
+ * order).  @return 0 or -ENOMEM (the order is left as it was). */
+int store_index_sort(struct store *st);
 /* Under key's stripe: forgets the chunk file `name` of key if it is gone
  * and its entry is still a chunk file's.  @return whether it did. */
 bool store_index_forget(struct store *st, const struct chunk_key *key,

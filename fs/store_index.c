@@ -84,6 +84,44 @@ void store_index_insert(struct store *st, struct sentry *e, bool front)
 		lru_push_back(st, e);
 }
 
+struct lru_item {
+	struct sentry *e;
+	size_t pos;
+};
+
+static int by_use_desc(const void *a, const void *b)
+{
+	const struct lru_item *x = a, *y = b;
+
+	if (x->e->used_ns != y->e->used_ns)
+		return x->e->used_ns < y->e->used_ns ? 1 : -1;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+int store_index_sort(struct store *st)
+{
+	struct lru_item *v;
+	size_t n = 0;
+
+	for (struct sentry *e = st->lru.next; e != &st->lru; e = e->next)
+		n++;
+	v = malloc((n ? n : 1) * sizeof(*v));
+	n = 0;
+	if (!v)
+		return -ENOMEM;
+	for (struct sentry *e = st->lru.next; e != &st->lru; e = e->next) {
+		v[n].e = e;
+		v[n].pos = n;
+		n++;
+	}
+	qsort(v, n, sizeof(*v), by_use_desc);
+	st->lru.next = st->lru.prev = &st->lru;
+	for (size_t i = 0; i < n; i++)
+		lru_push_back(st, v[i].e);
+	free(v);
+	return 0;
+}
+
 /* Under mu. */
 void store_index_remove(struct store *st, struct sentry *e)
 {

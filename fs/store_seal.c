@@ -17,11 +17,20 @@
  * as the change the seal saw could leave the ctime as it was.  A seal
  * taken within SEAL_SETTLE of its file's ctime (SEAL_SETTLE_COARSE where
  * the ctime has no nanoseconds) vouches for nothing yet.  Seals of files
- * the store just wrote, renamed or touched are such; at close the store
+ * the store just wrote or renamed are such; at close the store
  * looks at each again (fstat), and one whose file is unchanged once the
  * tick has passed is kept: what it misses is a write by another program
  * in the tick that follows the store's own change, on a kernel whose
  * ctimes are coarse (before 6.13's fine-grained ones).
+ *
+ * Last uses: the file carries each chunk's last use as well, sealed or
+ * not, so that the next open orders the LRU as this mount left it.  The
+ * store keeps a use in its index and never on the file: a touch of its
+ * atime would move its ctime, and the file's seal would vouch for
+ * nothing until the next close (a reload in the same mount would hash
+ * again).  A chunk the seals do not name (a mount that ended without
+ * closing its store, an older version's cache) is ranked by its file's
+ * atime or mtime, as the scan found them.
  *
  * Crashes: a cache is written without fsync (store.c), and a file whose
  * data a power loss took keeps its stat: a seal must never name it.  So
@@ -52,8 +61,9 @@
 
 #define SEALS_NAME "seals"
 #define SEALS_HDR 16
-#define SEAL_ENTRY 80
-#define SEALS_VERSION 1
+#define SEAL_ENTRY 88
+#define SEAL_ENTRY_V1 80
+#define SEALS_VERSION 2
 #define SEALS_MAX (1u << 26)
 #define SEAL_CHUNK 0
 #define SEAL_PACK 1
@@ -68,15 +78,6 @@ int64_t seal_clock(void)
 	return ts_ns(&ts);
 }
 
-void seal_touched(struct seal *s, const struct store_file_id *was,
-		  const struct store_file_id *now, int64_t t)
-{
-	if (!same_file(was, &s->file))
-		return;
-	s->file = *now;
-	s->taken_ns = t;
-}
-
 static void put64(uint8_t *p, uint64_t v)
 {
 	v = htole64(v);
@@ -85,8 +86,8 @@ static void put64(uint8_t *p, uint64_t v)
 
 /* ---- load ---- */
 
-static void seal_decode(const uint8_t *b, struct chunk_key *key, uint8_t *kind,
-			struct seal *s)
+static void seal_decode(const uint8_t *b, size_t esize, struct chunk_key *key,
+			uint8_t *kind, struct seal *s, int64_t *used_ns)
 {
 	memcpy(key->b, b, 16);
 	*kind = b[16];
@@ -97,21 +98,40 @@ static void seal_decode(const uint8_t *b, struct chunk_key *key, uint8_t *kind,
 	s->file.ctime_ns = (int64_t)rd64(b + 56);
 	s->sum = rd64(b + 64);
 	s->taken_ns = (int64_t)rd64(b + 72);
+	*used_ns = esize > SEAL_ENTRY_V1 ? (int64_t)rd64(b + 80) : 0;
 }
 
-/* Under mu: puts seal s on the chunk file or pack `key` names, if the
- * index has it so. */
+/* Under mu: e was last used at used_ns, if that is later than what the
+ * scan found. */
+static void used_put(struct sentry *e, int64_t used_ns)
+{
+	if (e && used_ns > e->used_ns)
+		e->used_ns = used_ns;
+}
+
+/* Under mu: puts seal s and last use used_ns on the chunk file or pack
+ * `key` names, if the index has it so. */
 static void seal_put(struct store *st, const struct chunk_key *key,
-		     uint8_t kind, const struct seal *s)
+		     uint8_t kind, const struct seal *s, int64_t used_ns)
 {
 	struct sentry *e = index_find(st, key);
+	struct spack *p;
 
 	if (!e)
 		return;
-	if (kind == SEAL_CHUNK && !e->pack)
+	if (kind == SEAL_CHUNK && !e->pack) {
 		e->seal = *s;
-	else if (kind == SEAL_PACK && e->pack && e->idx == 0)
-		e->pack->seal = *s;
+		used_put(e, used_ns);
+	} else if (kind == SEAL_PACK && e->pack && e->idx == 0) {
+		p = e->pack;
+		p->seal = *s;
+		for (uint32_t i = 0; i < p->n; i++) {
+			struct sentry *c = index_find(st, &p->ent[i].key);
+
+			if (c && c->pack == p)
+				used_put(c, used_ns);
+		}
+	}
 }
 
 void seal_load(struct store *st, int dirfd)
@@ -119,8 +139,8 @@ void seal_load(struct store *st, int dirfd)
 	const int fd = openat(dirfd, SEALS_NAME, CHUNK_OPEN);
 	uint8_t *b = NULL;
 	struct stat sb;
+	size_t len, esize;
 	uint64_t n;
-	size_t len;
 
 	if (fd < 0)
 		return;
@@ -134,8 +154,9 @@ void seal_load(struct store *st, int dirfd)
 	if (!b || chunkfile_pread(fd, b, len, 0))
 		goto out;
 	n = rd64(b + 8);
-	if (memcmp(b, seals_magic, 4) || b[4] != SEALS_VERSION ||
-	    n > SEALS_MAX || len != SEALS_HDR + n * SEAL_ENTRY + 8 ||
+	esize = b[4] == SEALS_VERSION ? SEAL_ENTRY : SEAL_ENTRY_V1;
+	if (memcmp(b, seals_magic, 4) || b[4] < 1 || b[4] > SEALS_VERSION ||
+	    n > SEALS_MAX || len != SEALS_HDR + n * esize + 8 ||
 	    XXH3_ONESHOT(b, len - 8, 0) != rd64(b + len - 8)) {
 		log_warn("%s/%s: not a valid seal file: every cached chunk "
 			 "is checked at its first read",
@@ -146,11 +167,15 @@ void seal_load(struct store *st, int dirfd)
 	for (uint64_t i = 0; i < n; i++) {
 		struct chunk_key key;
 		struct seal s;
+		int64_t used;
 		uint8_t kind;
 
-		seal_decode(b + SEALS_HDR + i * SEAL_ENTRY, &key, &kind, &s);
-		seal_put(st, &key, kind, &s);
+		seal_decode(b + SEALS_HDR + i * esize, esize, &key, &kind, &s,
+			    &used);
+		seal_put(st, &key, kind, &s, used);
 	}
+	/* Not fatal: the scan's order (the files' times) stays. */
+	(void)store_index_sort(st);
 	pthread_mutex_unlock(&st->mu);
 out:
 	free(b);
@@ -162,6 +187,7 @@ out:
 struct seal_out {
 	uint8_t *b;
 	size_t n, cap; /* entries */
+	size_t sealed; /* of them with a seal */
 	int64_t now;
 };
 
@@ -186,8 +212,11 @@ static bool settle(struct seal *s, int dirfd, const char *name, int64_t now)
 	return true;
 }
 
+/* Adds the entry of `key`: seal s where keep (else none), and its last
+ * use. */
 static int seal_add(struct seal_out *o, const struct chunk_key *key,
-		    uint8_t kind, const struct seal *s)
+		    uint8_t kind, const struct seal *s, bool keep,
+		    int64_t used_ns)
 {
 	uint8_t *e;
 
@@ -204,6 +233,10 @@ static int seal_add(struct seal_out *o, const struct chunk_key *key,
 	memset(e, 0, SEAL_ENTRY);
 	memcpy(e, key->b, 16);
 	e[16] = kind;
+	put64(e + 80, (uint64_t)used_ns);
+	if (!keep)
+		return 0;
+	o->sealed++;
 	put64(e + 24, s->file.dev);
 	put64(e + 32, s->file.ino);
 	put64(e + 40, s->file.size);
@@ -226,13 +259,14 @@ static int seal_collect(struct store *st, struct seal_out *o)
 
 		if (!e->pack) {
 			store_key_hex(&e->key, name);
-			if (settle(&e->seal, fd, name, o->now))
-				rc = seal_add(o, &e->key, SEAL_CHUNK, &e->seal);
+			rc = seal_add(o, &e->key, SEAL_CHUNK, &e->seal,
+				      settle(&e->seal, fd, name, o->now),
+				      e->used_ns);
 		} else if (e->idx == 0) {
 			pack_names(&e->key, name, idx);
-			if (settle(&e->pack->seal, fd, name, o->now))
-				rc = seal_add(o, &e->key, SEAL_PACK,
-					      &e->pack->seal);
+			rc = seal_add(o, &e->key, SEAL_PACK, &e->pack->seal,
+				      settle(&e->pack->seal, fd, name, o->now),
+				      e->used_ns);
 		}
 	}
 	return rc;
@@ -268,7 +302,7 @@ void seal_save(struct store *st)
 	}
 	/* The bytes the seals vouch for on disk first (see "Crashes"); a
 	 * writeback error: the old seals go too. */
-	if (syncfs(top)) {
+	if (o.sealed && syncfs(top)) {
 		rc = -errno;
 		(void)unlinkat(top, SEALS_NAME, 0);
 		goto out;

@@ -955,6 +955,84 @@ START_TEST(test_read_chunks_let_go)
 }
 END_TEST
 
+/* Drops the kernel's pages of root/name, so that its next read reaches
+ * the mount. */
+static void drop_pages(const char *root, const char *name)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+}
+
+/*
+ * A one-chunk file's chunk, loaded from disk (a mapping of its file), is
+ * evicted from a small memory cache by the read of a larger file; read
+ * again in the same mount, it is loaded without a hash when the first
+ * load checked and sealed it (the load does not touch the file, which
+ * would break the seal).  Its chunk file's times are set back two hours
+ * between the mounts (its stat changes: the first load checks it).
+ * _i 1: a byte of it flipped between the two loads is caught, and the
+ * chunk fetched again.
+ */
+START_TEST(test_reload_in_mount_sealed)
+{
+	static const char *const small[] = {"--passthrough=off",
+					    "--memory-cache", "4M", NULL};
+	struct fx_mount m;
+	char *cache = own_mount_start(&m, "mount-reload-sealed", small);
+	char url[256], file[PATH_MAX + 64];
+	long long checked, sealed;
+	char *find;
+	FILE *p;
+
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	/* Its chunk file: raw, the object's bytes alone. */
+	find = strdupf("for f in $(find '%s/chunks' -type f -size %uc); do "
+		       "cmp -s $f '%s/chunk' && echo $f; done",
+		       cache, CHUNK, m.dir);
+	p = popen(find, "r");
+	free(find);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(fgets(file, sizeof(file), p));
+	pclose(p);
+	file[strcspn(file, "\n")] = 0;
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_int_eq(fx_sh("touch -d '2 hours ago' '%s'", file), 0);
+	usleep(200000); /* past the ctime's tick (store_seal.c) */
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	ck_assert_int_eq(mount_start(&m, url, cache, small), 0);
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	ck_assert_int_ge(fx_mount_stat(m.dir, "disk_cache", "checked_bytes"),
+			 CHUNK);
+	ck_assert_int_eq(check_file(m.dir, "big", BIG_SIZE), 0);
+	if (_i)
+		ck_assert_int_eq(fx_sh("printf '\\377' | dd of='%s' bs=1 "
+				       "seek=999 conv=notrunc status=none",
+				       file),
+				 0);
+	checked = fx_mount_stat(m.dir, "disk_cache", "checked_bytes");
+	sealed = fx_mount_stat(m.dir, "disk_cache", "sealed");
+	drop_pages(m.dir, "chunk");
+	ck_assert_int_eq(check_file(m.dir, "chunk", CHUNK), 0);
+	if (_i) {
+		ck_assert_int_ge(fx_mount_stat(m.dir, "disk_cache", "corrupt"),
+				 1);
+	} else {
+		ck_assert_int_eq(
+		    fx_mount_stat(m.dir, "disk_cache", "checked_bytes"),
+		    checked);
+		ck_assert_int_gt(fx_mount_stat(m.dir, "disk_cache", "sealed"),
+				 sealed);
+	}
+	own_mount_end(&m, cache);
+}
+END_TEST
+
 /* Empty files between (the kernel reads nothing of them) do not break a
  * walk: reading gaps/ in order queues the files ahead. */
 START_TEST(test_directory_readahead_over_empty_files)
@@ -2681,6 +2759,7 @@ static Suite *mount_suite(void)
 	fx_tcase_add(tc, test_directory_readahead, why);
 	fx_tcase_add(tc, test_readahead_crosses_into_next_file, why);
 	fx_tcase_add(tc, test_read_chunks_let_go, why);
+	fx_tcase_add_loop(tc, test_reload_in_mount_sealed, 0, 2, why);
 	fx_tcase_add(tc, test_directory_readahead_over_empty_files, why);
 	fx_tcase_add(tc, test_size_cap_holds, why);
 	fx_tcase_add_loop(tc, test_corrupt_chunk_refetched, 0, 2, why);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "checksum.h"
@@ -1338,12 +1339,30 @@ START_TEST(persistence)
 }
 END_TEST
 
-/* A read's recency is kept on disk: a remount with a smaller cap evicts
- * the chunks read longest ago, not the ones written first. */
+/* A store whose reads are checked each mount (_i 1), or not. */
+static struct store *open_store_capped(const char *d, uint64_t max, bool each)
+{
+	struct store_config cfg = {.dir = d,
+				   .max_bytes = max,
+				   .inline_headers = inline_hdr,
+				   .check_each_mount = each};
+	struct store *st = NULL;
+	char *err = NULL;
+
+	ck_assert_int_eq(store_open(&cfg, &st, &err), 0);
+	free(err);
+	return st;
+}
+
+/* A read's recency is kept on disk (DIR/seals, also with
+ * check_each_mount: _i 1): a remount with a smaller cap evicts the chunks
+ * read longest ago, not the ones written first.  The chunk read keeps
+ * its file's times (a touch would break its seal). */
 START_TEST(recency_survives_remount)
 {
+	struct stat before, after;
 	const size_t n = 10000; /* 3 blocks with the header */
-	struct store *st = open_store(dir, 0);
+	struct store *st = open_store_capped(dir, 0, _i);
 	uint8_t data[10000];
 	struct chunk_key k;
 	char path[1024];
@@ -1360,12 +1379,17 @@ START_TEST(recency_survives_remount)
 		ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
 	}
 	store_close(st);
-	st = open_store(dir, 0);
+	st = open_store_capped(dir, 0, _i);
 	key_n(&k, 0);
+	chunk_path(dir, &k, path, sizeof(path));
+	ck_assert_int_eq(stat(path, &before), 0);
 	ck_assert_int_eq(store_get(st, &k, data, n, &len), 0);
+	ck_assert_int_eq(stat(path, &after), 0);
+	ck_assert_int_eq(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+	ck_assert_int_eq(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec);
 	store_close(st);
 
-	st = open_store(dir, 3 * 12288);
+	st = open_store_capped(dir, 3 * 12288, _i);
 	key_n(&k, 1);
 	ck_assert_int_eq(store_get(st, &k, data, n, &len), -ENOENT);
 	for (unsigned i = 0; i < 4; i += 1 + (i == 0)) {
@@ -2473,6 +2497,21 @@ static void seal_stats(struct store *st, uint64_t sealed, uint64_t checked)
 	ck_assert_uint_eq(ss.checked_bytes, checked);
 }
 
+/* Chunk k, damaged, is caught at its read from st (closed then), no seal
+ * trusted. */
+static void damage_caught(struct store *st, const struct chunk_key *k,
+			  uint8_t *back, size_t n)
+{
+	struct store_stats ss;
+	size_t len;
+
+	ck_assert_int_eq(store_get(st, k, back, n, &len), -EBADMSG);
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.corrupt, 1);
+	ck_assert_uint_eq(ss.sealed, 0);
+	store_close(st);
+}
+
 /* Sets path's atime and mtime back to those of sb. */
 static void times_back(const char *path, const struct stat *sb)
 {
@@ -2536,7 +2575,6 @@ START_TEST(sealed_chunks)
 {
 	const size_t n = 256 * 1024;
 	uint8_t *data = malloc(n), *back = malloc(n);
-	struct store_stats ss;
 	struct store_map m;
 	struct chunk_key k[2];
 	char path[1024];
@@ -2558,11 +2596,7 @@ START_TEST(sealed_chunks)
 
 	st = open_store_each(dir, false);
 	if (_i) {
-		ck_assert_int_eq(store_get(st, &k[0], back, n, &len), -EBADMSG);
-		store_get_stats(st, &ss);
-		ck_assert_uint_eq(ss.corrupt, 1);
-		ck_assert_uint_eq(ss.sealed, 0);
-		store_close(st);
+		damage_caught(st, &k[0], back, n);
 		goto out;
 	}
 	ck_assert_int_eq(store_get(st, &k[0], back, n, &len), 0);
@@ -2579,6 +2613,11 @@ START_TEST(sealed_chunks)
 	ck_assert_int_eq(store_get(st, &k[1], back, n, &len), 0);
 	seal_stats(st, 0, 2 * n);
 	store_close(st);
+	/* The seals stay for the next mount that trusts them. */
+	st = open_store_each(dir, false);
+	ck_assert_int_eq(store_get(st, &k[0], back, n, &len), 0);
+	seal_stats(st, 1, 0);
+	store_close(st);
 
 	/* A seal file that does not verify is ignored whole. */
 	snprintf(path, sizeof(path), "%s/seals", dir);
@@ -2588,6 +2627,71 @@ START_TEST(sealed_chunks)
 	seal_stats(st, 0, n);
 	store_close(st);
 out:
+	free(data);
+	free(back);
+}
+END_TEST
+
+/* Writes chunk k (n bytes of data) into a store of dir opened for it
+ * alone, and closes it, its seal settled first where settle. */
+static void put_one(const struct chunk_key *k, const uint8_t *data, size_t n,
+		    bool settle)
+{
+	struct store *st = open_store_each(dir, false);
+
+	ck_assert_int_eq(store_put(st, k, data, n), 0);
+	if (settle)
+		usleep(SEAL_SETTLE_US);
+	store_close(st);
+}
+
+/* Rewrites the seal file at path (version 2) as version 1 wrote it: the
+ * same entries without their last use (80 bytes, not 88). */
+static void seals_as_v1(const char *path)
+{
+	uint8_t b[16 + 64 * 88 + 8];
+	FILE *f = fopen(path, "rb");
+	size_t len, n, out = 16;
+	uint64_t sum;
+
+	ck_assert_ptr_nonnull(f);
+	len = fread(b, 1, sizeof(b), f);
+	fclose(f);
+	ck_assert_int_eq(b[4], 2);
+	n = (len - 16 - 8) / 88;
+	ck_assert_uint_eq(len, 16 + n * 88 + 8);
+	for (size_t i = 0; i < n; i++, out += 80)
+		memmove(b + out, b + 16 + i * 88, 80);
+	b[4] = 1;
+	sum = htole64(XXH3_64bits_withSeed(b, out, 0));
+	memcpy(b + out, &sum, 8);
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(b, 1, out + 8, f), out + 8);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A cache sealed by a version that kept no last uses (seal file version
+ * 1) keeps its seals: its chunks are read without a hash. */
+START_TEST(seals_version_1_read)
+{
+	const size_t n = 64 * 1024;
+	uint8_t *data = malloc(n), *back = malloc(n);
+	struct chunk_key k;
+	char path[1024];
+	struct store *st;
+	size_t len;
+
+	fill_random(data, n, 34);
+	key_n(&k, 9);
+	put_one(&k, data, n, true);
+	snprintf(path, sizeof(path), "%s/seals", dir);
+	seals_as_v1(path);
+	st = open_store_each(dir, false);
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	ck_assert_mem_eq(back, data, n);
+	seal_stats(st, 1, 0);
+	store_close(st);
 	free(data);
 	free(back);
 }
@@ -2607,9 +2711,7 @@ START_TEST(racy_seal_not_kept)
 
 	fill_random(data, n, 32);
 	key_n(&k, 1);
-	st = open_store_each(dir, false);
-	ck_assert_int_eq(store_put(st, &k, data, n), 0);
-	store_close(st);
+	put_one(&k, data, n, false);
 	chunk_path(dir, &k, path, sizeof(path));
 	seal_damage(path, 100, 1);
 	st = open_store_each(dir, false);
@@ -2672,9 +2774,57 @@ out:
 END_TEST
 
 /*
- * A file handed over is touched (its atime moved, for the LRU) when its
- * last use is old, which moves its ctime: the caller's *checked follows
- * it, so that the next open in the mount hashes nothing again.
+ * A chunk read again in the same mount (after the memory cache let it
+ * go) is not hashed again: its use is kept in the index, not by a touch
+ * of its file's atime, which would move its ctime and so break the seal
+ * the first read made.  Its file last used hours ago (times set back, so
+ * that its ctime moved and the first read checks it); changed between the
+ * two reads (seal_damage), it is caught.
+ */
+START_TEST(reload_in_mount_sealed)
+{
+	const size_t n = 128 * 1024;
+	uint8_t *data = malloc(n), *back = malloc(n);
+	struct timespec old[2];
+	struct chunk_key k;
+	char path[1024];
+	struct store *st;
+	size_t len;
+
+	fill_random(data, n, 33);
+	key_n(&k, 7);
+	put_one(&k, data, n, true);
+	chunk_path(dir, &k, path, sizeof(path));
+	ck_assert_int_eq(clock_gettime(CLOCK_REALTIME, &old[0]), 0);
+	old[0].tv_sec -= 7200;
+	old[1] = old[0];
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+	usleep(SEAL_SETTLE_US);
+
+	st = open_store_each(dir, false);
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	seal_stats(st, 0, n);
+	if (_i) {
+		usleep(SEAL_SETTLE_US);
+		seal_damage(path, 999, _i);
+		damage_caught(st, &k, back, n);
+		goto out;
+	}
+	ck_assert_int_eq(store_get(st, &k, back, n, &len), 0);
+	ck_assert_mem_eq(back, data, n);
+	seal_stats(st, 1, n);
+	store_close(st);
+out:
+	free(data);
+	free(back);
+}
+END_TEST
+
+/*
+ * A file whose stat changed behind the store (its times set by hand,
+ * which moves its ctime) is checked again at its next open, once: the
+ * caller's *checked then names it as it is, and the store does not
+ * change it.
  */
 START_TEST(touched_stays_checked)
 {
@@ -2801,7 +2951,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, fifo_chunk_skipped);
 	tcase_add_test(tc, default_dir_without_home);
 	tcase_add_test(tc, persistence);
-	tcase_add_test(tc, recency_survives_remount);
+	tcase_add_loop_test(tc, recency_survives_remount, 0, 2);
 	tcase_add_test(tc, disk_full);
 	tcase_add_test(tc, concurrency);
 	tcase_add_test(tc, prune_and_clear);
@@ -2812,9 +2962,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, pack_crash_leftovers);
 	tcase_add_loop_test(tc, sealed_chunks, 0, 5);
 	tcase_add_test(tc, racy_seal_not_kept);
+	tcase_add_test(tc, seals_version_1_read);
 	tcase_add_loop_test(tc, sealed_pack, 0, 5);
 	tcase_add_test(tc, vanished_counted);
 	tcase_add_test(tc, touched_stays_checked);
+	tcase_add_loop_test(tc, reload_in_mount_sealed, 0, 5);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(cli, setup, teardown);
