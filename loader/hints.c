@@ -120,6 +120,29 @@ fail:
 	return NULL;
 }
 
+uint64_t hints_cache_cap(const struct hints *h)
+{
+	char path[PATH_MAX], buf[8192];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	if (!h)
+		return 0;
+	snprintf(path, sizeof(path), "%s/.wharf/stats", h->mount);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The one "cap_bytes" of the stats is disk_cache's (fs/stats.c). */
+	p = strstr(buf, "\"cap_bytes\":");
+	return p ? strtoull(p + strlen("\"cap_bytes\":"), NULL, 10) : 0;
+}
+
 static void flush(struct hints *h)
 {
 	if (!h->used)

@@ -21,6 +21,9 @@ void hints_set_field(struct hints *h, const bool *want);
 /* Tells the mount these samples will be read next, in this order. Never
  * blocks.  h may be NULL (no-op). */
 void hints_send(struct hints *h, const uint64_t *samples, size_t n);
+/* The mount's disk cache cap in bytes (its .wharf/stats
+ * disk_cache.cap_bytes), or 0 when h is NULL or it cannot be read. */
+uint64_t hints_cache_cap(const struct hints *h);
 /* NULL is a no-op. */
 void hints_free(struct hints *h);
 

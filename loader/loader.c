@@ -151,6 +151,34 @@ static void hint_lead_init(struct wharf_loader *l)
 		l->hint_lead_max = l->hint_lead;
 }
 
+/*
+ * The global shuffle over samples packed in files (shards, record files)
+ * larger than the wharf mount's disk cache: nearly every sample then
+ * costs a chunk fetched again from the origin (bench/shards at a quarter
+ * cache: 394x the data per epoch, 5 samples/s).  Nothing fails, so it
+ * says so once, with the fix, rather than let an epoch crawl silently.
+ */
+static void warn_global_over_cache(const struct wharf_loader *l)
+{
+	const struct index *idx = l->idx;
+	uint64_t cap;
+
+	if (!l->hints || l->opt.shuffle != 1 || idx->count < 2 * idx->nfiles)
+		return;
+	cap = hints_cache_cap(l->hints);
+	if (!cap || idx->total_bytes <= cap)
+		return;
+	log_warn("the global shuffle reads %llu MB of samples packed in %llu "
+		 "files through a wharf mount whose disk cache holds %llu MB: "
+		 "most samples will fetch their chunk from the origin again, "
+		 "many times the data each epoch; use shuffle=\"shards\" "
+		 "(WHARF_SHUFFLE_SHARDS), or mount with --cache-size of at "
+		 "least the dataset",
+		 (unsigned long long)(idx->total_bytes >> 20),
+		 (unsigned long long)idx->nfiles,
+		 (unsigned long long)(cap >> 20));
+}
+
 /* A batch goes to the caller: the lead follows the consumption rate. */
 static void hint_lead_update(struct wharf_loader *l)
 {
@@ -825,6 +853,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.user = l->opt.user;
 	l->hints = hints_new(l->idx);
 	hints_set_field(l->hints, l->fill.field_want);
+	warn_global_over_cache(l);
 	hint_lead_init(l);
 	if (nw) {
 		rc = workers_start(&l->workers, nw, l->opt.prefetch, &l->fill,
