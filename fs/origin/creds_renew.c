@@ -18,6 +18,7 @@
 #define MARGIN_MAX_S 300 /* renew at most this long before expiry */
 #define BACKOFF_MIN_S 1	 /* first wait after a failed renewal */
 #define BACKOFF_MAX_S 60 /* longest wait between failed renewals */
+#define LIFE_MAX_S (7 * 86400ull) /* longest life believed */
 #define NS 1000000000ull
 
 static uint64_t renewals, failures; /* every creds_renew's, atomic */
@@ -50,6 +51,15 @@ void creds_renew_counts(uint64_t *r, uint64_t *f)
 {
 	*r = __atomic_load_n(&renewals, __ATOMIC_RELAXED);
 	*f = __atomic_load_n(&failures, __ATOMIC_RELAXED);
+}
+
+int64_t creds_renew_expiry(uint64_t life_s)
+{
+	if (life_s < 1)
+		life_s = 1;
+	if (life_s > LIFE_MAX_S)
+		life_s = LIFE_MAX_S;
+	return (int64_t)time(NULL) + (int64_t)life_s;
 }
 
 const char *creds_renew_describe(const struct creds_renew *r)
@@ -92,15 +102,27 @@ static void publish(struct creds_renew *r)
 	OPENSSL_cleanse(r->next, r->words * 8);
 }
 
-/* When to renew credentials that expire at `expires` (epoch seconds). */
+/* Nanoseconds from now until `expires` (epoch seconds); <= 0: past. */
+static int64_t left_ns(int64_t expires)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (expires - (int64_t)ts.tv_sec) * (int64_t)NS - ts.tv_nsec;
+}
+
+/* When to renew credentials that expire at `expires` (epoch seconds), in
+ * nanoseconds so that a token of a second or two is renewed at half its
+ * life, not at its end. */
 static uint64_t due_for(int64_t expires)
 {
-	int64_t life = expires - (int64_t)time(NULL), margin;
+	int64_t life = left_ns(expires), margin;
 
-	if (life < 1)
-		life = 1;
-	margin = life / 2 < MARGIN_MAX_S ? life / 2 : MARGIN_MAX_S;
-	return now_ns() + (uint64_t)(life - margin) * NS;
+	if (life < 0)
+		life = 0;
+	margin = life / 2 < MARGIN_MAX_S * (int64_t)NS ? life / 2
+						       : MARGIN_MAX_S * (int64_t)NS;
+	return now_ns() + (uint64_t)(life - margin);
 }
 
 /* One renewal (renew_lock held).  @return 0 or fn's error, logged. */
@@ -138,9 +160,15 @@ static int renew(struct creds_renew *r, const char *why)
 }
 
 /* After a renewal that gave rc and credentials that expire at `expires`
- * (r->lock held): when the next one is due. */
+ * (r->lock held): when the next one is due.  After a failure, the backoff,
+ * but never later than half the current credentials' remaining life (at
+ * least BACKOFF_MIN_S): short-lived ones get their retries before they
+ * expire. */
 static void schedule(struct creds_renew *r, int rc, int64_t expires)
 {
+	uint64_t wait;
+	int64_t left;
+
 	if (!rc) {
 		r->backoff_s = 0;
 		r->due_ns = due_for(expires);
@@ -149,7 +177,13 @@ static void schedule(struct creds_renew *r, int rc, int64_t expires)
 	r->backoff_s = r->backoff_s ? r->backoff_s * 2 : BACKOFF_MIN_S;
 	if (r->backoff_s > BACKOFF_MAX_S)
 		r->backoff_s = BACKOFF_MAX_S;
-	r->due_ns = now_ns() + r->backoff_s * NS;
+	wait = r->backoff_s * NS;
+	left = expires ? left_ns(expires) : 0;
+	if (left > 0 && (uint64_t)left / 2 < wait)
+		wait = (uint64_t)left / 2 > BACKOFF_MIN_S * NS
+			   ? (uint64_t)left / 2
+			   : BACKOFF_MIN_S * NS;
+	r->due_ns = now_ns() + wait;
 }
 
 static void *renew_thread(void *arg)
