@@ -456,8 +456,9 @@ static int one_second_fn(void *arg, void *blob, int64_t *expires,
 	clock_gettime(CLOCK_REALTIME, &ts);
 	if (o->expires && ts.tv_sec >= o->expires)
 		o->late++;
-	usleep((useconds_t)((1000000000L - ts.tv_nsec) / 1000 + 1000));
-	*expires = (int64_t)time(NULL) + 1;
+	usleep((useconds_t)((1000000000L - ts.tv_nsec) / 1000 + 20000));
+	clock_gettime(CLOCK_REALTIME, &ts); /* time() may lag by a tick */
+	*expires = (int64_t)ts.tv_sec + 1;
 	memcpy(blob, expires, sizeof(*expires));
 	__atomic_store_n(&o->expires, *expires, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&o->calls, 1, __ATOMIC_RELEASE);

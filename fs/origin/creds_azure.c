@@ -241,7 +241,7 @@ static int workload_body(struct azure_creds *c, char **body, char **err)
 	return rc;
 }
 
-/* Asks the provider for a token (no lock held). */
+/* Asks the provider for a token. */
 static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 		       char **err)
 {

@@ -644,11 +644,10 @@ static int fetch_token(void *arg, void *blob, int64_t *expires, char **err)
 		 * a token lasting twice that would be (at half its life). */
 		life_s = 2 * FILE_RENEW_S;
 		break;
-	case K_ENV:
-		rc = gcp_token_bare(getenv("GOOGLE_OAUTH_ACCESS_TOKEN"),
-				    b->token, c->desc, err);
-		life_s = 0; /* fixed for the life of the mount */
-		break;
+	case K_ENV: /* fixed for the life of the mount */
+		*expires = 0;
+		return gcp_token_bare(getenv("GOOGLE_OAUTH_ACCESS_TOKEN"),
+				      b->token, c->desc, err);
 	case K_COMMAND:
 		rc = from_command(c, b->token, &life_s, err);
 		break;
@@ -669,10 +668,6 @@ static int fetch_token(void *arg, void *blob, int64_t *expires, char **err)
 	}
 	if (rc)
 		return rc;
-	if (c->kind == K_ENV) {
-		*expires = 0;
-		return 0;
-	}
 	*expires = creds_renew_expiry(life_s);
 	return 0;
 }

@@ -112,16 +112,17 @@ static int64_t left_ns(int64_t expires)
 }
 
 /* When to renew credentials that expire at `expires` (epoch seconds), in
- * nanoseconds so that a token of a second or two is renewed at half its
- * life, not at its end. */
+ * nanoseconds so that a token of a second is renewed at half its life,
+ * not at its end.  Ones handed out expired (clock skew, a broken source)
+ * are asked for again a second later, not in a loop. */
 static uint64_t due_for(int64_t expires)
 {
+	const int64_t margin_max = MARGIN_MAX_S * (int64_t)NS;
 	int64_t life = left_ns(expires), margin;
 
-	if (life < 0)
-		life = 0;
-	margin = life / 2 < MARGIN_MAX_S * (int64_t)NS ? life / 2
-						       : MARGIN_MAX_S * (int64_t)NS;
+	if (life <= 0)
+		return now_ns() + BACKOFF_MIN_S * NS;
+	margin = life / 2 < margin_max ? life / 2 : margin_max;
 	return now_ns() + (uint64_t)(life - margin);
 }
 
