@@ -477,7 +477,7 @@ START_TEST(renewal_subsecond)
 	int waited = 0;
 
 	ck_assert_int_eq(creds_renew_new(sizeof(got), one_second_fn, &o,
-					 "test credentials", &r, &err),
+					 "test credentials", 0, &r, &err),
 			 0);
 	while (__atomic_load_n(&o.calls, __ATOMIC_ACQUIRE) < 4 &&
 	       ++waited < 300)

@@ -534,7 +534,7 @@ int azure_creds_new(const struct azure_creds_options *o,
 
 		snprintf(what, sizeof(what), "Azure credentials: %s", c->desc);
 		rc = creds_renew_new(sizeof(struct token_blob), renew_token, c,
-				     what, &c->r, &why);
+				     what, 0, &c->r, &why);
 		if (rc) {
 			err_set(err, "az://%s: %s", o->account,
 				why ? why : strerror(-rc));

@@ -638,12 +638,9 @@ static int fetch_token(void *arg, void *blob, int64_t *expires, char **err)
 	int rc;
 
 	switch (c->kind) {
-	case K_FILE:
-		rc = from_file(c, b->token, &life_s, err);
-		/* No stated expiry: re-read each FILE_RENEW_S, renewed as
-		 * a token lasting twice that would be (at half its life). */
-		life_s = 2 * FILE_RENEW_S;
-		break;
+	case K_FILE: /* no stated expiry: re-read each FILE_RENEW_S */
+		*expires = 0;
+		return from_file(c, b->token, &life_s, err);
 	case K_ENV: /* fixed for the life of the mount */
 		*expires = 0;
 		return gcp_token_bare(getenv("GOOGLE_OAUTH_ACCESS_TOKEN"),
@@ -1146,7 +1143,8 @@ int gcp_creds_new(const struct gcp_creds_options *o, struct fetch_engine *fe,
 
 		snprintf(what, sizeof(what), "GCS credentials: %s", c->desc);
 		rc = creds_renew_new(sizeof(struct token_blob), fetch_token, c,
-				     what, &c->r, &why);
+				     what, c->kind == K_FILE ? FILE_RENEW_S : 0,
+				     &c->r, &why);
 		if (rc) {
 			err_set(err, "GCS credentials: %s",
 				why ? why : strerror(-rc));

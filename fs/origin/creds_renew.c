@@ -43,6 +43,7 @@ struct creds_renew {
 	pthread_cond_t cond;
 	uint64_t due_ns; /* monotonic: renew then */
 	unsigned backoff_s;
+	unsigned refresh_s; /* fetch ones that do not expire this often */
 	bool stop, started;
 	pthread_t thread;
 };
@@ -140,7 +141,11 @@ static int renew(struct creds_renew *r, const char *why)
 		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
 		left = r->expires - (int64_t)time(NULL);
 		/* err names the source already (see creds_renew_fn). */
-		if (left > 0)
+		if (!r->expires)
+			log_warn("renewing credentials (%s) failed, keeping "
+				 "the current ones: %s",
+				 why, err ? err : r->what);
+		else if (left > 0)
 			log_warn("renewing credentials (%s) failed, the "
 				 "current ones stay valid for %" PRId64
 				 " s: %s",
@@ -172,7 +177,8 @@ static void schedule(struct creds_renew *r, int rc, int64_t expires)
 
 	if (!rc) {
 		r->backoff_s = 0;
-		r->due_ns = due_for(expires);
+		r->due_ns = expires ? due_for(expires)
+				    : now_ns() + r->refresh_s * NS;
 		return;
 	}
 	r->backoff_s = r->backoff_s ? r->backoff_s * 2 : BACKOFF_MIN_S;
@@ -244,7 +250,8 @@ bool creds_renew_refused(struct creds_renew *r, unsigned serial)
 }
 
 int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
-		    const char *what, struct creds_renew **out, char **err)
+		    const char *what, unsigned refresh_s,
+		    struct creds_renew **out, char **err)
 {
 	struct creds_renew *r = calloc(1, sizeof(*r));
 	pthread_condattr_t ca;
@@ -257,6 +264,7 @@ int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
 	r->fn = fn;
 	r->arg = arg;
 	r->words = blob_size / 8;
+	r->refresh_s = refresh_s;
 	r->what = strdup(what);
 	r->cur = calloc(r->words, 8);
 	r->next = calloc(r->words, 8);
@@ -276,8 +284,8 @@ int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
 		return rc;
 	}
 	publish(r);
-	if (r->expires) {
-		r->due_ns = due_for(r->expires);
+	if (r->expires || refresh_s) {
+		schedule(r, 0, r->expires);
 		rc = pthread_create(&r->thread, NULL, renew_thread, r);
 		if (rc) {
 			err_set(err, "%s: cannot start the renewal thread: %s",
@@ -286,8 +294,13 @@ int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
 			return -rc;
 		}
 		r->started = true;
-		log_info("%s: valid for %" PRId64 " s, renewed ahead of expiry",
-			 what, r->expires - (int64_t)time(NULL));
+		if (r->expires)
+			log_info("%s: valid for %" PRId64 " s, renewed ahead "
+				 "of expiry",
+				 what, r->expires - (int64_t)time(NULL));
+		else
+			log_info("%s: fetched again every %u s", what,
+				 refresh_s);
 	}
 	*out = r;
 	return 0;

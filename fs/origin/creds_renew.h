@@ -46,14 +46,15 @@ typedef int (*creds_renew_fn)(void *arg, void *blob, int64_t *expires,
 
 /*
  * Fetches the first credentials (so that a bad setup shows at mount time)
- * and, when they expire, starts the renewal thread.  blob_size is a
- * multiple of 8.  `what` names the source in logs ("AWS credentials: web
+ * and, when they expire, starts the renewal thread; ones that state no
+ * expiry are fetched again every refresh_s seconds (0: never; a token
+ * file, say, that something else rewrites).  blob_size is a multiple of 8.  `what` names the source in logs ("AWS credentials: web
  * identity ..."); it is copied.
  * @return 0, or -errno with *err from fn.
  */
 int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
-		    const char *what, struct creds_renew **out,
-		    char **err) WHARF_CHECK;
+		    const char *what, unsigned refresh_s,
+		    struct creds_renew **out, char **err) WHARF_CHECK;
 /* Stops the thread, wipes the credentials, frees (NULL: nothing). */
 void creds_renew_free(struct creds_renew *r);
 
