@@ -790,17 +790,21 @@ START_TEST(token_command_refresh)
 	size_t n;
 	char *c;
 
+	int runs;
+
 	open_with_short_tokens(args, count);
 	ck_assert_int_eq(list("", &l), 0);
 	c = fx_read_file(count, &n);
-	ck_assert_int_eq(atoi(c), 1);
+	runs = atoi(c);
 	free(c);
-	/* Past the token's expiry, the next request runs the command again. */
+	ck_assert_int_ge(runs, 1);
+	/* With no request meanwhile, the renewal thread runs the command
+	 * again (every half second for these 1 s tokens). */
 	usleep(1200 * 1000);
-	ck_assert_int_eq(list("", &l), 0);
 	c = fx_read_file(count, &n);
-	ck_assert_int_ge(atoi(c), 2);
+	ck_assert_int_ge(atoi(c), runs + 1);
 	free(c);
+	ck_assert_int_eq(list("", &l), 0);
 	ck_assert_int_ge(fake_stat("tokens_seen"), 2);
 	ck_assert_int_eq(fake_stat("unauthorized"), 0);
 }
