@@ -389,7 +389,8 @@ static const struct metric {
      "Objects read whole with no checksum to check them against "
      "(origin_checksums.unchecked)."},
     {"credential_renewals_total", COUNTER, SNAP(creds_renewals),
-     "Renewals of expiring credentials (credentials.renewals)."},
+     "Renewals of expiring credentials, AWS, GCS or Azure "
+     "(credentials.renewals)."},
     {"credential_renewal_failures_total", COUNTER,
      SNAP(creds_renew_failures),
      "Renewals of expiring credentials that failed, each retried "

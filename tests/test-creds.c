@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "creds_aws.h"
@@ -437,6 +438,59 @@ START_TEST(renewal)
 }
 END_TEST
 
+/* A creds_renew_fn handing out credentials that last to the end of the
+ * next second (issued just after a second begins: they live about 1 s),
+ * noting each renewal that began once the previous ones had expired. */
+struct one_second {
+	int calls, late;
+	int64_t expires; /* of the last handed out */
+};
+
+static int one_second_fn(void *arg, void *blob, int64_t *expires,
+			 char **err)
+{
+	struct one_second *o = arg;
+	struct timespec ts;
+
+	(void)err;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (o->expires && ts.tv_sec >= o->expires)
+		o->late++;
+	usleep((useconds_t)((1000000000L - ts.tv_nsec) / 1000 + 20000));
+	clock_gettime(CLOCK_REALTIME, &ts); /* time() may lag by a tick */
+	*expires = (int64_t)ts.tv_sec + 1;
+	memcpy(blob, expires, sizeof(*expires));
+	__atomic_store_n(&o->expires, *expires, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&o->calls, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Credentials of a second are renewed at half their life, before they
+ * expire (not when their whole seconds run out). */
+START_TEST(renewal_subsecond)
+{
+	struct one_second o = {0};
+	struct creds_renew *r = NULL;
+	char *err = NULL;
+	int64_t got;
+	unsigned serial;
+	int waited = 0;
+
+	ck_assert_int_eq(creds_renew_new(sizeof(got), one_second_fn, &o,
+					 "test credentials", 0, &r, &err),
+			 0);
+	while (__atomic_load_n(&o.calls, __ATOMIC_ACQUIRE) < 4 &&
+	       ++waited < 300)
+		usleep(50000);
+	creds_renew_get(r, &got, &serial);
+	creds_renew_free(r);
+	ck_assert_msg(o.calls >= 4, "%d renewals in 15 s", o.calls - 1);
+	ck_assert_int_gt(got, 0); /* what fn wrote, published */
+	ck_assert_msg(o.late == 0, "%d of %d renewals began after expiry",
+		      o.late, o.calls - 1);
+}
+END_TEST
+
 /* A renewal that fails is retried after a backoff while the current keys
  * stay in use, and counted. */
 START_TEST(renewal_fails_then_recovers)
@@ -741,6 +795,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, relative_token_file);
 	tcase_add_test(tc, renewal);
 	tcase_add_test(tc, renewal_fails_then_recovers);
+	tcase_add_test(tc, renewal_subsecond);
 	tcase_add_test(tc, s3_expired_renews);
 	tcase_add_test(tc, gcs_external_account);
 	tcase_add_test(tc, mount_outlives_credentials);

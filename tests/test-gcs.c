@@ -746,11 +746,12 @@ START_TEST(token_env)
 }
 END_TEST
 
-/* A command printing "cmd-N" tokens that last one second. */
 /* Writes work/NAME, a --token-command whose Nth run prints token cmd-N,
- * good for expires_in seconds, and counts its runs in work/NAME.count. */
+ * good for expires_in seconds, after sleeping delay_s seconds, and counts
+ * its runs in work/NAME.count. */
 static void counting_token_command(const char *name, unsigned expires_in,
-				   char script[PATH_MAX], char count[PATH_MAX])
+				   unsigned delay_s, char script[PATH_MAX],
+				   char count[PATH_MAX])
 {
 	char text[2 * PATH_MAX + 256];
 
@@ -760,9 +761,10 @@ static void counting_token_command(const char *name, unsigned expires_in,
 		 "#!/bin/sh\n"
 		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
 		 "echo $n > '%s'\n"
+		 "sleep %u\n"
 		 "printf '{\"access_token\": \"cmd-%%d\", "
 		 "\"expires_in\": %u}\\n' $n\n",
-		 count, count, expires_in);
+		 count, count, delay_s, expires_in);
 	write_text(script, text, 0700);
 }
 
@@ -775,7 +777,7 @@ static void open_with_short_tokens(const char *const fake_args[],
 	struct source_options o = {0};
 
 	start_fake(fake_args);
-	counting_token_command("token-cmd", 1, script, count);
+	counting_token_command("token-cmd", 1, 0, script, count);
 	o.token_command = script;
 	open_ok(&o);
 }
@@ -788,17 +790,21 @@ START_TEST(token_command_refresh)
 	size_t n;
 	char *c;
 
+	int runs;
+
 	open_with_short_tokens(args, count);
 	ck_assert_int_eq(list("", &l), 0);
 	c = fx_read_file(count, &n);
-	ck_assert_int_eq(atoi(c), 1);
+	runs = atoi(c);
 	free(c);
-	/* Past the token's expiry, the next request runs the command again. */
+	ck_assert_int_ge(runs, 1);
+	/* With no request meanwhile, the renewal thread runs the command
+	 * again (every half second for these 1 s tokens). */
 	usleep(1200 * 1000);
-	ck_assert_int_eq(list("", &l), 0);
 	c = fx_read_file(count, &n);
-	ck_assert_int_ge(atoi(c), 2);
+	ck_assert_int_ge(atoi(c), runs + 1);
 	free(c);
+	ck_assert_int_eq(list("", &l), 0);
 	ck_assert_int_ge(fake_stat("tokens_seen"), 2);
 	ck_assert_int_eq(fake_stat("unauthorized"), 0);
 }
@@ -1272,10 +1278,11 @@ END_TEST
 
 /*
  * SIGTERM while a --token-command runs: its first run gives a token that
- * lasts a second, its second sleeps 20 s (in a child, as a slow helper
- * would) before it answers.  The daemon exits within 2 s with the command
- * and its child killed (before, it waited for the command, up to its
- * 30 s).
+ * lasts a second, its second (the renewal thread's, half a second later)
+ * sleeps 20 s (in a child, as a slow helper would) before it answers.  The
+ * daemon exits within 2 s with the command and its child killed (before,
+ * it waited for the command, up to its 30 s).  A read meanwhile does not
+ * wait for the command.
  */
 START_TEST(mount_sigterm_during_token_command)
 {
@@ -1288,7 +1295,8 @@ START_TEST(mount_sigterm_during_token_command)
 	size_t n;
 	char *c;
 	double took;
-	int waited;
+	int waited, status = 0;
+	bool reaped = false;
 
 	start_fake(args);
 	snprintf(cache, sizeof(cache), "%s/cache-term", work);
@@ -1309,7 +1317,8 @@ START_TEST(mount_sigterm_during_token_command)
 	check_mounted_file("one", 1, seed_of("one"));
 	daemon = (pid_t)fx_mount_stat(mnt, NULL, "pid");
 	ck_assert_int_gt(daemon, 0);
-	/* Past the token's second, a read runs the command again. */
+	/* Past the token's second, a read, while the renewal thread runs
+	 * the command again. */
 	usleep(1200 * 1000);
 	reader = fork();
 	ck_assert_int_ge(reader, 0);
@@ -1324,6 +1333,16 @@ START_TEST(mount_sigterm_during_token_command)
 		usleep(20000);
 	}
 	ck_assert_msg(sleep_pid > 0, "the command never ran a second time");
+	/* The read is served with the current token meanwhile (well within
+	 * the command's 20 s). */
+	for (waited = 0; waited < 10000 && !reaped; waited += 20) {
+		reaped = waitpid(reader, &status, WNOHANG) == reader;
+		if (!reaped)
+			usleep(20000);
+	}
+	ck_assert_msg(reaped && WIFEXITED(status) && !WEXITSTATUS(status),
+		      "the read %s while the token command ran",
+		      reaped ? "failed" : "waited");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ck_assert_int_eq(kill(daemon, SIGTERM), 0);
 	for (waited = 0; waited < 30000 && !fx_process_gone(daemon);
@@ -1338,12 +1357,67 @@ START_TEST(mount_sigterm_during_token_command)
 		usleep(10000);
 	if (!fx_process_gone(sleep_pid))
 		kill(sleep_pid, SIGKILL);
-	waitpid(reader, NULL, 0);
 	ck_assert_msg(took < 2, "SIGTERM during the token command took %.1f s",
 		      took);
 	ck_assert_msg(waited < 1000, "the token command's child outlived the "
 				     "daemon");
 	ck_assert_int_ne(fx_sh("mountpoint -q '%s'", mnt), 0);
+}
+END_TEST
+
+/*
+ * A mount whose tokens last 8 s (the fake refuses each 8 s after its first
+ * use) from a command that takes 2 s reads for 30 s, one fresh directory a
+ * second so that each read goes to the origin with the token current then:
+ * the tokens are renewed ahead of expiry on the renewal thread, counted in
+ * .wharf/stats, none is refused, and no read waits for the command (a read
+ * that did would take 2 s).
+ */
+START_TEST(mount_tokens_renewed_off_read_path)
+{
+	static const char *const args[] = {"--accept-prefix", "cmd-",
+					   "--token-ttl", "8", NULL};
+	enum { ROUNDS = 30 };
+	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
+	char count[PATH_MAX], name[64];
+	long long renewals;
+	double slowest = 0;
+
+	start_fake(args);
+	for (int i = 0; i < ROUNDS; i++) {
+		snprintf(name, sizeof(name), "ds/renew/d%02d/r", i);
+		write_object(name, 1000 + (uint64_t)i, 700 + (uint32_t)i);
+	}
+	snprintf(cache, sizeof(cache), "%s/cache-renew", work);
+	counting_token_command("token-slow2", 8, 2, script, count);
+	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
+	ck_assert_int_eq(mount_gs(cache, opts), 0);
+	renewals = fx_mount_stat(mnt, "credentials", "renewals");
+	for (int i = 0; i < ROUNDS; i++) {
+		struct timespec t0, t1;
+		double took;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		snprintf(name, sizeof(name), "renew/d%02d/r", i);
+		check_mounted_file(name, 1000 + (uint64_t)i, 700 + (uint32_t)i);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		took = (double)(t1.tv_sec - t0.tv_sec) +
+		       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		if (took > slowest)
+			slowest = took;
+		if (took < 1)
+			usleep((useconds_t)((1 - took) * 1e6));
+	}
+	ck_assert_msg(slowest < 2, "a read took %.1f s: it waited for the "
+				   "token command", slowest);
+	renewals = fx_mount_stat(mnt, "credentials", "renewals") - renewals;
+	ck_assert_msg(renewals >= 3, "%lld renewals in %d s of 8 s tokens",
+		      renewals, ROUNDS);
+	ck_assert_int_eq(fx_mount_stat(mnt, "credentials", "renewal_failures"),
+			 0);
+	ck_assert_int_eq(fake_stat("expired"), 0);
+	ck_assert_int_eq(fake_stat("unauthorized"), 0);
+	ck_assert_int_ge(fake_stat("tokens_seen"), 4);
 }
 END_TEST
 
@@ -1443,7 +1517,7 @@ static void mount_then_revoke(const char *tag, char *count)
 
 	start_fake(args);
 	snprintf(cache, sizeof(cache), "%s/cache-%s", work, tag);
-	counting_token_command(tag, 3600, script, count);
+	counting_token_command(tag, 3600, 0, script, count);
 	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
 	ck_assert_int_eq(mount_gs(cache, opts), 0);
 	check_mounted_file("one", 1, seed_of("one"));
@@ -1509,7 +1583,7 @@ START_TEST(mount_token_command_relative)
 	char *c;
 
 	start_fake(args);
-	counting_token_command("relative-cmd", 1, script, count);
+	counting_token_command("relative-cmd", 1, 0, script, count);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", work);
 	ck_assert_int_eq(fx_mkdirs(mnt), 0);
 	ck_assert_int_eq(fx_sh("cd '%s' && '%s' mount --cache-dir cache-cmd "
@@ -1924,6 +1998,7 @@ static Suite *suite(void)
 	fx_tcase_add(why ? left : tc, mount_token_options, why);
 	fx_tcase_add(why ? left : tc, mount_token_command_secret, why);
 	fx_tcase_add(why ? left : tc, mount_sigterm_during_token_command, why);
+	fx_tcase_add(why ? left : tc, mount_tokens_renewed_off_read_path, why);
 	fx_tcase_add(why ? left : tc, mount_replaced_object, why);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("origin checksums");

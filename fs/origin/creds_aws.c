@@ -1379,7 +1379,7 @@ int aws_chain_open(const char *profile, const char *region,
 	if (!rc) {
 		snprintf(what, sizeof(what), "AWS credentials: %s", c->p->desc);
 		rc = creds_renew_new(sizeof(struct aws_keys), chain_fetch, c->p,
-				     what, &c->r, err);
+				     what, 0, &c->r, err);
 	}
 	if (rc) {
 		aws_chain_free(c);

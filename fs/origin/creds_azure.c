@@ -8,7 +8,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +18,11 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "creds_renew.h"
 #include "fetch.h"
 #include "json.h"
 
 #define TEXT_MAX (64u << 10) /* token answers, the assertion file */
-#define RENEW_MARGIN_MAX_S 300
-#define RETRY_FIRST_S 10 /* a failed renewal is tried again this soon, */
-#define RETRY_MAX_S 300	 /* doubling up to this */
-#define REFUSED_WAIT_S 30
-#define LIFE_MAX_S (7 * 86400ull)
 #define STORAGE_RESOURCE "https://storage.azure.com/"
 #define IMDS_DEFAULT "http://169.254.169.254"
 #define IMDS_PATH                                                              \
@@ -51,18 +46,7 @@ struct azure_creds {
 	char *client_id;  /* workload identity */
 	char *token_file; /* workload identity: the assertion */
 
-	/* Bearer tokens, under lock: taken once per origin request (a chunk,
-	 * a listing page), never per read served, and never held across a
-	 * token request: the renewal thread fetches without it. */
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* renewal wanted, a new token, stop */
-	pthread_t thread;
-	bool thread_up, stop, want_renew;
-	char token[AZURE_TOKEN_MAX];
-	unsigned serial;     /* counts tokens: which one a 401 refused */
-	uint64_t renew_ns;   /* monotonic: renew from then on */
-	uint64_t expires_ns; /* monotonic: useless from then on */
-	unsigned retry_s;    /* the wait after the next failure */
+	struct creds_renew *r; /* AZ_BEARER: the current token */
 };
 
 /* ---- the documents ---- */
@@ -257,7 +241,7 @@ static int workload_body(struct azure_creds *c, char **body, char **err)
 	return rc;
 }
 
-/* Asks the provider for a token (no lock held). */
+/* Asks the provider for a token. */
 static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 		       char **err)
 {
@@ -301,167 +285,44 @@ static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 	return rc;
 }
 
-static uint64_t secs_ns(uint64_t s)
-{
-	return s * 1000000000ull;
-}
+/* The block creds_renew keeps: the bearer token, NUL-terminated. */
+struct token_blob {
+	char token[AZURE_TOKEN_MAX];
+};
 
-/* Fetches a token and installs it (takes the lock to install). */
-static int renew(struct azure_creds *c, char **err)
+/* creds_renew_fn: a new token from the provider, on the renewal thread (or
+ * the thread of a refused request). */
+static int renew_token(void *arg, void *blob, int64_t *expires, char **err)
 {
-	char *tok = malloc(AZURE_TOKEN_MAX);
-	uint64_t life_s = 0, margin, now;
-	int rc;
+	struct token_blob *b = blob;
+	uint64_t life_s = 0;
+	int rc = fetch_token(arg, b->token, &life_s, err);
 
-	if (!tok)
-		return -ENOMEM;
-	rc = fetch_token(c, tok, &life_s, err);
-	if (rc) {
-		free(tok);
+	if (rc)
 		return rc;
-	}
-	/* A silly expires_in neither overflows nor renews per use. */
-	if (life_s < 1)
-		life_s = 1;
-	if (life_s > LIFE_MAX_S)
-		life_s = LIFE_MAX_S;
-	margin = life_s / 4;
-	if (margin > RENEW_MARGIN_MAX_S)
-		margin = RENEW_MARGIN_MAX_S;
-	pthread_mutex_lock(&c->lock);
-	now = now_ns();
-	memcpy(c->token, tok, strlen(tok) + 1);
-	c->serial++;
-	c->expires_ns = now + secs_ns(life_s);
-	c->renew_ns = now + secs_ns(life_s - margin);
-	c->retry_s = RETRY_FIRST_S;
-	c->want_renew = false;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-	OPENSSL_cleanse(tok, AZURE_TOKEN_MAX);
-	free(tok);
-	log_debug("Azure credentials: new token from %s, renewal in %" PRIu64
-		  " s",
-		  c->desc, life_s - margin);
+	*expires = creds_renew_expiry(life_s);
 	return 0;
-}
-
-static void deadline_in(struct timespec *ts, uint64_t ns)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ns / 1000000000ull);
-	ts->tv_nsec += (long)(ns % 1000000000ull);
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-/*
- * After a failed renewal (lock held): logs it, and sets when to try again:
- * 10 s later, then twice as late each time up to five minutes, but never
- * later than half the current token's remaining life, so that a short
- * token gets its retries before it expires.
- */
-static void renew_failed(struct azure_creds *c, int rc, const char *err)
-{
-	const uint64_t now = now_ns();
-	uint64_t wait = secs_ns(c->retry_s);
-
-	if (now < c->expires_ns) {
-		const uint64_t left = c->expires_ns - now;
-
-		if (wait > left / 2)
-			wait = left / 2 > secs_ns(1) ? left / 2 : secs_ns(1);
-		log_warn("Azure credentials: renewing the token failed, "
-			 "keeping the current one (it expires in %.1f s), "
-			 "trying again in %.1f s: %s",
-			 (double)left / 1e9, (double)wait / 1e9,
-			 err ? err : strerror(-rc));
-	} else {
-		log_error("Azure credentials: the token expired and renewing "
-			  "it failed (reads are refused until it works; "
-			  "trying again in %.1f s): %s",
-			  (double)wait / 1e9, err ? err : strerror(-rc));
-	}
-	c->renew_ns = now + wait;
-	c->retry_s =
-	    c->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S : c->retry_s * 2;
-}
-
-/*
- * The renewal thread: sleeps until the token's renewal time (or a refusal
- * asks for one), renews, and after a failure tries again (renew_failed);
- * the old token serves until it expires.
- */
-static void *renewer(void *arg)
-{
-	struct azure_creds *c = arg;
-
-	pthread_mutex_lock(&c->lock);
-	while (!c->stop) {
-		const uint64_t now = now_ns();
-		struct timespec ts;
-		char *err = NULL;
-		int rc;
-
-		if (!c->want_renew && now < c->renew_ns) {
-			deadline_in(&ts, c->renew_ns - now);
-			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
-			continue;
-		}
-		pthread_mutex_unlock(&c->lock);
-		rc = renew(c, &err);
-		pthread_mutex_lock(&c->lock);
-		if (!rc)
-			continue;
-		renew_failed(c, rc, err);
-		free(err);
-		c->want_renew = false;
-		/* Waiters of a refusal learn that nothing new came. */
-		pthread_cond_broadcast(&c->cond);
-	}
-	pthread_mutex_unlock(&c->lock);
-	return NULL;
 }
 
 int azure_creds_bearer(struct azure_creds *c, char *out, size_t cap,
 		       unsigned *serial)
 {
+	struct token_blob b;
 	int rc = 0;
 
-	pthread_mutex_lock(&c->lock);
-	*serial = c->serial;
-	if (now_ns() >= c->expires_ns)
-		rc = -EACCES; /* the renewal thread says why */
-	else if ((size_t)snprintf(out, cap, "Authorization: Bearer %s",
-				  c->token) >= cap)
+	/* No wait: an expired token (its renewals failing) is sent, and
+	 * the service's refusal renews it once (azure_creds_refused). */
+	creds_renew_get(c->r, &b, serial);
+	if ((size_t)snprintf(out, cap, "Authorization: Bearer %s", b.token) >=
+	    cap)
 		rc = -ENAMETOOLONG;
-	pthread_mutex_unlock(&c->lock);
+	OPENSSL_cleanse(&b, sizeof(b));
 	return rc;
 }
 
 bool azure_creds_refused(struct azure_creds *c, unsigned serial)
 {
-	struct timespec ts;
-	bool changed;
-
-	if (c->kind != AZ_BEARER)
-		return false;
-	deadline_in(&ts, secs_ns(REFUSED_WAIT_S));
-	pthread_mutex_lock(&c->lock);
-	/* Many requests may be refused the same token: renew it once. */
-	if (c->serial == serial) {
-		c->want_renew = true;
-		pthread_cond_broadcast(&c->cond);
-		while (c->serial == serial && !c->stop &&
-		       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0 &&
-		       c->want_renew)
-			;
-	}
-	changed = c->serial != serial;
-	pthread_mutex_unlock(&c->lock);
-	return changed;
+	return c->r && creds_renew_refused(c->r, serial);
 }
 
 /* ---- the others ---- */
@@ -658,7 +519,6 @@ int azure_creds_new(const struct azure_creds_options *o,
 		    char **err)
 {
 	struct azure_creds *c = calloc(1, sizeof(*c));
-	pthread_condattr_t ca;
 	char *why = NULL;
 	int rc;
 
@@ -666,27 +526,21 @@ int azure_creds_new(const struct azure_creds_options *o,
 	if (!c)
 		return -ENOMEM;
 	c->fe = fe;
-	c->retry_s = RETRY_FIRST_S;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
 	rc = pick(c, o, err);
 	if (rc)
 		goto fail;
 	if (c->kind == AZ_BEARER) {
-		rc = renew(c, &why);
+		char what[600];
+
+		snprintf(what, sizeof(what), "Azure credentials: %s", c->desc);
+		rc = creds_renew_new(sizeof(struct token_blob), renew_token, c,
+				     what, 0, &c->r, &why);
 		if (rc) {
 			err_set(err, "az://%s: %s", o->account,
 				why ? why : strerror(-rc));
 			free(why);
 			goto fail;
 		}
-		rc = -pthread_create(&c->thread, NULL, renewer, c);
-		if (rc)
-			goto fail;
-		c->thread_up = true;
 	}
 	log_info("Azure credentials: %s", c->desc);
 	*out = c;
@@ -700,20 +554,11 @@ void azure_creds_free(struct azure_creds *c)
 {
 	if (!c)
 		return;
-	if (c->thread_up) {
-		pthread_mutex_lock(&c->lock);
-		c->stop = true;
-		pthread_cond_broadcast(&c->cond);
-		pthread_mutex_unlock(&c->lock);
-		pthread_join(c->thread, NULL);
-	}
-	OPENSSL_cleanse(c->token, sizeof(c->token));
+	creds_renew_free(c->r); /* first: its thread uses the rest */
 	OPENSSL_cleanse(c->sas, sizeof(c->sas));
 	OPENSSL_cleanse(c->key, sizeof(c->key));
 	free(c->token_url);
 	free(c->client_id);
 	free(c->token_file);
-	pthread_cond_destroy(&c->cond);
-	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -17,10 +17,10 @@
  *      user-assigned identity is picked with AZURE_CLIENT_ID,
  *   6. none: anonymous when asked (--anonymous, a public container), an
  *      error otherwise.
- * A bearer token is renewed on a thread of its own once a quarter of its
- * life is left, at most five minutes before it expires: more than a failed
- * renewal's retries take (10 s apart, then longer), so the old token still
- * serves while they run, and no read ever waits for a token endpoint.
+ * A bearer token is renewed ahead of expiry by creds_renew, on its thread
+ * (see creds_renew.h for when and how failures are retried): the old
+ * token serves while a renewal runs, and no read waits for a token
+ * endpoint.
  * Secrets (SAS, key, tokens, the assertion) never reach a log: messages
  * name where the credentials came from.
  */
@@ -69,14 +69,14 @@ int azure_creds_sign(const struct azure_creds *c, const char *sts, char *out,
 /*
  * AZ_BEARER: "Authorization: Bearer TOKEN" into out (cap bytes), the token
  * current now; *serial names it for azure_creds_refused.  Never waits for
- * a renewal.  @return 0, or -EACCES once the token expired and could not
- * be renewed (logged by the renewal thread).
+ * a renewal: a token whose renewals failed is sent after its expiry, and
+ * the service's refusal renews it once.  @return 0 or -ENAMETOOLONG.
  */
 int azure_creds_bearer(struct azure_creds *c, char *out, size_t cap,
 		       unsigned *serial) WHARF_CHECK;
-/* The service refused token `serial` (401/403): renews it now, once
- * however many requests report it, and waits (30 s at most) for the new
- * one.  @return true when a retry will carry another token. */
+/* The service refused token `serial` (401/403): renews it now, on this
+ * thread, once however many requests report it.  @return true when a
+ * retry will carry another token. */
 bool azure_creds_refused(struct azure_creds *c, unsigned serial);
 
 /*

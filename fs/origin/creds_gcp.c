@@ -7,7 +7,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +22,14 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "creds_renew.h"
 #include "fetch.h"
 #include "json.h"
 
 #define TOKEN_MAX GCP_TOKEN_MAX
 #define TEXT_MAX (64u << 10)   /* key files, command output, responses */
 #define FILE_RENEW_S 60	       /* a token file is re-read this often */
-#define RENEW_MARGIN_MAX_S 300 /* renew at most this long before expiry */
-#define RETRY_RENEW_S 10       /* after a failed renewal, wait this long */
 #define JWT_LIFETIME_S 3600
-#define LIFE_MAX_S (7 * 86400ull)
 #define DEFAULT_COMMAND_LIFETIME_S 300
 #define DEFAULT_COMMAND_TIMEOUT_S 30
 #define DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"
@@ -69,16 +66,7 @@ struct gcp_creds {
 	char *metadata_url;
 	struct gcp_external *ext; /* external_account */
 
-	/* Under lock: the current token and when to renew it.  The lock is
-	 * taken once per origin request (a chunk, a listing page), never per
-	 * read served from cache; it is held across a renewal so that only
-	 * one thread renews and the others wait for its token. */
-	pthread_mutex_t lock;
-	char token[TOKEN_MAX];
-	bool have;
-	unsigned serial;     /* counts tokens: which one a 401 refused */
-	uint64_t renew_ns;   /* monotonic: renew from then on; 0 never */
-	uint64_t expires_ns; /* monotonic: useless from then on; 0 unknown */
+	struct creds_renew *r; /* the current token; NULL when anonymous */
 };
 
 /* ---- small helpers ---- */
@@ -635,120 +623,77 @@ out:
 	return rc;
 }
 
-/* Gets a new token into c (lock held). */
-static int renew(struct gcp_creds *c, char **err)
+/* The block creds_renew keeps: the token, NUL-terminated. */
+struct token_blob {
+	char token[TOKEN_MAX];
+};
+
+/* creds_renew_fn: a new token from c's source, on the renewal thread (or
+ * the thread of a refused request); never two at once. */
+static int fetch_token(void *arg, void *blob, int64_t *expires, char **err)
 {
-	char tok[TOKEN_MAX];
-	uint64_t life_s = 0, now;
+	struct gcp_creds *c = arg;
+	struct token_blob *b = blob;
+	uint64_t life_s = 0;
 	int rc;
 
 	switch (c->kind) {
-	case K_FILE:
-		rc = from_file(c, tok, &life_s, err);
-		break;
+	case K_FILE: /* no stated expiry: re-read each FILE_RENEW_S */
+		*expires = 0;
+		return from_file(c, b->token, &life_s, err);
+	case K_ENV: /* fixed for the life of the mount */
+		*expires = 0;
+		return gcp_token_bare(getenv("GOOGLE_OAUTH_ACCESS_TOKEN"),
+				      b->token, c->desc, err);
 	case K_COMMAND:
-		rc = from_command(c, tok, &life_s, err);
+		rc = from_command(c, b->token, &life_s, err);
 		break;
 	case K_SERVICE:
-		rc = from_service_account(c, tok, &life_s, err);
+		rc = from_service_account(c, b->token, &life_s, err);
 		break;
 	case K_USER:
-		rc = from_authorized_user(c, tok, &life_s, err);
+		rc = from_authorized_user(c, b->token, &life_s, err);
 		break;
 	case K_METADATA:
-		rc = from_metadata(c, tok, &life_s, err);
+		rc = from_metadata(c, b->token, &life_s, err);
 		break;
 	case K_EXTERNAL:
-		rc = from_external(c, tok, &life_s, err);
+		rc = from_external(c, b->token, &life_s, err);
 		break;
 	default:
-		return 0; /* anonymous and env tokens never change */
+		return -EINVAL;
 	}
-	if (rc) {
-		OPENSSL_cleanse(tok, sizeof(tok));
+	if (rc)
 		return rc;
-	}
-	now = now_ns();
-	memcpy(c->token, tok, sizeof(tok));
-	OPENSSL_cleanse(tok, sizeof(tok));
-	c->have = true;
-	c->serial++;
-	if (c->kind == K_FILE) {
-		c->expires_ns = 0;
-		c->renew_ns = now + FILE_RENEW_S * 1000000000ull;
-	} else {
-		uint64_t margin;
-
-		/* A silly expires_in neither overflows nor renews per use. */
-		if (life_s < 1)
-			life_s = 1;
-		if (life_s > LIFE_MAX_S)
-			life_s = LIFE_MAX_S;
-		margin = life_s / 4;
-		if (margin > RENEW_MARGIN_MAX_S)
-			margin = RENEW_MARGIN_MAX_S;
-		c->expires_ns = now + life_s * 1000000000ull;
-		c->renew_ns = now + (life_s - margin) * 1000000000ull;
-	}
-	log_debug("GCS credentials: new token from %s, renewal in %" PRIu64
-		  " s",
-		  c->desc, (uint64_t)((c->renew_ns - now) / 1000000000ull));
+	*expires = creds_renew_expiry(life_s);
 	return 0;
 }
 
 int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap,
 		     unsigned *serial)
 {
-	uint64_t now;
+	struct token_blob b;
 	int rc = 0;
 
 	*serial = 0;
-	if (c->kind == K_ANON) {
+	if (!c->r) {
 		if (cap)
 			out[0] = '\0';
 		return 0;
 	}
-	pthread_mutex_lock(&c->lock);
-	now = now_ns();
-	if (!c->have || (c->renew_ns && now >= c->renew_ns)) {
-		char *err = NULL;
-
-		rc = renew(c, &err);
-		if (rc && c->have && (!c->expires_ns || now < c->expires_ns)) {
-			/* The old token still works for a while. */
-			log_warn("GCS credentials: renewing failed, keeping "
-				 "the current token: %s",
-				 err ? err : strerror(-rc));
-			c->renew_ns = now + RETRY_RENEW_S * 1000000000ull;
-			rc = 0;
-		} else if (rc) {
-			log_error("GCS credentials: %s",
-				  err ? err : strerror(-rc));
-			c->have = false;
-			rc = rc == -ENOMEM ? rc : -EACCES;
-		}
-		free(err);
-	}
-	if (!rc && (size_t)snprintf(out, cap, "Authorization: Bearer %s",
-				    c->token) >= cap)
+	/* No wait: an expired token (its renewals failing) is sent, and
+	 * the origin's 401 renews it once (gcp_creds_refused). */
+	creds_renew_get(c->r, &b, serial);
+	if ((size_t)snprintf(out, cap, "Authorization: Bearer %s", b.token) >=
+	    cap)
 		rc = -ENAMETOOLONG;
-	*serial = c->serial;
-	pthread_mutex_unlock(&c->lock);
+	OPENSSL_cleanse(&b, sizeof(b));
 	return rc;
 }
 
 bool gcp_creds_refused(struct gcp_creds *c, unsigned serial)
 {
-	if (c->kind == K_ANON || c->kind == K_ENV)
-		return false;
-	pthread_mutex_lock(&c->lock);
-	/* Many requests may be refused the same token: renew it once. */
-	if (c->serial == serial) {
-		c->renew_ns = 1;
-		c->expires_ns = 1;
-	}
-	pthread_mutex_unlock(&c->lock);
-	return true;
+	return c->r && creds_renew_refused(c->r, serial);
 }
 
 const char *gcp_creds_describe(const struct gcp_creds *c)
@@ -1126,9 +1071,6 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 	if (env && *env) {
 		c->kind = K_ENV;
 		snprintf(c->desc, sizeof(c->desc), "GOOGLE_OAUTH_ACCESS_TOKEN");
-		if (gcp_token_bare(env, c->token, c->desc, err))
-			return -EINVAL;
-		c->have = true;
 		return 0;
 	}
 	if (o->token_command) {
@@ -1193,12 +1135,16 @@ int gcp_creds_new(const struct gcp_creds_options *o, struct fetch_engine *fe,
 	if (!c)
 		return -ENOMEM;
 	c->fe = fe;
-	pthread_mutex_init(&c->lock, NULL);
 	rc = pick(c, o, err);
 	if (rc)
 		goto fail;
-	if (c->kind != K_ANON && c->kind != K_ENV) {
-		rc = renew(c, &why);
+	if (c->kind != K_ANON) {
+		char what[600];
+
+		snprintf(what, sizeof(what), "GCS credentials: %s", c->desc);
+		rc = creds_renew_new(sizeof(struct token_blob), fetch_token, c,
+				     what, c->kind == K_FILE ? FILE_RENEW_S : 0,
+				     &c->r, &why);
 		if (rc) {
 			err_set(err, "GCS credentials: %s",
 				why ? why : strerror(-rc));
@@ -1221,7 +1167,6 @@ int gcp_key_file_check(const char *path, char **err)
 
 	if (!c)
 		return -ENOMEM;
-	pthread_mutex_init(&c->lock, NULL);
 	rc = load_key_file(c, path, err);
 	gcp_creds_free(c);
 	return rc;
@@ -1231,7 +1176,7 @@ void gcp_creds_free(struct gcp_creds *c)
 {
 	if (!c)
 		return;
-	OPENSSL_cleanse(c->token, sizeof(c->token));
+	creds_renew_free(c->r); /* first: its thread uses the rest */
 	free(c->path);
 	free(c->command);
 	free(c->command_dir);
@@ -1244,6 +1189,5 @@ void gcp_creds_free(struct gcp_creds *c)
 	wipe_free(c->refresh_token);
 	free(c->metadata_url);
 	external_free(c->ext);
-	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -20,8 +20,10 @@
  *      when the machine says it is a Google Compute Engine VM),
  *   6. none: anonymous when asked (--anonymous) or when talking to an
  *      emulator (STORAGE_EMULATOR_HOST), an error otherwise.
- * Tokens with a known expiry are renewed once less than a quarter of their
- * life (at most five minutes) is left.  Tokens never reach a log.
+ * Tokens are renewed ahead of expiry by creds_renew, on its thread: no
+ * request waits for a token source while the current token is valid.  A
+ * token file, which states no expiry, is read again each minute.  Tokens
+ * never reach a log.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,18 +56,19 @@ int gcp_creds_new(const struct gcp_creds_options *o, struct fetch_engine *fe,
 void gcp_creds_free(struct gcp_creds *c);
 
 /*
- * Writes "Authorization: Bearer TOKEN" into out (cap bytes), renewing the
- * token first when it is close to expiry; "" when anonymous.  *serial names
- * the token for gcp_creds_refused.  Safe from any thread.  @return 0, or
- * -errno (-EACCES, -EIO) once the token has expired and could not be
- * renewed; the failure is logged.
+ * Writes "Authorization: Bearer TOKEN" into out (cap bytes), the token
+ * current now, never waiting for a renewal; "" when anonymous.  *serial
+ * names the token for gcp_creds_refused.  Safe from any thread.  A token
+ * whose renewals failed is sent after its expiry: the origin's 401 then
+ * renews it once (gcp_creds_refused).  @return 0, or -ENAMETOOLONG.
  */
 int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap,
 		     unsigned *serial) WHARF_CHECK;
 
-/* The origin refused token `serial` (401): it is renewed before its next
- * use, once however many requests report it.  @return true when a retry
- * may carry another token (false for fixed and anonymous credentials). */
+/* The origin refused token `serial` (401): renews it now, on this thread,
+ * once however many requests report it.  @return true when a retry may
+ * carry another token (false for fixed and anonymous credentials, or a
+ * renewal that failed). */
 bool gcp_creds_refused(struct gcp_creds *c, unsigned serial);
 
 /* Where the token comes from, for logs: "token file /x", "service account

@@ -18,6 +18,7 @@
 #define MARGIN_MAX_S 300 /* renew at most this long before expiry */
 #define BACKOFF_MIN_S 1	 /* first wait after a failed renewal */
 #define BACKOFF_MAX_S 60 /* longest wait between failed renewals */
+#define LIFE_MAX_S (7 * 86400ull) /* longest life believed */
 #define NS 1000000000ull
 
 static uint64_t renewals, failures; /* every creds_renew's, atomic */
@@ -42,6 +43,7 @@ struct creds_renew {
 	pthread_cond_t cond;
 	uint64_t due_ns; /* monotonic: renew then */
 	unsigned backoff_s;
+	unsigned refresh_s; /* fetch ones that do not expire this often */
 	bool stop, started;
 	pthread_t thread;
 };
@@ -50,6 +52,15 @@ void creds_renew_counts(uint64_t *r, uint64_t *f)
 {
 	*r = __atomic_load_n(&renewals, __ATOMIC_RELAXED);
 	*f = __atomic_load_n(&failures, __ATOMIC_RELAXED);
+}
+
+int64_t creds_renew_expiry(uint64_t life_s)
+{
+	if (life_s < 1)
+		life_s = 1;
+	if (life_s > LIFE_MAX_S)
+		life_s = LIFE_MAX_S;
+	return (int64_t)time(NULL) + (int64_t)life_s;
 }
 
 const char *creds_renew_describe(const struct creds_renew *r)
@@ -92,15 +103,28 @@ static void publish(struct creds_renew *r)
 	OPENSSL_cleanse(r->next, r->words * 8);
 }
 
-/* When to renew credentials that expire at `expires` (epoch seconds). */
+/* Nanoseconds from now until `expires` (epoch seconds); <= 0: past. */
+static int64_t left_ns(int64_t expires)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (expires - (int64_t)ts.tv_sec) * (int64_t)NS - ts.tv_nsec;
+}
+
+/* When to renew credentials that expire at `expires` (epoch seconds), in
+ * nanoseconds so that a token of a second is renewed at half its life,
+ * not at its end.  Ones handed out expired (clock skew, a broken source)
+ * are asked for again a second later, not in a loop. */
 static uint64_t due_for(int64_t expires)
 {
-	int64_t life = expires - (int64_t)time(NULL), margin;
+	const int64_t margin_max = MARGIN_MAX_S * (int64_t)NS;
+	int64_t life = left_ns(expires), margin;
 
-	if (life < 1)
-		life = 1;
-	margin = life / 2 < MARGIN_MAX_S ? life / 2 : MARGIN_MAX_S;
-	return now_ns() + (uint64_t)(life - margin) * NS;
+	if (life <= 0)
+		return now_ns() + BACKOFF_MIN_S * NS;
+	margin = life / 2 < margin_max ? life / 2 : margin_max;
+	return now_ns() + (uint64_t)(life - margin);
 }
 
 /* One renewal (renew_lock held).  @return 0 or fn's error, logged. */
@@ -117,7 +141,11 @@ static int renew(struct creds_renew *r, const char *why)
 		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
 		left = r->expires - (int64_t)time(NULL);
 		/* err names the source already (see creds_renew_fn). */
-		if (left > 0)
+		if (!r->expires)
+			log_warn("renewing credentials (%s) failed, keeping "
+				 "the current ones: %s",
+				 why, err ? err : r->what);
+		else if (left > 0)
 			log_warn("renewing credentials (%s) failed, the "
 				 "current ones stay valid for %" PRId64
 				 " s: %s",
@@ -138,18 +166,31 @@ static int renew(struct creds_renew *r, const char *why)
 }
 
 /* After a renewal that gave rc and credentials that expire at `expires`
- * (r->lock held): when the next one is due. */
+ * (r->lock held): when the next one is due.  After a failure, the backoff,
+ * but never later than half the current credentials' remaining life (at
+ * least BACKOFF_MIN_S): short-lived ones get their retries before they
+ * expire. */
 static void schedule(struct creds_renew *r, int rc, int64_t expires)
 {
+	uint64_t wait;
+	int64_t left;
+
 	if (!rc) {
 		r->backoff_s = 0;
-		r->due_ns = due_for(expires);
+		r->due_ns = expires ? due_for(expires)
+				    : now_ns() + r->refresh_s * NS;
 		return;
 	}
 	r->backoff_s = r->backoff_s ? r->backoff_s * 2 : BACKOFF_MIN_S;
 	if (r->backoff_s > BACKOFF_MAX_S)
 		r->backoff_s = BACKOFF_MAX_S;
-	r->due_ns = now_ns() + r->backoff_s * NS;
+	wait = r->backoff_s * NS;
+	left = expires ? left_ns(expires) : 0;
+	if (left > 0 && (uint64_t)left / 2 < wait)
+		wait = (uint64_t)left / 2 > BACKOFF_MIN_S * NS
+			   ? (uint64_t)left / 2
+			   : BACKOFF_MIN_S * NS;
+	r->due_ns = now_ns() + wait;
 }
 
 static void *renew_thread(void *arg)
@@ -209,7 +250,8 @@ bool creds_renew_refused(struct creds_renew *r, unsigned serial)
 }
 
 int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
-		    const char *what, struct creds_renew **out, char **err)
+		    const char *what, unsigned refresh_s,
+		    struct creds_renew **out, char **err)
 {
 	struct creds_renew *r = calloc(1, sizeof(*r));
 	pthread_condattr_t ca;
@@ -222,6 +264,7 @@ int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
 	r->fn = fn;
 	r->arg = arg;
 	r->words = blob_size / 8;
+	r->refresh_s = refresh_s;
 	r->what = strdup(what);
 	r->cur = calloc(r->words, 8);
 	r->next = calloc(r->words, 8);
@@ -241,8 +284,8 @@ int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
 		return rc;
 	}
 	publish(r);
-	if (r->expires) {
-		r->due_ns = due_for(r->expires);
+	if (r->expires || refresh_s) {
+		schedule(r, 0, r->expires);
 		rc = pthread_create(&r->thread, NULL, renew_thread, r);
 		if (rc) {
 			err_set(err, "%s: cannot start the renewal thread: %s",
@@ -251,8 +294,13 @@ int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
 			return -rc;
 		}
 		r->started = true;
-		log_info("%s: valid for %" PRId64 " s, renewed ahead of expiry",
-			 what, r->expires - (int64_t)time(NULL));
+		if (r->expires)
+			log_info("%s: valid for %" PRId64 " s, renewed ahead "
+				 "of expiry",
+				 what, r->expires - (int64_t)time(NULL));
+		else
+			log_info("%s: fetched again every %u s", what,
+				 refresh_s);
 	}
 	*out = r;
 	return 0;

@@ -2,7 +2,8 @@
 #define WHARF_FS_CREDS_RENEW_H
 /*
  * creds_renew: credentials that expire, renewed ahead of their expiry on a
- * thread of their own, so that no read waits for a renewal.
+ * thread of their own, so that no read waits for a renewal: AWS keys, GCS
+ * tokens and Azure bearer tokens alike (one scheme, one set of counts).
  *
  * The credentials are a fixed-size block of bytes (the caller's struct).
  * Readers copy the current block under a seqlock: a counter that is odd
@@ -13,13 +14,15 @@
  * read served from cache.
  *
  * When: a credential that lives L seconds is renewed when min(5 minutes,
- * L/2) of it is left.  Five minutes is what AWS's own tools keep in hand,
+ * L/2) of it is left (counted in nanoseconds: a token of a second is
+ * renewed at half a second).  Five minutes is what AWS's own tools keep in hand,
  * and covers a request signed just before the renewal, its retries (30 s
  * by default) and some clock skew; short-lived ones (tests, 15-minute
  * roles) are renewed at half their life, so that a renewal that fails has
  * as long again to be retried.  A failed renewal is logged with its cause
- * and retried after 1 s, doubling to 1 minute, while the current
- * credentials are kept (they work until they expire).
+ * and retried after 1 s, doubling to 1 minute, but at half the current
+ * credentials' remaining life when that is sooner, while they are kept
+ * (they work until they expire).
  *
  * Renewals and failures are counted for .wharf/stats (creds_renew_counts).
  */
@@ -43,14 +46,15 @@ typedef int (*creds_renew_fn)(void *arg, void *blob, int64_t *expires,
 
 /*
  * Fetches the first credentials (so that a bad setup shows at mount time)
- * and, when they expire, starts the renewal thread.  blob_size is a
- * multiple of 8.  `what` names the source in logs ("AWS credentials: web
+ * and, when they expire, starts the renewal thread; ones that state no
+ * expiry are fetched again every refresh_s seconds (0: never; a token
+ * file, say, that something else rewrites).  blob_size is a multiple of 8.  `what` names the source in logs ("AWS credentials: web
  * identity ..."); it is copied.
  * @return 0, or -errno with *err from fn.
  */
 int creds_renew_new(size_t blob_size, creds_renew_fn fn, void *arg,
-		    const char *what, struct creds_renew **out,
-		    char **err) WHARF_CHECK;
+		    const char *what, unsigned refresh_s,
+		    struct creds_renew **out, char **err) WHARF_CHECK;
 /* Stops the thread, wipes the credentials, frees (NULL: nothing). */
 void creds_renew_free(struct creds_renew *r);
 
@@ -66,6 +70,11 @@ void creds_renew_get(struct creds_renew *r, void *blob, unsigned *serial);
  * renewal that failed (logged).
  */
 bool creds_renew_refused(struct creds_renew *r, unsigned serial);
+
+/* The expiry (epoch seconds) of credentials said to last life_s seconds
+ * from now, held to between 1 s and a week: a silly expires_in neither
+ * overflows nor has them renewed per use. */
+int64_t creds_renew_expiry(uint64_t life_s);
 
 /* Where the credentials come from (the `what` given to _new). */
 const char *creds_renew_describe(const struct creds_renew *r);
