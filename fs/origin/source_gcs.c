@@ -86,7 +86,7 @@ static int64_t parse_rfc3339(const char *s)
 
 /*
  * Sets *headers to a list holding the Authorization header with the token
- * current now (renewed first when close to expiry; no list when
+ * current now (creds_renew keeps it renewed ahead; no list when
  * anonymous), freeing the list it had.  One small list per origin request,
  * not per read served: curl keeps a pointer to it until the transfer ends.
  */
