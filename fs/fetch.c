@@ -64,6 +64,11 @@ int fetch_credentials(const struct fetch_engine *fe, const char *who,
 	return -EPERM;
 }
 
+bool fetch_site_cached(const struct fetch_engine *fe)
+{
+	return fe && fe->site_cache;
+}
+
 void fetch_config_default(struct fetch_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));

@@ -98,6 +98,8 @@ void fetch_no_redirect(struct fetch_engine *fe);
  */
 int fetch_credentials(const struct fetch_engine *fe, const char *who,
 		      const char *what, char **err) WHARF_CHECK;
+/* Whether reads go through a site cache (--site-cache). */
+bool fetch_site_cached(const struct fetch_engine *fe);
 
 struct fetch_req {
 	const char *url;	    /* caller-owned until the request ends */

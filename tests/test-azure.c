@@ -687,6 +687,16 @@ START_TEST(test_site_cache)
 		fx_sh("cat '%s/access.log' >&2", site.dir);
 	ck_assert_msg(hits == 0, "the second mount did not read the cache");
 	ck_assert_msg(misses == 0, "chunks went to the origin twice");
+	/* Shared Key through the cache is refused at mount time, naming
+	 * what works instead. */
+	setenv("AZURE_STORAGE_KEY", KEY, 1);
+	ck_assert_int_ne(mount_at(&b, "sck", "az://" ACCOUNT "/" CONTAINER
+					     "/sc",
+				  base, extra),
+			 0);
+	unsetenv("AZURE_STORAGE_KEY");
+	ck_assert_msg(log_has(b.log, "through a site cache give a SAS"),
+		      "no clear refusal of Shared Key through the site cache");
 	fx_nginx_stop(&site);
 	free(sas);
 	free(sas2);

@@ -947,6 +947,22 @@ static int source_azure_open(const char *spec, const struct source_options *opt,
 	rc = azure_creds_new(&co, fe, &a->creds, err);
 	if (rc)
 		goto fail;
+	/* Shared Key signs each read's Range; the site cache asks the
+	 * origin for whole slices, so a blob's last chunk (shorter) would
+	 * go with a signature of another range and fail at read time. */
+	if (azure_creds_kind(a->creds) == AZ_SHARED_KEY &&
+	    fetch_site_cached(fe)) {
+		err_set(err,
+			"%s: Shared Key (AZURE_STORAGE_KEY) signs each read's "
+			"byte range, which --site-cache changes for a blob's "
+			"last chunk, so those reads would fail: through a site "
+			"cache give a SAS (in the URL or "
+			"AZURE_STORAGE_SAS_TOKEN) or use workload or managed "
+			"identity",
+			shown);
+		rc = -EPERM;
+		goto fail;
+	}
 	/* One name of the root: a wrong account, container, endpoint or
 	 * credential shows now, at mount time. */
 	rc = list_prefix(a, a->prefix, 1, ignore_entry, NULL, &count, &lerr);
