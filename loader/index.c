@@ -68,16 +68,19 @@ static int index_names(struct index *idx, const struct index_header *h,
 		       uint64_t off, uint64_t size, uint32_t n,
 		       const char ***out, const char *what, char **err)
 {
-	const char *names = (const char *)idx->map + off;
+	const char *names;
+
 	/* Each name takes a byte at least: a count past that is corrupt,
-	 * and would be allocated for first. */
-	if (!section_ok(h, off, size) || !size || names[size - 1] != '\0' ||
-	    n > size) {
+	 * and would be allocated for first.  The pointer is made only once
+	 * off is known to lie in the file. */
+	if (!section_ok(h, off, size) || !size || n > size ||
+	    ((const char *)idx->map)[off + size - 1] != '\0') {
 		*err = strdupf("index %s: the %s lie outside the file "
 			       "(corrupted)",
 			       idx->path, what);
 		return -EINVAL;
 	}
+	names = (const char *)idx->map + off;
 	*out = calloc(n ? n : 1, sizeof(**out));
 	if (!*out)
 		return -ENOMEM;

@@ -103,13 +103,22 @@ static void publish(struct creds_renew *r)
 	OPENSSL_cleanse(r->next, r->words * 8);
 }
 
-/* Nanoseconds from now until `expires` (epoch seconds); <= 0: past. */
+/* Nanoseconds from now until `expires` (epoch seconds); <= 0: past.  An
+ * expiry more than a year away counts as a year: a credential file may
+ * say year 2999, and its nanoseconds would not fit. */
 static int64_t left_ns(int64_t expires)
 {
+	const int64_t year_s = 365 * 86400;
 	struct timespec ts;
+	int64_t s;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (expires - (int64_t)ts.tv_sec) * (int64_t)NS - ts.tv_nsec;
+	if (expires < (int64_t)ts.tv_sec)
+		return -1;
+	s = expires - (int64_t)ts.tv_sec;
+	if (s > year_s)
+		s = year_s;
+	return s * (int64_t)NS - ts.tv_nsec;
 }
 
 /* When to renew credentials that expire at `expires` (epoch seconds), in
