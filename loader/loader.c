@@ -640,7 +640,7 @@ int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st)
 	st->epoch = l->epoch;
 	st->position = l->low;
 	st->done_mask = l->done >> 1;
-	st->num_samples = l->idx->count;
+	st->num_samples = l->sampler.n; /* the index may be closed */
 	st->batch_size = l->opt.batch_size;
 	st->rank = l->sampler.rank;
 	st->world = l->sampler.world;
@@ -655,7 +655,7 @@ int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
 		bad = "size/version";
 	else if (st->seed != l->opt.seed)
 		bad = "seed";
-	else if (st->num_samples != l->idx->count)
+	else if (st->num_samples != l->sampler.n)
 		bad = "num_samples";
 	else if (st->batch_size != l->opt.batch_size)
 		bad = "batch_size";
@@ -903,6 +903,13 @@ void wharf_loader_stop(wharf_loader *l)
 	for (uint32_t s = 0; s < l->nslots; s++)
 		if (l->slots[s].state != SLOT_HELD)
 			l->slots[s].state = SLOT_FREE;
+	/* Held batches live in the ring, not on the dataset's filesystem:
+	 * let go of every file there (the caller's own reads' files, the
+	 * mount's hints file), so that a mount can be unmounted while the
+	 * caller keeps a batch.  The index is not read after this either. */
+	fill_fini(&l->fill);
+	hints_free(l->hints);
+	l->hints = NULL;
 	(void)loader_fail(l, -ESHUTDOWN,
 			  strdupf("the loader was stopped: it hands out no "
 				  "more batches (open a new one)"));

@@ -919,6 +919,58 @@ START_TEST(test_loader_sends_hints)
 }
 END_TEST
 
+/* A caller that keeps a batch after wharf_loader_stop, with its index
+ * closed, holds nothing on the mount: `wharf umount` succeeds (before,
+ * the hints file, and with no workers the files read, kept it busy), and
+ * the batch, in the ring, still reads right.  2 x _i workers: none (the
+ * caller reads), or two. */
+START_TEST(test_stopped_loader_lets_go_of_the_mount)
+{
+	struct wharf_options opt;
+	const struct wharf_batch *b;
+	wharf_loader *l = NULL;
+	wharf_index *idx = NULL;
+	struct fx_mount m = {0};
+	char dir[PATH_MAX], index_path[PATH_MAX], name[64];
+
+	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+	snprintf(dir, sizeof(dir), "%s/small", m.dir);
+	snprintf(index_path, sizeof(index_path), "%s/hold%d.idx", work_dir,
+		 _i);
+	ck_assert_msg(wharf_index_build_dir(dir, index_path) == 0, "%s",
+		      wharf_last_error());
+	ck_assert_int_eq(wharf_index_open(index_path, 0, &idx), 0);
+	loader_options(&opt, 4, 0, 1);
+	opt.num_workers = 2u * (uint32_t)_i;
+	ck_assert_msg(wharf_loader_open(idx, &opt, &l) == 0, "%s",
+		      wharf_last_error());
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	wharf_loader_stop(l);
+	wharf_index_close(idx);
+	ck_assert_msg(fx_mount_stop(&m) == 0,
+		      "the mount stayed busy after wharf_loader_stop (%s)",
+		      m.log);
+	/* Sequential order: batch 0 is s0000..s0003, whole files. */
+	ck_assert_int_eq(b->count, 4);
+	ck_assert_int_eq(b->sample_size, SMALL_SIZE);
+	for (uint32_t k = 0; k < b->count; k++) {
+		const uint8_t *d =
+		    (const uint8_t *)b->data + (size_t)k * SMALL_SIZE;
+		const uint32_t seed =
+		    seed_of(small_name((int)k, name, sizeof(name)));
+
+		ck_assert_int_eq(b->samples[k], k);
+		for (size_t i = 0; i < SMALL_SIZE; i++)
+			if (d[i] != fx_byte(seed, i))
+				ck_abort_msg("%s: byte %zu differs", name, i);
+	}
+	ck_assert_int_eq(wharf_loader_release(l, b), 0);
+	wharf_loader_close(l);
+	if (m.cache[0])
+		fx_rmtree(m.cache);
+}
+END_TEST
+
 /* The index of shards/t0..t7 cut into SHARD_REC records. */
 static void shard_records_index(const struct fx_mount *m, const char *out)
 {
@@ -1133,6 +1185,14 @@ static Suite *hints_suite(void)
 	fx_tcase_add(tc, test_loader_sends_hints, why);
 	fx_tcase_add(tc, test_shard_order_fetches_once, why);
 	fx_tcase_add(tc, test_prefetch_command, why);
+	suite_add_tcase(s, tc);
+	/* A case of its own: CK_RUN_CASE=hold runs it alone. */
+	tc = tcase_create("hold");
+	if (!why)
+		tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	fx_tcase_add_loop(tc, test_stopped_loader_lets_go_of_the_mount, 0, 2,
+			  why);
 	suite_add_tcase(s, tc);
 	return s;
 }

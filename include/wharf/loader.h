@@ -114,8 +114,9 @@ typedef struct wharf_index wharf_index;
  */
 int wharf_index_open(const char *path, uint32_t flags, wharf_index **out);
 
-/* Unmaps the index.  It must outlive every loader opened on it.  NULL is a
- * no-op. */
+/* Unmaps the index.  It must outlive every loader opened on it, or at least
+ * that loader's use: after wharf_loader_stop() it may go before
+ * wharf_loader_close().  NULL is a no-op. */
 void wharf_index_close(wharf_index *idx);
 
 /* Number of samples. */
@@ -526,11 +527,12 @@ struct wharf_options *wharf_options_default(void);
 void wharf_options_free(struct wharf_options *opt);
 
 /*
- * Opens a loader on idx (borrowed: it must outlive the loader).  Reserves
- * the whole ring in shm_dir now (num_workers * prefetch + held slots; with no
- * workers, prefetch + held slots), so a /dev/shm that is too small fails here with
- * the bytes needed, the bytes free and the option to lower, never later with
- * a SIGBUS.  Forks the workers and runs worker_init in each.  The loader
+ * Opens a loader on idx (borrowed: it must outlive the loader, or its
+ * wharf_loader_stop()).  Reserves the whole ring in shm_dir now
+ * (num_workers * prefetch + held slots; with no workers, prefetch + held
+ * slots), so a /dev/shm that is too small fails here with the bytes
+ * needed, the bytes free and the option to lower, never later with a
+ * SIGBUS.  Forks the workers and runs worker_init in each.  The loader
  * starts at epoch 0, position 0.
  * @return 0 and *out set (close with wharf_loader_close()), or a negative
  *         errno with wharf_last_error() set.
@@ -566,6 +568,12 @@ int wharf_loader_release(wharf_loader *l, const struct wharf_batch *batch);
  * unchanged until wharf_loader_close().  After it, wharf_loader_next() fails
  * with -ESHUTDOWN; release and close work as before.  Calling it twice is a
  * no-op.
+ *
+ * It also lets go of everything the loader holds on the dataset's
+ * filesystem: no worker is left, and no file stays open (a wharf mount's
+ * hints file, the files read in the caller's process with num_workers 0),
+ * so such a mount can be unmounted while batches are held.  The index is
+ * not read again: it may be closed (wharf_index_close) before the loader.
  */
 void wharf_loader_stop(wharf_loader *l);
 
