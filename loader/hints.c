@@ -234,6 +234,11 @@ void hints_send(struct hints *h, const uint64_t *samples, size_t n)
 	flush(h);
 }
 
+int hints_fd(const struct hints *h)
+{
+	return h ? h->fd : -1;
+}
+
 void hints_free(struct hints *h)
 {
 	if (!h)

@@ -24,6 +24,8 @@ void hints_send(struct hints *h, const uint64_t *samples, size_t n);
 /* The mount's disk cache cap in bytes (its .wharf/stats
  * disk_cache.cap_bytes), or 0 when h is NULL or it cannot be read. */
 uint64_t hints_cache_cap(const struct hints *h);
+/* The hints file's descriptor (workers close it), or -1 for NULL. */
+int hints_fd(const struct hints *h);
 /* NULL is a no-op. */
 void hints_free(struct hints *h);
 

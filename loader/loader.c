@@ -255,6 +255,22 @@ static int free_slot(const struct wharf_loader *l)
 	return -1;
 }
 
+/* Opens the mount's hints file, if the index lies on one, where no worker
+ * inherits it. */
+static void open_hints(struct wharf_loader *l)
+{
+	l->hints = hints_new(l->idx);
+	workers_exclude_fd(hints_fd(l->hints));
+	hints_set_field(l->hints, l->fill.field_want);
+}
+
+static void close_hints(struct wharf_loader *l)
+{
+	workers_include_fd(hints_fd(l->hints));
+	hints_free(l->hints);
+	l->hints = NULL;
+}
+
 /* Hands batches to workers while slots and queue room last.
  * @return 0, or loader_fail's code when a worker turned out dead while
  * idle. */
@@ -851,8 +867,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l->fill.sample_fn = l->opt.sample_fn;
 	l->fill.batch_fn = l->opt.batch_fn;
 	l->fill.user = l->opt.user;
-	l->hints = hints_new(l->idx);
-	hints_set_field(l->hints, l->fill.field_want);
+	open_hints(l);
 	warn_global_over_cache(l);
 	hint_lead_init(l);
 	if (nw) {
@@ -908,8 +923,7 @@ void wharf_loader_stop(wharf_loader *l)
 	 * mount's hints file), so that a mount can be unmounted while the
 	 * caller keeps a batch.  The index is not read after this either. */
 	fill_fini(&l->fill);
-	hints_free(l->hints);
-	l->hints = NULL;
+	close_hints(l);
 	(void)loader_fail(l, -ESHUTDOWN,
 			  strdupf("the loader was stopped: it hands out no "
 				  "more batches (open a new one)"));
@@ -928,7 +942,7 @@ void wharf_loader_close(wharf_loader *l)
 	if (l->close_hook)
 		l->close_hook(l->close_ctx);
 	ring_close(&l->ring);
-	hints_free(l->hints);
+	close_hints(l);
 	sampler_free(&l->sampler);
 	free(l->slots);
 	free(l->scratch_ids);

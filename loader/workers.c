@@ -635,11 +635,12 @@ static int read_all(int fd, void *p, size_t len)
 }
 
 /*
- * The caller's ends of the channels of every loader alive in this process.
- * A worker inherits them (fork without exec) and closes them first, so
- * that another loader's workers see their channel close when that loader
- * closes, instead of it being held open by ours.  Past OWN_MAX a channel
- * is not listed: that loader's close then waits out its grace and kills.
+ * The caller's ends of the channels of every loader alive in this process,
+ * and the files listed by workers_exclude_fd.  A worker inherits them
+ * (fork without exec) and closes them first, so that another loader's
+ * workers see their channel close when that loader closes, instead of it
+ * being held open by ours, and hold no mount busy.  Past OWN_MAX an fd is
+ * not listed: a channel's loader then waits out its grace and kills.
  */
 #define OWN_MAX 256
 static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -665,6 +666,18 @@ static void own_remove(int fd)
 			break;
 		}
 	pthread_mutex_unlock(&own_mu);
+}
+
+void workers_exclude_fd(int fd)
+{
+	if (fd >= 0)
+		own_add(fd);
+}
+
+void workers_include_fd(int fd)
+{
+	if (fd >= 0)
+		own_remove(fd);
 }
 
 /* A copy taken before fork: the child may not take the lock. */

@@ -95,6 +95,14 @@ int workers_wait(struct workers *ws, int timeout_ms, uint32_t *worker,
  * reported, stale or not), or UINT32_MAX when it has none. */
 uint32_t workers_current(const struct workers *ws, uint32_t i);
 
+/* fd (open in the caller, -1: none) is no worker's business, as a wharf
+ * mount's hints file: every worker forked while it is listed closes it
+ * first, so that workers, ours or another loader's, never hold the mount
+ * busy past the caller's close of it.  workers_include_fd unlists it:
+ * call it before the close (the number may be reused). */
+void workers_exclude_fd(int fd);
+void workers_include_fd(int fd);
+
 /* Stops and reaps every worker (exit request, SIGTERM, SIGKILL). */
 void workers_stop(struct workers *ws);
 

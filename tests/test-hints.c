@@ -923,16 +923,24 @@ END_TEST
  * closed, holds nothing on the mount: `wharf umount` succeeds (before,
  * the hints file, and with no workers the files read, kept it busy), and
  * the batch, in the ring, still reads right.  2 x _i workers: none (the
- * caller reads), or two. */
+ * caller reads), or two.  Another loader, over local files and opened
+ * after it, stays open: its workers must not have inherited the hints
+ * file. */
 START_TEST(test_stopped_loader_lets_go_of_the_mount)
 {
 	struct wharf_options opt;
 	const struct wharf_batch *b;
-	wharf_loader *l = NULL;
-	wharf_index *idx = NULL;
+	wharf_loader *l = NULL, *other = NULL;
+	wharf_index *idx = NULL, *local = NULL;
 	struct fx_mount m = {0};
 	char dir[PATH_MAX], index_path[PATH_MAX], name[64];
 
+	snprintf(dir, sizeof(dir), "%s/small", data_dir);
+	snprintf(index_path, sizeof(index_path), "%s/local%d.idx", work_dir,
+		 _i);
+	ck_assert_msg(wharf_index_build_dir(dir, index_path) == 0, "%s",
+		      wharf_last_error());
+	ck_assert_int_eq(wharf_index_open(index_path, 0, &local), 0);
 	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
 	snprintf(dir, sizeof(dir), "%s/small", m.dir);
 	snprintf(index_path, sizeof(index_path), "%s/hold%d.idx", work_dir,
@@ -943,6 +951,9 @@ START_TEST(test_stopped_loader_lets_go_of_the_mount)
 	loader_options(&opt, 4, 0, 1);
 	opt.num_workers = 2u * (uint32_t)_i;
 	ck_assert_msg(wharf_loader_open(idx, &opt, &l) == 0, "%s",
+		      wharf_last_error());
+	opt.num_workers = 2;
+	ck_assert_msg(wharf_loader_open(local, &opt, &other) == 0, "%s",
 		      wharf_last_error());
 	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
 	wharf_loader_stop(l);
@@ -966,6 +977,41 @@ START_TEST(test_stopped_loader_lets_go_of_the_mount)
 	}
 	ck_assert_int_eq(wharf_loader_release(l, b), 0);
 	wharf_loader_close(l);
+	wharf_loader_close(other);
+	wharf_index_close(local);
+	if (m.cache[0])
+		fx_rmtree(m.cache);
+}
+END_TEST
+
+/* `wharf umount` of a mount that a process keeps busy names the process
+ * and the file it holds, then the mount unmounts once it is let go. */
+START_TEST(test_umount_names_the_holder)
+{
+	struct fx_mount m = {0};
+	char path[PATH_MAX], out[PATH_MAX], want[PATH_MAX + 64];
+	char *said;
+	size_t len;
+	int fd;
+
+	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
+	snprintf(path, sizeof(path), "%s/small/s0001", m.dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	snprintf(out, sizeof(out), "%s/umount-busy.out", work_dir);
+	ck_assert_int_ne(
+	    fx_sh("'%s' umount '%s' >'%s' 2>&1", fx_wharf_bin(), m.dir, out),
+	    0);
+	said = fx_read_file(out, &len);
+	ck_assert_ptr_nonnull(said);
+	snprintf(want, sizeof(want), "process %d (", (int)getpid());
+	ck_assert_msg(strstr(said, want), "no \"%s\" in: %s", want, said);
+	snprintf(want, sizeof(want), "open %s\n", path);
+	ck_assert_msg(strstr(said, want), "no \"%s\" in: %s", want, said);
+	ck_assert_msg(strstr(said, "is busy"), "%s", said);
+	free(said);
+	close(fd);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
 	if (m.cache[0])
 		fx_rmtree(m.cache);
 }
@@ -1193,6 +1239,7 @@ static Suite *hints_suite(void)
 	tcase_set_timeout(tc, 240);
 	fx_tcase_add_loop(tc, test_stopped_loader_lets_go_of_the_mount, 0, 2,
 			  why);
+	fx_tcase_add(tc, test_umount_names_the_holder, why);
 	suite_add_tcase(s, tc);
 	return s;
 }
