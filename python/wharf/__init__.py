@@ -14,7 +14,11 @@ copied.  Labels are int64 (what cross_entropy takes), a copy of the
 batch's few int32 labels.  The lifetime rule is DataLoader's: a batch stays
 valid and unchanged as long as anything refers to it (the batch, an array,
 a view or slice of one), also after close() and after a with block; its
-ring slot goes back when the last reference dies.  Code that holds more
+ring slot goes back when the last reference dies.  A kept batch holds only
+that slot (in /dev/shm): close(), the end of the with block, or dropping
+the Loader lets go of the workers and of every file on the dataset's
+filesystem, so a wharf mount there can be unmounted while the last batch
+is still referenced (a variable, a notebook, a traceback).  Code that holds more
 than held_batches (1: the loop's current batch) as it asks for the next
 gets that one as a copy, so the workers keep their slots: counted in
 stats()["copied_batches"], with one warning.
@@ -284,15 +288,14 @@ class Index:
                 None if s.label < 0 else s.label)
 
     def close(self):
-        """Closes the index.  A loader on it must be closed first; one closed
-        whose batches are still referenced keeps the index mapped until
-        they are gone."""
-        live = [h for h in self._loaders if h.loader]
-        if any(not h.stopped for h in live):
+        """Closes (unmaps) the index.  A loader on it must be closed first;
+        batches of closed loaders that are still referenced do not need
+        the index, so they do not keep it (nor a mount it lies on)."""
+        if any(h.loader and not h.stopped for h in self._loaders):
             raise WharfError(16, "index %s is used by an open loader: close "
                              "the loader first" % self.path)
         self._closed = True
-        if not live and self._h:
+        if self._h:
             _c.wharf_index_close(self._h)
             self._h = None
 
@@ -475,19 +478,23 @@ class _Holder:
     the Loader here.
     """
 
-    __slots__ = ("loader", "dec", "index", "held", "dev_held", "gone",
-                 "dev_gone", "release_device", "stopped", "unpin",
+    __slots__ = ("loader", "dec", "index", "own_index", "held", "dev_held",
+                 "gone", "dev_gone", "release_device", "stopped", "unpin",
                  "__weakref__")
 
-    def __init__(self, index):
+    def __init__(self, index, own_index=False):
         self.loader = None
         self.dec = None
-        self.index = index  # the C loader borrows it
+        self.index = index  # the C loader borrows it until stopped
+        self.own_index = own_index  # opened by the Loader from a path
         self.held = 0  # host slots the caller holds (leases alive)
         self.dev_held = 0  # device buffers likewise
         self.gone = []  # slots whose lease died, not given back yet
         self.dev_gone = []
-        self.release_device = None  # wharf.torch: gives a device batch back
+        # wharf.torch: gives a device batch back, (holder, ptr); a function
+        # of the holder, not a Loader's method, so that the holder does not
+        # keep its Loader alive (the Loader's death closes it).
+        self.release_device = None
         self.stopped = False
         self.unpin = None  # wharf.torch: undoes pin_memory before unmap
         index._loaders.add(self)
@@ -513,7 +520,7 @@ class _Holder:
             ptr = self.dev_gone.pop()
             self.dev_held -= 1
             if self.loader:
-                self.release_device(ptr)
+                self.release_device(self, ptr)
 
     def collect(self):
         """After close(): unmaps once nothing is held."""
@@ -522,12 +529,16 @@ class _Holder:
             self.close()
 
     def close(self, final=True):
-        """Stops the workers; unmaps the ring (and frees the decoder) now if
-        nothing is held, else when the last view dies.  final=False only
-        stops them."""
+        """Stops the workers and lets go of every file the loader has open
+        on the dataset's filesystem (so that a mount there can be
+        unmounted), closing the index when the Loader opened it; unmaps the
+        ring (and frees the decoder) now if nothing is held, else when the
+        last view dies.  final=False does not unmap."""
         if self.loader and not self.stopped:
             _c.wharf_loader_stop(self.loader)
             self.stopped = True
+        if self.own_index and not self.index._closed:
+            self.index.close()
         _open_loaders.discard(self)
         if final:
             self.drain()
@@ -677,10 +688,11 @@ class Loader:
         self._copied = 0
         self._warned = False
         self._taken = False  # a batch of this pass was handed out
-        if not isinstance(index, Index):
+        own = not isinstance(index, Index)
+        if own:
             index = Index(index)
         self.index = index
-        self._holder = _Holder(index)
+        self._holder = _Holder(index, own_index=own)
         self.decoder = globals()["decode"].coerce(decode)
         if even not in ("pad", "drop"):
             raise ValueError("even must be 'pad' or 'drop'")
@@ -746,8 +758,12 @@ class Loader:
         return self._holder.loader is None or self._holder.stopped
 
     def close(self):
-        """Stops the workers.  Batches still referenced stay valid; the ring
-        is unmapped when the last of them dies."""
+        """Stops the workers and closes every file the loader has on the
+        dataset's filesystem (an index given as a path too), so that a wharf
+        mount there can be unmounted.  Batches still referenced stay valid:
+        they hold only their ring slots in /dev/shm; the ring is unmapped
+        when the last of them dies.  A Loader nothing refers to any more is
+        closed the same way."""
         self._holder.close()
 
     def __enter__(self):
@@ -755,6 +771,13 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __del__(self):
+        # Nobody can ask for a batch any more: the batches still referenced
+        # must not keep workers and open files on the mount.
+        holder = getattr(self, "_holder", None)
+        if holder is not None:
+            holder.close()
 
     def _handle(self):
         if self.closed:

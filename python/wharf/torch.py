@@ -94,6 +94,21 @@ def _cuda_api_ready():
     return True, ""
 
 
+def _unpin(pinned):
+    cudart = _torch.cuda.cudart()
+    for addr in pinned:
+        cudart.cudaHostUnregister(addr)
+    del pinned[:]
+
+
+def _release_device(holder, lease_ptr):
+    """Gives a device batch back (holder.release_device)."""
+    ptr, stream = lease_ptr
+    rc = _c.wharf_loader_release_device(holder.loader, ptr, stream)
+    if rc:
+        holder.fail(rc)
+
+
 class Loader(_NumpyLoader):
     """wharf.Loader yielding torch tensors; see wharf.Loader for arguments.
 
@@ -140,7 +155,7 @@ class Loader(_NumpyLoader):
             _raise(rc)
         self.cuda_path = "prefetch"
         self.pin_memory = True
-        self._holder.release_device = self._release_device
+        self._holder.release_device = _release_device
         self._set_epoch_fn = "wharf_loader_device_set_epoch"
         self._save_fn = "wharf_loader_device_state_save"
         self._restore_fn = "wharf_loader_device_state_restore"
@@ -176,14 +191,9 @@ class Loader(_NumpyLoader):
                           stacklevel=3)
             return
         self.pin_memory = True
-        self._pinned = []
-        self._holder.unpin = self._unpin
-
-    def _unpin(self):
-        cudart = _torch.cuda.cudart()
-        for addr in self._pinned:
-            cudart.cudaHostUnregister(addr)
-        self._pinned = []
+        self._pinned = pinned = []
+        # Not a method: the holder must not keep this Loader alive.
+        self._holder.unpin = lambda: _unpin(pinned)
 
     def next_batch(self):
         b = super().next_batch()
@@ -204,10 +214,7 @@ class Loader(_NumpyLoader):
     # -- libwharf's CUDA prefetch -----------------------------------------
 
     def _release_device(self, lease_ptr):
-        ptr, stream = lease_ptr
-        rc = _c.wharf_loader_release_device(self._holder.loader, ptr, stream)
-        if rc:
-            self._fail(rc)
+        _release_device(self._holder, lease_ptr)
 
     def _iter_prefetch(self):
         # As wharf.Loader.__iter__, with device buffers: a batch's buffer
