@@ -188,7 +188,8 @@ static void held_maps(struct holder *h, pid_t pid)
 		if (!file)
 			continue;
 		file[strcspn(file, "\n")] = '\0';
-		if (!path_under(file, h->dir, h->dir_len) || !strcmp(file, last))
+		if (!path_under(file, h->dir, h->dir_len) ||
+		    !strcmp(file, last))
 			continue;
 		snprintf(last, sizeof(last), "%s", file);
 		held(h, "mapped ", file);

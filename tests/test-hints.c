@@ -943,8 +943,7 @@ START_TEST(test_stopped_loader_lets_go_of_the_mount)
 	ck_assert_int_eq(wharf_index_open(index_path, 0, &local), 0);
 	ck_assert_int_eq(mount_start(&m, plain.url, NULL), 0);
 	snprintf(dir, sizeof(dir), "%s/small", m.dir);
-	snprintf(index_path, sizeof(index_path), "%s/hold%d.idx", work_dir,
-		 _i);
+	snprintf(index_path, sizeof(index_path), "%s/hold%d.idx", work_dir, _i);
 	ck_assert_msg(wharf_index_build_dir(dir, index_path) == 0, "%s",
 		      wharf_last_error());
 	ck_assert_int_eq(wharf_index_open(index_path, 0, &idx), 0);
