@@ -18,10 +18,10 @@ ring slot goes back when the last reference dies.  A kept batch holds only
 that slot (in /dev/shm): close(), the end of the with block, or dropping
 the Loader lets go of the workers and of every file on the dataset's
 filesystem, so a wharf mount there can be unmounted while the last batch
-is still referenced (a variable, a notebook, a traceback).  Code that holds more
-than held_batches (1: the loop's current batch) as it asks for the next
-gets that one as a copy, so the workers keep their slots: counted in
-stats()["copied_batches"], with one warning.
+is still referenced (a variable, a notebook, a traceback).  Code that
+holds more than held_batches (1: the loop's current batch) as it asks for
+the next gets that one as a copy, so the workers keep their slots: counted
+in stats()["copied_batches"], with one warning.
 
 Each iter(loader) is a full pass: the epoch set_epoch() named, else the
 next one (a pass left early is not continued; state_dict() and

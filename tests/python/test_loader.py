@@ -471,7 +471,7 @@ class TestViews(Tmp):
                              self.bytes_of(i) for i in ids),
                              np.uint8).astype(np.float32).mean()))
         self.assertNotEqual(mapped_under(self.shm), [])
-        # The index closes too; its mapping goes with the last batch.
+        # The index closes too, at once: the batch does not need it.
         want = [self.bytes_of(i) for i in ids]
         self.ix.close()
         self.assertEqual([bytes(r) for r in last], want)
