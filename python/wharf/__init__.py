@@ -537,8 +537,12 @@ class _Holder:
         if self.loader and not self.stopped:
             _c.wharf_loader_stop(self.loader)
             self.stopped = True
-        if self.own_index and not self.index._closed:
-            self.index.close()
+        if self.index is not None and (self.stopped or not self.loader):
+            # The C loader reads it no more: the batches kept (which keep
+            # this holder) must not keep it mapped, nor a mount it lies on.
+            if self.own_index:
+                self.index.close()
+            self.index = None
         _open_loaders.discard(self)
         if final:
             self.drain()

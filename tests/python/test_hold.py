@@ -170,6 +170,19 @@ class TestKeptBatchLetsTheMountGo(unittest.TestCase):
         self.assert_unmounts()
         self.assert_intact(x, ids)
 
+    def test_index_made_for_the_loader_goes_with_it(self):
+        # wharf.Index(...) made inline: only the Loader refers to it, and
+        # the batch kept past the dropped Loader must not keep it mapped.
+        loader = wharf.Loader(wharf.Index(self.index_path), batch_size=4,
+                              num_workers=2, shm_dir=self.shm,
+                              decode=wharf.decode.raw(SIZE))
+        last = loader.next_batch()
+        del loader
+        gc.collect()
+        self.assertEqual(_held_under(self.mnt), [])
+        self.assert_unmounts()
+        self.assert_intact(last.data, last.samples)
+
     def test_busy_mount_names_what_holds_it(self):
         ix = wharf.Index(self.index_path)
         with wharf.Loader(ix, batch_size=4, num_workers=1, shm_dir=self.shm,
