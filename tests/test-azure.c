@@ -183,16 +183,20 @@ START_TEST(test_cred_parsers)
 			 -EINVAL);
 	free(err);
 	err = NULL;
-	ck_assert_int_eq(
-	    azure_token_parse(imds, strlen(imds), tok, &exp, "IMDS", &err), 0);
+	ck_assert_int_eq(oauth_token_parse(imds, strlen(imds), tok,
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, &exp,
+					   "IMDS", &err),
+			 0);
 	ck_assert_str_eq(tok, "eyJ0.eyJ1.c2ln");
 	ck_assert_uint_eq(exp, 3599);
-	ck_assert_int_eq(
-	    azure_token_parse(entra, strlen(entra), tok, &exp, "Entra", &err),
-	    0);
+	ck_assert_int_eq(oauth_token_parse(entra, strlen(entra), tok,
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, &exp,
+					   "Entra", &err),
+			 0);
 	ck_assert_str_eq(tok, "abc");
-	ck_assert_int_eq(azure_token_parse("{\"access_token\":\"x\"}", 20, tok,
-					   &exp, "Entra", &err),
+	ck_assert_int_eq(oauth_token_parse("{\"access_token\":\"x\"}", 20, tok,
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, &exp,
+					   "Entra", &err),
 			 -EINVAL);
 	free(err);
 	free(tok);

@@ -133,52 +133,6 @@ bad:
 	return -EINVAL;
 }
 
-int azure_token_parse(const char *text, size_t len, char *tok,
-		      uint64_t *expires_s, const char *what, char **err)
-{
-	struct json s;
-	char key[64], type[32] = "Bearer";
-	bool first = true, got_tok = false, got_exp = false;
-	size_t n;
-	int rc;
-
-	json_init(&s, text, len, what, err);
-	if (json_expect(&s, '{'))
-		return -EINVAL;
-	while ((rc = json_next(&s, '}', &first)) == 1) {
-		if (json_key(&s, key, sizeof(key)))
-			return -EINVAL;
-		if (!strcmp(key, "access_token")) {
-			if (json_string(&s, tok, AZURE_TOKEN_MAX, &n))
-				return -EINVAL;
-			got_tok = true;
-		} else if (!strcmp(key, "expires_in")) {
-			/* IMDS sends it as a string, Entra as a number */
-			if (json_u64(&s, expires_s))
-				return -EINVAL;
-			got_exp = true;
-		} else if (!strcmp(key, "token_type")) {
-			if (json_string(&s, type, sizeof(type), &n))
-				return -EINVAL;
-		} else if (json_skip(&s)) {
-			return -EINVAL;
-		}
-	}
-	if (rc < 0 || json_end(&s))
-		return -EINVAL;
-	if (!got_tok || !*tok || !printable(tok, "") || !got_exp ||
-	    strcasecmp(type, "Bearer")) {
-		if (got_tok)
-			OPENSSL_cleanse(tok, strlen(tok));
-		err_set(err,
-			"%s: the answer has no Bearer access_token with "
-			"its expires_in",
-			what);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* ---- bearer tokens ---- */
 
 /* Form-encodes value after "&name=" into a new string appended to *body. */
@@ -279,7 +233,8 @@ static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 			rc = -EACCES;
 		return rc;
 	}
-	rc = azure_token_parse(res.body, res.len, tok, life_s, c->desc, err);
+	rc = oauth_token_parse(res.body, res.len, tok, AZURE_TOKEN_MAX,
+			       AZURE_TOKEN_RULES, life_s, c->desc, err);
 	OPENSSL_cleanse(res.body, res.len);
 	free(res.body);
 	return rc;

@@ -83,4 +83,22 @@ const char *creds_renew_describe(const struct creds_renew *r);
  * credentials, for .wharf/stats. */
 void creds_renew_counts(uint64_t *renewals, uint64_t *failures);
 
+/* What an OAuth 2.0 token answer must hold besides its access_token. */
+enum oauth_rule {
+	OAUTH_NEED_EXPIRY = 1, /* an expires_in */
+	OAUTH_NEED_BEARER = 2, /* a token_type, when given, of Bearer */
+};
+
+/*
+ * A token endpoint's answer, as GCP's and Azure's (Entra, IMDS) send it:
+ * {"access_token": "...", "expires_in": N or "N", "token_type": "...",
+ * ...}, other members skipped.  The token (printable ASCII, shorter than
+ * tok_max) goes into tok; *expires_s gets expires_in, and stays as it was
+ * when there is none.  rules: enum oauth_rule bits.  `what` names the
+ * source in *err.  @return 0, or -EINVAL with *err saying why (tok wiped).
+ */
+int oauth_token_parse(const char *text, size_t len, char *tok,
+		      size_t tok_max, unsigned rules, uint64_t *expires_s,
+		      const char *what, char **err) WHARF_CHECK;
+
 #endif
