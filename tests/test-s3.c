@@ -574,6 +574,28 @@ START_TEST(test_page_malformed)
 }
 END_TEST
 
+/* What every object store's listing shares (source.h): a directory is a
+ * prefix, and one with nothing under it is absent, but for the root. */
+START_TEST(test_dir_rules)
+{
+	char *p;
+
+	p = source_dir_prefix("ds/", "");
+	ck_assert_str_eq(p, "ds/");
+	free(p);
+	p = source_dir_prefix("ds/", "a/b");
+	ck_assert_str_eq(p, "ds/a/b/");
+	free(p);
+	ck_assert_int_eq(source_dir_listed(0, "", 0, NULL), 0);
+	ck_assert_int_eq(source_dir_listed(0, "a", 0, NULL), -ENOENT);
+	ck_assert_int_eq(source_dir_listed(0, "a", 1, NULL), 0);
+	/* an error stands, and its message is freed (ASan) */
+	ck_assert_int_eq(source_dir_listed(-EIO, "a", 3, strdup("listing")),
+			 -EIO);
+	ck_assert_int_eq(source_count_only(NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
 	struct source_options opt = {.endpoint = "http://127.0.0.1:9"};
@@ -1499,6 +1521,7 @@ int main(void)
 	tcase_add_test(unit, test_page_malformed);
 	tcase_add_test(unit, test_page_bad_sizes);
 	tcase_add_test(unit, test_open_errors);
+	tcase_add_test(unit, test_dir_rules);
 	suite_add_tcase(s, unit);
 
 	tcase_add_unchecked_fixture(tc, servers_start, servers_stop);

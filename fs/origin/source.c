@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util.h"
+
 void source_close(struct source *src)
 {
 	if (src)
@@ -37,4 +39,49 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 	else
 		return NULL;
 	return buf;
+}
+
+char *source_dir_prefix(const char *prefix, const char *dir)
+{
+	return *dir ? strdupf("%s%s/", prefix, dir) : strdupf("%s", prefix);
+}
+
+int source_dir_listed(int rc, const char *dir, size_t count, char *err)
+{
+	/* The root of an empty prefix is an empty directory. */
+	if (!rc && !count && *dir)
+		rc = -ENOENT;
+	if (rc && err)
+		log_error("%s", err);
+	free(err);
+	return rc;
+}
+
+int source_count_only(void *arg, const struct source_object *obj)
+{
+	(void)arg;
+	(void)obj;
+	return 0;
+}
+
+int source_fetch_signed(struct source *src, struct fetch_req *req,
+			struct fetch_res *res, source_sign_fn sign, void *arg,
+			const unsigned *serial, long status)
+{
+	int rc;
+
+	for (int attempt = 0;; attempt++) {
+		rc = sign(arg, req);
+		if (rc) {
+			snprintf(res->err, sizeof(res->err),
+				 "cannot build the request: %s", strerror(-rc));
+			return rc;
+		}
+		rc = fetch_run(src->fetch, req, res);
+		if (rc != -EACCES || attempt > 0 ||
+		    (status && res->status != status) ||
+		    !src->ops->auth_refused ||
+		    !src->ops->auth_refused(src, *serial))
+			return rc;
+	}
 }

@@ -45,6 +45,33 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 			      const char *next, unsigned pages, char *buf,
 			      size_t len);
 
+/*
+ * Object stores (S3, GCS, Azure Blob) have no directories: directory `dir`
+ * ("" the root, "a/b") is the names under prefix + dir + "/".
+ * source_dir_prefix: that prefix, malloc'd (NULL: out of memory).
+ */
+char *source_dir_prefix(const char *prefix, const char *dir);
+/*
+ * The end of an object store's listing of dir, which ended with rc and
+ * found count names: a prefix other than the root with nothing under it
+ * is absent (-ENOENT).  Logs err when rc is an error, and frees it.
+ * @return rc, or -ENOENT.
+ */
+int source_dir_listed(int rc, const char *dir, size_t count, char *err);
+
+/*
+ * One origin request that carries expiring credentials: sign (re)builds
+ * req's url and headers and sets *serial to the credentials it used;
+ * fetch_run sends it.  When the origin refuses them (-EACCES, with HTTP
+ * status `status`, or any when 0) and src->ops->auth_refused renews them,
+ * it is signed and sent once more.  The caller frees the headers sign
+ * made.  @return as fetch_run, or sign's error (res->err says so).
+ */
+typedef int (*source_sign_fn)(void *arg, struct fetch_req *req);
+int source_fetch_signed(struct source *src, struct fetch_req *req,
+			struct fetch_res *res, source_sign_fn sign, void *arg,
+			const unsigned *serial, long status);
+
 struct source_object {
 	const char *name;    /* last path component (list) or full path (stat) */
 	bool is_dir;
@@ -64,6 +91,8 @@ struct source_object {
 /* Called once per entry of a directory; strings are valid only during the
  * call.  Return 0 to go on, or -errno to stop the listing with that error. */
 typedef int (*source_list_cb)(void *arg, const struct source_object *obj);
+/* A source_list_cb for listings that only count what they find. */
+int source_count_only(void *arg, const struct source_object *obj);
 
 struct source_ops {
 	const char *scheme; /* "http", "s3", "gs", "az" */

@@ -527,40 +527,25 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 	return rc;
 }
 
-/* Directory paths are "" or "a/b"; objects live under prefix + path. */
-static char *full_prefix(struct s3_src *s, const char *dir)
+/* Lists directory dir ("" or "a/b"): at most max names (0: all, page by
+ * page) handed to cb; see source_dir_listed. */
+static int list_dir_of(struct s3_src *s, const char *dir, unsigned max,
+		       source_list_cb cb, void *arg)
 {
-	return *dir ? strdupf("%s%s/", s->prefix, dir)
-		    : strdupf("%s", s->prefix);
+	char *pfx = source_dir_prefix(s->prefix, dir), *err = NULL;
+	size_t count = 0;
+	int rc = pfx ? list_prefix(s, pfx, max, cb, arg, &count, &err)
+		     : -ENOMEM;
+
+	free(pfx);
+	/* A folder marker alone counts: an empty directory. */
+	return source_dir_listed(rc, dir, count, err);
 }
 
 static int s3_list_dir(struct source *src, const char *dir, source_list_cb cb,
 		       void *arg)
 {
-	struct s3_src *s = s3_of(src);
-	char *pfx = full_prefix(s, dir), *err = NULL;
-	size_t count = 0;
-	int rc;
-
-	rc = list_prefix(s, pfx, 0, cb, arg, &count, &err);
-	/* S3 has no directories: a listing of a prefix with neither keys
-	 * nor a folder marker means there is nothing there (the root may be
-	 * empty). */
-	if (!rc && !count && *dir)
-		rc = -ENOENT;
-	if (rc && err)
-		log_error("%s", err);
-	free(err);
-	free(pfx);
-	return rc;
-}
-
-/* For listings that only count (list_prefix's count). */
-static int ignore_entry(void *arg, const struct source_object *o)
-{
-	(void)arg;
-	(void)o;
-	return 0;
+	return list_dir_of(s3_of(src), dir, 0, cb, arg);
 }
 
 static int s3_stat(struct source *src, const char *path,
@@ -570,8 +555,7 @@ static int s3_stat(struct source *src, const char *path,
 	struct s3_src *s = s3_of(src);
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	char url[8192], *key, *pfx, *err = NULL;
-	size_t count;
+	char url[8192], *key;
 	unsigned serial;
 	bool renewed = false;
 	int rc;
@@ -617,17 +601,9 @@ static int s3_stat(struct source *src, const char *path,
 	if (rc != -ENOENT)
 		return rc;
 	/* No such object: a directory if anything lies under "path/". */
-	pfx = full_prefix(s, path);
-	rc = list_prefix(s, pfx, 1, ignore_entry, NULL, &count, &err);
-	free(pfx);
-	if (rc) {
-		log_error("%s", err);
-		free(err);
+	rc = list_dir_of(s, path, 1, source_count_only, NULL);
+	if (rc)
 		return rc;
-	}
-	/* A folder marker alone counts: an empty directory. */
-	if (!count)
-		return -ENOENT;
 	out->is_dir = true;
 	return 0;
 }
@@ -917,7 +893,8 @@ static int source_s3_open(const char *spec, const struct source_options *opt,
 	}
 	/* One key of the root: catches a wrong bucket, endpoint or key now,
 	 * at mount time, rather than at the first ls. */
-	rc = list_prefix(s, s->prefix, 1, ignore_entry, NULL, &count, &lerr);
+	rc = list_prefix(s, s->prefix, 1, source_count_only, NULL, &count,
+			 &lerr);
 	if (rc) {
 		if (rc == -ENOENT)
 			err_set(err, "%s: %s (no such bucket?)", spec,
