@@ -714,40 +714,40 @@ START_TEST(token_answer_rules)
 	    "{\"expires_in\": 1}",
 	    "[]",
 	};
-	char tok[8], *err = NULL;
+	char tok[8], *why = NULL;
 	uint64_t exp = 7;
 
 	/* GCP: a token command may leave the expiry out; no token_type rule */
 	ck_assert_int_eq(oauth_token_parse(no_exp, strlen(no_exp), tok,
 					   sizeof(tok), GCP_TOKEN_RULES, &exp,
-					   "t", &err),
+					   "t", &why),
 			 0);
 	ck_assert_str_eq(tok, "t.1");
 	ck_assert_uint_eq(exp, 7);
 	ck_assert_int_eq(oauth_token_parse(mac, strlen(mac), tok, sizeof(tok),
-					   GCP_TOKEN_RULES, &exp, "t", &err),
+					   GCP_TOKEN_RULES, &exp, "t", &why),
 			 0);
 	ck_assert_uint_eq(exp, 5);
 	/* Azure: both an expiry and a Bearer token_type (any case) */
 	ck_assert_int_eq(oauth_token_parse(no_exp, strlen(no_exp), tok,
 					   sizeof(tok), AZURE_TOKEN_RULES, &exp,
-					   "Entra", &err),
+					   "Entra", &why),
 			 -EINVAL);
 	ck_assert_str_eq(tok, "");
-	ck_assert_ptr_nonnull(strstr(err, "Entra: "));
-	ck_assert_ptr_nonnull(strstr(err, "expires_in"));
-	ck_assert_ptr_null(strstr(err, "t.1")); /* never the token */
-	free(err);
-	err = NULL;
+	ck_assert_ptr_nonnull(strstr(why, "Entra: "));
+	ck_assert_ptr_nonnull(strstr(why, "expires_in"));
+	ck_assert_ptr_null(strstr(why, "t.1")); /* never the token */
+	free(why);
+	why = NULL;
 	ck_assert_int_eq(oauth_token_parse(mac, strlen(mac), tok, sizeof(tok),
-					   AZURE_TOKEN_RULES, &exp, "t", &err),
+					   AZURE_TOKEN_RULES, &exp, "t", &why),
 			 -EINVAL);
-	free(err);
-	err = NULL;
+	free(why);
+	why = NULL;
 	exp = 0;
 	ck_assert_int_eq(oauth_token_parse(bearer, strlen(bearer), tok,
 					   sizeof(tok), AZURE_TOKEN_RULES, &exp,
-					   "t", &err),
+					   "t", &why),
 			 0);
 	ck_assert_str_eq(tok, "t.2");
 	ck_assert_uint_eq(exp, 5);
@@ -756,13 +756,13 @@ START_TEST(token_answer_rules)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_msg(oauth_token_parse(bad[i], strlen(bad[i]), tok,
 						sizeof(tok), GCP_TOKEN_RULES,
-						&exp, "t", &err) == -EINVAL,
+						&exp, "t", &why) == -EINVAL,
 			      "answer %zu accepted", i);
-		ck_assert_msg(err && !strncmp(err, "t", 1), "answer %zu: %s", i,
-			      err ? err : "no error");
+		ck_assert_msg(why && !strncmp(why, "t", 1), "answer %zu: %s", i,
+			      why ? why : "no error");
 		ck_assert_str_eq(tok, "");
-		free(err);
-		err = NULL;
+		free(why);
+		why = NULL;
 	}
 }
 END_TEST

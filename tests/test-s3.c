@@ -256,15 +256,10 @@ static void servers_start(void)
 		/* s3rver makes its continuation tokens with DES, which
 		 * OpenSSL 3 keeps in its legacy provider. */
 		setenv("NODE_OPTIONS", "--openssl-legacy-provider", 1);
-		s3rver_pid = fx_spawn(argv, log);
+		s3rver_pid = fx_spawn_server(argv, log, s3rver_port, 30000);
 		unsetenv("NODE_OPTIONS");
 	}
-	ck_assert_int_gt(s3rver_pid, 0);
-	if (fx_wait_port(s3rver_port, 30000)) {
-		fx_sh("cat '%s' >&2", log);
-		stop_servers();
-		ck_abort_msg("s3rver did not start");
-	}
+	ck_assert_msg(s3rver_pid > 0, "s3rver did not start");
 
 	gate_port = fx_free_port();
 	snprintf(uport, sizeof(uport), "%d", gate_port);
@@ -279,11 +274,9 @@ static void servers_start(void)
 				SECRET,
 				NULL};
 
-		gate_pid = fx_spawn(argv, log);
+		gate_pid = fx_spawn_server(argv, log, gate_port, 10000);
 	}
-	ck_assert_int_gt(gate_pid, 0);
-	if (fx_wait_port(gate_port, 10000)) {
-		fx_sh("cat '%s' >&2", log);
+	if (gate_pid < 0) {
 		stop_servers();
 		ck_abort_msg("the signature gate did not start");
 	}
@@ -305,13 +298,8 @@ static void servers_start(void)
 
 static void servers_stop(void)
 {
-	fx_unmount_leftovers(work);
 	stop_servers();
-	if (work) {
-		fx_rmtree(work);
-		free(work);
-		work = NULL;
-	}
+	fx_work_free(&work);
 }
 
 /* ---- Opening the source the way `wharf mount` does. */
@@ -1088,26 +1076,17 @@ static long long differ(const char *root, const char *key, uint64_t size,
 	return bad;
 }
 
-static bool log_has(const char *log, const char *what)
-{
-	return fx_sh("grep -q -- '%s' '%s'", what, log) == 0;
-}
-
 START_TEST(test_mount)
 {
 	struct fx_mount m;
 	char path[PATH_MAX + 64];
 	unsigned char buf[4096];
-	struct dirent *de;
-	DIR *d;
-	int fd, n = 0, status;
+	int fd, status;
 	ssize_t got;
 
 	put_object("pin2/obj", 2u << 20, 21);
-	if (mount_start(&m, "all", "s3://" BUCKET, NULL)) {
-		fx_sh("cat '%s' >&2", m.log);
-		ck_abort_msg("the mount did not come up");
-	}
+	fx_mount_ok(mount_start(&m, "all", "s3://" BUCKET, NULL),
+		    &m);
 	for (size_t i = 0; i < ARRAY_SIZE(objects); i++) {
 		long long bad = differ(m.dir, objects[i].key, objects[i].size,
 				       objects[i].seed);
@@ -1123,12 +1102,7 @@ START_TEST(test_mount)
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "mismatches"),
 			 0);
 	snprintf(path, sizeof(path), "%s/many", m.dir);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	while ((de = readdir(d)))
-		n += de->d_name[0] == 'k';
-	closedir(d);
-	ck_assert_int_eq(n, MANY);
+	ck_assert_int_eq(fx_count_names(path, "k"), MANY);
 
 	/* Listed (so pinned) at v1, replaced, then read: EIO, no bytes. */
 	snprintf(path, sizeof(path), "%s/pin2/obj", m.dir);
@@ -1140,7 +1114,7 @@ START_TEST(test_mount)
 		      "a replaced object read %zd bytes (errno %d)", got,
 		      errno);
 	close(fd);
-	ck_assert_msg(log_has(m.log, "changed while open"),
+	ck_assert_msg(fx_log_has(m.log, "changed while open"),
 		      "no clear log line for the replaced object");
 
 	status = fx_mount_stop(&m);
@@ -1157,10 +1131,8 @@ START_TEST(test_mount_stuck_token)
 	bool failed;
 	DIR *d;
 
-	if (mount_start(&m, "stuck", "s3://" BUCKET "/nest", NULL)) {
-		fx_sh("cat '%s' >&2", m.log);
-		ck_abort_msg("the mount did not come up");
-	}
+	fx_mount_ok(mount_start(&m, "stuck", "s3://" BUCKET "/nest", NULL),
+		    &m);
 	gate_stuck(50);
 	t0 = time(NULL);
 	snprintf(path, sizeof(path), "%s/a", m.dir);
@@ -1177,7 +1149,7 @@ START_TEST(test_mount_stuck_token)
 	ck_assert_int_le(time(NULL) - t0, 10);
 	gate_stuck(0);
 	fx_mount_stop(&m);
-	if (!log_has(m.log, "listing s3.*/" BUCKET "/nest/: .*continuation "
+	if (!fx_log_has(m.log, "listing s3.*/" BUCKET "/nest/: .*continuation "
 			    "token \"stuck\" with the same token")) {
 		fx_sh("cat '%s' >&2", m.log);
 		ck_abort_msg("no clear message in %s", m.log);
@@ -1193,10 +1165,10 @@ START_TEST(test_mount_wrong_secret)
 	ck_assert_int_ne(mount_start(&m, "badkey", "s3://" BUCKET "/nest",
 				     NULL), 0);
 	fx_mount_stop(&m);
-	ck_assert_msg(log_has(m.log, "access denied") &&
-			  log_has(m.log, "HTTP 403"),
+	ck_assert_msg(fx_log_has(m.log, "access denied") &&
+			  fx_log_has(m.log, "HTTP 403"),
 		      "no clear message in %s", m.log);
-	ck_assert_msg(!log_has(m.log, "not-the-secret"),
+	ck_assert_msg(!fx_log_has(m.log, "not-the-secret"),
 		      "the secret was logged");
 }
 END_TEST
@@ -1234,10 +1206,8 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	put_object("sums/two", (1u << 20) + 5, 32);
 	bad_pid = fx_bad_cache_start(work, bad, sizeof(bad));
 	ck_assert_int_gt(bad_pid, 0);
-	if (mount_start(&m, "sums", "s3://" BUCKET "/sums", bad)) {
-		fx_sh("cat '%s' >&2", m.log);
-		ck_abort_msg("the mount did not come up");
-	}
+	fx_mount_ok(mount_start(&m, "sums", "s3://" BUCKET "/sums", bad),
+		    &m);
 	/* One chunk: checked before a byte is served. */
 	ck_assert_int_eq(differ(m.dir, "small", 1000, 31), 0);
 	ck_assert_int_eq(differ_after_drop(m.dir, "two", (1u << 20) + 5, 32),
@@ -1251,7 +1221,7 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 0);
 	status = fx_mount_stop(&m);
 	ck_assert_msg(status == 0, "the mount exited with status %d", status);
-	ck_assert_msg(log_has(m.log, "sums/small: its bytes do not match the "
+	ck_assert_msg(fx_log_has(m.log, "sums/small: its bytes do not match the "
 				     "origin.s checksum: expected "
 				     "md5-etag:[0-9a-f]\\{32\\}"),
 		      "no clear log line in %s", m.log);
@@ -1313,10 +1283,8 @@ START_TEST(test_site_cache_mounts)
 	before = gate_count("get_bytes");
 	for (int k = 0; k < SC_MOUNTS; k++) {
 		snprintf(tag, sizeof(tag), "sc%d", k);
-		if (mount_start(&m[k], tag, "s3://" BUCKET "/sc", site.base)) {
-			fx_sh("cat '%s' >&2", m[k].log);
-			ck_abort_msg("mount %d did not come up", k);
-		}
+		fx_mount_ok(mount_start(&m[k], tag, "s3://" BUCKET "/sc", site.base),
+		    &m[k]);
 	}
 	/* Signed reads, each mount with a cache of its own, every byte. */
 	for (int k = 0; k < SC_MOUNTS; k++)
@@ -1514,8 +1482,6 @@ int main(void)
 	const char *why = missing();
 	const char *why_mount = why ? why : fx_fuse_missing();
 	const char *why_site = why_mount ? why_mount : fx_nginx_missing();
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(unit, test_page_parse);
 	tcase_add_test(unit, test_page_malformed);
@@ -1554,9 +1520,5 @@ int main(void)
 		suite_add_tcase(s, tc);
 	suite_add_tcase(s, left);
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return fx_suite_run(s);
 }

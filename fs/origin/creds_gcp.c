@@ -188,8 +188,8 @@ static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	log_debug("GCS credentials: %s answered in %.1f s", c->desc, secs);
 	*life_s = c->lifetime;
 	if (out[strspn(out, " \t\r\n")] == '{')
-		rc = oauth_token_parse(out, n, tok, TOKEN_MAX, GCP_TOKEN_RULES, life_s,
-				       c->desc, err);
+		rc = oauth_token_parse(out, n, tok, TOKEN_MAX, GCP_TOKEN_RULES,
+				       life_s, c->desc, err);
 	else
 		rc = gcp_token_bare(out, tok, c->desc, err);
 out:
@@ -222,8 +222,8 @@ static int token_request(struct gcp_creds *c, const char *url,
 		return rc;
 	}
 	*life_s = 0;
-	rc = oauth_token_parse(res.body, res.len, tok, TOKEN_MAX, GCP_TOKEN_RULES, life_s,
-			       c->desc, err);
+	rc = oauth_token_parse(res.body, res.len, tok, TOKEN_MAX,
+			       GCP_TOKEN_RULES, life_s, c->desc, err);
 	OPENSSL_cleanse(res.body, res.len);
 	free(res.body);
 	if (!rc && !*life_s) {

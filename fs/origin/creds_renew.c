@@ -342,9 +342,9 @@ void creds_renew_free(struct creds_renew *r)
 
 /* ---- OAuth 2.0 token answers ---- */
 
-int oauth_token_parse(const char *text, size_t len, char *tok,
-		      size_t tok_max, unsigned rules, uint64_t *expires_s,
-		      const char *what, char **err)
+int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
+		      unsigned rules, uint64_t *expires_s, const char *what,
+		      char **err)
 {
 	struct json s;
 	char key[64], type[32] = "Bearer";
@@ -390,7 +390,8 @@ int oauth_token_parse(const char *text, size_t len, char *tok,
 		OPENSSL_cleanse(tok, tok_max);
 		err_set(err, "%s: the answer has no %saccess_token%s", what,
 			rules & OAUTH_NEED_BEARER ? "Bearer " : "usable ",
-			rules & OAUTH_NEED_EXPIRY ? " with its expires_in" : "");
+			rules & OAUTH_NEED_EXPIRY ? " with its expires_in"
+						  : "");
 		return -EINVAL;
 	}
 	return 0;

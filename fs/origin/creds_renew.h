@@ -97,8 +97,8 @@ enum oauth_rule {
  * when there is none.  rules: enum oauth_rule bits.  `what` names the
  * source in *err.  @return 0, or -EINVAL with *err saying why (tok wiped).
  */
-int oauth_token_parse(const char *text, size_t len, char *tok,
-		      size_t tok_max, unsigned rules, uint64_t *expires_s,
-		      const char *what, char **err) WHARF_CHECK;
+int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
+		      unsigned rules, uint64_t *expires_s, const char *what,
+		      char **err) WHARF_CHECK;
 
 #endif

@@ -545,8 +545,8 @@ static int list_dir_of(struct az_src *a, const char *dir, unsigned max,
 {
 	char *pfx = source_dir_prefix(a->prefix, dir), *err = NULL;
 	size_t count = 0;
-	int rc = pfx ? list_prefix(a, pfx, max, cb, arg, &count, &err)
-		     : -ENOMEM;
+	int rc =
+	    pfx ? list_prefix(a, pfx, max, cb, arg, &count, &err) : -ENOMEM;
 
 	free(pfx);
 	return source_dir_listed(rc, dir, count, err);

@@ -534,8 +534,8 @@ static int list_dir_of(struct s3_src *s, const char *dir, unsigned max,
 {
 	char *pfx = source_dir_prefix(s->prefix, dir), *err = NULL;
 	size_t count = 0;
-	int rc = pfx ? list_prefix(s, pfx, max, cb, arg, &count, &err)
-		     : -ENOMEM;
+	int rc =
+	    pfx ? list_prefix(s, pfx, max, cb, arg, &count, &err) : -ENOMEM;
 
 	free(pfx);
 	/* A folder marker alone counts: an empty directory. */
