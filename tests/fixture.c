@@ -879,8 +879,8 @@ pid_t fx_spawn_server(char *const argv[], const char *log_path, int port,
 
 	if (pid > 0 && !fx_wait_port(port, timeout_ms))
 		return pid;
-	fprintf(stderr, "%s did not listen on port %d within %d ms:\n",
-		argv[0], port, timeout_ms);
+	fprintf(stderr, "%s did not listen on port %d within %d ms:\n", argv[0],
+		port, timeout_ms);
 	if (log_path)
 		fx_sh("cat '%s' >&2", log_path);
 	if (pid > 0)

@@ -184,19 +184,19 @@ START_TEST(test_cred_parsers)
 	free(err);
 	err = NULL;
 	ck_assert_int_eq(oauth_token_parse(imds, strlen(imds), tok,
-					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, &exp,
-					   "IMDS", &err),
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES,
+					   &exp, "IMDS", &err),
 			 0);
 	ck_assert_str_eq(tok, "eyJ0.eyJ1.c2ln");
 	ck_assert_uint_eq(exp, 3599);
 	ck_assert_int_eq(oauth_token_parse(entra, strlen(entra), tok,
-					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, &exp,
-					   "Entra", &err),
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES,
+					   &exp, "Entra", &err),
 			 0);
 	ck_assert_str_eq(tok, "abc");
 	ck_assert_int_eq(oauth_token_parse("{\"access_token\":\"x\"}", 20, tok,
-					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, &exp,
-					   "Entra", &err),
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES,
+					   &exp, "Entra", &err),
 			 -EINVAL);
 	free(err);
 	free(tok);
@@ -474,7 +474,8 @@ START_TEST(test_shared_key_and_sas)
 	    fx_mount_stat(key_m.dir, "origin_checksums", "mismatches"), 0);
 	ck_assert_msg(fx_log_has(key_m.log, "Shared Key of account " ACCOUNT),
 		      "the log does not name the provider");
-	ck_assert_msg(!fx_log_has(sas_m.log, "sig="), "the SAS reached the log");
+	ck_assert_msg(!fx_log_has(sas_m.log, "sig="),
+		      "the SAS reached the log");
 	{
 		char *cmd = fx_cmdline(sas_m.pid);
 
@@ -505,7 +506,7 @@ START_TEST(test_wrong_key)
 	    mount_at(&m, "badkey", "az://" ACCOUNT "/" CONTAINER, base, NULL),
 	    0);
 	ck_assert_msg(fx_log_has(m.log, "access denied: check the credentials "
-				     "(Shared Key"),
+					"(Shared Key"),
 		      "no clear message for a wrong key");
 	unsetenv("AZURE_STORAGE_KEY");
 }
@@ -609,8 +610,8 @@ START_TEST(test_offline)
 		const char *const opts[] = {"--endpoint", base, "--offline",
 					    NULL};
 
-		fx_mount_ok(fx_mount_start(&m, "az://" ACCOUNT "/" CONTAINER
-					   "/off",
+		fx_mount_ok(fx_mount_start(&m,
+					   "az://" ACCOUNT "/" CONTAINER "/off",
 					   opts, NULL),
 			    &m);
 	}
@@ -776,7 +777,7 @@ START_TEST(test_workload_identity)
 					  tls_base, NULL),
 				 0);
 		ck_assert_msg(fx_log_has(m.log, "workload identity (client "
-					     "someone-else"),
+						"someone-else"),
 			      "the refusal does not name the provider");
 	}
 	env_clear();

@@ -1085,8 +1085,7 @@ START_TEST(test_mount)
 	ssize_t got;
 
 	put_object("pin2/obj", 2u << 20, 21);
-	fx_mount_ok(mount_start(&m, "all", "s3://" BUCKET, NULL),
-		    &m);
+	fx_mount_ok(mount_start(&m, "all", "s3://" BUCKET, NULL), &m);
 	for (size_t i = 0; i < ARRAY_SIZE(objects); i++) {
 		long long bad = differ(m.dir, objects[i].key, objects[i].size,
 				       objects[i].seed);
@@ -1131,8 +1130,7 @@ START_TEST(test_mount_stuck_token)
 	bool failed;
 	DIR *d;
 
-	fx_mount_ok(mount_start(&m, "stuck", "s3://" BUCKET "/nest", NULL),
-		    &m);
+	fx_mount_ok(mount_start(&m, "stuck", "s3://" BUCKET "/nest", NULL), &m);
 	gate_stuck(50);
 	t0 = time(NULL);
 	snprintf(path, sizeof(path), "%s/a", m.dir);
@@ -1150,7 +1148,7 @@ START_TEST(test_mount_stuck_token)
 	gate_stuck(0);
 	fx_mount_stop(&m);
 	if (!fx_log_has(m.log, "listing s3.*/" BUCKET "/nest/: .*continuation "
-			    "token \"stuck\" with the same token")) {
+			       "token \"stuck\" with the same token")) {
 		fx_sh("cat '%s' >&2", m.log);
 		ck_abort_msg("no clear message in %s", m.log);
 	}
@@ -1206,8 +1204,7 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	put_object("sums/two", (1u << 20) + 5, 32);
 	bad_pid = fx_bad_cache_start(work, bad, sizeof(bad));
 	ck_assert_int_gt(bad_pid, 0);
-	fx_mount_ok(mount_start(&m, "sums", "s3://" BUCKET "/sums", bad),
-		    &m);
+	fx_mount_ok(mount_start(&m, "sums", "s3://" BUCKET "/sums", bad), &m);
 	/* One chunk: checked before a byte is served. */
 	ck_assert_int_eq(differ(m.dir, "small", 1000, 31), 0);
 	ck_assert_int_eq(differ_after_drop(m.dir, "two", (1u << 20) + 5, 32),
@@ -1221,9 +1218,10 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 0);
 	status = fx_mount_stop(&m);
 	ck_assert_msg(status == 0, "the mount exited with status %d", status);
-	ck_assert_msg(fx_log_has(m.log, "sums/small: its bytes do not match the "
-				     "origin.s checksum: expected "
-				     "md5-etag:[0-9a-f]\\{32\\}"),
+	ck_assert_msg(fx_log_has(m.log,
+				 "sums/small: its bytes do not match the "
+				 "origin.s checksum: expected "
+				 "md5-etag:[0-9a-f]\\{32\\}"),
 		      "no clear log line in %s", m.log);
 }
 END_TEST
@@ -1283,7 +1281,8 @@ START_TEST(test_site_cache_mounts)
 	before = gate_count("get_bytes");
 	for (int k = 0; k < SC_MOUNTS; k++) {
 		snprintf(tag, sizeof(tag), "sc%d", k);
-		fx_mount_ok(mount_start(&m[k], tag, "s3://" BUCKET "/sc", site.base),
+		fx_mount_ok(
+		    mount_start(&m[k], tag, "s3://" BUCKET "/sc", site.base),
 		    &m[k]);
 	}
 	/* Signed reads, each mount with a cache of its own, every byte. */
