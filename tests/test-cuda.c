@@ -1012,8 +1012,8 @@ static int gpu_tests(void)
 
 		snprintf(why, sizeof(why), "%s", wharf_last_error());
 		for (size_t i = 0; i < n; i++)
-			fx_skip_note(gpu_list[i].name, "%s (%s unchecked)",
-				     why, gpu_list[i].what);
+			fx_skip_note(gpu_list[i].name, "%s (%s unchecked)", why,
+				     gpu_list[i].what);
 		return 0;
 	}
 	struct cudaDeviceProp p;
@@ -1057,8 +1057,9 @@ static int gpu_tests(void)
 	CHECK(wharf_loader_cuda_stats(NULL, &cs) == -ENOTSUP, "stats");
 	CHECK(strstr(wharf_last_error(), "built without CUDA"), "message");
 	/* A SKIP line as the tests' (see the other gpu_tests). */
-	fx_skip_note("gpu_tests", "built without CUDA (./configure --with-cuda "
-				  "builds them; the -ENOTSUP path was checked)");
+	fx_skip_note("gpu_tests",
+		     "built without CUDA (./configure --with-cuda "
+		     "builds them; the -ENOTSUP path was checked)");
 	return 0;
 }
 
