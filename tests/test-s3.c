@@ -562,25 +562,51 @@ START_TEST(test_page_malformed)
 }
 END_TEST
 
+/* What source_list_under's lister was asked, and what it answers. */
+static struct {
+	char pfx[64];
+	unsigned max;
+	size_t count;
+	int rc;
+	const char *err;
+} lister;
+
+static int fake_lister(struct source *src, const char *pfx, unsigned max,
+		       source_list_cb cb, void *arg, size_t *count, char **err)
+{
+	(void)src;
+	ck_assert_int_eq(cb(arg, NULL), 0);
+	snprintf(lister.pfx, sizeof(lister.pfx), "%s", pfx);
+	lister.max = max;
+	*count = lister.count;
+	*err = lister.err ? strdup(lister.err) : NULL;
+	return lister.rc;
+}
+
 /* What every object store's listing shares (source.h): a directory is a
  * prefix, and one with nothing under it is absent, but for the root. */
 START_TEST(test_dir_rules)
 {
-	char *p;
-
-	p = source_dir_prefix("ds/", "");
-	ck_assert_str_eq(p, "ds/");
-	free(p);
-	p = source_dir_prefix("ds/", "a/b");
-	ck_assert_str_eq(p, "ds/a/b/");
-	free(p);
-	ck_assert_int_eq(source_dir_listed(0, "", 0, NULL), 0);
-	ck_assert_int_eq(source_dir_listed(0, "a", 0, NULL), -ENOENT);
-	ck_assert_int_eq(source_dir_listed(0, "a", 1, NULL), 0);
-	/* an error stands, and its message is freed (ASan) */
-	ck_assert_int_eq(source_dir_listed(-EIO, "a", 3, strdup("listing")),
+	ck_assert_int_eq(source_list_under(NULL, "ds/", "", 0, fake_lister,
+					   source_count_only, NULL),
+			 0);
+	ck_assert_str_eq(lister.pfx, "ds/");
+	ck_assert_int_eq(source_list_under(NULL, "ds/", "a/b", 1, fake_lister,
+					   source_count_only, NULL),
+			 -ENOENT);
+	ck_assert_str_eq(lister.pfx, "ds/a/b/");
+	ck_assert_uint_eq(lister.max, 1);
+	lister.count = 1; /* a folder marker alone */
+	ck_assert_int_eq(source_list_under(NULL, "", "a", 0, fake_lister,
+					   source_count_only, NULL),
+			 0);
+	ck_assert_str_eq(lister.pfx, "a/");
+	/* an error stands, its message logged and freed (ASan) */
+	lister.rc = -EIO;
+	lister.err = "listing failed";
+	ck_assert_int_eq(source_list_under(NULL, "ds/", "a", 0, fake_lister,
+					   source_count_only, NULL),
 			 -EIO);
-	ck_assert_int_eq(source_count_only(NULL, NULL), 0);
 }
 END_TEST
 

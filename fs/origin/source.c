@@ -41,13 +41,17 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 	return buf;
 }
 
-char *source_dir_prefix(const char *prefix, const char *dir)
+int source_list_under(struct source *src, const char *prefix, const char *dir,
+		      unsigned max, source_prefix_fn list, source_list_cb cb,
+		      void *arg)
 {
-	return *dir ? strdupf("%s%s/", prefix, dir) : strdupf("%s", prefix);
-}
+	char *pfx =
+	    *dir ? strdupf("%s%s/", prefix, dir) : strdupf("%s", prefix);
+	char *err = NULL;
+	size_t count = 0;
+	int rc = pfx ? list(src, pfx, max, cb, arg, &count, &err) : -ENOMEM;
 
-int source_dir_listed(int rc, const char *dir, size_t count, char *err)
-{
+	free(pfx);
 	/* The root of an empty prefix is an empty directory. */
 	if (!rc && !count && *dir)
 		rc = -ENOENT;

@@ -46,20 +46,6 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 			      size_t len);
 
 /*
- * Object stores (S3, GCS, Azure Blob) have no directories: directory `dir`
- * ("" the root, "a/b") is the names under prefix + dir + "/".
- * source_dir_prefix: that prefix, malloc'd (NULL: out of memory).
- */
-char *source_dir_prefix(const char *prefix, const char *dir);
-/*
- * The end of an object store's listing of dir, which ended with rc and
- * found count names: a prefix other than the root with nothing under it
- * is absent (-ENOENT).  Logs err when rc is an error, and frees it.
- * @return rc, or -ENOENT.
- */
-int source_dir_listed(int rc, const char *dir, size_t count, char *err);
-
-/*
  * One origin request that carries expiring credentials: sign (re)builds
  * req's url and headers and sets *serial to the credentials it used;
  * fetch_run sends it.  When the origin refuses them (-EACCES, with HTTP
@@ -93,6 +79,23 @@ struct source_object {
 typedef int (*source_list_cb)(void *arg, const struct source_object *obj);
 /* A source_list_cb for listings that only count what they find. */
 int source_count_only(void *arg, const struct source_object *obj);
+
+/* A store's listing of the names under pfx: at most max (0: all, page by
+ * page) handed to cb, *count the names found (folder markers included);
+ * *err (malloc'd) says why when it fails. */
+typedef int (*source_prefix_fn)(struct source *src, const char *pfx,
+				unsigned max, source_list_cb cb, void *arg,
+				size_t *count, char **err);
+/*
+ * Object stores (S3, GCS, Azure Blob) have no directories: directory dir
+ * ("" the root, "a/b") of a store whose names start with prefix is the
+ * names under prefix + dir + "/", listed through list.  One with nothing
+ * under it is absent (-ENOENT), but for the root.  A failure's err is
+ * logged.  @return as list, or -ENOENT, -ENOMEM.
+ */
+int source_list_under(struct source *src, const char *prefix, const char *dir,
+		      unsigned max, source_prefix_fn list, source_list_cb cb,
+		      void *arg);
 
 struct source_ops {
 	const char *scheme; /* "http", "s3", "gs", "az" */

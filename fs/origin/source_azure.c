@@ -469,9 +469,10 @@ static int list_get(struct az_src *a, const struct param *q, size_t nq,
 
 /* Lists prefix `pfx` page by page (max 0: the server's page size, else
  * one page of at most max names). */
-static int list_prefix(struct az_src *a, const char *pfx, unsigned max,
+static int list_prefix(struct source *src, const char *pfx, unsigned max,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
+	struct az_src *a = az_of(src);
 	struct azure_page *page = calloc(1, sizeof(*page));
 	char *url = malloc(URL_MAX), sent[sizeof(page->marker)] = "", h[512];
 	char maxs[16], why[160];
@@ -537,25 +538,13 @@ static int list_prefix(struct az_src *a, const char *pfx, unsigned max,
 	return rc;
 }
 
-/* Lists directory dir ("" or "a/b"): at most max names (0: all, page by
- * page) handed to cb.  Blob storage has no directories (without a
- * hierarchical namespace): see source_dir_listed. */
-static int list_dir_of(struct az_src *a, const char *dir, unsigned max,
-		       source_list_cb cb, void *arg)
-{
-	char *pfx = source_dir_prefix(a->prefix, dir), *err = NULL;
-	size_t count = 0;
-	int rc =
-	    pfx ? list_prefix(a, pfx, max, cb, arg, &count, &err) : -ENOMEM;
-
-	free(pfx);
-	return source_dir_listed(rc, dir, count, err);
-}
-
 static int az_list_dir(struct source *src, const char *dir, source_list_cb cb,
 		       void *arg)
 {
-	return list_dir_of(az_of(src), dir, 0, cb, arg);
+	/* Blob storage has no directories (without a hierarchical
+	 * namespace). */
+	return source_list_under(src, az_of(src)->prefix, dir, 0, list_prefix,
+				 cb, arg);
 }
 
 static int az_stat(struct source *src, const char *path,
@@ -604,7 +593,8 @@ static int az_stat(struct source *src, const char *path,
 	if (rc != -ENOENT)
 		return rc;
 	/* No such blob: a directory if anything lies under "path/". */
-	rc = list_dir_of(a, path, 1, source_count_only, NULL);
+	rc = source_list_under(src, a->prefix, path, 1, list_prefix,
+			       source_count_only, NULL);
 	if (rc)
 		return rc;
 	out->is_dir = true;
@@ -944,8 +934,8 @@ static int source_azure_open(const char *spec, const struct source_options *opt,
 	}
 	/* One name of the root: a wrong account, container, endpoint or
 	 * credential shows now, at mount time. */
-	rc = list_prefix(a, a->prefix, 1, source_count_only, NULL, &count,
-			 &lerr);
+	rc = list_prefix(&a->base, a->prefix, 1, source_count_only, NULL,
+			 &count, &lerr);
 	if (rc) {
 		err_set(err, "%s: %s%s", shown, lerr ? lerr : strerror(-rc),
 			rc == -ENOENT ? " (no such container?)" : "");

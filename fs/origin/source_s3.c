@@ -421,9 +421,10 @@ static bool s3_renewed(struct s3_src *s, const struct fetch_res *res, bool head,
 }
 
 /* Lists prefix `pfx` page by page (max_keys 0: the server's default). */
-static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
+static int list_prefix(struct source *src, const char *pfx, unsigned max_keys,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
+	struct s3_src *s = s3_of(src);
 	struct s3_page *page;
 	char url[8192], query[6144], h[512], *sent;
 	unsigned pages = 0, serial;
@@ -527,25 +528,12 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 	return rc;
 }
 
-/* Lists directory dir ("" or "a/b"): at most max names (0: all, page by
- * page) handed to cb; see source_dir_listed. */
-static int list_dir_of(struct s3_src *s, const char *dir, unsigned max,
-		       source_list_cb cb, void *arg)
-{
-	char *pfx = source_dir_prefix(s->prefix, dir), *err = NULL;
-	size_t count = 0;
-	int rc =
-	    pfx ? list_prefix(s, pfx, max, cb, arg, &count, &err) : -ENOMEM;
-
-	free(pfx);
-	/* A folder marker alone counts: an empty directory. */
-	return source_dir_listed(rc, dir, count, err);
-}
-
 static int s3_list_dir(struct source *src, const char *dir, source_list_cb cb,
 		       void *arg)
 {
-	return list_dir_of(s3_of(src), dir, 0, cb, arg);
+	/* A folder marker alone counts: an empty directory. */
+	return source_list_under(src, s3_of(src)->prefix, dir, 0, list_prefix,
+				 cb, arg);
 }
 
 static int s3_stat(struct source *src, const char *path,
@@ -601,7 +589,8 @@ static int s3_stat(struct source *src, const char *path,
 	if (rc != -ENOENT)
 		return rc;
 	/* No such object: a directory if anything lies under "path/". */
-	rc = list_dir_of(s, path, 1, source_count_only, NULL);
+	rc = source_list_under(src, s->prefix, path, 1, list_prefix,
+			       source_count_only, NULL);
 	if (rc)
 		return rc;
 	out->is_dir = true;
@@ -893,8 +882,8 @@ static int source_s3_open(const char *spec, const struct source_options *opt,
 	}
 	/* One key of the root: catches a wrong bucket, endpoint or key now,
 	 * at mount time, rather than at the first ls. */
-	rc = list_prefix(s, s->prefix, 1, source_count_only, NULL, &count,
-			 &lerr);
+	rc = list_prefix(&s->base, s->prefix, 1, source_count_only, NULL,
+			 &count, &lerr);
 	if (rc) {
 		if (rc == -ENOENT)
 			err_set(err, "%s: %s (no such bucket?)", spec,
