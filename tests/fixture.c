@@ -316,6 +316,33 @@ static const char *nginx_bin(void)
 	return bin;
 }
 
+const char *fx_node_bin(const char *env, const char *name)
+{
+	static char path[PATH_MAX];
+	const char *set = getenv(env);
+	const char *src = getenv("WHARF_SRCDIR");
+
+	if (set && *set)
+		return set;
+	snprintf(path, sizeof(path), "%s/build/node/node_modules/.bin/%s",
+		 src ? src : ".", name);
+	return path;
+}
+
+const char *fx_node_missing(const char *env, const char *name)
+{
+	static char why[PATH_MAX + 128];
+	const char *bin = fx_node_bin(env, name);
+
+	if (!access(bin, X_OK))
+		return NULL;
+	snprintf(why, sizeof(why),
+		 "%s not found at %s (set %s, or run ./quickstart deps, which "
+		 "installs it into build/node)",
+		 name, bin, env);
+	return why;
+}
+
 const char *fx_nginx_missing(void)
 {
 	return nginx_bin() ? NULL

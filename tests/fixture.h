@@ -29,6 +29,12 @@ void fx_skip_note(const char *func, const char *fmt, ...)
 void fx_need(const char *why);
 /* Why /dev/fuse cannot be used here, or NULL. */
 const char *fx_fuse_missing(void);
+/* A server from npm (s3rver, azurite-blob): $ENV when set, else what
+ * ./quickstart deps installed, build/node/node_modules/.bin/NAME of the
+ * source tree.  The path stays valid until the next call. */
+const char *fx_node_bin(const char *env, const char *name);
+/* Why fx_node_bin(env, name) cannot be run, with the fix, or NULL. */
+const char *fx_node_missing(const char *env, const char *name);
 /* Why nginx cannot be started here (not installed), or NULL. */
 const char *fx_nginx_missing(void);
 

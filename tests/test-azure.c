@@ -263,24 +263,10 @@ END_TEST
 
 /* ---- The servers. */
 
-static const char *azurite_bin(void)
-{
-	static char path[PATH_MAX];
-	const char *env = getenv("WHARF_AZURITE");
-	const char *src = getenv("WHARF_SRCDIR");
-
-	if (env && *env)
-		return env;
-	snprintf(path, sizeof(path),
-		 "%s/build/node/node_modules/.bin/azurite-blob",
-		 src ? src : ".");
-	return path;
-}
-
 static pid_t azurite_start(const char *tag, int port, bool tls)
 {
 	char log[PATH_MAX], p[16], key[PATH_MAX];
-	char *argv[] = {(char *)azurite_bin(),
+	char *argv[] = {(char *)fx_node_bin("WHARF_AZURITE", "azurite-blob"),
 			"--blobHost",
 			"127.0.0.1",
 			"--blobPort",
@@ -786,15 +772,10 @@ END_TEST
 
 static const char *missing(void)
 {
-	static char why[PATH_MAX + 64];
+	const char *why = fx_node_missing("WHARF_AZURITE", "azurite-blob");
 
-	if (access(azurite_bin(), X_OK)) {
-		snprintf(why, sizeof(why),
-			 "%s is absent (./quickstart deps installs azurite "
-			 "into build/node)",
-			 azurite_bin());
+	if (why)
 		return why;
-	}
 	if (access("/usr/bin/python3", X_OK))
 		return "/usr/bin/python3 (for tests/azure-tool.py) is absent";
 	if (fx_sh("openssl version >/dev/null 2>&1 && curl --version "

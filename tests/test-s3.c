@@ -210,19 +210,6 @@ static void gate_stuck(int count)
 
 /* ---- The servers. */
 
-static const char *s3rver_bin(void)
-{
-	static char path[PATH_MAX];
-	const char *env = getenv("WHARF_S3RVER");
-	const char *src = getenv("WHARF_SRCDIR");
-
-	if (env && *env)
-		return env;
-	snprintf(path, sizeof(path), "%s/build/node/node_modules/.bin/s3rver",
-		 src ? src : ".");
-	return path;
-}
-
 static void stop_servers(void)
 {
 	if (gate_pid > 0)
@@ -237,7 +224,7 @@ static void servers_start(void)
 	char data[PATH_MAX], log[PATH_MAX], port[16], uport[16];
 	char gate[PATH_MAX];
 	const char *src = getenv("WHARF_SRCDIR");
-	const char *bin = s3rver_bin();
+	const char *bin = fx_node_bin("WHARF_S3RVER", "s3rver");
 
 	work = fx_tmpdir("s3");
 	ck_assert_ptr_nonnull(work);
@@ -1484,15 +1471,10 @@ END_TEST
 /* What the s3rver cases need, or why they cannot run. */
 static const char *missing(void)
 {
-	static char why[PATH_MAX + 64];
+	const char *why = fx_node_missing("WHARF_S3RVER", "s3rver");
 
-	if (access(s3rver_bin(), X_OK)) {
-		snprintf(why, sizeof(why),
-			 "s3rver not found at %s (set WHARF_S3RVER, or run "
-			 "the quickstart, which installs it)",
-			 s3rver_bin());
+	if (why)
 		return why;
-	}
 	if (access("/usr/bin/python3", X_OK))
 		return "/usr/bin/python3 (for the signature gate) is absent";
 	return NULL;
