@@ -705,6 +705,8 @@ START_TEST(token_answer_rules)
 	static const char bearer[] = "{\"token_type\": \"bearer\", "
 				     "\"expires_in\": 5, \"x\": [1], "
 				     "\"access_token\": \"t.2\"}";
+	static const char expired[] = "{\"access_token\": \"t.3\", "
+				      "\"expires_in\": 0}";
 	static const char *const bad[] = {
 	    "{\"access_token\": \"a b\", \"expires_in\": 1}",
 	    "{\"access_token\": \"\", \"expires_in\": 1}",
@@ -751,6 +753,20 @@ START_TEST(token_answer_rules)
 			 0);
 	ck_assert_str_eq(tok, "t.2");
 	ck_assert_uint_eq(exp, 5);
+	/* Token endpoints' rules: an expiry, and one in the future */
+	ck_assert_int_eq(oauth_token_parse(no_exp, strlen(no_exp), tok,
+					   sizeof(tok),
+					   GCP_TOKEN_RULES | OAUTH_NEED_EXPIRY,
+					   &exp, "t", &why),
+			 -EINVAL);
+	free(why);
+	why = NULL;
+	ck_assert_int_eq(oauth_token_parse(expired, strlen(expired), tok,
+					   sizeof(tok), AZURE_TOKEN_RULES, &exp,
+					   "t", &why),
+			 -EINVAL);
+	free(why);
+	why = NULL;
 	/* Either way: a token a header can carry, within tok's size, in one
 	 * JSON object and nothing after it */
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

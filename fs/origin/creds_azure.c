@@ -200,8 +200,6 @@ static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 		       char **err)
 {
 	struct curl_slist *h = NULL;
-	struct fetch_req req = {0};
-	struct fetch_res res;
 	char *body = NULL;
 	int rc;
 
@@ -213,30 +211,15 @@ static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 		rc = workload_body(c, &body, err);
 		if (rc)
 			return rc;
-		req.post = body;
-		req.post_len = strlen(body);
 	}
-	req.url = c->token_url;
-	req.headers = h;
-	req.grow = true;
-	req.cap = TEXT_MAX;
-	rc = fetch_run(c->fe, &req, &res);
+	rc = oauth_token_fetch(c->fe, c->token_url, h, body, tok,
+			       AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, life_s,
+			       c->desc, err);
 	curl_slist_free_all(h);
 	if (body) {
 		OPENSSL_cleanse(body, strlen(body));
 		free(body);
 	}
-	if (rc) {
-		err_set(err, "%s: %s", c->desc, res.err);
-		/* The provider refused the identity (400 invalid_client...) */
-		if (rc == -EIO && res.status >= 400 && res.status < 500)
-			rc = -EACCES;
-		return rc;
-	}
-	rc = oauth_token_parse(res.body, res.len, tok, AZURE_TOKEN_MAX,
-			       AZURE_TOKEN_RULES, life_s, c->desc, err);
-	OPENSSL_cleanse(res.body, res.len);
-	free(res.body);
 	return rc;
 }
 

@@ -198,39 +198,16 @@ out:
 	return rc;
 }
 
-/* POST or GET url; the answer is a token response. */
+/* POST or GET url; the answer is a token response, which an endpoint
+ * (unlike a token command) gives with its expiry. */
 static int token_request(struct gcp_creds *c, const char *url,
 			 struct curl_slist *headers, const char *post,
 			 char *tok, uint64_t *life_s, char **err)
 {
-	struct fetch_req req = {0};
-	struct fetch_res res;
-	int rc;
-
-	req.url = url;
-	req.headers = headers;
-	req.post = post;
-	req.post_len = post ? strlen(post) : 0;
-	req.grow = true;
-	req.cap = TEXT_MAX;
-	rc = fetch_run(c->fe, &req, &res);
-	if (rc) {
-		err_set(err, "%s: %s", c->desc, res.err);
-		/* The endpoint refused the grant (400 invalid_grant...). */
-		if (rc == -EIO && res.status >= 400 && res.status < 500)
-			rc = -EACCES;
-		return rc;
-	}
 	*life_s = 0;
-	rc = oauth_token_parse(res.body, res.len, tok, TOKEN_MAX,
-			       GCP_TOKEN_RULES, life_s, c->desc, err);
-	OPENSSL_cleanse(res.body, res.len);
-	free(res.body);
-	if (!rc && !*life_s) {
-		err_set(err, "%s: the answer gives no expires_in", c->desc);
-		rc = -EINVAL;
-	}
-	return rc;
+	return oauth_token_fetch(c->fe, url, headers, post, tok, TOKEN_MAX,
+				 GCP_TOKEN_RULES | OAUTH_NEED_EXPIRY, life_s,
+				 c->desc, err);
 }
 
 /* base64url without padding (RFC 7515) of n bytes; out holds 4*(n+2)/3+1. */

@@ -16,6 +16,7 @@
 
 #include <openssl/crypto.h>
 
+#include "fetch.h"
 #include "json.h"
 
 #define MARGIN_MAX_S 300 /* renew at most this long before expiry */
@@ -23,6 +24,7 @@
 #define BACKOFF_MAX_S 60 /* longest wait between failed renewals */
 #define LIFE_MAX_S (7 * 86400ull) /* longest life believed */
 #define NS 1000000000ull
+#define OAUTH_ANSWER_MAX (64u << 10) /* a token endpoint's answer */
 
 static uint64_t renewals, failures; /* every creds_renew's, atomic */
 
@@ -382,8 +384,9 @@ int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
 	ok = got_tok && *tok;
 	for (const char *c = tok; ok && *c; c++)
 		ok = (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f;
+	/* A token that expires as it comes is of no use. */
 	if (rules & OAUTH_NEED_EXPIRY)
-		ok = ok && got_exp;
+		ok = ok && got_exp && *expires_s > 0;
 	if (rules & OAUTH_NEED_BEARER)
 		ok = ok && !strcasecmp(type, "Bearer");
 	if (!ok) {
@@ -395,4 +398,31 @@ int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int oauth_token_fetch(struct fetch_engine *fe, const char *url,
+		      struct curl_slist *headers, const char *post, char *tok,
+		      size_t tok_max, unsigned rules, uint64_t *expires_s,
+		      const char *what, char **err)
+{
+	struct fetch_req req = {.url = url,
+				.headers = headers,
+				.post = post,
+				.post_len = post ? strlen(post) : 0,
+				.grow = true,
+				.cap = OAUTH_ANSWER_MAX};
+	struct fetch_res res;
+	int rc = fetch_run(fe, &req, &res);
+
+	if (rc) {
+		err_set(err, "%s: %s", what, res.err);
+		if (rc == -EIO && res.status >= 400 && res.status < 500)
+			rc = -EACCES;
+		return rc;
+	}
+	rc = oauth_token_parse(res.body, res.len, tok, tok_max, rules,
+			       expires_s, what, err);
+	OPENSSL_cleanse(res.body, res.len);
+	free(res.body);
+	return rc;
 }

@@ -85,7 +85,7 @@ void creds_renew_counts(uint64_t *renewals, uint64_t *failures);
 
 /* What an OAuth 2.0 token answer must hold besides its access_token. */
 enum oauth_rule {
-	OAUTH_NEED_EXPIRY = 1, /* an expires_in */
+	OAUTH_NEED_EXPIRY = 1, /* an expires_in, above 0 */
 	OAUTH_NEED_BEARER = 2, /* a token_type, when given, of Bearer */
 };
 
@@ -100,5 +100,19 @@ enum oauth_rule {
 int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
 		      unsigned rules, uint64_t *expires_s, const char *what,
 		      char **err) WHARF_CHECK;
+
+struct curl_slist;
+struct fetch_engine;
+/*
+ * Asks a token endpoint: POSTs post (a GET when NULL) to url with headers,
+ * and reads the answer with oauth_token_parse (rules, tok of tok_max
+ * bytes).  A 4xx refusal of the identity (invalid_grant, invalid_client)
+ * is -EACCES.  The answer is wiped once read.  @return 0 or -errno, with
+ * *err naming `what`.
+ */
+int oauth_token_fetch(struct fetch_engine *fe, const char *url,
+		      struct curl_slist *headers, const char *post, char *tok,
+		      size_t tok_max, unsigned rules, uint64_t *expires_s,
+		      const char *what, char **err) WHARF_CHECK;
 
 #endif
