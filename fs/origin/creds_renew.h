@@ -25,6 +25,9 @@
  * (they work until they expire).
  *
  * Renewals and failures are counted for .wharf/stats (creds_renew_counts).
+ *
+ * Also here, as GCP's and Azure's renewals share them: asking an OAuth 2.0
+ * token endpoint and reading its answer (oauth_token_fetch, _parse).
  */
 #include <stdbool.h>
 #include <stddef.h>
