@@ -597,6 +597,54 @@ START_TEST(test_dir_rules)
 }
 END_TEST
 
+/* What every store's stat shares (source.h): the root is a directory; a
+ * HEAD answer is the object; none, a directory if names lie under it. */
+START_TEST(test_stat_rules)
+{
+	struct source src = {.id = (char *)"s3://b/"};
+	struct source_object o;
+	struct fetch_res res = {.content_length = 5, .mtime = 7};
+	char name[8], ver[4];
+
+	ck_assert(source_stat_root(&o, "", name, sizeof(name)));
+	ck_assert(o.is_dir);
+	ck_assert(!source_stat_root(&o, "a/b", name, sizeof(name)));
+	ck_assert_str_eq(o.name, "a/b");
+	ck_assert_str_eq(o.version, "");
+	snprintf(res.etag, sizeof(res.etag), "\"e1\"");
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a/b", 0, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 0);
+	ck_assert(!o.is_dir);
+	ck_assert_uint_eq(o.size, 5);
+	ck_assert_int_eq(o.mtime, 7);
+	ck_assert_str_eq(o.version, "\"e1"); /* held to ver's size */
+	res.content_length = -1;
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a/b", 0, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 -EIO);
+	lister.rc = 0;
+	lister.err = NULL;
+	lister.count = 1;
+	ck_assert(!source_stat_root(&o, "a", name, sizeof(name)));
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a", -ENOENT, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 0);
+	ck_assert(o.is_dir);
+	ck_assert_str_eq(lister.pfx, "ds/a/");
+	ck_assert_uint_eq(lister.max, 1);
+	lister.count = 0;
+	ck_assert(!source_stat_root(&o, "a", name, sizeof(name)));
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a", -ENOENT, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 -ENOENT);
+	ck_assert(!o.is_dir);
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a", -EACCES, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 -EACCES);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
 	struct source_options opt = {.endpoint = "http://127.0.0.1:9"};
@@ -1495,6 +1543,7 @@ int main(void)
 	tcase_add_test(unit, test_page_bad_sizes);
 	tcase_add_test(unit, test_open_errors);
 	tcase_add_test(unit, test_dir_rules);
+	tcase_add_test(unit, test_stat_rules);
 	suite_add_tcase(s, unit);
 
 	tcase_add_unchecked_fixture(tc, servers_start, servers_stop);

@@ -61,6 +61,42 @@ int source_list_under(struct source *src, const char *prefix, const char *dir,
 	return rc;
 }
 
+bool source_stat_root(struct source_object *out, const char *path, char *name,
+		      size_t cap)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(name, cap, "%s", path);
+	out->name = name;
+	out->version = "";
+	out->is_dir = !*path;
+	return out->is_dir;
+}
+
+int source_stat_head(struct source *src, const char *prefix, const char *path,
+		     int rc, const struct fetch_res *res, char *ver,
+		     size_t vcap, source_prefix_fn list,
+		     struct source_object *out)
+{
+	if (!rc) {
+		if (res->content_length < 0) {
+			log_error("%s%s: no Content-Length", src->id, path);
+			return -EIO;
+		}
+		out->size = (uint64_t)res->content_length;
+		out->mtime = res->mtime;
+		snprintf(ver, vcap, "%s", res->etag);
+		out->version = ver;
+		return 0;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	/* No such object: a directory if anything lies under "path/". */
+	rc = source_list_under(src, prefix, path, 1, list, source_count_only,
+			       NULL);
+	out->is_dir = !rc;
+	return rc;
+}
+
 int source_count_only(void *arg, const struct source_object *obj)
 {
 	(void)arg;

@@ -97,6 +97,25 @@ int source_list_under(struct source *src, const char *prefix, const char *dir,
 		      unsigned max, source_prefix_fn list, source_list_cb cb,
 		      void *arg);
 
+/*
+ * The start of every stat: out names path (copied into name, cap bytes),
+ * with no version yet.  @return true for the root, a directory, which is
+ * all there is to say of it.
+ */
+bool source_stat_root(struct source_object *out, const char *path, char *name,
+		      size_t cap);
+/*
+ * An object store's stat from its HEAD of prefix + path, which ended with
+ * rc and res: the object (size, mtime, and its ETag, copied into ver of
+ * vcap bytes, as version); or when there is none (-ENOENT), a directory if
+ * names lie under path + "/" (source_list_under through list).
+ * @return 0, or -errno (-ENOENT: neither).
+ */
+int source_stat_head(struct source *src, const char *prefix, const char *path,
+		     int rc, const struct fetch_res *res, char *ver,
+		     size_t vcap, source_prefix_fn list,
+		     struct source_object *out);
+
 struct source_ops {
 	const char *scheme; /* "http", "s3", "gs", "az" */
 	/* Lists the direct children of directory `dir`.  -ENOENT if absent. */

@@ -558,14 +558,8 @@ static int az_stat(struct source *src, const char *path,
 	unsigned serial;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	url = malloc(URL_MAX);
 	blob = strdupf("%s%s", a->prefix, path);
 	rc = url && blob ? az_request(a, "HEAD", blob, NULL, 0, NULL, NULL, url,
@@ -579,26 +573,8 @@ static int az_stat(struct source *src, const char *path,
 		curl_slist_free_all(req.headers);
 	}
 	free(url);
-	if (!rc) {
-		if (res.content_length < 0) {
-			log_error("%s%s: no Content-Length", a->base.id, path);
-			return -EIO;
-		}
-		out->size = (uint64_t)res.content_length;
-		out->mtime = res.mtime;
-		snprintf(ver, sizeof(ver), "%s", res.etag);
-		out->version = ver;
-		return 0;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	/* No such blob: a directory if anything lies under "path/". */
-	rc = source_list_under(src, a->prefix, path, 1, list_prefix,
-			       source_count_only, NULL);
-	if (rc)
-		return rc;
-	out->is_dir = true;
-	return 0;
+	return source_stat_head(src, a->prefix, path, rc, &res, ver,
+				sizeof(ver), list_prefix, out);
 }
 
 /* The GET of [off, off+len) of blob path, pinned to version, into rd. */

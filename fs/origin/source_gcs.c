@@ -523,14 +523,8 @@ static int gcs_stat(struct source *src, const char *path,
 	struct json s;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	rc = object_url(gs, path, url, sizeof(url));
 	if (!rc)
 		rc = add_param(url, sizeof(url), "fields", STAT_FIELDS);

@@ -548,14 +548,8 @@ static int s3_stat(struct source *src, const char *path,
 	bool renewed = false;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	key = strdupf("%s%s", s->prefix, path);
 	if (!key)
 		return -ENOMEM;
@@ -573,28 +567,11 @@ static int s3_stat(struct source *src, const char *path,
 		renewed = true;
 	}
 	free(key);
-	if (!rc) {
-		if (res.content_length < 0) {
-			log_error("%s: no Content-Length",
-				  res.err[0] ? res.err : url);
-			return -EIO;
-		}
-		out->size = (uint64_t)res.content_length;
-		out->mtime = res.mtime;
-		snprintf(ver, sizeof(ver), "%s", res.etag);
-		out->version = ver;
+	rc = source_stat_head(src, s->prefix, path, rc, &res, ver, sizeof(ver),
+			      list_prefix, out);
+	if (!rc && !out->is_dir)
 		out->digest = etag_digest(ver, digest);
-		return 0;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	/* No such object: a directory if anything lies under "path/". */
-	rc = source_list_under(src, s->prefix, path, 1, list_prefix,
-			       source_count_only, NULL);
-	if (rc)
-		return rc;
-	out->is_dir = true;
-	return 0;
+	return rc;
 }
 
 /* The (signed) GET of object path, pinned to version, into rd->url. */
