@@ -122,6 +122,17 @@ int fx_mount_start(struct fx_mount *m, const char *url,
 	return fx_wait_path(&m->pid, stats, 30000, m->log);
 }
 
+void fx_mount_ok_at(const char *file, int line, int rc,
+		    const struct fx_mount *m)
+{
+	if (!rc)
+		return;
+	fx_sh("cat '%s' >&2", m->log);
+	_ck_assert_failed(file, line, "the mount",
+			  "the mount on %s did not come up (its log: %s)",
+			  m->dir, m->log);
+}
+
 int fx_mount_stop(struct fx_mount *m)
 {
 	int status = -1;
@@ -364,4 +375,25 @@ bool fx_passthrough_expected(void)
 	return geteuid() == 0 && uname(&u) == 0 &&
 	       sscanf(u.release, "%d.%d", &a, &b) == 2 &&
 	       (a > 6 || (a == 6 && b >= 9));
+}
+
+void fx_work_free(char **work)
+{
+	if (!*work)
+		return;
+	fx_unmount_leftovers(*work);
+	fx_rmtree(*work);
+	free(*work);
+	*work = NULL;
+}
+
+int fx_suite_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -55,6 +55,14 @@ void fx_mount_init(struct fx_mount *m, const char *work, const char *tag);
 int fx_mount_start(struct fx_mount *m, const char *url,
 		   const char *const opts[], const char *const extra[]);
 /*
+ * For a mount that must come up: rc is what fx_mount_start (or a test's
+ * helper around it) returned for m.  Not 0: the daemon's log goes to
+ * stderr and the test fails at the caller's line.
+ */
+#define fx_mount_ok(rc, m) fx_mount_ok_at(__FILE__, __LINE__, rc, m)
+void fx_mount_ok_at(const char *file, int line, int rc,
+		    const struct fx_mount *m);
+/*
  * `wharf umount`, then waits (bounded) for the daemon to exit.
  * @return its wait status (0: a clean exit); -1 when umount failed or the
  * daemon outlived the wait (it is then killed, the mount detached).
@@ -64,6 +72,13 @@ int fx_mount_stop(struct fx_mount *m);
  * mounted (a failed test's process is gone), and removes the
  * mountpoints. */
 void fx_unmount_leftovers(const char *work);
+
+/* The end of a suite's helper servers' work directory *work (NULL:
+ * nothing): fx_unmount_leftovers, then rm -rf, free, and NULL. */
+void fx_work_free(char **work);
+/* Runs every test of s (CK_NORMAL), frees it.  @return main's exit
+ * status: EXIT_FAILURE when a test failed. */
+int fx_suite_run(Suite *s);
 
 /* A mount's MOUNT/.wharf/stats (malloc'd), or NULL. */
 char *fx_mount_stats(const char *mnt);

@@ -3,6 +3,7 @@
 #include "fixture.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -313,6 +314,33 @@ static const char *nginx_bin(void)
 		if (access(bins[i], X_OK) == 0)
 			bin = bins[i];
 	return bin;
+}
+
+const char *fx_node_bin(const char *env, const char *name)
+{
+	static char path[PATH_MAX];
+	const char *set = getenv(env);
+	const char *src = getenv("WHARF_SRCDIR");
+
+	if (set && *set)
+		return set;
+	snprintf(path, sizeof(path), "%s/build/node/node_modules/.bin/%s",
+		 src ? src : ".", name);
+	return path;
+}
+
+const char *fx_node_missing(const char *env, const char *name)
+{
+	static char why[PATH_MAX + 128];
+	const char *bin = fx_node_bin(env, name);
+
+	if (!access(bin, X_OK))
+		return NULL;
+	snprintf(why, sizeof(why),
+		 "%s not found at %s (set %s, or run ./quickstart deps, which "
+		 "installs it into build/node)",
+		 name, bin, env);
+	return why;
 }
 
 const char *fx_nginx_missing(void)
@@ -869,4 +897,39 @@ bool fx_process_gone(pid_t pid)
 		rp = strrchr(line, ')');
 	fclose(f);
 	return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+pid_t fx_spawn_server(char *const argv[], const char *log_path, int port,
+		      int timeout_ms)
+{
+	pid_t pid = fx_spawn(argv, log_path);
+
+	if (pid > 0 && !fx_wait_port(port, timeout_ms))
+		return pid;
+	fprintf(stderr, "%s did not listen on port %d within %d ms:\n", argv[0],
+		port, timeout_ms);
+	if (log_path)
+		fx_sh("cat '%s' >&2", log_path);
+	if (pid > 0)
+		fx_stop(pid, 3000);
+	return -1;
+}
+
+bool fx_log_has(const char *log, const char *pattern)
+{
+	return fx_sh("grep -q -- '%s' '%s'", pattern, log) == 0;
+}
+
+int fx_count_names(const char *path, const char *prefix)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += !strncmp(de->d_name, prefix, strlen(prefix));
+	closedir(d);
+	return n;
 }

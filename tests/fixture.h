@@ -29,6 +29,12 @@ void fx_skip_note(const char *func, const char *fmt, ...)
 void fx_need(const char *why);
 /* Why /dev/fuse cannot be used here, or NULL. */
 const char *fx_fuse_missing(void);
+/* A server from npm (s3rver, azurite-blob): $ENV when set, else what
+ * ./quickstart deps installed, build/node/node_modules/.bin/NAME of the
+ * source tree.  The path stays valid until the next call. */
+const char *fx_node_bin(const char *env, const char *name);
+/* Why fx_node_bin(env, name) cannot be run, with the fix, or NULL. */
+const char *fx_node_missing(const char *env, const char *name);
 /* Why nginx cannot be started here (not installed), or NULL. */
 const char *fx_nginx_missing(void);
 
@@ -64,6 +70,11 @@ int fx_wait_port(int port, int timeout_ms);
 /* Starts argv[0] with argv; returns its pid (-1 on error). Output goes to
  * log_path when not NULL. */
 pid_t fx_spawn(char *const argv[], const char *log_path);
+/* fx_spawn of a server that listens on 127.0.0.1:port, waiting up to
+ * timeout_ms for it.  @return its pid; -1 when it did not come up (its
+ * log is then on stderr, and it is stopped). */
+pid_t fx_spawn_server(char *const argv[], const char *log_path, int port,
+		      int timeout_ms);
 /* Waits up to timeout_ms until path exists while daemon *pid runs (a
  * mount coming up).  @return 0; -1 when it died (*pid is then -1) or the
  * time ran out; either way a line on stderr points at log. */
@@ -144,6 +155,12 @@ int fx_nginx_tls_start(struct fx_nginx *ng, const char *root);
  */
 int fx_nginx_vhosts_start(struct fx_nginx *ng, const char *root,
 			  const char *other_name, const char *other_root);
+
+/* Whether a line of file log matches grep's basic regular expression. */
+bool fx_log_has(const char *log, const char *pattern);
+/* How many names in directory path begin with prefix; -1 when it does
+ * not open. */
+int fx_count_names(const char *path, const char *prefix);
 
 /* The resident memory of process pid (VmRSS) in KiB, or -1. */
 long fx_rss_kib(pid_t pid);

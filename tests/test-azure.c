@@ -183,15 +183,19 @@ START_TEST(test_cred_parsers)
 			 -EINVAL);
 	free(err);
 	err = NULL;
-	ck_assert_int_eq(
-	    azure_token_parse(imds, strlen(imds), tok, &exp, "IMDS", &err), 0);
+	ck_assert_int_eq(oauth_token_parse(imds, strlen(imds), tok,
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES,
+					   &exp, "IMDS", &err),
+			 0);
 	ck_assert_str_eq(tok, "eyJ0.eyJ1.c2ln");
 	ck_assert_uint_eq(exp, 3599);
-	ck_assert_int_eq(
-	    azure_token_parse(entra, strlen(entra), tok, &exp, "Entra", &err),
-	    0);
+	ck_assert_int_eq(oauth_token_parse(entra, strlen(entra), tok,
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES,
+					   &exp, "Entra", &err),
+			 0);
 	ck_assert_str_eq(tok, "abc");
-	ck_assert_int_eq(azure_token_parse("{\"access_token\":\"x\"}", 20, tok,
+	ck_assert_int_eq(oauth_token_parse("{\"access_token\":\"x\"}", 20, tok,
+					   AZURE_TOKEN_MAX, AZURE_TOKEN_RULES,
 					   &exp, "Entra", &err),
 			 -EINVAL);
 	free(err);
@@ -259,24 +263,10 @@ END_TEST
 
 /* ---- The servers. */
 
-static const char *azurite_bin(void)
-{
-	static char path[PATH_MAX];
-	const char *env = getenv("WHARF_AZURITE");
-	const char *src = getenv("WHARF_SRCDIR");
-
-	if (env && *env)
-		return env;
-	snprintf(path, sizeof(path),
-		 "%s/build/node/node_modules/.bin/azurite-blob",
-		 src ? src : ".");
-	return path;
-}
-
 static pid_t azurite_start(const char *tag, int port, bool tls)
 {
 	char log[PATH_MAX], p[16], key[PATH_MAX];
-	char *argv[] = {(char *)azurite_bin(),
+	char *argv[] = {(char *)fx_node_bin("WHARF_AZURITE", "azurite-blob"),
 			"--blobHost",
 			"127.0.0.1",
 			"--blobPort",
@@ -296,12 +286,8 @@ static pid_t azurite_start(const char *tag, int port, bool tls)
 	snprintf(log, sizeof(log), "%s/%s.log", work, tag);
 	snprintf(p, sizeof(p), "%d", port);
 	snprintf(key, sizeof(key), "%s/key.pem", work);
-	pid = fx_spawn(argv, log);
-	ck_assert_int_gt(pid, 0);
-	if (fx_wait_port(port, 30000)) {
-		fx_sh("cat '%s' >&2", log);
-		ck_abort_msg("azurite (%s) did not start", tag);
-	}
+	pid = fx_spawn_server(argv, log, port, 30000);
+	ck_assert_msg(pid > 0, "azurite (%s) did not start", tag);
 	return pid;
 }
 
@@ -334,7 +320,6 @@ static void put_blob(const char *name, uint64_t size, uint32_t seed)
 
 static void servers_stop(void)
 {
-	fx_unmount_leftovers(work);
 	if (tok_pid > 0)
 		fx_stop(tok_pid, 3000);
 	if (azs_pid > 0)
@@ -342,11 +327,7 @@ static void servers_stop(void)
 	if (az_pid > 0)
 		fx_stop(az_pid, 3000);
 	tok_pid = azs_pid = az_pid = -1;
-	if (work) {
-		fx_rmtree(work);
-		free(work);
-		work = NULL;
-	}
+	fx_work_free(&work);
 }
 
 static void servers_start(void)
@@ -426,15 +407,8 @@ static int mount_at(struct fx_mount *m, const char *tag, const char *url,
 	fx_mount_init(m, work, tag);
 	return fx_mount_start(m, url, opts, extra);
 }
-
-static void mount_ok(struct fx_mount *m, const char *tag, const char *url,
-		     const char *b, const char *const extra[])
-{
-	if (mount_at(m, tag, url, b, extra)) {
-		fx_sh("cat '%s' >&2", m->log);
-		ck_abort_msg("the mount %s did not come up", tag);
-	}
-}
+#define mount_ok(m, tag, url, b, extra)                                        \
+	fx_mount_ok(mount_at(m, tag, url, b, extra), m)
 
 /* An account SAS (read, list) that expires then. */
 static char *sas_token(const char *expiry)
@@ -461,11 +435,6 @@ static long long read_seed(const char *dir, const char *name, uint32_t seed)
 	return fx_read_seed(dir, name, seed, &got);
 }
 
-static bool log_has(const char *log, const char *what)
-{
-	return fx_sh("grep -q -- '%s' '%s'", what, log) == 0;
-}
-
 START_TEST(test_shared_key_and_sas)
 {
 	static const uint64_t size = (3u << 20) + 4097;
@@ -489,9 +458,10 @@ START_TEST(test_shared_key_and_sas)
 	    fx_mount_stat(key_m.dir, "origin_checksums", "checked"), 0);
 	ck_assert_int_eq(
 	    fx_mount_stat(key_m.dir, "origin_checksums", "mismatches"), 0);
-	ck_assert_msg(log_has(key_m.log, "Shared Key of account " ACCOUNT),
+	ck_assert_msg(fx_log_has(key_m.log, "Shared Key of account " ACCOUNT),
 		      "the log does not name the provider");
-	ck_assert_msg(!log_has(sas_m.log, "sig="), "the SAS reached the log");
+	ck_assert_msg(!fx_log_has(sas_m.log, "sig="),
+		      "the SAS reached the log");
 	{
 		char *cmd = fx_cmdline(sas_m.pid);
 
@@ -500,7 +470,7 @@ START_TEST(test_shared_key_and_sas)
 			      cmd);
 		free(cmd);
 	}
-	ck_assert_msg(!log_has(key_m.log, "Eby8vdM02x"),
+	ck_assert_msg(!fx_log_has(key_m.log, "Eby8vdM02x"),
 		      "the key reached the log");
 	ck_assert_int_eq(fx_mount_stop(&key_m), 0);
 	ck_assert_int_eq(fx_mount_stop(&sas_m), 0);
@@ -521,8 +491,8 @@ START_TEST(test_wrong_key)
 	ck_assert_int_ne(
 	    mount_at(&m, "badkey", "az://" ACCOUNT "/" CONTAINER, base, NULL),
 	    0);
-	ck_assert_msg(log_has(m.log, "access denied: check the credentials "
-				     "(Shared Key"),
+	ck_assert_msg(fx_log_has(m.log, "access denied: check the credentials "
+					"(Shared Key"),
 		      "no clear message for a wrong key");
 	unsetenv("AZURE_STORAGE_KEY");
 }
@@ -532,20 +502,12 @@ START_TEST(test_paging)
 {
 	struct fx_mount m;
 	char path[PATH_MAX + 16];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
 
 	env_clear();
 	setenv("AZURE_STORAGE_KEY", KEY, 1);
 	mount_ok(&m, "many", "az://" ACCOUNT "/" CONTAINER, base, NULL);
 	snprintf(path, sizeof(path), "%s/many", m.dir);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	while ((de = readdir(d)))
-		n += de->d_name[0] == 'k';
-	closedir(d);
-	ck_assert_int_eq(n, MANY);
+	ck_assert_int_eq(fx_count_names(path, "k"), MANY);
 	snprintf(path, sizeof(path), "%s/many/k05000", m.dir);
 	{
 		char *text = fx_read_file(path, &(size_t){0});
@@ -580,7 +542,7 @@ START_TEST(test_replaced)
 	ck_assert_msg(got == -1 && errno == EIO,
 		      "a replaced blob read %zd bytes (errno %d)", got, errno);
 	close(fd);
-	ck_assert_msg(log_has(m.log, "changed while open"),
+	ck_assert_msg(fx_log_has(m.log, "changed while open"),
 		      "no clear log line for the replaced blob");
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
 	unsetenv("AZURE_STORAGE_KEY");
@@ -607,7 +569,7 @@ START_TEST(test_anonymous)
 	ck_assert_int_ne(
 	    mount_at(&m, "anonpriv", "az://" ACCOUNT "/" CONTAINER, base, anon),
 	    0);
-	ck_assert_msg(log_has(m.log, "the container is not public"),
+	ck_assert_msg(fx_log_has(m.log, "the container is not public"),
 		      "no clear message for a private container");
 	unsetenv("AZURE_STORAGE_KEY");
 }
@@ -634,11 +596,10 @@ START_TEST(test_offline)
 		const char *const opts[] = {"--endpoint", base, "--offline",
 					    NULL};
 
-		if (fx_mount_start(&m, "az://" ACCOUNT "/" CONTAINER "/off",
-				   opts, NULL)) {
-			fx_sh("cat '%s' >&2", m.log);
-			ck_abort_msg("the offline mount did not come up");
-		}
+		fx_mount_ok(fx_mount_start(&m,
+					   "az://" ACCOUNT "/" CONTAINER "/off",
+					   opts, NULL),
+			    &m);
 	}
 	ck_assert_int_eq(read_seed(m.dir, "x.bin", 31), 0);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
@@ -695,7 +656,7 @@ START_TEST(test_site_cache)
 				  base, extra),
 			 0);
 	unsetenv("AZURE_STORAGE_KEY");
-	ck_assert_msg(log_has(b.log, "through a site cache give a SAS"),
+	ck_assert_msg(fx_log_has(b.log, "through a site cache give a SAS"),
 		      "no clear refusal of Shared Key through the site cache");
 	fx_nginx_stop(&site);
 	free(sas);
@@ -757,8 +718,8 @@ static void bearer_reads(const char *tag, const char *counter, int fail)
 	ck_assert_msg(tok_count(counter) - before >= 3,
 		      "%s: %lld tokens in %d s of %d s tokens", tag,
 		      tok_count(counter) - before, rounds, LIFETIME);
-	ck_assert_msg(!log_has(m.log, "c2ln"), "a token reached the log");
-	ck_assert_msg(!fail || log_has(m.log, "the current ones stay valid"),
+	ck_assert_msg(!fx_log_has(m.log, "c2ln"), "a token reached the log");
+	ck_assert_msg(!fail || fx_log_has(m.log, "the current ones stay valid"),
 		      "%s: no log line for the failed renewal", tag);
 	/* Counted where the other clouds' renewals are. */
 	ck_assert_msg(fx_mount_stat(m.dir, "credentials", "renewals") >= 2,
@@ -801,8 +762,8 @@ START_TEST(test_workload_identity)
 					  "az://" ACCOUNT "/" CONTAINER,
 					  tls_base, NULL),
 				 0);
-		ck_assert_msg(log_has(m.log, "workload identity (client "
-					     "someone-else"),
+		ck_assert_msg(fx_log_has(m.log, "workload identity (client "
+						"someone-else"),
 			      "the refusal does not name the provider");
 	}
 	env_clear();
@@ -811,15 +772,10 @@ END_TEST
 
 static const char *missing(void)
 {
-	static char why[PATH_MAX + 64];
+	const char *why = fx_node_missing("WHARF_AZURITE", "azurite-blob");
 
-	if (access(azurite_bin(), X_OK)) {
-		snprintf(why, sizeof(why),
-			 "%s is absent (./quickstart deps installs azurite "
-			 "into build/node)",
-			 azurite_bin());
+	if (why)
 		return why;
-	}
 	if (access("/usr/bin/python3", X_OK))
 		return "/usr/bin/python3 (for tests/azure-tool.py) is absent";
 	if (fx_sh("openssl version >/dev/null 2>&1 && curl --version "
@@ -837,8 +793,6 @@ int main(void)
 	const char *why = missing();
 	const char *why_mount = why ? why : fx_fuse_missing();
 	const char *why_site = why_mount ? why_mount : fx_nginx_missing();
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(unit, test_page_parse);
 	tcase_add_test(unit, test_page_malformed);
@@ -863,9 +817,5 @@ int main(void)
 		suite_add_tcase(s, tc);
 	suite_add_tcase(s, left);
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return fx_suite_run(s);
 }

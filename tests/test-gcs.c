@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "creds_azure.h"
+#include "creds_gcp.h"
 #include "fetch.h"
 #include "fixture-ck.h"
 #include "fixture.h"
@@ -688,6 +690,96 @@ START_TEST(malformed_answers)
 		 l.v[0], sizeof(l.v[0]));
 	ck_assert_int_eq(src->ops->stat(src, "one", &so), -EIO);
 	ck_assert_int_eq(src->ops->stat(src, "one", &so), 0);
+}
+END_TEST
+
+/* One parser reads GCP's and Azure's token answers; each provider's rules
+ * decide what the answer must hold besides its token. */
+START_TEST(token_answer_rules)
+{
+	static const char no_exp[] = "{\"access_token\": \"t.1\", "
+				     "\"token_type\": \"mac\"}";
+	static const char mac[] = "{\"access_token\": \"t.1\", "
+				  "\"expires_in\": \"5\", \"token_type\": "
+				  "\"mac\"}";
+	static const char bearer[] = "{\"token_type\": \"bearer\", "
+				     "\"expires_in\": 5, \"x\": [1], "
+				     "\"access_token\": \"t.2\"}";
+	static const char expired[] = "{\"access_token\": \"t.3\", "
+				      "\"expires_in\": 0}";
+	static const char *const bad[] = {
+	    "{\"access_token\": \"a b\", \"expires_in\": 1}",
+	    "{\"access_token\": \"\", \"expires_in\": 1}",
+	    "{\"access_token\": \"abcdefgh\", \"expires_in\": 1}",
+	    "{\"access_token\": \"t\", \"expires_in\": -1}",
+	    "{\"access_token\": \"t\", \"expires_in\": 1} junk",
+	    "{\"expires_in\": 1}",
+	    "[]",
+	};
+	char tok[8], *why = NULL;
+	uint64_t exp = 7;
+
+	/* GCP: a token command may leave the expiry out; no token_type rule */
+	ck_assert_int_eq(oauth_token_parse(no_exp, strlen(no_exp), tok,
+					   sizeof(tok), GCP_TOKEN_RULES, &exp,
+					   "t", &why),
+			 0);
+	ck_assert_str_eq(tok, "t.1");
+	ck_assert_uint_eq(exp, 7);
+	ck_assert_int_eq(oauth_token_parse(mac, strlen(mac), tok, sizeof(tok),
+					   GCP_TOKEN_RULES, &exp, "t", &why),
+			 0);
+	ck_assert_uint_eq(exp, 5);
+	/* Azure: both an expiry and a Bearer token_type (any case) */
+	ck_assert_int_eq(oauth_token_parse(no_exp, strlen(no_exp), tok,
+					   sizeof(tok), AZURE_TOKEN_RULES, &exp,
+					   "Entra", &why),
+			 -EINVAL);
+	ck_assert_str_eq(tok, "");
+	ck_assert_ptr_nonnull(strstr(why, "Entra: "));
+	ck_assert_ptr_nonnull(strstr(why, "expires_in"));
+	ck_assert_ptr_null(strstr(why, "t.1")); /* never the token */
+	free(why);
+	why = NULL;
+	ck_assert_int_eq(oauth_token_parse(mac, strlen(mac), tok, sizeof(tok),
+					   AZURE_TOKEN_RULES, &exp, "t", &why),
+			 -EINVAL);
+	free(why);
+	why = NULL;
+	exp = 0;
+	ck_assert_int_eq(oauth_token_parse(bearer, strlen(bearer), tok,
+					   sizeof(tok), AZURE_TOKEN_RULES, &exp,
+					   "t", &why),
+			 0);
+	ck_assert_str_eq(tok, "t.2");
+	ck_assert_uint_eq(exp, 5);
+	/* Token endpoints' rules: an expiry, and one in the future */
+	ck_assert_int_eq(oauth_token_parse(no_exp, strlen(no_exp), tok,
+					   sizeof(tok),
+					   GCP_TOKEN_RULES | OAUTH_NEED_EXPIRY,
+					   &exp, "t", &why),
+			 -EINVAL);
+	free(why);
+	why = NULL;
+	ck_assert_int_eq(oauth_token_parse(expired, strlen(expired), tok,
+					   sizeof(tok), AZURE_TOKEN_RULES, &exp,
+					   "t", &why),
+			 -EINVAL);
+	free(why);
+	why = NULL;
+	/* Either way: a token a header can carry, within tok's size, in one
+	 * JSON object and nothing after it */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(oauth_token_parse(bad[i], strlen(bad[i]), tok,
+						sizeof(tok), GCP_TOKEN_RULES,
+						&exp, "t", &why) == -EINVAL,
+			      "answer %zu accepted", i);
+		ck_assert_msg(why && !strncmp(why, "t", 1), "answer %zu: %s", i,
+			      why ? why : "no error");
+		ck_assert_str_eq(tok, "");
+		free(why);
+		why = NULL;
+	}
 }
 END_TEST
 
@@ -1978,6 +2070,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, token_file);
 	tcase_add_test(tc, token_refused_renewed);
 	tcase_add_test(tc, malformed_answers);
+	tcase_add_test(tc, token_answer_rules);
 	tcase_add_test(tc, repeated_page_token);
 	tcase_add_test(tc, token_env);
 	tcase_add_test(tc, token_command_refresh);

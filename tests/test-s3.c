@@ -210,19 +210,6 @@ static void gate_stuck(int count)
 
 /* ---- The servers. */
 
-static const char *s3rver_bin(void)
-{
-	static char path[PATH_MAX];
-	const char *env = getenv("WHARF_S3RVER");
-	const char *src = getenv("WHARF_SRCDIR");
-
-	if (env && *env)
-		return env;
-	snprintf(path, sizeof(path), "%s/build/node/node_modules/.bin/s3rver",
-		 src ? src : ".");
-	return path;
-}
-
 static void stop_servers(void)
 {
 	if (gate_pid > 0)
@@ -237,7 +224,7 @@ static void servers_start(void)
 	char data[PATH_MAX], log[PATH_MAX], port[16], uport[16];
 	char gate[PATH_MAX];
 	const char *src = getenv("WHARF_SRCDIR");
-	const char *bin = s3rver_bin();
+	const char *bin = fx_node_bin("WHARF_S3RVER", "s3rver");
 
 	work = fx_tmpdir("s3");
 	ck_assert_ptr_nonnull(work);
@@ -256,15 +243,10 @@ static void servers_start(void)
 		/* s3rver makes its continuation tokens with DES, which
 		 * OpenSSL 3 keeps in its legacy provider. */
 		setenv("NODE_OPTIONS", "--openssl-legacy-provider", 1);
-		s3rver_pid = fx_spawn(argv, log);
+		s3rver_pid = fx_spawn_server(argv, log, s3rver_port, 30000);
 		unsetenv("NODE_OPTIONS");
 	}
-	ck_assert_int_gt(s3rver_pid, 0);
-	if (fx_wait_port(s3rver_port, 30000)) {
-		fx_sh("cat '%s' >&2", log);
-		stop_servers();
-		ck_abort_msg("s3rver did not start");
-	}
+	ck_assert_msg(s3rver_pid > 0, "s3rver did not start");
 
 	gate_port = fx_free_port();
 	snprintf(uport, sizeof(uport), "%d", gate_port);
@@ -279,11 +261,9 @@ static void servers_start(void)
 				SECRET,
 				NULL};
 
-		gate_pid = fx_spawn(argv, log);
+		gate_pid = fx_spawn_server(argv, log, gate_port, 10000);
 	}
-	ck_assert_int_gt(gate_pid, 0);
-	if (fx_wait_port(gate_port, 10000)) {
-		fx_sh("cat '%s' >&2", log);
+	if (gate_pid < 0) {
 		stop_servers();
 		ck_abort_msg("the signature gate did not start");
 	}
@@ -305,13 +285,8 @@ static void servers_start(void)
 
 static void servers_stop(void)
 {
-	fx_unmount_leftovers(work);
 	stop_servers();
-	if (work) {
-		fx_rmtree(work);
-		free(work);
-		work = NULL;
-	}
+	fx_work_free(&work);
 }
 
 /* ---- Opening the source the way `wharf mount` does. */
@@ -571,6 +546,102 @@ START_TEST(test_page_malformed)
 		free(err);
 		names_free(&l);
 	}
+}
+END_TEST
+
+/* What source_list_under's lister was asked, and what it answers. */
+static struct {
+	char pfx[64];
+	unsigned max;
+	size_t count;
+	int rc;
+	const char *err;
+} lister;
+
+static int fake_lister(struct source *src, const char *pfx, unsigned max,
+		       source_list_cb cb, void *arg, size_t *count, char **err)
+{
+	(void)src;
+	ck_assert_int_eq(cb(arg, NULL), 0);
+	snprintf(lister.pfx, sizeof(lister.pfx), "%s", pfx);
+	lister.max = max;
+	*count = lister.count;
+	*err = lister.err ? strdup(lister.err) : NULL;
+	return lister.rc;
+}
+
+/* What every object store's listing shares (source.h): a directory is a
+ * prefix, and one with nothing under it is absent, but for the root. */
+START_TEST(test_dir_rules)
+{
+	ck_assert_int_eq(source_list_under(NULL, "ds/", "", 0, fake_lister,
+					   source_count_only, NULL),
+			 0);
+	ck_assert_str_eq(lister.pfx, "ds/");
+	ck_assert_int_eq(source_list_under(NULL, "ds/", "a/b", 1, fake_lister,
+					   source_count_only, NULL),
+			 -ENOENT);
+	ck_assert_str_eq(lister.pfx, "ds/a/b/");
+	ck_assert_uint_eq(lister.max, 1);
+	lister.count = 1; /* a folder marker alone */
+	ck_assert_int_eq(source_list_under(NULL, "", "a", 0, fake_lister,
+					   source_count_only, NULL),
+			 0);
+	ck_assert_str_eq(lister.pfx, "a/");
+	/* an error stands, its message logged and freed (ASan) */
+	lister.rc = -EIO;
+	lister.err = "listing failed";
+	ck_assert_int_eq(source_list_under(NULL, "ds/", "a", 0, fake_lister,
+					   source_count_only, NULL),
+			 -EIO);
+}
+END_TEST
+
+/* What every store's stat shares (source.h): the root is a directory; a
+ * HEAD answer is the object; none, a directory if names lie under it. */
+START_TEST(test_stat_rules)
+{
+	struct source src = {.id = (char *)"s3://b/"};
+	struct source_object o;
+	struct fetch_res res = {.content_length = 5, .mtime = 7};
+	char name[8], ver[4];
+
+	ck_assert(source_stat_root(&o, "", name, sizeof(name)));
+	ck_assert(o.is_dir);
+	ck_assert(!source_stat_root(&o, "a/b", name, sizeof(name)));
+	ck_assert_str_eq(o.name, "a/b");
+	ck_assert_str_eq(o.version, "");
+	snprintf(res.etag, sizeof(res.etag), "\"e1\"");
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a/b", 0, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 0);
+	ck_assert(!o.is_dir);
+	ck_assert_uint_eq(o.size, 5);
+	ck_assert_int_eq(o.mtime, 7);
+	ck_assert_str_eq(o.version, "\"e1"); /* held to ver's size */
+	res.content_length = -1;
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a/b", 0, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 -EIO);
+	lister.rc = 0;
+	lister.err = NULL;
+	lister.count = 1;
+	ck_assert(!source_stat_root(&o, "a", name, sizeof(name)));
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a", -ENOENT, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 0);
+	ck_assert(o.is_dir);
+	ck_assert_str_eq(lister.pfx, "ds/a/");
+	ck_assert_uint_eq(lister.max, 1);
+	lister.count = 0;
+	ck_assert(!source_stat_root(&o, "a", name, sizeof(name)));
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a", -ENOENT, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 -ENOENT);
+	ck_assert(!o.is_dir);
+	ck_assert_int_eq(source_stat_head(&src, "ds/", "a", -EACCES, &res, ver,
+					  sizeof(ver), fake_lister, &o),
+			 -EACCES);
 }
 END_TEST
 
@@ -1066,26 +1137,16 @@ static long long differ(const char *root, const char *key, uint64_t size,
 	return bad;
 }
 
-static bool log_has(const char *log, const char *what)
-{
-	return fx_sh("grep -q -- '%s' '%s'", what, log) == 0;
-}
-
 START_TEST(test_mount)
 {
 	struct fx_mount m;
 	char path[PATH_MAX + 64];
 	unsigned char buf[4096];
-	struct dirent *de;
-	DIR *d;
-	int fd, n = 0, status;
+	int fd, status;
 	ssize_t got;
 
 	put_object("pin2/obj", 2u << 20, 21);
-	if (mount_start(&m, "all", "s3://" BUCKET, NULL)) {
-		fx_sh("cat '%s' >&2", m.log);
-		ck_abort_msg("the mount did not come up");
-	}
+	fx_mount_ok(mount_start(&m, "all", "s3://" BUCKET, NULL), &m);
 	for (size_t i = 0; i < ARRAY_SIZE(objects); i++) {
 		long long bad = differ(m.dir, objects[i].key, objects[i].size,
 				       objects[i].seed);
@@ -1101,12 +1162,7 @@ START_TEST(test_mount)
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "mismatches"),
 			 0);
 	snprintf(path, sizeof(path), "%s/many", m.dir);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	while ((de = readdir(d)))
-		n += de->d_name[0] == 'k';
-	closedir(d);
-	ck_assert_int_eq(n, MANY);
+	ck_assert_int_eq(fx_count_names(path, "k"), MANY);
 
 	/* Listed (so pinned) at v1, replaced, then read: EIO, no bytes. */
 	snprintf(path, sizeof(path), "%s/pin2/obj", m.dir);
@@ -1118,7 +1174,7 @@ START_TEST(test_mount)
 		      "a replaced object read %zd bytes (errno %d)", got,
 		      errno);
 	close(fd);
-	ck_assert_msg(log_has(m.log, "changed while open"),
+	ck_assert_msg(fx_log_has(m.log, "changed while open"),
 		      "no clear log line for the replaced object");
 
 	status = fx_mount_stop(&m);
@@ -1135,10 +1191,7 @@ START_TEST(test_mount_stuck_token)
 	bool failed;
 	DIR *d;
 
-	if (mount_start(&m, "stuck", "s3://" BUCKET "/nest", NULL)) {
-		fx_sh("cat '%s' >&2", m.log);
-		ck_abort_msg("the mount did not come up");
-	}
+	fx_mount_ok(mount_start(&m, "stuck", "s3://" BUCKET "/nest", NULL), &m);
 	gate_stuck(50);
 	t0 = time(NULL);
 	snprintf(path, sizeof(path), "%s/a", m.dir);
@@ -1155,8 +1208,8 @@ START_TEST(test_mount_stuck_token)
 	ck_assert_int_le(time(NULL) - t0, 10);
 	gate_stuck(0);
 	fx_mount_stop(&m);
-	if (!log_has(m.log, "listing s3.*/" BUCKET "/nest/: .*continuation "
-			    "token \"stuck\" with the same token")) {
+	if (!fx_log_has(m.log, "listing s3.*/" BUCKET "/nest/: .*continuation "
+			       "token \"stuck\" with the same token")) {
 		fx_sh("cat '%s' >&2", m.log);
 		ck_abort_msg("no clear message in %s", m.log);
 	}
@@ -1171,10 +1224,10 @@ START_TEST(test_mount_wrong_secret)
 	ck_assert_int_ne(mount_start(&m, "badkey", "s3://" BUCKET "/nest",
 				     NULL), 0);
 	fx_mount_stop(&m);
-	ck_assert_msg(log_has(m.log, "access denied") &&
-			  log_has(m.log, "HTTP 403"),
+	ck_assert_msg(fx_log_has(m.log, "access denied") &&
+			  fx_log_has(m.log, "HTTP 403"),
 		      "no clear message in %s", m.log);
-	ck_assert_msg(!log_has(m.log, "not-the-secret"),
+	ck_assert_msg(!fx_log_has(m.log, "not-the-secret"),
 		      "the secret was logged");
 }
 END_TEST
@@ -1212,10 +1265,7 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	put_object("sums/two", (1u << 20) + 5, 32);
 	bad_pid = fx_bad_cache_start(work, bad, sizeof(bad));
 	ck_assert_int_gt(bad_pid, 0);
-	if (mount_start(&m, "sums", "s3://" BUCKET "/sums", bad)) {
-		fx_sh("cat '%s' >&2", m.log);
-		ck_abort_msg("the mount did not come up");
-	}
+	fx_mount_ok(mount_start(&m, "sums", "s3://" BUCKET "/sums", bad), &m);
 	/* One chunk: checked before a byte is served. */
 	ck_assert_int_eq(differ(m.dir, "small", 1000, 31), 0);
 	ck_assert_int_eq(differ_after_drop(m.dir, "two", (1u << 20) + 5, 32),
@@ -1229,9 +1279,10 @@ START_TEST(test_mount_checksums_bad_site_cache)
 	ck_assert_int_eq(fx_mount_stat(m.dir, "origin_checksums", "failed"), 0);
 	status = fx_mount_stop(&m);
 	ck_assert_msg(status == 0, "the mount exited with status %d", status);
-	ck_assert_msg(log_has(m.log, "sums/small: its bytes do not match the "
-				     "origin.s checksum: expected "
-				     "md5-etag:[0-9a-f]\\{32\\}"),
+	ck_assert_msg(fx_log_has(m.log,
+				 "sums/small: its bytes do not match the "
+				 "origin.s checksum: expected "
+				 "md5-etag:[0-9a-f]\\{32\\}"),
 		      "no clear log line in %s", m.log);
 }
 END_TEST
@@ -1291,10 +1342,9 @@ START_TEST(test_site_cache_mounts)
 	before = gate_count("get_bytes");
 	for (int k = 0; k < SC_MOUNTS; k++) {
 		snprintf(tag, sizeof(tag), "sc%d", k);
-		if (mount_start(&m[k], tag, "s3://" BUCKET "/sc", site.base)) {
-			fx_sh("cat '%s' >&2", m[k].log);
-			ck_abort_msg("mount %d did not come up", k);
-		}
+		fx_mount_ok(
+		    mount_start(&m[k], tag, "s3://" BUCKET "/sc", site.base),
+		    &m[k]);
 	}
 	/* Signed reads, each mount with a cache of its own, every byte. */
 	for (int k = 0; k < SC_MOUNTS; k++)
@@ -1469,15 +1519,10 @@ END_TEST
 /* What the s3rver cases need, or why they cannot run. */
 static const char *missing(void)
 {
-	static char why[PATH_MAX + 64];
+	const char *why = fx_node_missing("WHARF_S3RVER", "s3rver");
 
-	if (access(s3rver_bin(), X_OK)) {
-		snprintf(why, sizeof(why),
-			 "s3rver not found at %s (set WHARF_S3RVER, or run "
-			 "the quickstart, which installs it)",
-			 s3rver_bin());
+	if (why)
 		return why;
-	}
 	if (access("/usr/bin/python3", X_OK))
 		return "/usr/bin/python3 (for the signature gate) is absent";
 	return NULL;
@@ -1492,13 +1537,13 @@ int main(void)
 	const char *why = missing();
 	const char *why_mount = why ? why : fx_fuse_missing();
 	const char *why_site = why_mount ? why_mount : fx_nginx_missing();
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(unit, test_page_parse);
 	tcase_add_test(unit, test_page_malformed);
 	tcase_add_test(unit, test_page_bad_sizes);
 	tcase_add_test(unit, test_open_errors);
+	tcase_add_test(unit, test_dir_rules);
+	tcase_add_test(unit, test_stat_rules);
 	suite_add_tcase(s, unit);
 
 	tcase_add_unchecked_fixture(tc, servers_start, servers_stop);
@@ -1531,9 +1576,5 @@ int main(void)
 		suite_add_tcase(s, tc);
 	suite_add_tcase(s, left);
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return fx_suite_run(s);
 }

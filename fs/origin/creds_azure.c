@@ -133,52 +133,6 @@ bad:
 	return -EINVAL;
 }
 
-int azure_token_parse(const char *text, size_t len, char *tok,
-		      uint64_t *expires_s, const char *what, char **err)
-{
-	struct json s;
-	char key[64], type[32] = "Bearer";
-	bool first = true, got_tok = false, got_exp = false;
-	size_t n;
-	int rc;
-
-	json_init(&s, text, len, what, err);
-	if (json_expect(&s, '{'))
-		return -EINVAL;
-	while ((rc = json_next(&s, '}', &first)) == 1) {
-		if (json_key(&s, key, sizeof(key)))
-			return -EINVAL;
-		if (!strcmp(key, "access_token")) {
-			if (json_string(&s, tok, AZURE_TOKEN_MAX, &n))
-				return -EINVAL;
-			got_tok = true;
-		} else if (!strcmp(key, "expires_in")) {
-			/* IMDS sends it as a string, Entra as a number */
-			if (json_u64(&s, expires_s))
-				return -EINVAL;
-			got_exp = true;
-		} else if (!strcmp(key, "token_type")) {
-			if (json_string(&s, type, sizeof(type), &n))
-				return -EINVAL;
-		} else if (json_skip(&s)) {
-			return -EINVAL;
-		}
-	}
-	if (rc < 0 || json_end(&s))
-		return -EINVAL;
-	if (!got_tok || !*tok || !printable(tok, "") || !got_exp ||
-	    strcasecmp(type, "Bearer")) {
-		if (got_tok)
-			OPENSSL_cleanse(tok, strlen(tok));
-		err_set(err,
-			"%s: the answer has no Bearer access_token with "
-			"its expires_in",
-			what);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* ---- bearer tokens ---- */
 
 /* Form-encodes value after "&name=" into a new string appended to *body. */
@@ -246,8 +200,6 @@ static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 		       char **err)
 {
 	struct curl_slist *h = NULL;
-	struct fetch_req req = {0};
-	struct fetch_res res;
 	char *body = NULL;
 	int rc;
 
@@ -259,29 +211,15 @@ static int fetch_token(struct azure_creds *c, char *tok, uint64_t *life_s,
 		rc = workload_body(c, &body, err);
 		if (rc)
 			return rc;
-		req.post = body;
-		req.post_len = strlen(body);
 	}
-	req.url = c->token_url;
-	req.headers = h;
-	req.grow = true;
-	req.cap = TEXT_MAX;
-	rc = fetch_run(c->fe, &req, &res);
+	rc = oauth_token_fetch(c->fe, c->token_url, h, body, tok,
+			       AZURE_TOKEN_MAX, AZURE_TOKEN_RULES, life_s,
+			       c->desc, err);
 	curl_slist_free_all(h);
 	if (body) {
 		OPENSSL_cleanse(body, strlen(body));
 		free(body);
 	}
-	if (rc) {
-		err_set(err, "%s: %s", c->desc, res.err);
-		/* The provider refused the identity (400 invalid_client...) */
-		if (rc == -EIO && res.status >= 400 && res.status < 500)
-			rc = -EACCES;
-		return rc;
-	}
-	rc = azure_token_parse(res.body, res.len, tok, life_s, c->desc, err);
-	OPENSSL_cleanse(res.body, res.len);
-	free(res.body);
 	return rc;
 }
 

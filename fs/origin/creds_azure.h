@@ -28,12 +28,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "creds_renew.h"
 #include "util.h"
 
 struct fetch_engine;
 struct azure_creds;
 
 #define AZURE_TOKEN_MAX 8192 /* bytes of one bearer token, NUL included */
+/* Entra and IMDS answers (oauth_token_parse) state both. */
+#define AZURE_TOKEN_RULES (OAUTH_NEED_EXPIRY | OAUTH_NEED_BEARER)
 #define AZURE_SAS_MAX 4096   /* bytes of one SAS token, NUL included */
 #define AZURE_KEY_MAX 128    /* bytes of a decoded account key */
 
@@ -92,11 +95,5 @@ int azure_sas_parse(const char *text, char *out, const char *what,
  * it ignored, decoded into key.  @return 0 or -EINVAL. */
 int azure_key_parse(const char *text, unsigned char *key, size_t *len,
 		    const char *what, char **err) WHARF_CHECK;
-/* A token endpoint's or IMDS's answer: {"access_token": "...",
- * "expires_in": N or "N", ...}; both members required.  tok has
- * AZURE_TOKEN_MAX bytes.  @return 0 or -EINVAL. */
-int azure_token_parse(const char *text, size_t len, char *tok,
-		      uint64_t *expires_s, const char *what,
-		      char **err) WHARF_CHECK;
 
 #endif

@@ -132,41 +132,6 @@ int gcp_token_bare(const char *text, char *tok, const char *what, char **err)
 	return 0;
 }
 
-int gcp_token_json(const char *text, size_t len, char *tok,
-		   uint64_t *expires_s, const char *what, char **err)
-{
-	struct json s;
-	char key[64];
-	bool first = true, got = false;
-	size_t n;
-	int rc;
-
-	json_init(&s, text, len, what, err);
-	if (json_expect(&s, '{'))
-		return -EINVAL;
-	while ((rc = json_next(&s, '}', &first)) == 1) {
-		if (json_key(&s, key, sizeof(key)))
-			return -EINVAL;
-		if (!strcmp(key, "access_token")) {
-			if (json_string(&s, tok, TOKEN_MAX, &n))
-				return -EINVAL;
-			got = true;
-		} else if (!strcmp(key, "expires_in")) {
-			if (json_u64(&s, expires_s))
-				return -EINVAL;
-		} else if (json_skip(&s)) {
-			return -EINVAL;
-		}
-	}
-	if (rc < 0 || json_end(&s))
-		return -EINVAL;
-	if (!got || !token_ok(tok)) {
-		err_set(err, "%s: no usable access_token in the answer", what);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* ---- the sources ---- */
 
 static int from_file(struct gcp_creds *c, char *tok, uint64_t *life_s,
@@ -223,7 +188,8 @@ static int from_command(struct gcp_creds *c, char *tok, uint64_t *life_s,
 	log_debug("GCS credentials: %s answered in %.1f s", c->desc, secs);
 	*life_s = c->lifetime;
 	if (out[strspn(out, " \t\r\n")] == '{')
-		rc = gcp_token_json(out, n, tok, life_s, c->desc, err);
+		rc = oauth_token_parse(out, n, tok, TOKEN_MAX, GCP_TOKEN_RULES,
+				       life_s, c->desc, err);
 	else
 		rc = gcp_token_bare(out, tok, c->desc, err);
 out:
@@ -232,38 +198,16 @@ out:
 	return rc;
 }
 
-/* POST or GET url; the answer is a token response. */
+/* POST or GET url; the answer is a token response, which an endpoint
+ * (unlike a token command) gives with its expiry. */
 static int token_request(struct gcp_creds *c, const char *url,
 			 struct curl_slist *headers, const char *post,
 			 char *tok, uint64_t *life_s, char **err)
 {
-	struct fetch_req req = {0};
-	struct fetch_res res;
-	int rc;
-
-	req.url = url;
-	req.headers = headers;
-	req.post = post;
-	req.post_len = post ? strlen(post) : 0;
-	req.grow = true;
-	req.cap = TEXT_MAX;
-	rc = fetch_run(c->fe, &req, &res);
-	if (rc) {
-		err_set(err, "%s: %s", c->desc, res.err);
-		/* The endpoint refused the grant (400 invalid_grant...). */
-		if (rc == -EIO && res.status >= 400 && res.status < 500)
-			rc = -EACCES;
-		return rc;
-	}
 	*life_s = 0;
-	rc = gcp_token_json(res.body, res.len, tok, life_s, c->desc, err);
-	OPENSSL_cleanse(res.body, res.len);
-	free(res.body);
-	if (!rc && !*life_s) {
-		err_set(err, "%s: the answer gives no expires_in", c->desc);
-		rc = -EINVAL;
-	}
-	return rc;
+	return oauth_token_fetch(c->fe, url, headers, post, tok, TOKEN_MAX,
+				 GCP_TOKEN_RULES | OAUTH_NEED_EXPIRY, life_s,
+				 c->desc, err);
 }
 
 /* base64url without padding (RFC 7515) of n bytes; out holds 4*(n+2)/3+1. */

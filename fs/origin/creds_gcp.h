@@ -29,12 +29,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "creds_renew.h"
 #include "util.h"
 
 struct fetch_engine;
 struct gcp_creds;
 
 #define GCP_TOKEN_MAX 4096 /* bytes of one access token, NUL included */
+/* A token command may leave the expiry out (oauth_token_parse). */
+#define GCP_TOKEN_RULES 0
 
 struct gcp_creds_options {
 	const char *token_file;
@@ -80,14 +83,9 @@ const char *gcp_creds_describe(const struct gcp_creds *c);
  * targets (tests/fuzz).  tok has GCP_TOKEN_MAX bytes; `what` names the
  * source in *err.  @return 0, or -EINVAL with *err saying why.
  */
-/* The first line of text, without surrounding white space, as the token. */
+/* The first line of text, without surrounding white space, as the token
+ * (a JSON answer goes to oauth_token_parse, creds_renew.h). */
 int gcp_token_bare(const char *text, char *tok, const char *what,
-		   char **err) WHARF_CHECK;
-/* {"access_token": "...", "expires_in": N, ...} as the token endpoint, the
- * metadata server and a token command answer.  *expires_s stays as it was
- * when the answer gives no expiry. */
-int gcp_token_json(const char *text, size_t len, char *tok,
-		   uint64_t *expires_s, const char *what,
 		   char **err) WHARF_CHECK;
 /* {"accessToken": "...", "expireTime": "RFC 3339"} as service account
  * impersonation answers; *life_s gets the seconds left. */

@@ -11,15 +11,20 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <openssl/crypto.h>
+
+#include "fetch.h"
+#include "json.h"
 
 #define MARGIN_MAX_S 300 /* renew at most this long before expiry */
 #define BACKOFF_MIN_S 1	 /* first wait after a failed renewal */
 #define BACKOFF_MAX_S 60 /* longest wait between failed renewals */
 #define LIFE_MAX_S (7 * 86400ull) /* longest life believed */
 #define NS 1000000000ull
+#define OAUTH_ANSWER_MAX (64u << 10) /* a token endpoint's answer */
 
 static uint64_t renewals, failures; /* every creds_renew's, atomic */
 
@@ -335,4 +340,89 @@ void creds_renew_free(struct creds_renew *r)
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->renew_lock);
 	free(r);
+}
+
+/* ---- OAuth 2.0 token answers ---- */
+
+int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
+		      unsigned rules, uint64_t *expires_s, const char *what,
+		      char **err)
+{
+	struct json s;
+	char key[64], type[32] = "Bearer";
+	bool first = true, got_tok = false, got_exp = false, ok;
+	size_t n;
+	int rc;
+
+	tok[0] = '\0';
+	json_init(&s, text, len, what, err);
+	if (json_expect(&s, '{'))
+		return -EINVAL;
+	while ((rc = json_next(&s, '}', &first)) == 1) {
+		if (json_key(&s, key, sizeof(key)))
+			break;
+		if (!strcmp(key, "access_token")) {
+			if (json_string(&s, tok, tok_max, &n))
+				break;
+			got_tok = true;
+		} else if (!strcmp(key, "expires_in")) {
+			/* IMDS sends it as a string, the others as a number */
+			if (json_u64(&s, expires_s))
+				break;
+			got_exp = true;
+		} else if (!strcmp(key, "token_type")) {
+			if (json_string(&s, type, sizeof(type), &n))
+				break;
+		} else if (json_skip(&s)) {
+			break;
+		}
+	}
+	if (rc != 0 || json_end(&s)) {
+		OPENSSL_cleanse(tok, tok_max);
+		return -EINVAL;
+	}
+	ok = got_tok && *tok;
+	for (const char *c = tok; ok && *c; c++)
+		ok = (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f;
+	/* A token that expires as it comes is of no use. */
+	if (rules & OAUTH_NEED_EXPIRY)
+		ok = ok && got_exp && *expires_s > 0;
+	if (rules & OAUTH_NEED_BEARER)
+		ok = ok && !strcasecmp(type, "Bearer");
+	if (!ok) {
+		OPENSSL_cleanse(tok, tok_max);
+		err_set(err, "%s: the answer has no %saccess_token%s", what,
+			rules & OAUTH_NEED_BEARER ? "Bearer " : "usable ",
+			rules & OAUTH_NEED_EXPIRY ? " with its expires_in"
+						  : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int oauth_token_fetch(struct fetch_engine *fe, const char *url,
+		      struct curl_slist *headers, const char *post, char *tok,
+		      size_t tok_max, unsigned rules, uint64_t *expires_s,
+		      const char *what, char **err)
+{
+	struct fetch_req req = {.url = url,
+				.headers = headers,
+				.post = post,
+				.post_len = post ? strlen(post) : 0,
+				.grow = true,
+				.cap = OAUTH_ANSWER_MAX};
+	struct fetch_res res;
+	int rc = fetch_run(fe, &req, &res);
+
+	if (rc) {
+		err_set(err, "%s: %s", what, res.err);
+		if (rc == -EIO && res.status >= 400 && res.status < 500)
+			rc = -EACCES;
+		return rc;
+	}
+	rc = oauth_token_parse(res.body, res.len, tok, tok_max, rules,
+			       expires_s, what, err);
+	OPENSSL_cleanse(res.body, res.len);
+	free(res.body);
+	return rc;
 }

@@ -25,6 +25,9 @@
  * (they work until they expire).
  *
  * Renewals and failures are counted for .wharf/stats (creds_renew_counts).
+ *
+ * Also here, as GCP's and Azure's renewals share them: asking an OAuth 2.0
+ * token endpoint and reading its answer (oauth_token_fetch, _parse).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -82,5 +85,37 @@ const char *creds_renew_describe(const struct creds_renew *r);
 /* Renewals made and renewals failed since the process started, by all
  * credentials, for .wharf/stats. */
 void creds_renew_counts(uint64_t *renewals, uint64_t *failures);
+
+/* What an OAuth 2.0 token answer must hold besides its access_token. */
+enum oauth_rule {
+	OAUTH_NEED_EXPIRY = 1, /* an expires_in, above 0 */
+	OAUTH_NEED_BEARER = 2, /* a token_type, when given, of Bearer */
+};
+
+/*
+ * A token endpoint's answer, as GCP's and Azure's (Entra, IMDS) send it:
+ * {"access_token": "...", "expires_in": N or "N", "token_type": "...",
+ * ...}, other members skipped.  The token (printable ASCII, shorter than
+ * tok_max) goes into tok; *expires_s gets expires_in, and stays as it was
+ * when there is none.  rules: enum oauth_rule bits.  `what` names the
+ * source in *err.  @return 0, or -EINVAL with *err saying why (tok wiped).
+ */
+int oauth_token_parse(const char *text, size_t len, char *tok, size_t tok_max,
+		      unsigned rules, uint64_t *expires_s, const char *what,
+		      char **err) WHARF_CHECK;
+
+struct curl_slist;
+struct fetch_engine;
+/*
+ * Asks a token endpoint: POSTs post (a GET when NULL) to url with headers,
+ * and reads the answer with oauth_token_parse (rules, tok of tok_max
+ * bytes).  A 4xx refusal of the identity (invalid_grant, invalid_client)
+ * is -EACCES.  The answer is wiped once read.  @return 0 or -errno, with
+ * *err naming `what`.
+ */
+int oauth_token_fetch(struct fetch_engine *fe, const char *url,
+		      struct curl_slist *headers, const char *post, char *tok,
+		      size_t tok_max, unsigned rules, uint64_t *expires_s,
+		      const char *what, char **err) WHARF_CHECK;
 
 #endif

@@ -45,6 +45,19 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 			      const char *next, unsigned pages, char *buf,
 			      size_t len);
 
+/*
+ * One origin request that carries expiring credentials: sign (re)builds
+ * req's url and headers and sets *serial to the credentials it used;
+ * fetch_run sends it.  When the origin refuses them (-EACCES, with HTTP
+ * status `status`, or any when 0) and src->ops->auth_refused renews them,
+ * it is signed and sent once more.  The caller frees the headers sign
+ * made.  @return as fetch_run, or sign's error (res->err says so).
+ */
+typedef int (*source_sign_fn)(void *arg, struct fetch_req *req);
+int source_fetch_signed(struct source *src, struct fetch_req *req,
+			struct fetch_res *res, source_sign_fn sign, void *arg,
+			const unsigned *serial, long status);
+
 struct source_object {
 	const char *name;    /* last path component (list) or full path (stat) */
 	bool is_dir;
@@ -64,6 +77,44 @@ struct source_object {
 /* Called once per entry of a directory; strings are valid only during the
  * call.  Return 0 to go on, or -errno to stop the listing with that error. */
 typedef int (*source_list_cb)(void *arg, const struct source_object *obj);
+/* A source_list_cb for listings that only count what they find. */
+int source_count_only(void *arg, const struct source_object *obj);
+
+/* A store's listing of the names under pfx: at most max (0: all, page by
+ * page) handed to cb, *count the names found (folder markers included);
+ * *err (malloc'd) says why when it fails. */
+typedef int (*source_prefix_fn)(struct source *src, const char *pfx,
+				unsigned max, source_list_cb cb, void *arg,
+				size_t *count, char **err);
+/*
+ * Object stores (S3, GCS, Azure Blob) have no directories: directory dir
+ * ("" the root, "a/b") of a store whose names start with prefix is the
+ * names under prefix + dir + "/", listed through list.  One with nothing
+ * under it is absent (-ENOENT), but for the root.  A failure's err is
+ * logged.  @return as list, or -ENOENT, -ENOMEM.
+ */
+int source_list_under(struct source *src, const char *prefix, const char *dir,
+		      unsigned max, source_prefix_fn list, source_list_cb cb,
+		      void *arg);
+
+/*
+ * The start of every stat: out names path (copied into name, cap bytes),
+ * with no version yet.  @return true for the root, a directory, which is
+ * all there is to say of it.
+ */
+bool source_stat_root(struct source_object *out, const char *path, char *name,
+		      size_t cap);
+/*
+ * An object store's stat from its HEAD of prefix + path, which ended with
+ * rc and res: the object (size, mtime, and its ETag, copied into ver of
+ * vcap bytes, as version); or when there is none (-ENOENT), a directory if
+ * names lie under path + "/" (source_list_under through list).
+ * @return 0, or -errno (-ENOENT: neither).
+ */
+int source_stat_head(struct source *src, const char *prefix, const char *path,
+		     int rc, const struct fetch_res *res, char *ver,
+		     size_t vcap, source_prefix_fn list,
+		     struct source_object *out);
 
 struct source_ops {
 	const char *scheme; /* "http", "s3", "gs", "az" */

@@ -431,6 +431,26 @@ static const char *hint(struct az_src *a, int rc, char *buf, size_t cap)
 	return buf;
 }
 
+/* A listing page's request, signed again for each attempt. */
+struct list_sign {
+	struct az_src *a;
+	const struct param *q;
+	size_t nq;
+	char *url;
+	size_t cap;
+	unsigned serial;
+};
+
+static int list_sign(void *arg, struct fetch_req *req)
+{
+	struct list_sign *l = arg;
+
+	curl_slist_free_all(req->headers);
+	req->url = l->url;
+	return az_request(l->a, "GET", NULL, l->q, l->nq, NULL, NULL, l->url,
+			  l->cap, &req->headers, &l->serial);
+}
+
 /*
  * GETs one listing page into *res (the caller frees res->body).  A bearer
  * token the service refuses is renewed and the page asked for once more.
@@ -438,36 +458,21 @@ static const char *hint(struct az_src *a, int rc, char *buf, size_t cap)
 static int list_get(struct az_src *a, const struct param *q, size_t nq,
 		    char *url, size_t cap, struct fetch_res *res)
 {
-	int rc;
+	struct list_sign l = {.a = a, .q = q, .nq = nq, .url = url, .cap = cap};
+	struct fetch_req req = {.grow = true, .cap = LIST_CAP};
+	int rc = source_fetch_signed(&a->base, &req, res, list_sign, &l,
+				     &l.serial, 0);
 
-	for (int attempt = 0;; attempt++) {
-		struct fetch_req req = {0};
-		unsigned serial;
-
-		rc = az_request(a, "GET", NULL, q, nq, NULL, NULL, url, cap,
-				&req.headers, &serial);
-		if (rc) {
-			snprintf(res->err, sizeof(res->err),
-				 "cannot build the request: %s", strerror(-rc));
-			return rc;
-		}
-		req.url = url;
-		req.grow = true;
-		req.cap = LIST_CAP;
-		rc = fetch_run(a->base.fetch, &req, res);
-		curl_slist_free_all(req.headers);
-		if (rc == -EACCES && attempt == 0 &&
-		    azure_creds_refused(a->creds, serial))
-			continue;
-		return rc;
-	}
+	curl_slist_free_all(req.headers);
+	return rc;
 }
 
 /* Lists prefix `pfx` page by page (max 0: the server's page size, else
  * one page of at most max names). */
-static int list_prefix(struct az_src *a, const char *pfx, unsigned max,
+static int list_prefix(struct source *src, const char *pfx, unsigned max,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
+	struct az_src *a = az_of(src);
 	struct azure_page *page = calloc(1, sizeof(*page));
 	char *url = malloc(URL_MAX), sent[sizeof(page->marker)] = "", h[512];
 	char maxs[16], why[160];
@@ -533,40 +538,13 @@ static int list_prefix(struct az_src *a, const char *pfx, unsigned max,
 	return rc;
 }
 
-/* Directory paths are "" or "a/b"; blobs live under prefix + path. */
-static char *full_prefix(struct az_src *a, const char *dir)
-{
-	return *dir ? strdupf("%s%s/", a->prefix, dir)
-		    : strdupf("%s", a->prefix);
-}
-
 static int az_list_dir(struct source *src, const char *dir, source_list_cb cb,
 		       void *arg)
 {
-	struct az_src *a = az_of(src);
-	char *pfx = full_prefix(a, dir), *err = NULL;
-	size_t count = 0;
-	int rc;
-
-	if (!pfx)
-		return -ENOMEM;
-	rc = list_prefix(a, pfx, 0, cb, arg, &count, &err);
 	/* Blob storage has no directories (without a hierarchical
-	 * namespace): a prefix with nothing under it is absent. */
-	if (!rc && !count && *dir)
-		rc = -ENOENT;
-	if (rc && err)
-		log_error("%s", err);
-	free(err);
-	free(pfx);
-	return rc;
-}
-
-static int ignore_entry(void *arg, const struct source_object *o)
-{
-	(void)arg;
-	(void)o;
-	return 0;
+	 * namespace). */
+	return source_list_under(src, az_of(src)->prefix, dir, 0, list_prefix,
+				 cb, arg);
 }
 
 static int az_stat(struct source *src, const char *path,
@@ -576,19 +554,12 @@ static int az_stat(struct source *src, const char *path,
 	struct az_src *a = az_of(src);
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	char *url, *blob, *pfx, *err = NULL;
+	char *url, *blob;
 	unsigned serial;
-	size_t count;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	url = malloc(URL_MAX);
 	blob = strdupf("%s%s", a->prefix, path);
 	rc = url && blob ? az_request(a, "HEAD", blob, NULL, 0, NULL, NULL, url,
@@ -602,34 +573,8 @@ static int az_stat(struct source *src, const char *path,
 		curl_slist_free_all(req.headers);
 	}
 	free(url);
-	if (!rc) {
-		if (res.content_length < 0) {
-			log_error("%s%s: no Content-Length", a->base.id, path);
-			return -EIO;
-		}
-		out->size = (uint64_t)res.content_length;
-		out->mtime = res.mtime;
-		snprintf(ver, sizeof(ver), "%s", res.etag);
-		out->version = ver;
-		return 0;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	/* No such blob: a directory if anything lies under "path/". */
-	pfx = full_prefix(a, path);
-	if (!pfx)
-		return -ENOMEM;
-	rc = list_prefix(a, pfx, 1, ignore_entry, NULL, &count, &err);
-	free(pfx);
-	if (rc) {
-		log_error("%s", err ? err : strerror(-rc));
-		free(err);
-		return rc;
-	}
-	if (!count)
-		return -ENOENT;
-	out->is_dir = true;
-	return 0;
+	return source_stat_head(src, a->prefix, path, rc, &res, ver,
+				sizeof(ver), list_prefix, out);
 }
 
 /* The GET of [off, off+len) of blob path, pinned to version, into rd. */
@@ -965,7 +910,8 @@ static int source_azure_open(const char *spec, const struct source_options *opt,
 	}
 	/* One name of the root: a wrong account, container, endpoint or
 	 * credential shows now, at mount time. */
-	rc = list_prefix(a, a->prefix, 1, ignore_entry, NULL, &count, &lerr);
+	rc = list_prefix(&a->base, a->prefix, 1, source_count_only, NULL,
+			 &count, &lerr);
 	if (rc) {
 		err_set(err, "%s: %s%s", shown, lerr ? lerr : strerror(-rc),
 			rc == -ENOENT ? " (no such container?)" : "");

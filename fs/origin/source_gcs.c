@@ -137,25 +137,14 @@ static int api_reauth(void *arg, struct fetch_req *req)
 static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 {
 	struct api_auth a = {.gs = gs};
-	int rc;
+	struct fetch_req req = {.url = url,
+				.grow = true,
+				.cap = PAGE_CAP,
+				.resign = api_reauth,
+				.resign_arg = &a};
+	int rc = source_fetch_signed(&gs->base, &req, res, api_reauth, &a,
+				     &a.serial, 401);
 
-	for (int attempt = 0;; attempt++) {
-		struct fetch_req req = {0};
-
-		rc = api_reauth(&a, &req);
-		if (rc)
-			break;
-		req.url = url;
-		req.grow = true;
-		req.cap = PAGE_CAP;
-		req.resign = api_reauth;
-		req.resign_arg = &a;
-		rc = fetch_run(gs->base.fetch, &req, res);
-		if (rc == -EACCES && res->status == 401 && attempt == 0 &&
-		    gcp_creds_refused(gs->creds, a.serial))
-			continue;
-		break;
-	}
 	curl_slist_free_all(a.headers);
 	return rc;
 }
@@ -522,13 +511,6 @@ static int gcs_list_dir(struct source *src, const char *dir, source_list_cb cb,
 	return rc;
 }
 
-static int count_entry(void *arg, const struct source_object *o)
-{
-	(void)arg;
-	(void)o;
-	return 0;
-}
-
 static int gcs_stat(struct source *src, const char *path,
 		    struct source_object *out)
 {
@@ -541,14 +523,8 @@ static int gcs_stat(struct source *src, const char *path,
 	struct json s;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	rc = object_url(gs, path, url, sizeof(url));
 	if (!rc)
 		rc = add_param(url, sizeof(url), "fields", STAT_FIELDS);
@@ -562,7 +538,7 @@ static int gcs_stat(struct source *src, const char *path,
 
 		if (!pg)
 			return -ENOMEM;
-		pg->cb = count_entry;
+		pg->cb = source_count_only;
 		rc = list_prefix(gs, path, 1, true, pg, &err);
 		if (!rc)
 			rc = pg->entries || pg->placeholder ? 0 : -ENOENT;
@@ -770,7 +746,7 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	pg->cb = count_entry;
+	pg->cb = source_count_only;
 	rc = list_prefix(gs, "", 1, true, pg, err);
 	if (rc)
 		goto fail;

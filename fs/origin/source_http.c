@@ -387,14 +387,8 @@ static int http_stat(struct source *src, const char *path,
 	struct fetch_res res;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	if (hs->man) {
 		const struct manifest_entry *m = manifest_find(hs->man, path);
 

@@ -421,9 +421,10 @@ static bool s3_renewed(struct s3_src *s, const struct fetch_res *res, bool head,
 }
 
 /* Lists prefix `pfx` page by page (max_keys 0: the server's default). */
-static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
+static int list_prefix(struct source *src, const char *pfx, unsigned max_keys,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
+	struct s3_src *s = s3_of(src);
 	struct s3_page *page;
 	char url[8192], query[6144], h[512], *sent;
 	unsigned pages = 0, serial;
@@ -527,40 +528,12 @@ static int list_prefix(struct s3_src *s, const char *pfx, unsigned max_keys,
 	return rc;
 }
 
-/* Directory paths are "" or "a/b"; objects live under prefix + path. */
-static char *full_prefix(struct s3_src *s, const char *dir)
-{
-	return *dir ? strdupf("%s%s/", s->prefix, dir)
-		    : strdupf("%s", s->prefix);
-}
-
 static int s3_list_dir(struct source *src, const char *dir, source_list_cb cb,
 		       void *arg)
 {
-	struct s3_src *s = s3_of(src);
-	char *pfx = full_prefix(s, dir), *err = NULL;
-	size_t count = 0;
-	int rc;
-
-	rc = list_prefix(s, pfx, 0, cb, arg, &count, &err);
-	/* S3 has no directories: a listing of a prefix with neither keys
-	 * nor a folder marker means there is nothing there (the root may be
-	 * empty). */
-	if (!rc && !count && *dir)
-		rc = -ENOENT;
-	if (rc && err)
-		log_error("%s", err);
-	free(err);
-	free(pfx);
-	return rc;
-}
-
-/* For listings that only count (list_prefix's count). */
-static int ignore_entry(void *arg, const struct source_object *o)
-{
-	(void)arg;
-	(void)o;
-	return 0;
+	/* A folder marker alone counts: an empty directory. */
+	return source_list_under(src, s3_of(src)->prefix, dir, 0, list_prefix,
+				 cb, arg);
 }
 
 static int s3_stat(struct source *src, const char *path,
@@ -570,20 +543,13 @@ static int s3_stat(struct source *src, const char *path,
 	struct s3_src *s = s3_of(src);
 	struct fetch_req req = {0};
 	struct fetch_res res;
-	char url[8192], *key, *pfx, *err = NULL;
-	size_t count;
+	char url[8192], *key;
 	unsigned serial;
 	bool renewed = false;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	snprintf(name, sizeof(name), "%s", path);
-	out->name = name;
-	out->version = "";
-	if (!*path) {
-		out->is_dir = true;
+	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	}
 	key = strdupf("%s%s", s->prefix, path);
 	if (!key)
 		return -ENOMEM;
@@ -601,35 +567,11 @@ static int s3_stat(struct source *src, const char *path,
 		renewed = true;
 	}
 	free(key);
-	if (!rc) {
-		if (res.content_length < 0) {
-			log_error("%s: no Content-Length",
-				  res.err[0] ? res.err : url);
-			return -EIO;
-		}
-		out->size = (uint64_t)res.content_length;
-		out->mtime = res.mtime;
-		snprintf(ver, sizeof(ver), "%s", res.etag);
-		out->version = ver;
+	rc = source_stat_head(src, s->prefix, path, rc, &res, ver, sizeof(ver),
+			      list_prefix, out);
+	if (!rc && !out->is_dir)
 		out->digest = etag_digest(ver, digest);
-		return 0;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	/* No such object: a directory if anything lies under "path/". */
-	pfx = full_prefix(s, path);
-	rc = list_prefix(s, pfx, 1, ignore_entry, NULL, &count, &err);
-	free(pfx);
-	if (rc) {
-		log_error("%s", err);
-		free(err);
-		return rc;
-	}
-	/* A folder marker alone counts: an empty directory. */
-	if (!count)
-		return -ENOENT;
-	out->is_dir = true;
-	return 0;
+	return rc;
 }
 
 /* The (signed) GET of object path, pinned to version, into rd->url. */
@@ -917,7 +859,8 @@ static int source_s3_open(const char *spec, const struct source_options *opt,
 	}
 	/* One key of the root: catches a wrong bucket, endpoint or key now,
 	 * at mount time, rather than at the first ls. */
-	rc = list_prefix(s, s->prefix, 1, ignore_entry, NULL, &count, &lerr);
+	rc = list_prefix(&s->base, s->prefix, 1, source_count_only, NULL,
+			 &count, &lerr);
 	if (rc) {
 		if (rc == -ENOENT)
 			err_set(err, "%s: %s (no such bucket?)", spec,

@@ -1,6 +1,7 @@
 /* What Azure's credential providers hand over: a token answer of IMDS or
- * Entra (azure_token_parse), a SAS token (azure_sas_parse) and an account
- * key (azure_key_parse).  What comes back must fit a header or a query. */
+ * Entra (oauth_token_parse, Azure's rules), a SAS token (azure_sas_parse) and
+ * an account key (azure_key_parse).  What comes back must fit a header or a
+ * query. */
 #include "config.h"
 
 #include <errno.h>
@@ -30,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	log_set_level(WHARF_LOG_ERROR);
 	FUZZ_ASSERT(tok);
-	if (!azure_token_parse(text, size, tok, &expires, "fuzz", &err))
+	if (!oauth_token_parse(text, size, tok, AZURE_TOKEN_MAX,
+			       AZURE_TOKEN_RULES, &expires, "fuzz", &err))
 		check_printable(tok, AZURE_TOKEN_MAX);
 	free(err);
 	err = NULL;

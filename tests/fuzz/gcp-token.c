@@ -1,4 +1,5 @@
-/* Token answers (gcp_token_json, gcp_token_bare): what a token endpoint,
+/* Token answers (oauth_token_parse with GCP's rules,
+ * gcp_token_bare): what a token endpoint,
  * the metadata server or a --token-command prints.  A token handed back
  * must fit a header. */
 #include "config.h"
@@ -27,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t expires = 7;
 
 	log_set_level(WHARF_LOG_ERROR);
-	if (!gcp_token_json(text, size, tok, &expires, "fuzz", &err))
+	if (!oauth_token_parse(text, size, tok, GCP_TOKEN_MAX, GCP_TOKEN_RULES,
+			       &expires, "fuzz", &err))
 		check_token(tok);
 	free(err);
 	err = NULL;
