@@ -1117,10 +1117,12 @@ START_TEST(test_shard_order_fetches_once)
 	ck_assert_msg(!strstr(warned, "global shuffle"), "warned: '%s'",
 		      warned);
 
-	/* Within two chunks of the data: at this size one chunk is 6%, and
-	 * a loaded machine may see a hinted chunk evicted before its read
-	 * (bench/shards measures the 1.05x target at scale). */
-	ck_assert_msg(shards >= data && shards <= data + 2 * (1 << 20),
+	/* Within a quarter of the data: at this size one chunk is 6%, and
+	 * a loaded machine sees hinted chunks evicted before their read (3
+	 * chunks once, under CI-like load); a wrong order fetches several
+	 * times the data.  bench/shards measures the 1.05x target at
+	 * scale. */
+	ck_assert_msg(shards >= data && shards <= data + data / 4,
 		      "shard order: %lld bytes fetched for %lld", shards, data);
 	ck_assert_msg(global > 2 * data, "global shuffle: %lld bytes for %lld",
 		      global, data);
