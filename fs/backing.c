@@ -15,6 +15,7 @@
 #include "ops_i.h"
 #include "passthrough.h"
 #include "store.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <string.h>
@@ -40,9 +41,8 @@ bool backing_connect(struct ops_ctx *ctx)
 	b->auto_ = b->on && ctx->passthrough == OPS_PASSTHROUGH_AUTO;
 	if (ctx->prefetch && b->on)
 		prefetch_kernel_reads_cached(ctx->prefetch,
-					     b->auto_ ? PF_KERNEL_PACKS
-						      : PF_KERNEL_ONE_CHUNK |
-							    PF_KERNEL_PACKS);
+					     PF_KERNEL_ONE_CHUNK |
+						 PF_KERNEL_PACKS);
 	return !b->on;
 }
 
@@ -80,12 +80,22 @@ bool backing_on(const struct ops_ctx *ctx)
 	return ctx->state->backing.on;
 }
 
-/* Whether f is one the mount may hand to the kernel: in auto mode files of one
- * chunk are served through the mount, from its memory and the kernel's page
- * cache of the file. */
+/*
+ * Whether f is one the mount may hand to the kernel now.  Not one the
+ * store holds compressed (f->no_pack): its open would find that again.
+ * In auto mode a file of one chunk whose pages the kernel got from this
+ * mount is opened with keep_cache, so that its reads ask nothing; after
+ * a remount (or once those pages went) its chunk file is handed over,
+ * which spares each file its READ round trip and the copy of its bytes
+ * into that round trip's reply.
+ */
 static bool wanted(const struct ops_ctx *ctx, const struct ops_file *f)
 {
-	return !ctx->state->backing.auto_ || f->size > ctx->chunk_size;
+	if (f->size > ctx->chunk_size)
+		return true;
+	if (__atomic_load_n(&f->no_pack, __ATOMIC_RELAXED))
+		return false;
+	return !ctx->state->backing.auto_ || !prefetch_kernel_had(f->pf, 0);
 }
 
 /* Checks f's pack, as its first passthrough open in this mount would, if
@@ -248,9 +258,50 @@ static void check_next(struct ops_ctx *ctx, uint64_t ino,
 
 void backing_handed(struct ops_ctx *ctx, uint64_t ino, const struct ops_file *f)
 {
-	/* A part of the directory walk's read-ahead (walk.h): on with it. */
-	if (f->size > ctx->chunk_size && ctx->walk_readahead)
+	/* A part of the directory walk's read-ahead (walk.h): on with it.
+	 * A file of one chunk read by the kernel is a step of the walk that
+	 * its first read would have noted: the files past the cached ones
+	 * are queued as a walk through the mount would have them. */
+	if (f->size <= ctx->chunk_size)
+		walk_note(ctx, ino, f);
+	else if (ctx->walk_readahead)
 		check_next(ctx, ino, f);
+}
+
+/*
+ * Under f->mu, at f's last passthrough release: whether f's backing file
+ * stays registered for its next open, which then costs one stat instead
+ * of an open, a check and two ioctls (a reader that opens its files each
+ * epoch, or twice).  Files of one chunk only: packs are opened rarely.
+ * A kept file that the store evicts holds its disk space until f's next
+ * open finds it gone, or unmount: so all kept files together stay under
+ * an eighth of the store's cap.
+ */
+static bool keep(struct ops_ctx *ctx, struct ops_file *f)
+{
+	uint64_t *kept = &ctx->state->backing.kept_bytes;
+	uint64_t cap;
+
+	if (f->size > ctx->chunk_size || !ctx->stats.store)
+		return false;
+	cap = store_cap(ctx->stats.store) / 8;
+	if (__atomic_add_fetch(kept, f->size, __ATOMIC_RELAXED) > cap) {
+		__atomic_fetch_sub(kept, f->size, __ATOMIC_RELAXED);
+		return false;
+	}
+	f->backing_kept = true;
+	return true;
+}
+
+/* Under f->mu: f's backing file is kept no more (and let go of, unless
+ * reused). */
+static void unkeep(struct ops_ctx *ctx, struct ops_file *f, bool reused)
+{
+	if (!reused)
+		passthrough_close(f->backing_id);
+	f->backing_kept = false;
+	__atomic_fetch_sub(&ctx->state->backing.kept_bytes, f->size,
+			   __ATOMIC_RELAXED);
 }
 
 int backing_take(struct ops_ctx *ctx, struct ops_file *f)
@@ -266,18 +317,32 @@ int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 	}
 	if (!f->cached_opens && wanted(ctx, f) &&
 	    !__atomic_load_n(&b->failed, __ATOMIC_RELAXED)) {
+		/* Kept: handed over again while its chunk file is the one
+		 * checked; evicted, fetched again or written since, let go
+		 * of and the file found and checked anew. */
+		if (f->backing_kept) {
+			const bool same = prefetch_whole_unchanged(
+			    ctx->prefetch, f->pf, &f->checked);
+
+			unkeep(ctx, f, same);
+			if (same) {
+				f->backing_opens = 1;
+				id = f->backing_id;
+				goto out;
+			}
+		}
 		/* No pack yet (-EAGAIN): its release has one made. */
 		rc =
 		    prefetch_open_whole(ctx->prefetch, f->pf, &f->checked, &fd);
 		if (rc == 0) {
 			id = passthrough_open(fd);
+			/* The kernel holds the file itself from here. */
+			close(fd);
 			if (id > 0) {
-				f->backing_fd = fd;
 				f->backing_id = id;
 				f->backing_opens = 1;
 				goto out;
 			}
-			close(fd);
 			/* The kernel's answer does not change while
 			 * mounted. */
 			if (!__atomic_exchange_n(&b->failed, true,
@@ -290,6 +355,9 @@ int backing_take(struct ops_ctx *ctx, struct ops_file *f)
 				prefetch_kernel_reads_cached(ctx->prefetch, 0);
 			}
 			id = 0;
+		} else if (rc == -ENOTSUP && f->size <= ctx->chunk_size) {
+			/* Stored compressed: asked no more in this mount. */
+			__atomic_store_n(&f->no_pack, true, __ATOMIC_RELAXED);
 		}
 	}
 	f->cached_opens++;
@@ -300,12 +368,10 @@ out:
 
 void backing_drop(struct ops_ctx *ctx, struct ops_file *f, uint64_t how)
 {
-	(void)ctx;
 	pthread_mutex_lock(&f->mu);
 	if (how == BACKING_PASSTHROUGH && f->backing_opens &&
-	    !--f->backing_opens) {
+	    !--f->backing_opens && !keep(ctx, f)) {
 		passthrough_close(f->backing_id);
-		close(f->backing_fd);
 	} else if (how == BACKING_CACHED && f->cached_opens) {
 		f->cached_opens--;
 	}

@@ -10,8 +10,11 @@
  * way: the kernel requires every open of an inode to use one backing id
  * while any is open, and no passthrough open while a cached one is; the
  * counts are kept per file (struct ops_file) under its mu, which reads
- * never take.  In auto mode (ops.h) only files of many chunks are handed
- * over.
+ * never take.  In auto mode (ops.h) a file of one chunk whose pages the
+ * kernel has from this mount's reads is not handed over: an open with
+ * keep_cache reads them without a request.  A file of one chunk keeps
+ * its backing id past its last release, for its next open, while its
+ * chunk file is the one checked.
  *
  * Calls, per open: backing_take (then the reply, which carries the id)
  * -> backing_drop at its release, or where the reply failed; then
@@ -50,8 +53,9 @@ bool backing_on(const struct ops_ctx *ctx);
 int backing_take(struct ops_ctx *ctx, struct ops_file *f);
 /* An open of f ends (how it was served: BACKING_*). */
 void backing_drop(struct ops_ctx *ctx, struct ops_file *f, uint64_t how);
-/* f (inode ino) was just handed to the kernel: the next file of many
- * chunks in its directory has its pack checked meanwhile. */
+/* f (inode ino) was just handed to the kernel: the walk of its
+ * directory is noted (walk.h), or for a file of many chunks the next such
+ * file has its pack checked meanwhile. */
 void backing_handed(struct ops_ctx *ctx, uint64_t ino,
 		    const struct ops_file *f);
 

@@ -41,10 +41,8 @@ static uint64_t walk_prev(struct ops_ctx *ctx, const struct tree_attr *self)
 
 static void file_free(struct ops_ctx *ctx, struct ops_file *f)
 {
-	/* Still open at unmount (a lazy one): the kernel let go with the
-	 * session. */
-	if (f->backing_opens)
-		close(f->backing_fd);
+	/* Backing files still registered at unmount (open, or kept): the
+	 * kernel let go of them with the session. */
 	prefetch_close(ctx->prefetch, f->pf);
 	pthread_mutex_destroy(&f->mu);
 	free(f);

@@ -28,13 +28,17 @@ struct ops_file {
 	 * (taken by open and release, never by a read).  The kernel serves
 	 * every open of an inode one way while any is open, and all of
 	 * those it serves from a cache file from the same one: they share
-	 * backing_id.  backing_fd is the file's while backing_opens > 0.
+	 * backing_id, registered while backing_opens > 0 or backing_kept
+	 * (a file of one chunk: kept past its last release for the next
+	 * open, while its chunk file is the one checked).
 	 */
 	pthread_mutex_t mu;
 	unsigned cached_opens, backing_opens;
-	int backing_id, backing_fd;
+	int backing_id;
+	bool backing_kept;
 	struct store_file_id checked; /* the cache file last verified */
-	bool no_pack; /* atomic: the store cannot pack it (compressed chunks) */
+	bool no_pack; /* atomic: the store cannot pack it or hand its one
+			 chunk over (compressed chunks) */
 	/* files.c's error cache: the -errno of the last read that failed
 	 * at the origin and until when it stands (both atomic; 0: none). */
 	int failed;
@@ -53,8 +57,9 @@ struct pack_job {
  * packer that makes their packs. */
 struct ops_backing {
 	bool on;	/* opens may be served by the kernel */
-	bool auto_;	/* ... of files of many chunks */
+	bool auto_;	/* ... but not files of one chunk the kernel has */
 	bool failed;	/* ... but it refused a backing file (atomic) */
+	uint64_t kept_bytes; /* atomic: the sizes of files backing_kept */
 	/* The packer, all under pack_mu. */
 	pthread_mutex_t pack_mu;
 	struct pack_job packs[PACK_QUEUE];

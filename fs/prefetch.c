@@ -1199,6 +1199,11 @@ static bool kernel_had(const struct pf_file *f, uint64_t idx)
 		   (1ull << (idx % 64));
 }
 
+bool prefetch_kernel_had(const struct pf_file *f, uint64_t idx)
+{
+	return kernel_had(f, idx);
+}
+
 /* Notes that the kernel has had chunk idx whole.  A plain load first: the
  * read path writes the shared word only when the bit changes. */
 static void kernel_has_it(struct pf_file *f, uint64_t idx)
@@ -1956,6 +1961,17 @@ int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 				      pf->cfg.chunk_size, f->size, checked, fd);
 	free(keys);
 	return rc;
+}
+
+bool prefetch_whole_unchanged(struct prefetch *pf, struct pf_file *f,
+			      const struct store_file_id *checked)
+{
+	struct chunk_key key;
+
+	if (!pf->st || f->nchunks != 1)
+		return false;
+	file_key(pf, f, 0, &key);
+	return store_raw_unchanged(pf->st, &key, checked);
 }
 
 int prefetch_pack_whole(struct prefetch *pf, struct pf_file *f)

@@ -106,6 +106,10 @@ int prefetch_open(struct prefetch *pf, const char *path, const char *version,
  */
 int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 			struct store_file_id *checked, int *fd) WHARF_CHECK;
+/* Whether f, a file of one chunk, is still held by the very file
+ * prefetch_open_whole last opened and checked (*checked): one stat. */
+bool prefetch_whole_unchanged(struct prefetch *pf, struct pf_file *f,
+			      const struct store_file_id *checked);
 /* Makes the pack of f, a file of many chunks all in the store and raw, if
  * it has none (a copy of the whole file: run it off the read path).
  * @return 0, or store_pack_object's errors. */
@@ -120,6 +124,10 @@ enum {
 	PF_KERNEL_PACKS = 2	 /* files of many, in packs */
 };
 void prefetch_kernel_reads_cached(struct prefetch *pf, unsigned what);
+/* Whether the kernel had all of chunk idx of f from this mount's reads
+ * (its page cache of the file, unless memory pressure took it since): an
+ * open with keep_cache then reads it without a request. */
+bool prefetch_kernel_had(const struct pf_file *f, uint64_t idx);
 /* The file may still be referenced by queued jobs; it is freed after them. */
 void prefetch_close(struct prefetch *pf, struct pf_file *f);
 

@@ -49,6 +49,20 @@ bool store_packed(struct store *st, const struct chunk_key *key)
 	return packed;
 }
 
+bool store_raw_unchanged(struct store *st, const struct chunk_key *key,
+			 const struct store_file_id *id)
+{
+	struct store_file_id now;
+	struct stat sb;
+	char hex[33];
+
+	store_key_hex(key, hex);
+	if (fstatat(st->dirfd[key->b[0]], hex, &sb, AT_SYMLINK_NOFOLLOW))
+		return false;
+	now = file_id(&sb);
+	return same_file(&now, id);
+}
+
 /* store_get; store_map when m is not NULL (buf is then unused);
  * store_open_raw when fdout is not NULL (buf and m unused; checked is
  * its). */

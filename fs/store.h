@@ -129,6 +129,12 @@ int store_open_raw(struct store *st, const struct chunk_key *key, size_t cap,
 		   struct store_file_id *checked, int *fd,
 		   size_t *len) WHARF_CHECK;
 
+/* Whether the chunk file of key is still the file *id names, as
+ * store_open_raw last checked it (one stat, no open): a cache file handed
+ * to the kernel may be handed again without a check while it is. */
+bool store_raw_unchanged(struct store *st, const struct chunk_key *key,
+			 const struct store_file_id *id);
+
 /*
  * As store_open_raw, for an object of n chunks (keys, in order; n >= 2),
  * each chunk_size long but the last, size bytes in all: opens a file that

@@ -773,7 +773,9 @@ END_TEST
 
 /* store_open_raw: a raw chunk's file holds the chunk's bytes alone, and
  * is handed out verified; a compressed chunk, or a file that starts with
- * its header, says -ENOTSUP; a damaged one is refused and removed. */
+ * its header, says -ENOTSUP; a damaged one is refused and removed.
+ * store_raw_unchanged: true for the file last checked only, not once
+ * written to or removed. */
 START_TEST(open_raw)
 {
 	struct store *st = open_store(dir, 0);
@@ -803,6 +805,9 @@ START_TEST(open_raw)
 	ck_assert_uint_eq(checked.ino, sb.st_ino);
 	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len), 0);
 	ck_assert_int_eq(close(fd), 0);
+	/* The very file checked, for a backing file kept registered. */
+	ck_assert(store_raw_unchanged(st, &k, &checked));
+	ck_assert(!store_raw_unchanged(st, &k, &none));
 
 	/* Damaged in place (a new mtime): checked again, never handed out,
 	 * though this caller checked that file before. */
@@ -816,9 +821,11 @@ START_TEST(open_raw)
 		old_mtime[1].tv_sec -= 10;
 		ck_assert_int_eq(utimensat(AT_FDCWD, path, old_mtime, 0), 0);
 	}
+	ck_assert(!store_raw_unchanged(st, &k, &checked));
 	ck_assert_int_eq(store_open_raw(st, &k, n, &checked, &fd, &len),
 			 -EBADMSG);
 	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert(!store_raw_unchanged(st, &k, &checked));
 	ck_assert_int_eq(store_open_raw(st, &k, n, &none, &fd, &len),
 			 -ENOENT);
 
