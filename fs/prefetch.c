@@ -135,6 +135,16 @@ struct sums {
 };
 enum { SUMS_GOOD = 1, SUMS_BAD = 2 };
 
+/* A chunk published before it is stored: its store write, which a pool
+ * thread makes (store_later).  Holds a reference to the chunk, so that
+ * its bytes stay, and to its file. */
+struct write {
+	struct chunk *c;
+	struct pf_file *f;
+	uint64_t idx;
+	struct write *next;
+};
+
 struct job {
 	struct pf_file *f;
 	uint64_t idx;
@@ -169,6 +179,12 @@ struct prefetch {
 	 * thread, and land in `landed` for a pool thread to finish. */
 	unsigned loads;
 	struct load *landed, *landed_tail;
+	/* Store writes of chunks published already, oldest first, and their
+	 * bytes (bounded: past cfg.inflight_bytes a loader writes its own);
+	 * under qmu.  The pool ends only once they are done. */
+	struct write *writes, *writes_tail;
+	uint64_t write_bytes;
+	unsigned nwrites;
 
 	uint64_t hint_seq;   /* atomic: hints queued so far */
 	uint64_t read_seq;   /* atomic: newest hint a reader has reached */
@@ -990,9 +1006,77 @@ static int sums_open(struct pf_file *f, const char *digest)
 	return 0;
 }
 
+/* Writes chunk idx of f to the store.  Every chunk not cached is counted
+ * by the store; a full disk it says once itself (naming the filesystem),
+ * a write error too. */
+static void store_chunk(struct prefetch *pf, const struct pf_file *f,
+			uint64_t idx, const void *buf, size_t len,
+			const struct chunk_key *key)
+{
+	const int rc = store_put(pf->st, key, buf, len);
+
+	if (rc && rc != -ENOSPC && rc != -EIO)
+		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
+			 f->path, (unsigned long long)idx, strerror(-rc));
+}
+
+static void write_run(struct prefetch *pf, struct write *w)
+{
+	store_chunk(pf, w->f, w->idx, w->c->data, w->c->len, &w->c->key);
+	chunks_put(pf->cc, w->c);
+	file_unref(w->f);
+	free(w);
+}
+
+static void pool_grow(struct prefetch *pf);
+
 /*
- * The origin's answer for ld's chunk is in: checks it, stores it and
- * publishes the chunk, or fails it (dropping our reference).  The chunk
+ * Chunk c (idx of f), just published, is stored by a pool thread, so
+ * that the thread that loaded it (a reader's, or the pool's with more
+ * loads landed) does not wait for the store's compress, create, write
+ * and rename.  Written here when the pool cannot take it: no pool, no
+ * memory, or the writes waiting hold more than cfg.inflight_bytes.
+ */
+static void store_later(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			struct chunk *c)
+{
+	struct write *w = NULL;
+
+	if (pf->cfg.threads)
+		w = malloc(sizeof(*w));
+	if (w) {
+		chunks_hold(pf->cc, c);
+		file_ref(f);
+		*w = (struct write){.c = c, .f = f, .idx = idx};
+		pthread_mutex_lock(&pf->qmu);
+		if (!pf->stopping &&
+		    pf->write_bytes + c->len <= pf->cfg.inflight_bytes) {
+			pf->write_bytes += c->len;
+			pf->nwrites++;
+			if (pf->writes_tail)
+				pf->writes_tail->next = w;
+			else
+				pf->writes = w;
+			pf->writes_tail = w;
+			if (pf->idle)
+				pthread_cond_signal(&pf->qcond);
+			else
+				pool_grow(pf);
+			w = NULL;
+			c = NULL;
+		}
+		pthread_mutex_unlock(&pf->qmu);
+	}
+	if (w)
+		write_run(pf, w);
+	else if (c)
+		store_chunk(pf, f, idx, c->data, c->len, &c->key);
+}
+
+/*
+ * The origin's answer for ld's chunk is in: checks it, publishes the
+ * chunk and stores it (or the other way round, see below), or fails it
+ * (dropping our reference).  The chunk
  * must be exactly as long as the object's size implies: a short or long
  * body is an error, never short data inside a file.
  */
@@ -1042,13 +1126,20 @@ static int load_landed(struct load *ld)
 		if (rc)
 			goto fail;
 	}
-	/* Every chunk not cached is counted by the store; a full disk it says
-	 * once itself (naming the filesystem), a write error too. */
-	rc = store_put(pf->st, &ld->key, ld->buf, ld->want);
-	if (rc && rc != -ENOSPC && rc != -EIO)
-		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
-			 f->path, idx, strerror(-rc));
-	if (f->sums && sums_got(pf, f, ld->idx, ld->buf)) {
+	/* Its bytes are final (no check of the whole object is pending; one
+	 * of one chunk was checked in sums_landed): served first, stored
+	 * after, off the reader's way.  A larger object's check may drop
+	 * its stored chunks, so those are stored before it runs. */
+	if (!f->sums || f->nchunks == 1) {
+		__atomic_store_n(&f->from_store, false, __ATOMIC_RELAXED);
+		chunks_ready(pf->cc, ld->c, ld->want);
+		sums_leave(ld);
+		STAT_ADD(pf->stats.chunks_loaded, 1);
+		store_later(pf, f, ld->idx, ld->c);
+		return 0;
+	}
+	store_chunk(pf, f, ld->idx, ld->buf, ld->want, &ld->key);
+	if (sums_got(pf, f, ld->idx, ld->buf)) {
 		/* Its bytes are not published yet: their check may drop the
 		 * object's chunks, which takes the gate's write side. */
 		sums_leave(ld);
@@ -1250,7 +1341,6 @@ static bool kernel_keeps(const struct prefetch *pf)
 }
 
 static void job_end(struct prefetch *pf, uint64_t want);
-static void pool_grow(struct prefetch *pf);
 
 /* A pool load's request ended (on a fetch engine thread): a pool thread
  * takes it from here. */
@@ -1431,6 +1521,7 @@ static void *worker(void *arg)
 {
 	struct prefetch *pf = arg;
 	struct queue *q;
+	struct write *w;
 	struct load *ld;
 	struct job j;
 	uint64_t want;
@@ -1450,8 +1541,8 @@ static void *worker(void *arg)
 			continue;
 		}
 		/* Stopping: queued jobs are dropped; loads at the origin
-		 * still land here. */
-		if (pf->stopping && !pf->loads)
+		 * still land here, and the chunks published are stored. */
+		if (pf->stopping && !pf->loads && !pf->writes)
 			break;
 		q = pf->stopping ? NULL : queue_first(pf);
 		want =
@@ -1459,6 +1550,20 @@ static void *worker(void *arg)
 		      : 0;
 		if (!q || !inflight_fits(pf, want) ||
 		    pf->loads >= loads_cap(pf)) {
+			/* Store writes after loads: a load keeps the wire
+			 * busy, a write has a reader waiting for nothing. */
+			w = pf->writes;
+			if (w) {
+				pf->writes = w->next;
+				if (!pf->writes)
+					pf->writes_tail = NULL;
+				pf->write_bytes -= w->c->len;
+				pf->nwrites--;
+				pthread_mutex_unlock(&pf->qmu);
+				write_run(pf, w);
+				pthread_mutex_lock(&pf->qmu);
+				continue;
+			}
 			pf->idle++;
 			pthread_cond_wait(&pf->qcond, &pf->qmu);
 			pf->idle--;
@@ -1506,7 +1611,7 @@ static unsigned pool_target(const struct prefetch *pf)
 static void pool_grow(struct prefetch *pf)
 {
 	const unsigned target = pool_target(pf);
-	uint64_t jobs = 0;
+	uint64_t jobs = pf->nwrites;
 	int rc;
 
 	if (pf->stopping) /* prefetch_free joins the threads it saw */
@@ -2058,6 +2163,14 @@ void prefetch_free(struct prefetch *pf)
 	pthread_mutex_unlock(&pf->qmu);
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(pf->threads[i], NULL);
+	/* Queued while no thread could start: stored now, before the store
+	 * closes. */
+	while (pf->writes) {
+		struct write *w = pf->writes;
+
+		pf->writes = w->next;
+		write_run(pf, w);
+	}
 	while ((q = queue_first(pf)))
 		file_unref(queue_take(q).f);
 	for (int k = 0; k < PF_NCLASS; k++)

@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/fanotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -2289,6 +2292,143 @@ START_TEST(test_kill_during_cold_read)
 }
 END_TEST
 
+/* A reader's read of one file, for test_chunk_served_before_stored. */
+struct later_read {
+	const char *root;
+	int rc;
+	bool done; /* atomic */
+};
+
+static void *later_read_run(void *arg)
+{
+	struct later_read *r = arg;
+
+	r->rc = check_file_as(r->root, "later/only", "later/only", 300000);
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *later_stop_run(void *arg)
+{
+	return (void *)(intptr_t)fx_mount_stop(arg);
+}
+
+/* Answers every permission event waiting on fan, or the first one
+ * (held, when not NULL) from pid within ms; others are allowed.
+ * @return whether held was set. */
+static bool fan_answer(int fan, pid_t pid, int *held, int ms)
+{
+	struct pollfd p = {.fd = fan, .events = POLLIN};
+	char buf[4096] __attribute__((aligned(8)));
+
+	while (poll(&p, 1, ms) > 0) {
+		const ssize_t n = read(fan, buf, sizeof(buf));
+		struct fanotify_event_metadata *ev = (void *)buf;
+		ssize_t left = n;
+
+		for (; n > 0 && FAN_EVENT_OK(ev, left);
+		     ev = FAN_EVENT_NEXT(ev, left)) {
+			struct fanotify_response r = {.fd = ev->fd,
+						      .response = FAN_ALLOW};
+
+			if (held && *held < 0 && ev->pid == pid) {
+				*held = ev->fd;
+				continue;
+			}
+			ck_assert_int_eq(write(fan, &r, sizeof(r)), sizeof(r));
+			close(ev->fd);
+		}
+		if (held && *held >= 0)
+			return true;
+		ms = 0;
+	}
+	return false;
+}
+
+/*
+ * A chunk fetched from the origin is served before it is stored: while
+ * the store's create of its file waits (a fanotify permission event on
+ * the cache's chunk directories, left unanswered), a read of the file
+ * still ends.  A clean unmount started then waits for that write: the
+ * chunk is on disk afterwards, and no temp file is left.
+ */
+START_TEST(test_chunk_served_before_stored)
+{
+	struct later_read rd = {.rc = -1};
+	char path[PATH_MAX], *cache, *listing;
+	size_t len;
+	const int fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC,
+				      O_RDONLY | O_LARGEFILE);
+	struct fanotify_response allow = {.response = FAN_ALLOW};
+	pthread_t reader, stopper;
+	struct fx_mount m;
+	int held = -1, waited = 0;
+	void *status;
+	bool got;
+
+	if (fan < 0)
+		fx_skip("fanotify_init: %s (permission events need "
+			"CAP_SYS_ADMIN and CONFIG_FANOTIFY_ACCESS_PERMISSIONS)",
+			strerror(errno));
+	/* Alone in its directory: no other file's chunk is read ahead. */
+	snprintf(path, sizeof(path), "%s/later", data_dir);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/later/only", data_dir);
+	ck_assert_int_eq(fx_write_file(path, 300000, seed_of("later/only")),
+			 0);
+	cache = own_mount_start(&m, "mount-later", NULL);
+	for (int i = 0; i < 256; i++) {
+		snprintf(path, sizeof(path), "%s/chunks/%02x", cache, i);
+		ck_assert_int_eq(fanotify_mark(fan, FAN_MARK_ADD,
+					       FAN_OPEN_PERM |
+						   FAN_EVENT_ON_CHILD,
+					       AT_FDCWD, path),
+				 0);
+	}
+	rd.root = m.dir;
+	ck_assert_int_eq(pthread_create(&reader, NULL, later_read_run, &rd),
+			 0);
+	got = fan_answer(fan, m.pid, &held, 30000);
+	/* The write waits: the read must end all the same. */
+	while (got && !__atomic_load_n(&rd.done, __ATOMIC_ACQUIRE) &&
+	       waited < 20000) {
+		(void)fan_answer(fan, m.pid, NULL, 0);
+		usleep(20000);
+		waited += 20;
+	}
+	ck_assert_msg(got, "the daemon never created a chunk file");
+	ck_assert_msg(__atomic_load_n(&rd.done, __ATOMIC_ACQUIRE),
+		      "the read waited for the chunk's store write");
+	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+	ck_assert_int_eq(rd.rc, 0);
+	/* Unmounting with the write still held: it waits for it. */
+	ck_assert_int_eq(pthread_create(&stopper, NULL, later_stop_run, &m),
+			 0);
+	usleep(300000);
+	allow.fd = held;
+	ck_assert_int_eq(write(fan, &allow, sizeof(allow)), sizeof(allow));
+	close(held);
+	close(fan);
+	ck_assert_int_eq(pthread_join(stopper, &status), 0);
+	ck_assert_int_eq((int)(intptr_t)status, 0);
+	snprintf(path, sizeof(path), "%s/listing", work_dir);
+	ck_assert_int_eq(fx_sh("cd '%s/chunks' && find . -type f >'%s'",
+			       cache, path),
+			 0);
+	listing = fx_read_file(path, &len);
+	ck_assert_ptr_nonnull(listing);
+	ck_assert_msg(!strstr(listing, "/.tmp."), "a temp file was left: %s",
+		      listing);
+	ck_assert_msg(strchr(listing, '\n') &&
+			  strchr(listing, '\n') == strrchr(listing, '\n'),
+		      "expected one chunk file, found: %s", listing);
+	free(listing);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
 /* Waits up to ms for pid to end.  @return its wait status, or -1. */
 static int wait_exit(pid_t pid, int ms)
 {
@@ -2781,6 +2921,7 @@ static Suite *mount_suite(void)
 	fx_tcase_add(tc, test_changed_object_not_stale, why);
 	fx_tcase_add(tc, test_unshowable_entries, why);
 	fx_tcase_add(tc, test_kill_during_cold_read, why);
+	fx_tcase_add(tc, test_chunk_served_before_stored, why);
 	fx_tcase_add(tc, test_sigterm_during_slow_read, why);
 	fx_tcase_add(tc, test_sigterm_during_startup, why);
 	suite_add_tcase(s, tc);
