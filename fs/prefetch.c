@@ -179,12 +179,14 @@ struct prefetch {
 	 * thread, and land in `landed` for a pool thread to finish. */
 	unsigned loads;
 	struct load *landed, *landed_tail;
-	/* Store writes of chunks published already, oldest first, and their
-	 * bytes (bounded: past cfg.inflight_bytes a loader writes its own);
-	 * under qmu.  The pool ends only once they are done. */
+	/* Store writes of chunks published already, oldest first, their
+	 * bytes (bounded: past a quarter of cfg.inflight_bytes a loader
+	 * writes its own), and the threads writing (one, or all but one at
+	 * most, so that a load that lands finds a thread while writes wait
+	 * on the disk); under qmu.  The pool ends only once they are done. */
 	struct write *writes, *writes_tail;
 	uint64_t write_bytes;
-	unsigned nwrites;
+	unsigned nwrites, writing;
 
 	uint64_t hint_seq;   /* atomic: hints queued so far */
 	uint64_t read_seq;   /* atomic: newest hint a reader has reached */
@@ -1035,7 +1037,7 @@ static void pool_grow(struct prefetch *pf);
  * that the thread that loaded it (a reader's, or the pool's with more
  * loads landed) does not wait for the store's compress, create, write
  * and rename.  Written here when the pool cannot take it: no pool, no
- * memory, or the writes waiting hold more than cfg.inflight_bytes.
+ * memory, or too many bytes wait already.
  */
 static void store_later(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 			struct chunk *c)
@@ -1050,7 +1052,7 @@ static void store_later(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		*w = (struct write){.c = c, .f = f, .idx = idx};
 		pthread_mutex_lock(&pf->qmu);
 		if (!pf->stopping &&
-		    pf->write_bytes + c->len <= pf->cfg.inflight_bytes) {
+		    pf->write_bytes + c->len <= pf->cfg.inflight_bytes / 4) {
 			pf->write_bytes += c->len;
 			pf->nwrites++;
 			if (pf->writes_tail)
@@ -1553,15 +1555,19 @@ static void *worker(void *arg)
 			/* Store writes after loads: a load keeps the wire
 			 * busy, a write has a reader waiting for nothing. */
 			w = pf->writes;
-			if (w) {
+			if (w && (!pf->writing ||
+				  pf->writing + 1 < pf->nthreads ||
+				  pf->stopping)) {
 				pf->writes = w->next;
 				if (!pf->writes)
 					pf->writes_tail = NULL;
 				pf->write_bytes -= w->c->len;
 				pf->nwrites--;
+				pf->writing++;
 				pthread_mutex_unlock(&pf->qmu);
 				write_run(pf, w);
 				pthread_mutex_lock(&pf->qmu);
+				pf->writing--;
 				continue;
 			}
 			pf->idle++;
