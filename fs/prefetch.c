@@ -187,6 +187,11 @@ struct prefetch {
 	struct write *writes, *writes_tail;
 	uint64_t write_bytes;
 	unsigned nwrites, writing;
+	/* Writes under way (under qmu), and threads waiting in writes_flush
+	 * for one of them to end (wcond). */
+	struct write *running;
+	unsigned flushers;
+	pthread_cond_t wcond;
 
 	uint64_t hint_seq;   /* atomic: hints queued so far */
 	uint64_t read_seq;   /* atomic: newest hint a reader has reached */
@@ -1022,12 +1027,78 @@ static void store_chunk(struct prefetch *pf, const struct pf_file *f,
 			 f->path, (unsigned long long)idx, strerror(-rc));
 }
 
-static void write_run(struct prefetch *pf, struct write *w)
+/* Stores w's chunk and lets w go; running: w is in pf->running. */
+static void write_run(struct prefetch *pf, struct write *w, bool running)
 {
 	store_chunk(pf, w->f, w->idx, w->c->data, w->c->len, &w->c->key);
 	chunks_put(pf->cc, w->c);
+	if (running) {
+		struct write **p;
+
+		pthread_mutex_lock(&pf->qmu);
+		for (p = &pf->running; *p != w; p = &(*p)->next)
+			;
+		*p = w->next;
+		if (pf->flushers)
+			pthread_cond_broadcast(&pf->wcond);
+		pthread_mutex_unlock(&pf->qmu);
+	}
 	file_unref(w->f);
 	free(w);
+}
+
+/* Whether a and b are the same object (two opens have a pf_file each). */
+static bool same_object(const struct pf_file *a, const struct pf_file *b)
+{
+	return a == b || (a->size == b->size && a->mtime == b->mtime &&
+			  !strcmp(a->path, b->path) &&
+			  !strcmp(a->version, b->version));
+}
+
+/* Under qmu: whether a write of f's chunks is under way. */
+static bool writing_of(const struct prefetch *pf, const struct pf_file *f)
+{
+	for (const struct write *w = pf->running; w; w = w->next)
+		if (same_object(w->f, f))
+			return true;
+	return false;
+}
+
+/*
+ * Has f's chunks whose store writes wait written now (on this thread),
+ * and waits for those under way: for the packer, which copies f's chunk
+ * files into a pack.
+ */
+static void writes_flush(struct prefetch *pf, struct pf_file *f)
+{
+	struct write **p, *prev = NULL, *mine = NULL, *w;
+
+	pthread_mutex_lock(&pf->qmu);
+	for (p = &pf->writes; (w = *p);) {
+		if (!same_object(w->f, f)) {
+			prev = w;
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		if (pf->writes_tail == w)
+			pf->writes_tail = prev;
+		pf->write_bytes -= w->c->len;
+		pf->nwrites--;
+		w->next = mine;
+		mine = w;
+	}
+	pthread_mutex_unlock(&pf->qmu);
+	while ((w = mine)) {
+		mine = w->next;
+		write_run(pf, w, false);
+	}
+	pthread_mutex_lock(&pf->qmu);
+	pf->flushers++;
+	while (writing_of(pf, f))
+		pthread_cond_wait(&pf->wcond, &pf->qmu);
+	pf->flushers--;
+	pthread_mutex_unlock(&pf->qmu);
 }
 
 static void pool_grow(struct prefetch *pf);
@@ -1070,7 +1141,7 @@ static void store_later(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		pthread_mutex_unlock(&pf->qmu);
 	}
 	if (w)
-		write_run(pf, w);
+		write_run(pf, w, false);
 	else if (c)
 		store_chunk(pf, f, idx, c->data, c->len, &c->key);
 }
@@ -1564,8 +1635,10 @@ static void *worker(void *arg)
 				pf->write_bytes -= w->c->len;
 				pf->nwrites--;
 				pf->writing++;
+				w->next = pf->running;
+				pf->running = w;
 				pthread_mutex_unlock(&pf->qmu);
-				write_run(pf, w);
+				write_run(pf, w, true);
 				pthread_mutex_lock(&pf->qmu);
 				pf->writing--;
 				continue;
@@ -2076,6 +2149,7 @@ int prefetch_pack_whole(struct prefetch *pf, struct pf_file *f)
 
 	if (!pf->st || f->nchunks < 2)
 		return -ENOTSUP;
+	writes_flush(pf, f);
 	rc = file_keys(pf, f, &keys);
 	if (!rc)
 		rc = store_pack_object(pf->st, keys, (uint32_t)f->nchunks,
@@ -2128,6 +2202,7 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 	}
 	pthread_mutex_init(&pf->qmu, NULL);
 	pthread_cond_init(&pf->qcond, NULL);
+	pthread_cond_init(&pf->wcond, NULL);
 	for (int k = 0; k < PF_NCLASS; k++) {
 		pf->q[k].cap = k == PF_HINT ? HINT_CAP : QUEUE_CAP;
 		pf->q[k].jobs = calloc(pf->q[k].cap, sizeof(struct job));
@@ -2175,7 +2250,7 @@ void prefetch_free(struct prefetch *pf)
 		struct write *w = pf->writes;
 
 		pf->writes = w->next;
-		write_run(pf, w);
+		write_run(pf, w, false);
 	}
 	while ((q = queue_first(pf)))
 		file_unref(queue_take(q).f);
@@ -2183,6 +2258,7 @@ void prefetch_free(struct prefetch *pf)
 		free(pf->q[k].jobs);
 	free(pf->threads);
 	pthread_cond_destroy(&pf->qcond);
+	pthread_cond_destroy(&pf->wcond);
 	pthread_mutex_destroy(&pf->qmu);
 	free(pf);
 }
