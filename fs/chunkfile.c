@@ -45,6 +45,11 @@
 /* Compress a sample of this much first; see chunkfile_payload. */
 #define SAMPLE_SIZE (64 * 1024)
 #define SAMPLE_MIN_CHUNK (256 * 1024)
+/* The same for small chunks (an image or a caption as a whole object):
+ * a full attempt on an incompressible 100 KB chunk was about a tenth of a
+ * cold mount's CPU on the 1 ms small cell of bench/fs-concurrency. */
+#define SMALL_SAMPLE_SIZE (16 * 1024)
+#define SMALL_SAMPLE_MIN_CHUNK (64 * 1024)
 
 static const uint8_t magic[4] = {'W', 'H', 'C', 'K'};
 
@@ -658,8 +663,10 @@ int chunkfile_check_raw(int fd, const struct hdr *h, size_t cap,
  * Decides how chunk data is stored: a zstd frame in the thread's scratch
  * buffer, or the raw bytes.  Data that zstd cannot shrink by min_saving_pct
  * (JPEG, PNG, video, anything already compressed) is stored raw, and for a
- * large chunk that is found out from a 64 KiB sample first, so such data
- * costs about 2% of a full compression; if the sample compresses, the
+ * chunk of 64 KiB or more that is found out from a sample of its start
+ * first (64 KiB, or 16 KiB under 256 KiB), so such data costs a fraction
+ * of a full compression (about 2% for large chunks, 15% for a 100 KB
+ * one); if the sample compresses, the
  * whole chunk is compressed into a buffer no larger than the biggest
  * acceptable result, and not fitting means raw.  A chunk whose sample
  * misleads is only stored less compactly: never wrongly.
@@ -670,6 +677,9 @@ void chunkfile_payload(struct tctx *t, int zstd_level, unsigned min_saving_pct,
 {
 	const unsigned pct = min_saving_pct;
 	const size_t limit = len - len * pct / 100;
+	const size_t sample = len >= SAMPLE_MIN_CHUNK	      ? SAMPLE_SIZE
+			      : len >= SMALL_SAMPLE_MIN_CHUNK ? SMALL_SAMPLE_SIZE
+							      : 0;
 	void *dst;
 	size_t n;
 
@@ -683,15 +693,14 @@ void chunkfile_payload(struct tctx *t, int zstd_level, unsigned min_saving_pct,
 		if (!t->c)
 			return;
 	}
-	if (len >= SAMPLE_MIN_CHUNK) {
-		dst = tctx_buf(t, ZSTD_compressBound(SAMPLE_SIZE));
+	if (sample) {
+		dst = tctx_buf(t, ZSTD_compressBound(sample));
 		if (!dst)
 			return;
 		/* Half the threshold: a sample has less history to match. */
-		n = ZSTD_compressCCtx(t->c, dst, t->cap, data, SAMPLE_SIZE,
+		n = ZSTD_compressCCtx(t->c, dst, t->cap, data, sample,
 				      zstd_level);
-		if (ZSTD_isError(n) ||
-		    n > SAMPLE_SIZE - SAMPLE_SIZE * pct / 200)
+		if (ZSTD_isError(n) || n > sample - sample * pct / 200)
 			return;
 	}
 	dst = tctx_buf(t, limit);

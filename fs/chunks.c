@@ -622,6 +622,17 @@ static bool read_whole(struct centry *e, bool unused)
 	       e->served >= e->pub.len;
 }
 
+void chunks_hold(struct chunk_cache *cc, struct chunk *c)
+{
+	struct centry *e = entry_of(c);
+	struct bucket *b = bucket_of(cc, &c->key);
+
+	pthread_mutex_lock(&b->mu);
+	assert(e->refs > 0 && e->state == READY);
+	e->refs++;
+	pthread_mutex_unlock(&b->mu);
+}
+
 void chunks_put(struct chunk_cache *cc, struct chunk *c)
 {
 	(void)chunks_put_served(cc, c, 0);

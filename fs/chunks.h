@@ -57,6 +57,9 @@ void chunks_ready(struct chunk_cache *cc, struct chunk *c, size_t len);
 /* The owner gives up: waiters get err, the entry is dropped, and the next
  * asker becomes a new owner.  Also drops the owner's reference. */
 void chunks_fail(struct chunk_cache *cc, struct chunk *c, int err);
+/* Another reference to a ready chunk the caller holds: its bytes stay
+ * while a store write of them waits (prefetch's deferred writes). */
+void chunks_hold(struct chunk_cache *cc, struct chunk *c);
 /* Drops a reference taken by chunks_get (after chunks_ready for owners). */
 void chunks_put(struct chunk_cache *cc, struct chunk *c);
 /* The same, after `served` bytes of it went to the kernel in a read reply.

@@ -135,6 +135,16 @@ struct sums {
 };
 enum { SUMS_GOOD = 1, SUMS_BAD = 2 };
 
+/* A chunk published before it is stored: its store write, which a pool
+ * thread makes (store_later).  Holds a reference to the chunk, so that
+ * its bytes stay, and to its file. */
+struct write {
+	struct chunk *c;
+	struct pf_file *f;
+	uint64_t idx;
+	struct write *next;
+};
+
 struct job {
 	struct pf_file *f;
 	uint64_t idx;
@@ -169,6 +179,19 @@ struct prefetch {
 	 * thread, and land in `landed` for a pool thread to finish. */
 	unsigned loads;
 	struct load *landed, *landed_tail;
+	/* Store writes of chunks published already, oldest first, their
+	 * bytes (bounded: past a quarter of cfg.inflight_bytes a loader
+	 * writes its own), and the threads writing (one, or all but one at
+	 * most, so that a load that lands finds a thread while writes wait
+	 * on the disk); under qmu.  The pool ends only once they are done. */
+	struct write *writes, *writes_tail;
+	uint64_t write_bytes;
+	unsigned nwrites, writing;
+	/* Writes under way (under qmu), and threads waiting in writes_flush
+	 * for one of them to end (wcond). */
+	struct write *running;
+	unsigned flushers;
+	pthread_cond_t wcond;
 
 	uint64_t hint_seq;   /* atomic: hints queued so far */
 	uint64_t read_seq;   /* atomic: newest hint a reader has reached */
@@ -990,9 +1013,143 @@ static int sums_open(struct pf_file *f, const char *digest)
 	return 0;
 }
 
+/* Writes chunk idx of f to the store.  Every chunk not cached is counted
+ * by the store; a full disk it says once itself (naming the filesystem),
+ * a write error too. */
+static void store_chunk(struct prefetch *pf, const struct pf_file *f,
+			uint64_t idx, const void *buf, size_t len,
+			const struct chunk_key *key)
+{
+	const int rc = store_put(pf->st, key, buf, len);
+
+	if (rc && rc != -ENOSPC && rc != -EIO)
+		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
+			 f->path, (unsigned long long)idx, strerror(-rc));
+}
+
+/* Stores w's chunk and lets w go; running: w is in pf->running. */
+static void write_run(struct prefetch *pf, struct write *w, bool running)
+{
+	store_chunk(pf, w->f, w->idx, w->c->data, w->c->len, &w->c->key);
+	chunks_put(pf->cc, w->c);
+	if (running) {
+		struct write **p;
+
+		pthread_mutex_lock(&pf->qmu);
+		for (p = &pf->running; *p != w; p = &(*p)->next)
+			;
+		*p = w->next;
+		if (pf->flushers)
+			pthread_cond_broadcast(&pf->wcond);
+		pthread_mutex_unlock(&pf->qmu);
+	}
+	file_unref(w->f);
+	free(w);
+}
+
+/* Whether a and b are the same object (two opens have a pf_file each). */
+static bool same_object(const struct pf_file *a, const struct pf_file *b)
+{
+	return a == b || (a->size == b->size && a->mtime == b->mtime &&
+			  !strcmp(a->path, b->path) &&
+			  !strcmp(a->version, b->version));
+}
+
+/* Under qmu: whether a write of f's chunks is under way. */
+static bool writing_of(const struct prefetch *pf, const struct pf_file *f)
+{
+	for (const struct write *w = pf->running; w; w = w->next)
+		if (same_object(w->f, f))
+			return true;
+	return false;
+}
+
 /*
- * The origin's answer for ld's chunk is in: checks it, stores it and
- * publishes the chunk, or fails it (dropping our reference).  The chunk
+ * Has f's chunks whose store writes wait written now (on this thread),
+ * and waits for those under way: for the packer, which copies f's chunk
+ * files into a pack.
+ */
+static void writes_flush(struct prefetch *pf, struct pf_file *f)
+{
+	struct write **p, *prev = NULL, *mine = NULL, *w;
+
+	pthread_mutex_lock(&pf->qmu);
+	for (p = &pf->writes; (w = *p);) {
+		if (!same_object(w->f, f)) {
+			prev = w;
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		if (pf->writes_tail == w)
+			pf->writes_tail = prev;
+		pf->write_bytes -= w->c->len;
+		pf->nwrites--;
+		w->next = mine;
+		mine = w;
+	}
+	pthread_mutex_unlock(&pf->qmu);
+	while ((w = mine)) {
+		mine = w->next;
+		write_run(pf, w, false);
+	}
+	pthread_mutex_lock(&pf->qmu);
+	pf->flushers++;
+	while (writing_of(pf, f))
+		pthread_cond_wait(&pf->wcond, &pf->qmu);
+	pf->flushers--;
+	pthread_mutex_unlock(&pf->qmu);
+}
+
+static void pool_grow(struct prefetch *pf);
+
+/*
+ * Chunk c (idx of f), just published, is stored by a pool thread, so
+ * that the thread that loaded it (a reader's, or the pool's with more
+ * loads landed) does not wait for the store's compress, create, write
+ * and rename.  Written here when the pool cannot take it: no pool, no
+ * memory, or too many bytes wait already.
+ */
+static void store_later(struct prefetch *pf, struct pf_file *f, uint64_t idx,
+			struct chunk *c)
+{
+	struct write *w = NULL;
+
+	if (pf->cfg.threads)
+		w = malloc(sizeof(*w));
+	if (w) {
+		chunks_hold(pf->cc, c);
+		file_ref(f);
+		*w = (struct write){.c = c, .f = f, .idx = idx};
+		pthread_mutex_lock(&pf->qmu);
+		if (!pf->stopping &&
+		    pf->write_bytes + c->len <= pf->cfg.inflight_bytes / 4) {
+			pf->write_bytes += c->len;
+			pf->nwrites++;
+			if (pf->writes_tail)
+				pf->writes_tail->next = w;
+			else
+				pf->writes = w;
+			pf->writes_tail = w;
+			if (pf->idle)
+				pthread_cond_signal(&pf->qcond);
+			else
+				pool_grow(pf);
+			w = NULL;
+			c = NULL;
+		}
+		pthread_mutex_unlock(&pf->qmu);
+	}
+	if (w)
+		write_run(pf, w, false);
+	else if (c)
+		store_chunk(pf, f, idx, c->data, c->len, &c->key);
+}
+
+/*
+ * The origin's answer for ld's chunk is in: checks it, publishes the
+ * chunk and stores it (or the other way round, see below), or fails it
+ * (dropping our reference).  The chunk
  * must be exactly as long as the object's size implies: a short or long
  * body is an error, never short data inside a file.
  */
@@ -1042,13 +1199,20 @@ static int load_landed(struct load *ld)
 		if (rc)
 			goto fail;
 	}
-	/* Every chunk not cached is counted by the store; a full disk it says
-	 * once itself (naming the filesystem), a write error too. */
-	rc = store_put(pf->st, &ld->key, ld->buf, ld->want);
-	if (rc && rc != -ENOSPC && rc != -EIO)
-		log_warn("%s%s: chunk %llu not cached on disk: %s", pf->src->id,
-			 f->path, idx, strerror(-rc));
-	if (f->sums && sums_got(pf, f, ld->idx, ld->buf)) {
+	/* Its bytes are final (no check of the whole object is pending; one
+	 * of one chunk was checked in sums_landed): served first, stored
+	 * after, off the reader's way.  A larger object's check may drop
+	 * its stored chunks, so those are stored before it runs. */
+	if (!f->sums || f->nchunks == 1) {
+		__atomic_store_n(&f->from_store, false, __ATOMIC_RELAXED);
+		chunks_ready(pf->cc, ld->c, ld->want);
+		sums_leave(ld);
+		STAT_ADD(pf->stats.chunks_loaded, 1);
+		store_later(pf, f, ld->idx, ld->c);
+		return 0;
+	}
+	store_chunk(pf, f, ld->idx, ld->buf, ld->want, &ld->key);
+	if (sums_got(pf, f, ld->idx, ld->buf)) {
 		/* Its bytes are not published yet: their check may drop the
 		 * object's chunks, which takes the gate's write side. */
 		sums_leave(ld);
@@ -1255,7 +1419,6 @@ static bool kernel_keeps(const struct prefetch *pf)
 }
 
 static void job_end(struct prefetch *pf, uint64_t want);
-static void pool_grow(struct prefetch *pf);
 
 /* A pool load's request ended (on a fetch engine thread): a pool thread
  * takes it from here. */
@@ -1436,6 +1599,7 @@ static void *worker(void *arg)
 {
 	struct prefetch *pf = arg;
 	struct queue *q;
+	struct write *w;
 	struct load *ld;
 	struct job j;
 	uint64_t want;
@@ -1455,8 +1619,8 @@ static void *worker(void *arg)
 			continue;
 		}
 		/* Stopping: queued jobs are dropped; loads at the origin
-		 * still land here. */
-		if (pf->stopping && !pf->loads)
+		 * still land here, and the chunks published are stored. */
+		if (pf->stopping && !pf->loads && !pf->writes)
 			break;
 		q = pf->stopping ? NULL : queue_first(pf);
 		want =
@@ -1464,6 +1628,26 @@ static void *worker(void *arg)
 		      : 0;
 		if (!q || !inflight_fits(pf, want) ||
 		    pf->loads >= loads_cap(pf)) {
+			/* Store writes after loads: a load keeps the wire
+			 * busy, a write has a reader waiting for nothing. */
+			w = pf->writes;
+			if (w && (!pf->writing ||
+				  pf->writing + 1 < pf->nthreads ||
+				  pf->stopping)) {
+				pf->writes = w->next;
+				if (!pf->writes)
+					pf->writes_tail = NULL;
+				pf->write_bytes -= w->c->len;
+				pf->nwrites--;
+				pf->writing++;
+				w->next = pf->running;
+				pf->running = w;
+				pthread_mutex_unlock(&pf->qmu);
+				write_run(pf, w, true);
+				pthread_mutex_lock(&pf->qmu);
+				pf->writing--;
+				continue;
+			}
 			pf->idle++;
 			pthread_cond_wait(&pf->qcond, &pf->qmu);
 			pf->idle--;
@@ -1511,7 +1695,7 @@ static unsigned pool_target(const struct prefetch *pf)
 static void pool_grow(struct prefetch *pf)
 {
 	const unsigned target = pool_target(pf);
-	uint64_t jobs = 0;
+	uint64_t jobs = pf->nwrites;
 	int rc;
 
 	if (pf->stopping) /* prefetch_free joins the threads it saw */
@@ -1981,6 +2165,7 @@ int prefetch_pack_whole(struct prefetch *pf, struct pf_file *f)
 
 	if (!pf->st || f->nchunks < 2)
 		return -ENOTSUP;
+	writes_flush(pf, f);
 	rc = file_keys(pf, f, &keys);
 	if (!rc)
 		rc = store_pack_object(pf->st, keys, (uint32_t)f->nchunks,
@@ -2033,6 +2218,7 @@ int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 	}
 	pthread_mutex_init(&pf->qmu, NULL);
 	pthread_cond_init(&pf->qcond, NULL);
+	pthread_cond_init(&pf->wcond, NULL);
 	for (int k = 0; k < PF_NCLASS; k++) {
 		pf->q[k].cap = k == PF_HINT ? HINT_CAP : QUEUE_CAP;
 		pf->q[k].jobs = calloc(pf->q[k].cap, sizeof(struct job));
@@ -2074,12 +2260,21 @@ void prefetch_free(struct prefetch *pf)
 	pthread_mutex_unlock(&pf->qmu);
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(pf->threads[i], NULL);
+	/* Queued while no thread could start: stored now, before the store
+	 * closes. */
+	while (pf->writes) {
+		struct write *w = pf->writes;
+
+		pf->writes = w->next;
+		write_run(pf, w, false);
+	}
 	while ((q = queue_first(pf)))
 		file_unref(queue_take(q).f);
 	for (int k = 0; k < PF_NCLASS; k++)
 		free(pf->q[k].jobs);
 	free(pf->threads);
 	pthread_cond_destroy(&pf->qcond);
+	pthread_cond_destroy(&pf->wcond);
 	pthread_mutex_destroy(&pf->qmu);
 	free(pf);
 }

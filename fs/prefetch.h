@@ -26,8 +26,8 @@
  * counted at its chunk's length (a small object's own size).  A chunk in
  * the store is loaded on the pool thread; one that must come from the
  * origin is submitted to the fetch engine (fetch_submit) and holds no
- * thread until it lands, when a pool thread checks, stores and publishes
- * it.  So the pool has one thread per core and a few more, and it is the
+ * thread until it lands, when a pool thread checks and publishes it; its
+ * store write is a later pool job (see load_landed).  So the pool has one thread per core and a few more, and it is the
  * host's controller, not a thread count, that sets how much goes to the
  * origin at once (the engine holds background requests until the
  * controller has room).  Queued jobs hold no buffers; a full queue drops
@@ -82,7 +82,8 @@ struct pf_file;
 int prefetch_new(const struct prefetch_config *cfg, struct source *src,
 		 struct store *st, struct chunk_cache *cc,
 		 struct prefetch **out) WHARF_CHECK;
-/* Stops the pool (jobs still queued are dropped) and frees it. */
+/* Stops the pool (jobs still queued are dropped; chunks published but not
+ * yet stored are stored first) and frees it. */
 void prefetch_free(struct prefetch *pf);
 
 /* A file's read state: copies path and version.  digest: the origin's
@@ -111,7 +112,8 @@ int prefetch_open_whole(struct prefetch *pf, struct pf_file *f,
 bool prefetch_whole_unchanged(struct prefetch *pf, struct pf_file *f,
 			      const struct store_file_id *checked);
 /* Makes the pack of f, a file of many chunks all in the store and raw, if
- * it has none (a copy of the whole file: run it off the read path).
+ * it has none (a copy of the whole file: run it off the read path).  Its
+ * chunks' store writes still waiting are made first, on this thread.
  * @return 0, or store_pack_object's errors. */
 int prefetch_pack_whole(struct prefetch *pf, struct pf_file *f) WHARF_CHECK;
 /* Says which opens of files the store holds whole and raw are handed to

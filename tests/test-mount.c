@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/fanotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -2348,6 +2351,244 @@ START_TEST(test_kill_during_cold_read)
 }
 END_TEST
 
+/* A reader's read of one file, for the tests of deferred store writes. */
+struct later_read {
+	const char *root, *name;
+	uint64_t size;
+	int rc;
+	bool done; /* atomic */
+};
+
+static void *later_read_run(void *arg)
+{
+	struct later_read *r = arg;
+
+	r->rc = check_file_as(r->root, r->name, r->name, r->size);
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *later_stop_run(void *arg)
+{
+	return (void *)(intptr_t)fx_mount_stop(arg);
+}
+
+/* fanotify permission events on a cache's chunk directories: the
+ * daemon's creates of chunk files, held until let go. */
+struct fan_hold {
+	int fan;
+	pid_t pid;	/* whose events are held; others are allowed */
+	int held[64];	/* their event fds */
+	int n, max;	/* held, and at most */
+};
+
+/* Starts holding pid's creates under CACHE/chunks (at most max at a
+ * time).  @return 0, or -errno when fanotify cannot (not CAP_SYS_ADMIN,
+ * or no permission events in this kernel). */
+static int fan_start(struct fan_hold *h, const char *cache, pid_t pid,
+		     int max)
+{
+	char path[PATH_MAX];
+
+	h->fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC,
+			       O_RDONLY | O_LARGEFILE);
+	if (h->fan < 0)
+		return -errno;
+	h->pid = pid;
+	h->n = 0;
+	h->max = max;
+	for (int i = 0; i < 256; i++) {
+		snprintf(path, sizeof(path), "%s/chunks/%02x", cache, i);
+		if (fanotify_mark(h->fan, FAN_MARK_ADD,
+				  FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD,
+				  path))
+			return -errno;
+	}
+	return 0;
+}
+
+static void fan_reply(int fan, int fd)
+{
+	const struct fanotify_response r = {.fd = fd, .response = FAN_ALLOW};
+
+	ck_assert_int_eq(write(fan, &r, sizeof(r)), sizeof(r));
+	close(fd);
+}
+
+/* Takes the events that come within ms (0: those waiting), holding
+ * pid's while there is room.  @return how many are held. */
+static int fan_take(struct fan_hold *h, int ms)
+{
+	struct pollfd p = {.fd = h->fan, .events = POLLIN};
+	char buf[4096] __attribute__((aligned(8)));
+
+	while (poll(&p, 1, ms) > 0) {
+		const ssize_t n = read(h->fan, buf, sizeof(buf));
+		struct fanotify_event_metadata *ev = (void *)buf;
+		ssize_t left = n;
+
+		for (; n > 0 && FAN_EVENT_OK(ev, left);
+		     ev = FAN_EVENT_NEXT(ev, left)) {
+			if (ev->pid == h->pid && h->n < h->max)
+				h->held[h->n++] = ev->fd;
+			else
+				fan_reply(h->fan, ev->fd);
+		}
+		ms = 0;
+	}
+	return h->n;
+}
+
+/* Lets every held create go, and stops watching. */
+static void fan_stop(struct fan_hold *h)
+{
+	for (int i = 0; i < h->n; i++)
+		fan_reply(h->fan, h->held[i]);
+	h->n = 0;
+	close(h->fan);
+}
+
+/* Waits up to ms for r to end, answering events meanwhile. */
+static bool later_wait(struct fan_hold *h, struct later_read *r, int ms)
+{
+	for (int waited = 0;
+	     !__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && waited < ms;
+	     waited += 20)
+		(void)fan_take(h, 20);
+	return __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
+}
+
+/* Writes DATA/dir/name of size bytes, alone in its directory (no other
+ * file's chunk is read ahead). */
+static void write_alone(const char *dir, const char *name, uint64_t size)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", data_dir, dir);
+	ck_assert_int_eq(fx_mkdirs(path), 0);
+	snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+	ck_assert_int_eq(fx_write_file(path, size, seed_of(name)), 0);
+}
+
+/* An own mount (tag) whose chunk file creates h holds (max at a time),
+ * and a thread reading rd from it.  @return 0, or fan_start's -errno
+ * (the mount ended: the caller skips). */
+static int later_start(struct fx_mount *m, char **cache, const char *tag,
+		       struct fan_hold *h, int max, struct later_read *rd,
+		       pthread_t *reader)
+{
+	int rc;
+
+	write_alone(tag, rd->name, rd->size);
+	*cache = own_mount_start(m, tag, NULL);
+	rc = fan_start(h, *cache, m->pid, max);
+	if (rc) {
+		own_mount_end(m, *cache);
+		return rc;
+	}
+	rd->root = m->dir;
+	ck_assert_int_eq(pthread_create(reader, NULL, later_read_run, rd), 0);
+	return 0;
+}
+
+#define FAN_SKIP_WHY                                                           \
+	"fanotify: %s (permission events need CAP_SYS_ADMIN and "             \
+	"CONFIG_FANOTIFY_ACCESS_PERMISSIONS)"
+
+/*
+ * A chunk fetched from the origin is served before it is stored: while
+ * the store's create of its file waits (a fanotify permission event on
+ * the cache's chunk directories, left unanswered), a read of the file
+ * still ends.  A clean unmount started then waits for that write: the
+ * chunk is on disk afterwards, and no temp file is left.
+ */
+START_TEST(test_chunk_served_before_stored)
+{
+	struct later_read rd = {.name = "later/only", .size = 300000};
+	char path[PATH_MAX], *cache, *listing;
+	pthread_t reader, stopper;
+	struct fan_hold h;
+	struct fx_mount m;
+	void *status;
+	size_t len;
+	int rc;
+
+	rc = later_start(&m, &cache, "later", &h, 1, &rd, &reader);
+	if (rc)
+		fx_skip(FAN_SKIP_WHY, strerror(-rc));
+	for (int waited = 0; !fan_take(&h, 100) && waited < 30000;
+	     waited += 100)
+		;
+	ck_assert_msg(h.n == 1, "the daemon never created a chunk file");
+	/* The write waits: the read must end all the same. */
+	ck_assert_msg(later_wait(&h, &rd, 20000),
+		      "the read waited for the chunk's store write");
+	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+	ck_assert_int_eq(rd.rc, 0);
+	/* Unmounting with the write still held: it waits for it. */
+	ck_assert_int_eq(pthread_create(&stopper, NULL, later_stop_run, &m),
+			 0);
+	usleep(300000);
+	fan_stop(&h);
+	ck_assert_int_eq(pthread_join(stopper, &status), 0);
+	ck_assert_int_eq((int)(intptr_t)status, 0);
+	snprintf(path, sizeof(path), "%s/listing", work_dir);
+	ck_assert_int_eq(fx_sh("cd '%s/chunks' && find . -type f >'%s'",
+			       cache, path),
+			 0);
+	listing = fx_read_file(path, &len);
+	ck_assert_ptr_nonnull(listing);
+	ck_assert_msg(!strstr(listing, "/.tmp."), "a temp file was left: %s",
+		      listing);
+	ck_assert_msg(strchr(listing, '\n') &&
+			  strchr(listing, '\n') == strrchr(listing, '\n'),
+		      "expected one chunk file, found: %s", listing);
+	free(listing);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
+/*
+ * A file of several chunks read through the mount is packed, though its
+ * chunks' store writes come after its reads: the packer has them written
+ * first.  Here the creates of its chunk files are held for a second after
+ * the read, longer than the packer's retries for chunks not yet stored.
+ */
+START_TEST(test_pack_after_deferred_writes)
+{
+	struct later_read rd = {.name = "laterpack/big", .size = 3 * CHUNK + 5};
+	pthread_t reader;
+	struct fan_hold h;
+	struct fx_mount m;
+	long long packs = 0;
+	char *cache;
+	int rc;
+
+	if (!fx_passthrough_expected())
+		fx_skip("packs are made where FUSE passthrough is (root, "
+			"Linux 6.9 or later)");
+	rc = later_start(&m, &cache, "laterpack", &h, 64, &rd, &reader);
+	if (rc)
+		fx_skip(FAN_SKIP_WHY, strerror(-rc));
+	ck_assert_msg(later_wait(&h, &rd, 30000),
+		      "the read waited for its chunks' store writes");
+	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+	ck_assert_int_eq(rd.rc, 0);
+	for (int waited = 0; waited < 1000; waited += 20)
+		(void)fan_take(&h, 20);
+	ck_assert_int_gt(h.n, 0);
+	fan_stop(&h);
+	for (int waited = 0; waited < 20000 && packs < 1; waited += 50) {
+		usleep(50000);
+		packs = fx_mount_stat(m.dir, "disk_cache", "packs");
+	}
+	ck_assert_int_eq(packs, 1);
+	own_mount_end(&m, cache);
+}
+END_TEST
+
 /* Waits up to ms for pid to end.  @return its wait status, or -1. */
 static int wait_exit(pid_t pid, int ms)
 {
@@ -2840,6 +3081,8 @@ static Suite *mount_suite(void)
 	fx_tcase_add(tc, test_changed_object_not_stale, why);
 	fx_tcase_add(tc, test_unshowable_entries, why);
 	fx_tcase_add(tc, test_kill_during_cold_read, why);
+	fx_tcase_add(tc, test_chunk_served_before_stored, why);
+	fx_tcase_add(tc, test_pack_after_deferred_writes, why);
 	fx_tcase_add(tc, test_sigterm_during_slow_read, why);
 	fx_tcase_add(tc, test_sigterm_during_startup, why);
 	suite_add_tcase(s, tc);

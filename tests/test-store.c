@@ -546,6 +546,45 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/*
+ * A chunk of 64 KiB to 256 KiB is judged from a 16 KiB sample of its
+ * start: one whose start does not compress is stored raw, whatever
+ * follows (the trade-off for a cheap decision on incompressible small
+ * objects); one that compresses throughout is stored compressed; a
+ * smaller chunk is judged whole.
+ */
+START_TEST(small_chunk_sampled)
+{
+	static const size_t sizes[] = {128 * 1024, 64 * 1024, 60 * 1024};
+	struct store *st = open_store(dir, 0);
+	uint8_t buf[128 * 1024];
+	char path[1024];
+	struct chunk_key k;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const size_t n = sizes[i];
+
+		fill_random(buf, 16 * 1024, 7);
+		fill_text(buf + 16 * 1024, n - 16 * 1024, 7);
+		key_n(&k, 2 * i);
+		put_get(st, &k, buf, n);
+		chunk_path(dir, &k, path, sizeof(path));
+		if (n >= 64 * 1024)
+			ck_assert_int_eq(file_size(path),
+					 payload_off(path) + (off_t)n);
+		else
+			ck_assert_int_lt(file_size(path), (off_t)(n / 2));
+
+		fill_text(buf, n, 8);
+		key_n(&k, 2 * i + 1);
+		put_get(st, &k, buf, n);
+		chunk_path(dir, &k, path, sizeof(path));
+		ck_assert_int_lt(file_size(path), (off_t)(n / 2));
+	}
+	store_close(st);
+}
+END_TEST
+
 /* A buffer too small for the chunk is refused without harm. */
 START_TEST(small_buffer)
 {
@@ -2936,6 +2975,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, golden_xxh64_files, 0, 2);
 	tcase_add_loop_test(tc, round_trip, 0, 2);
 	tcase_add_test(tc, small_buffer);
+	tcase_add_test(tc, small_chunk_sampled);
 	tcase_add_loop_test(tc, corrupt_byte, 0, 2);
 	tcase_add_loop_test(tc, truncated, 0, 2);
 	tcase_add_loop_test(tc, bad_checksum, 0, 2);
