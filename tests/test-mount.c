@@ -856,6 +856,7 @@ START_TEST(test_directory_readahead)
 {
 	struct fx_mount m;
 	char *cache = own_mount_start(&m, "mount-walk", NULL);
+	long long stored = 0, missing;
 	char url[256];
 
 	for (int i = 0; i < 40; i++) {
@@ -868,20 +869,26 @@ START_TEST(test_directory_readahead)
 	/* From the third file in order on: 32 files ahead, then one more
 	 * with each file read. */
 	ck_assert_int_ge(readahead_queued(m.dir), 32);
-	/* Loaded before the unmount, which drops what is still queued (a
-	 * busy machine's pool can lag that far behind). */
-	for (int i = 0; i < 500 && fx_mount_stat(m.dir, "readahead", "loaded") <
-				       readahead_queued(m.dir);
+	/* Stored before the unmount, which drops what is still queued (a
+	 * busy machine's pool can lag that far behind): the 40 files read
+	 * out of order, the 40 in order and the 32 after f0139. */
+	for (int i = 0; i < 500 && (stored = fx_mount_stat(m.dir, "disk_cache",
+							   "chunks")) < 112;
 	     i++)
 		usleep(20000);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
 
 	/* After a remount the same walk finds the files cached: each reader
-	 * loads its own, no pool thread is woken for them. */
+	 * loads its own, no pool thread is woken for them (on a machine so
+	 * busy that the pool had not stored them all, only those it had
+	 * not are queued). */
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 	check_numbered(m.dir, "many/f", 100, 140, small_size);
-	ck_assert_int_eq(readahead_queued(m.dir), 0);
+	missing = stored < 112 ? 112 - stored : 0;
+	ck_assert_msg(readahead_queued(m.dir) <= missing,
+		      "%lld queued after the remount, %lld of 112 stored",
+		      readahead_queued(m.dir), stored);
 	/* ... and the files past the cached ones (the first mount cached 32
 	 * ahead of f0139) are queued as before. */
 	check_numbered(m.dir, "many/f", 140, 150, small_size);
