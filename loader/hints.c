@@ -22,6 +22,7 @@
 
 #include "hints.h"
 #include "index.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -122,25 +123,22 @@ fail:
 
 uint64_t hints_cache_cap(const struct hints *h)
 {
-	char path[PATH_MAX], buf[8192];
+	char path[PATH_MAX], *text;
 	const char *p;
-	ssize_t n;
-	int fd;
+	uint64_t cap = 0;
+	size_t len;
 
 	if (!h)
 		return 0;
 	snprintf(path, sizeof(path), "%s/.wharf/stats", h->mount);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_file_capped(path, 1 << 20, &text, &len, NULL))
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	/* The one "cap_bytes" of the stats is disk_cache's (fs/stats.c). */
-	p = strstr(buf, "\"cap_bytes\":");
-	return p ? strtoull(p + strlen("\"cap_bytes\":"), NULL, 10) : 0;
+	p = strstr(text, "\"cap_bytes\":");
+	if (p)
+		cap = strtoull(p + strlen("\"cap_bytes\":"), NULL, 10);
+	free(text);
+	return cap;
 }
 
 static void flush(struct hints *h)
