@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ops.h" /* and prefetch.h: struct store_file_id */
+#include "ops_ctx.h" /* and prefetch.h: struct store_file_id */
 
 /* How far a look among a file's siblings goes, before or after it: a
  * directory walk queues at most this many files ahead of its reader. */
