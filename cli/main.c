@@ -4,12 +4,11 @@
  * Adding a command: write cli/cmd_NAME.c with `int cmd_NAME(int argc,
  * char **argv)` (parse, call the mount or the loader, print; exit status 0,
  * 1 or 2), declare it in cmd.h, add a row below and the file to
- * cli/Makefile.am (inside `if ENABLE_FS` when it needs the mount), and
- * document it in man/wharf.1.
+ * cli/Makefile.am (a command that needs the mount: inside `if ENABLE_FS`,
+ * and its row's function in MOUNT_CMD()), and document it in man/wharf.1.
  */
 #include "config.h"
 
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,21 +23,21 @@
 
 static const struct {
 	const char *name;
-	int (*run)(int argc, char **argv); /* NULL: not built */
-	bool needs_mount;		    /* built only with the filesystem */
+	/* NULL: a command of the mount in a build without it (MOUNT_CMD) */
+	int (*run)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
-    {"mount", MOUNT_CMD(cmd_mount), true, "mount a remote dataset read-only"},
-    {"umount", MOUNT_CMD(cmd_umount), true, "unmount a wharf mount"},
-    {"cache", MOUNT_CMD(cmd_cache), true,
+    {"mount", MOUNT_CMD(cmd_mount), "mount a remote dataset read-only"},
+    {"umount", MOUNT_CMD(cmd_umount), "unmount a wharf mount"},
+    {"cache", MOUNT_CMD(cmd_cache),
      "inspect, verify, prune or clear a chunk cache"},
-    {"stats", MOUNT_CMD(cmd_stats), true,
+    {"stats", MOUNT_CMD(cmd_stats),
      "show a mount's live state (--watch: every few seconds)"},
-    {"prefetch", cmd_prefetch, false, "fill the cache for files on a mount"},
-    {"hints", cmd_hints, false, "tell a mount what will be read next"},
-    {"index", cmd_index, false, "build or describe a loader index"},
-    {"shm", cmd_shm, false, "list or remove leftover /dev/shm segments"},
-    {"bench", cmd_bench, false, "measure the loader on an index"},
+    {"prefetch", cmd_prefetch, "fill the cache for files on a mount"},
+    {"hints", cmd_hints, "tell a mount what will be read next"},
+    {"index", cmd_index, "build or describe a loader index"},
+    {"shm", cmd_shm, "list or remove leftover /dev/shm segments"},
+    {"bench", cmd_bench, "measure the loader on an index"},
 };
 
 /* What a build without the filesystem says for the mount's commands. */
