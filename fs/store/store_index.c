@@ -30,6 +30,53 @@
 
 /* ---- the index ---- */
 
+void pack_unref(struct spack *p)
+{
+	if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(p);
+}
+
+void sentry_free(struct sentry *e)
+{
+	if (e)
+		pack_unref(e->pack);
+	free(e);
+}
+
+static size_t bucket(const struct store *st, const struct chunk_key *key)
+{
+	return (size_t)rd64(key->b + 8) & (st->tabsize - 1);
+}
+
+/* Under mu. */
+struct sentry *index_find(struct store *st, const struct chunk_key *key)
+{
+	struct sentry *e = st->tab[bucket(st, key)];
+
+	while (e && memcmp(e->key.b, key->b, 16))
+		e = e->hnext;
+	return e;
+}
+
+void lru_unlink(struct sentry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+/* Under mu: e is used now. */
+void lru_push_front(struct store *st, struct sentry *e)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	e->used_ns = ts_ns(&now);
+	e->next = st->lru.next;
+	e->prev = &st->lru;
+	st->lru.next->prev = e;
+	st->lru.next = e;
+}
+
 static void lru_push_back(struct store *st, struct sentry *e)
 {
 	e->prev = st->lru.prev;
@@ -170,6 +217,17 @@ void store_vanished(struct store *st, const char *name)
 }
 
 /* ---- removing files ---- */
+
+/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
+void pack_names(const struct chunk_key *key, char data[PACK_NAME_MAX],
+		char idx[PACK_NAME_MAX])
+{
+	char hex[33];
+
+	store_key_hex(key, hex);
+	snprintf(data, PACK_NAME_MAX, "%s.pack", hex);
+	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
+}
 
 /* "XX/KEY" relative to the chunk dir, for messages. */
 void store_chunk_relpath(const struct chunk_key *key, char out[36])
@@ -348,6 +406,13 @@ void store_evict_files(struct store *st, struct sentry *victims,
 }
 
 /* ---- the cap ---- */
+
+/* Under mu (or where the cap is read atomically). */
+bool store_fs_bound(const struct store *st)
+{
+	return __atomic_load_n(&st->cap, __ATOMIC_RELAXED) <
+	       (st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX);
+}
 
 /* Left free on the filesystem beside the cap, for the files that are not
  * chunks (the listing snapshot, a log) and the blocks the counts miss
