@@ -455,7 +455,7 @@ static int read_holder(int fd, pid_t *pid, char **mountpoint)
 
 int store_lock_holder(const char *dir, pid_t *pid, char **mountpoint)
 {
-	char *path = strdupf("%s/lock", dir);
+	char *path = strdupf("%s/" CACHEDIR_LOCK, dir);
 	int fd, rc;
 
 	*pid = 0;
@@ -736,7 +736,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 	st->lru.next = st->lru.prev = &st->lru;
 	st->cfg = *cfg;
 	st->dir = strdup(cfg->dir);
-	st->chunkdir = strdupf("%s/chunks", cfg->dir);
+	st->chunkdir = strdupf("%s/" CACHEDIR_CHUNKS, cfg->dir);
 	st->cfg.dir = st->dir;
 	st->tabsize = 1024;
 	st->tab = calloc(st->tabsize, sizeof(*st->tab));
@@ -762,8 +762,9 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 			err_set(err, "%s: %s", st->dir, strerror(-rc));
 		goto fail;
 	}
-	path = strdupf("%s/lock", st->dir);
-	st->lockfd = openat(top, "lock", O_RDWR | O_CREAT | CHUNK_OPEN, 0600);
+	path = strdupf("%s/" CACHEDIR_LOCK, st->dir);
+	st->lockfd =
+	    openat(top, CACHEDIR_LOCK, O_RDWR | O_CREAT | CHUNK_OPEN, 0600);
 	rc = st->lockfd < 0 ? -errno : private_file(st->lockfd, path, err);
 	if (rc) {
 		if (err && !*err)
@@ -802,11 +803,11 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 
 		st->ncpu = n < 1 ? 1 : (unsigned)n;
 	}
-	rc = open_private_subdir(top, "chunks", st->dir, &chunks, err);
+	rc = open_private_subdir(top, CACHEDIR_CHUNKS, st->dir, &chunks, err);
 	for (unsigned i = 0; !rc && i < FANOUT; i++) {
 		char fan[3];
 
-		snprintf(fan, sizeof(fan), "%02x", i);
+		snprintf(fan, sizeof(fan), CACHEDIR_FAN, i);
 		rc = open_private_subdir(chunks, fan, st->chunkdir,
 					 &st->dirfd[i], err);
 	}
@@ -855,7 +856,8 @@ void store_close(struct store *st)
 	if (st->locked) {
 		/* Leave the file, drop its contents: nobody holds it. */
 		if (ftruncate(st->lockfd, 0))
-			log_warn("%s/lock: %s", st->dir, strerror(errno));
+			log_warn("%s/" CACHEDIR_LOCK ": %s", st->dir,
+				 strerror(errno));
 	}
 	if (st->lockfd >= 0)
 		close(st->lockfd);

@@ -25,8 +25,19 @@
 #include "chunkfile.h"
 #include "store.h"
 
+/* The names in a cache dir, spelled here alone: cachedir.c draws the
+ * layout they make, and every file of the store that opens one uses
+ * these. */
+#define CACHEDIR_LOCK "lock"	       /* flock'd by the mount: store.c */
+#define CACHEDIR_CHUNKS "chunks"       /* its fan-out dirs, XX/KEY */
+#define CACHEDIR_FAN "%02x"	       /* XX: a fan-out dir, of key->b[0] */
+#define CACHEDIR_SEALS "seals"	       /* store_seal.c */
+#define CACHEDIR_SUMS "sums"	       /* store_sums.c */
+#define CACHEDIR_SNAPSHOTS "snapshots" /* snapshot.h */
+#define PACK_DATA_SUFFIX ".pack"       /* KEY.pack: a pack's bytes */
+#define PACK_INDEX_SUFFIX ".idx"       /* KEY.idx: its index (pack.c) */
+#define TMP_PREFIX ".tmp."	       /* a write not yet renamed in */
 #define FANOUT 256
-#define TMP_PREFIX ".tmp."
 /* store_walk's flag for the scan at open, which holds the lock: a bad
  * pack is removed as it is found. */
 #define WALK_LOCKED 0x100

@@ -225,8 +225,8 @@ void pack_names(const struct chunk_key *key, char data[PACK_NAME_MAX],
 	char hex[33];
 
 	store_key_hex(key, hex);
-	snprintf(data, PACK_NAME_MAX, "%s.pack", hex);
-	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
+	snprintf(data, PACK_NAME_MAX, "%s" PACK_DATA_SUFFIX, hex);
+	snprintf(idx, PACK_NAME_MAX, "%s" PACK_INDEX_SUFFIX, hex);
 }
 
 /* "XX/KEY" relative to the chunk dir, for messages. */
@@ -353,7 +353,8 @@ static int evict_pack_files(struct store *st, const struct spack *p)
 			char hex[33];
 
 			store_key_hex(&p->key, hex);
-			log_warn("%s/%.2s/%s.pack: cannot evict: %s",
+			log_warn("%s/%.2s/%s" PACK_DATA_SUFFIX
+				 ": cannot evict: %s",
 				 st->chunkdir, hex, hex, strerror(-rc));
 		}
 	}
