@@ -1,14 +1,14 @@
 /*
  * cachedir: the layout of a cache dir, and where one is.
  *
- * DIR/lock (flock'd by the mount: store.c), DIR/chunks/XX/KEY, where KEY
- * is the chunk key in hex and XX its first byte, so that no directory
- * holds more than 1/256 of the chunks (a chunk file: chunkfile.c), and
- * beside them a pack's DIR/chunks/XX/KEY.pack and KEY.idx (pack.c);
- * DIR/seals (store_seal.c), DIR/sums (store_sums.c), and
- * DIR/snapshots/HASH.list (snapshot.h).  Temp files of unfinished writes
- * start with TMP_PREFIX.  These names are store_i.h's CACHEDIR_* and
- * the like, which every file of the store uses.
+ * DIR/lock (flock'd by the mount: store_open.c), DIR/chunks/XX/KEY,
+ * where KEY is the chunk key in hex and XX its first byte, so that no
+ * directory holds more than 1/256 of the chunks (a chunk file:
+ * chunkfile.c), and beside them a pack's DIR/chunks/XX/KEY.pack and
+ * KEY.idx (pack.c); DIR/seals (store_seal.c), DIR/sums (store_sums.c),
+ * and DIR/snapshots/HASH.list (snapshot.h).  Temp files of unfinished
+ * writes start with TMP_PREFIX.  These names are store_i.h's CACHEDIR_*
+ * and the like, which every file of the store uses.
  *
  * store_walk visits the layout for `wharf cache` and for the scan that
  * rebuilds the index at open; cachedir_remove_strays clears what a crash

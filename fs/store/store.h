@@ -12,6 +12,7 @@
  * The total is capped; eviction is least-recently-used and keeps the cap
  * while the mount runs.
  * One mount per cache dir (an flock on DIR/lock); the dir is created 0700.
+ * The files of fs/store implement it; store_i.h says which does what.
  */
 #include <stdbool.h>
 #include <stddef.h>

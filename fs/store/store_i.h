@@ -4,12 +4,15 @@
  * store_i: what the store's own files share, and no other module may use
  * (store.h is the contract).  They call each other one way only, from the
  * top down:
- *   store.c (open/lock/close, get/put, prune, the scan at open)
+ *   store_open.c (open, lock, close, the scan at open) and store_rw.c
+ *   (get, put, remove, prune, the counts), side by side
+ *   -> store_sums.c (the origin checksums on record)
  *   -> cachedir.c (the layout of the cache dir, its walk)
  *   -> pack.c (packs)
  *   -> store_seal.c (seals: which files need no check)
  *   -> store_index.c (the index, the LRU, eviction)
- *   -> chunkfile.c (one chunk file's format, and the keys: chunkfile.h).
+ *   -> chunkfile.c (one chunk file's format; the keys: chunkkey.h).
+ * store.h, the contract, has no file of its own: these implement it.
  * It declares; the code is in the .c files.
  */
 #include <dirent.h>
@@ -28,7 +31,7 @@
 /* The names in a cache dir, spelled here alone: cachedir.c draws the
  * layout they make, and every file of the store that opens one uses
  * these. */
-#define CACHEDIR_LOCK "lock"	       /* flock'd by the mount: store.c */
+#define CACHEDIR_LOCK "lock"	       /* flock'd: store_open.c */
 #define CACHEDIR_CHUNKS "chunks"       /* its fan-out dirs, XX/KEY */
 #define CACHEDIR_FAN "%02x"	       /* XX: a fan-out dir, of key->b[0] */
 #define CACHEDIR_SEALS "seals"	       /* store_seal.c */

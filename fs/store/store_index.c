@@ -1,8 +1,8 @@
 /*
  * store_index: the index of chunks (a hash table), its LRU order, and
  * eviction under the cap with the removal of the evicted files, chunk
- * files and packs alike: what store.c, pack.c and cachedir.c share.  It
- * calls none of them; they call it.
+ * files and packs alike: what store_rw.c, store_open.c, pack.c and
+ * cachedir.c share.  It calls none of them; they call it.
  *
  * The cap is the smaller of the one asked for and what the cache's
  * filesystem can hold: looked at when the store opens, and again each

@@ -32,7 +32,7 @@
  * closing its store, an older version's cache) is ranked by its file's
  * atime or mtime, as the scan found them.
  *
- * Crashes: a cache is written without fsync (store.c), and a file whose
+ * Crashes: a cache is written without fsync (store_rw.c), and a file whose
  * data a power loss took keeps its stat: a seal must never name it.  So
  * the filesystem is synced (syncfs) before the seals are written, and
  * where that fails no seal is kept.  DIR/seals is then written to a temp
