@@ -280,13 +280,27 @@ void chunks_read(struct store *st, const struct chunk_key k[PN],
 
 /* ---- main ---- */
 
-int store_fx_main(Suite *(*suite)(void))
+/* The suite "store" of one case, `name`: the checked fixture, and time
+ * for a slow disk. */
+static Suite *suite(const char *name, void (*add_tests)(TCase *tc))
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create(name);
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	add_tests(tc);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int store_fx_main(const char *name, void (*add_tests)(TCase *tc))
 {
 	SRunner *sr;
 	int failed;
 
 	root = fx_tmpdir("store");
-	sr = srunner_create(suite());
+	sr = srunner_create(suite(name, add_tests));
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

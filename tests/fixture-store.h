@@ -102,9 +102,11 @@ void object_reads(struct store *st, const struct chunk_key k[PN],
 void chunks_read(struct store *st, const struct chunk_key k[PN],
 		 const uint8_t *data);
 
-/* The main of each of the store's test programs: runs the cases suite()
- * makes, in a tmp dir of their own (root), and removes it.  @return the
- * exit status: 0, or 1 where a test failed. */
-int store_fx_main(Suite *(*suite)(void));
+/* The main of each of the store's test programs: runs the tests that
+ * add_tests puts in a case named `name` (of the suite "store"), with the
+ * fixture above and a timeout of 120 s, in a tmp dir of their own (root),
+ * and removes it.  @return the exit status: 0, or 1 where a test
+ * failed. */
+int store_fx_main(const char *name, void (*add_tests)(TCase *tc));
 
 #endif

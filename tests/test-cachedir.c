@@ -235,13 +235,8 @@ START_TEST(default_dir_without_home)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("cachedir");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, lock_one_mount);
 	tcase_add_test(tc, lock_waits_for_exiting_holder);
 	tcase_add_test(tc, mode_0700);
@@ -250,11 +245,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, planted_links_refused);
 	tcase_add_test(tc, fifo_chunk_skipped);
 	tcase_add_test(tc, default_dir_without_home);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("cachedir", add_tests);
 }

@@ -626,13 +626,8 @@ START_TEST(empty_chunk_checked)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("chunkfile");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, hash_known_values);
 	tcase_add_test(tc, keys);
 	tcase_add_test(tc, key_layout);
@@ -646,11 +641,9 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, xxh64_chunks_read, 0, 2);
 	tcase_add_loop_test(tc, empty_chunk_checked, 0, 2);
 	tcase_add_loop_test(tc, bad_header_fields, 0, 2);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("chunkfile", add_tests);
 }

@@ -365,13 +365,8 @@ START_TEST(cli_verify_origin_sums)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("cli");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, cli_verify);
 	tcase_add_test(tc, cli_verify_origin_sums);
 	tcase_add_test(tc, cli_verify_mounted);
@@ -379,11 +374,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, cli_stats_ls);
 	tcase_add_test(tc, cli_not_a_cache);
 	tcase_add_test(tc, cli_bad_options);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("cli", add_tests);
 }

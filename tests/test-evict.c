@@ -232,23 +232,16 @@ START_TEST(prune_and_clear)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("evict");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, cap_holds);
 	tcase_add_test(tc, lru_order);
 	tcase_add_loop_test(tc, recency_survives_remount, 0, 2);
 	tcase_add_test(tc, disk_full);
 	tcase_add_test(tc, prune_and_clear);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("evict", add_tests);
 }

@@ -449,23 +449,16 @@ START_TEST(pack_crash_leftovers)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("pack");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, pack_made_and_read);
 	tcase_add_loop_test(tc, pack_damaged, 0, 6);
 	tcase_add_test(tc, pack_evicted_whole);
 	tcase_add_test(tc, pack_compressed_evicts_nothing);
 	tcase_add_test(tc, pack_crash_leftovers);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("pack", add_tests);
 }

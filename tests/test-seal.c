@@ -417,24 +417,17 @@ START_TEST(touched_stays_checked)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("seal");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, sealed_chunks, 0, 5);
 	tcase_add_test(tc, racy_seal_not_kept);
 	tcase_add_test(tc, seals_version_1_read);
 	tcase_add_loop_test(tc, sealed_pack, 0, 5);
 	tcase_add_test(tc, touched_stays_checked);
 	tcase_add_loop_test(tc, reload_in_mount_sealed, 0, 5);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("seal", add_tests);
 }

@@ -461,13 +461,8 @@ START_TEST(vanished_counted)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("store");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, round_trip, 0, 2);
 	tcase_add_test(tc, small_buffer);
 	tcase_add_test(tc, small_chunk_sampled);
@@ -477,11 +472,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, persistence);
 	tcase_add_test(tc, concurrency);
 	tcase_add_test(tc, vanished_counted);
-	suite_add_tcase(s, tc);
-	return s;
 }
 
 int main(void)
 {
-	return store_fx_main(suite);
+	return store_fx_main("store", add_tests);
 }
