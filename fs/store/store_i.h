@@ -13,17 +13,14 @@
  *   -> store_index.c (the index, the LRU, eviction)
  *   -> chunkfile.c (one chunk file's format; the keys: chunkkey.h).
  * store.h, the contract, has no file of its own: these implement it.
- * It declares; the code is in the .c files.
+ * This header declares and holds no code.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "chunkfile.h"
 #include "store.h"
