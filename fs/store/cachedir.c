@@ -1,12 +1,14 @@
 /*
  * cachedir: the layout of a cache dir, and where one is.
  *
- * DIR/lock (flock'd by the mount: store.c), DIR/chunks/XX/KEY, where KEY
- * is the chunk key in hex and XX its first byte, so that no directory
- * holds more than 1/256 of the chunks (a chunk file: chunkfile.c), and
- * beside them a pack's DIR/chunks/XX/KEY.pack and KEY.idx (pack.c);
- * DIR/snapshots/HASH.list (snapshot.h).  Temp files of unfinished writes
- * start with TMP_PREFIX.
+ * DIR/lock (flock'd by the mount: store_open.c), DIR/chunks/XX/KEY,
+ * where KEY is the chunk key in hex and XX its first byte, so that no
+ * directory holds more than 1/256 of the chunks (a chunk file:
+ * chunkfile.c), and beside them a pack's DIR/chunks/XX/KEY.pack and
+ * KEY.idx (pack.c); DIR/seals (store_seal.c), DIR/sums (store_sums.c),
+ * and DIR/snapshots/HASH.list (snapshot.h).  Temp files of unfinished
+ * writes start with TMP_PREFIX.  These names are store_i.h's CACHEDIR_*
+ * and the like, which every file of the store uses.
  *
  * store_walk visits the layout for `wharf cache` and for the scan that
  * rebuilds the index at open; cachedir_remove_strays clears what a crash
@@ -89,7 +91,7 @@ static int walk_dir(const char *chunkdir, int fan_fd, const char *fan,
 		struct hdr h;
 		int fd, r;
 
-		if (name_is(de->d_name, ".idx", &e.key)) {
+		if (name_is(de->d_name, PACK_INDEX_SUFFIX, &e.key)) {
 			rc =
 			    pack_walk(chunkdir, d, fan, &e.key, flags, fn, arg);
 			continue;
@@ -152,7 +154,7 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 	       char **err)
 {
 	struct walker w = {0};
-	char *chunkdir = strdupf("%s/chunks", dir);
+	char *chunkdir = strdupf("%s/" CACHEDIR_CHUNKS, dir);
 	int top, rc = 0;
 
 	w.tp = &w.t;
@@ -170,7 +172,7 @@ int store_walk(const char *dir, unsigned flags, store_walk_fn fn, void *arg,
 		char fan[3];
 		int fd;
 
-		snprintf(fan, sizeof(fan), "%02x", i);
+		snprintf(fan, sizeof(fan), CACHEDIR_FAN, i);
 		fd = openat(top, fan, DIR_OPEN);
 		if (fd < 0)
 			continue;
@@ -215,10 +217,12 @@ void cachedir_remove_strays(const int fan_fd[FANOUT])
 		while ((de = readdir(d)))
 			if (!strncmp(de->d_name, TMP_PREFIX,
 				     strlen(TMP_PREFIX)) ||
-			    (name_is(de->d_name, ".idx", &key) &&
-			     !sibling_exists(fan_fd[i], de->d_name, ".pack")) ||
-			    (name_is(de->d_name, ".pack", &key) &&
-			     !sibling_exists(fan_fd[i], de->d_name, ".idx")))
+			    (name_is(de->d_name, PACK_INDEX_SUFFIX, &key) &&
+			     !sibling_exists(fan_fd[i], de->d_name,
+					     PACK_DATA_SUFFIX)) ||
+			    (name_is(de->d_name, PACK_DATA_SUFFIX, &key) &&
+			     !sibling_exists(fan_fd[i], de->d_name,
+					     PACK_INDEX_SUFFIX)))
 				unlinkat(fan_fd[i], de->d_name, 0);
 		closedir(d);
 	}
@@ -228,8 +232,8 @@ void cachedir_remove_strays(const int fan_fd[FANOUT])
 
 bool store_is_cache(const char *dir)
 {
-	char *lock = strdupf("%s/lock", dir);
-	char *chunks = strdupf("%s/chunks", dir);
+	char *lock = strdupf("%s/" CACHEDIR_LOCK, dir);
+	char *chunks = strdupf("%s/" CACHEDIR_CHUNKS, dir);
 	bool is =
 	    lock && chunks && (!access(lock, F_OK) || !access(chunks, F_OK));
 
@@ -264,12 +268,12 @@ char *store_default_dir(void)
 
 char *store_snapshot_dir(const char *dir)
 {
-	return strdupf("%s/snapshots", dir);
+	return strdupf("%s/" CACHEDIR_SNAPSHOTS, dir);
 }
 
 char *store_snapshot_path(const char *dir, const char *source_id)
 {
-	return strdupf("%s/snapshots/%016llx.list", dir,
+	return strdupf("%s/" CACHEDIR_SNAPSHOTS "/%016llx.list", dir,
 		       (unsigned long long)store_hash64(
 			   source_id, strlen(source_id), 0x5eed));
 }

@@ -2,10 +2,10 @@
 #define WHARF_CHUNKFILE_H
 /*
  * chunkfile: the format of one chunk file (its header, codecs and
- * checksums, described in chunkfile.c) and the keys that name chunks;
- * reading, checking and writing one file.  It knows nothing of the store
- * around it.  Only the store's own files include it (store.c, cachedir.c,
- * pack.c, store_index.c); other modules go through store.h.
+ * checksums, described in chunkfile.c) and the keys that name chunks
+ * (chunkkey.h); reading, checking and writing one file.  It knows nothing
+ * of the store around it, and includes nothing of it.  Only the store's
+ * own files include it; other modules go through store.h.
  */
 #include <endian.h>
 #include <stdbool.h>
@@ -21,7 +21,7 @@
 #endif
 #include <zstd.h>
 
-#include "store.h"
+#include "chunkkey.h"
 
 #define HDR_SIZE 48
 #define FORMAT_INLINE 1 /* the header at the start of the file */

@@ -56,6 +56,27 @@
 #define PACK_MAX_CHUNKS (1u << 22)
 #define PACK_CHECK_THREADS 8
 
+/* ---- a pack in the index ---- */
+
+struct spack *pack_of(struct store *st, const struct chunk_key *key,
+		      uint32_t *idx, struct seal *seal)
+{
+	struct spack *p = NULL;
+	struct sentry *e;
+
+	pthread_mutex_lock(&st->mu);
+	e = index_find(st, key);
+	if (e && e->pack) {
+		p = e->pack;
+		*idx = e->idx;
+		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	} else if (e && seal) {
+		*seal = e->seal;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return p;
+}
+
 /* ---- a pack's files ---- */
 
 static const uint8_t pack_magic[4] = {'W', 'H', 'P', 'K'};

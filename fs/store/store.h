@@ -12,30 +12,16 @@
  * The total is capped; eviction is least-recently-used and keeps the cap
  * while the mount runs.
  * One mount per cache dir (an flock on DIR/lock); the dir is created 0700.
+ * The files of fs/store implement it; store_i.h says which does what.
  */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A chunk's key, the identity of its file, a mapping of its bytes. */
+#include "chunkkey.h"
 #include "util.h"
-
-/* A chunk's identity: a hash of (source id, object path, object version,
- * size, mtime, chunk size, chunk index).  A changed object gets new keys. */
-struct chunk_key {
-	uint8_t b[16];
-};
-
-void store_key(struct chunk_key *key, const char *source_id, const char *path,
-	       const char *version, uint64_t size, int64_t mtime,
-	       uint32_t chunk_size, uint64_t chunk_index);
-/* Lowercase hex of the key into out[33]. */
-void store_key_hex(const struct chunk_key *key, char out[33]);
-/* Parses 32 hex digits (a chunk file's name).  @return 0 or -EINVAL. */
-int store_key_parse(const char *hex, struct chunk_key *key) WHARF_CHECK;
-
-/* XXH64 of len bytes (the checksum in every chunk file; exposed for tests). */
-uint64_t store_hash64(const void *data, size_t len, uint64_t seed);
 
 struct store_config {
 	const char *dir;
@@ -88,13 +74,6 @@ int store_get(struct store *st, const struct chunk_key *key, void *buf,
  * a file removed by hand still counts until a read finds it gone). */
 bool store_has(struct store *st, const struct chunk_key *key);
 
-/* A chunk file mapped read-only: the chunk's bytes are at data. */
-struct store_map {
-	void *map; /* munmap(map, map_len) when done */
-	size_t map_len;
-	void *data;
-};
-
 /* As store_get, but a raw (uncompressed) chunk is mapped, and verified by
  * a hash of the mapping, instead of copied into a buffer of the caller's.
  * Chunk files are 0600 in a 0700 dir and never truncated by the store: a
@@ -103,15 +82,6 @@ struct store_map {
  * file cannot be mapped: use store_get then. */
 int store_map(struct store *st, const struct chunk_key *key, size_t cap,
 	      struct store_map *m, size_t *len) WHARF_CHECK;
-
-/* Which file a chunk was read from: the same one (device, inode, size,
- * mtime and ctime) holds the same bytes, since chunk files are never
- * written in place, and any write to a file moves its ctime.  All zero:
- * none. */
-struct store_file_id {
-	uint64_t dev, ino, size;
-	int64_t mtime_ns, ctime_ns;
-};
 
 /*
  * Opens the file of a raw chunk that holds the chunk's bytes alone (the

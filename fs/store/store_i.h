@@ -4,29 +4,40 @@
  * store_i: what the store's own files share, and no other module may use
  * (store.h is the contract).  They call each other one way only, from the
  * top down:
- *   store.c (open/lock/close, get/put, prune, the scan at open)
+ *   store_open.c (open, lock, close, the scan at open) and store_rw.c
+ *   (get, put, remove, prune, the counts), side by side
+ *   -> store_sums.c (the origin checksums on record)
  *   -> cachedir.c (the layout of the cache dir, its walk)
  *   -> pack.c (packs)
  *   -> store_seal.c (seals: which files need no check)
  *   -> store_index.c (the index, the LRU, eviction)
- *   -> chunkfile.c (one chunk file's format, and the keys: chunkfile.h).
- * The helpers that every read runs are inline here.
+ *   -> chunkfile.c (one chunk file's format; the keys: chunkkey.h).
+ * store.h, the contract, has no file of its own: these implement it.
+ * This header declares and holds no code.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "chunkfile.h"
 #include "store.h"
 
+/* The names in a cache dir, spelled here alone: cachedir.c draws the
+ * layout they make, and every file of the store that opens one uses
+ * these. */
+#define CACHEDIR_LOCK "lock"	       /* flock'd: store_open.c */
+#define CACHEDIR_CHUNKS "chunks"       /* its fan-out dirs, XX/KEY */
+#define CACHEDIR_FAN "%02x"	       /* XX: a fan-out dir, of key->b[0] */
+#define CACHEDIR_SEALS "seals"	       /* store_seal.c */
+#define CACHEDIR_SUMS "sums"	       /* store_sums.c */
+#define CACHEDIR_SNAPSHOTS "snapshots" /* snapshot.h */
+#define PACK_DATA_SUFFIX ".pack"       /* KEY.pack: a pack's bytes */
+#define PACK_INDEX_SUFFIX ".idx"       /* KEY.idx: its index (pack.c) */
+#define TMP_PREFIX ".tmp."	       /* a write not yet renamed in */
 #define FANOUT 256
-#define TMP_PREFIX ".tmp."
 /* store_walk's flag for the scan at open, which holds the lock: a bad
  * pack is removed as it is found. */
 #define WALK_LOCKED 0x100
@@ -118,87 +129,6 @@ struct store {
 	uint64_t packs_until_ns; /* atomic: store_packs_until, 0 none */
 };
 
-static inline void pack_unref(struct spack *p)
-{
-	if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(p);
-}
-
-static inline void sentry_free(struct sentry *e)
-{
-	if (e)
-		pack_unref(e->pack);
-	free(e);
-}
-
-static inline size_t bucket(const struct store *st, const struct chunk_key *key)
-{
-	return (size_t)rd64(key->b + 8) & (st->tabsize - 1);
-}
-
-/* Under mu. */
-static inline struct sentry *index_find(struct store *st,
-					const struct chunk_key *key)
-{
-	struct sentry *e = st->tab[bucket(st, key)];
-
-	while (e && memcmp(e->key.b, key->b, 16))
-		e = e->hnext;
-	return e;
-}
-
-static inline void lru_unlink(struct sentry *e)
-{
-	e->prev->next = e->next;
-	e->next->prev = e->prev;
-}
-
-/* Under mu: e is used now. */
-static inline void lru_push_front(struct store *st, struct sentry *e)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	e->used_ns = ts_ns(&now);
-	e->next = st->lru.next;
-	e->prev = &st->lru;
-	st->lru.next->prev = e;
-	st->lru.next = e;
-}
-
-/* The pack holding key, with a reference, or NULL; then, where seal is
- * not NULL, the seal of its chunk file goes there (none: file.ino 0). */
-static inline struct spack *pack_of(struct store *st,
-				    const struct chunk_key *key, uint32_t *idx,
-				    struct seal *seal)
-{
-	struct spack *p = NULL;
-	struct sentry *e;
-
-	pthread_mutex_lock(&st->mu);
-	e = index_find(st, key);
-	if (e && e->pack) {
-		p = e->pack;
-		*idx = e->idx;
-		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
-	} else if (e && seal) {
-		*seal = e->seal;
-	}
-	pthread_mutex_unlock(&st->mu);
-	return p;
-}
-
-/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
-static inline void pack_names(const struct chunk_key *key,
-			      char data[PACK_NAME_MAX], char idx[PACK_NAME_MAX])
-{
-	char hex[33];
-
-	store_key_hex(key, hex);
-	snprintf(data, PACK_NAME_MAX, "%s.pack", hex);
-	snprintf(idx, PACK_NAME_MAX, "%s.idx", hex);
-}
-
 /* ---- store_seal.c ---- */
 
 /* CLOCK_REALTIME in ns: a seal's time, read before the fstat it goes
@@ -217,6 +147,19 @@ void seal_save(struct store *st);
 
 /* ---- store_index.c ---- */
 
+/* Drops a reference to pack p (NULL: none); the last one frees it. */
+void pack_unref(struct spack *p);
+/* Frees entry e (NULL: none), which is out of the index, and its
+ * reference to its pack. */
+void sentry_free(struct sentry *e);
+/* Under mu: key's entry in the index, or NULL.  Every chunk lookup runs
+ * it. */
+struct sentry *index_find(struct store *st, const struct chunk_key *key);
+/* Under mu: takes e out of the LRU list (not out of the hash table). */
+void lru_unlink(struct sentry *e);
+/* Under mu: e is used now: to the front of the LRU. */
+void lru_push_front(struct store *st, struct sentry *e);
+
 /* Under mu: puts new entry e in the index, as the most recently used
  * (front) or the least. */
 void store_index_insert(struct store *st, struct sentry *e, bool front);
@@ -234,6 +177,9 @@ bool store_index_forget(struct store *st, const struct chunk_key *key,
  * said, as no eviction or check of ours removed it. */
 void store_vanished(struct store *st, const char *name);
 
+/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
+void pack_names(const struct chunk_key *key, char data[PACK_NAME_MAX],
+		char idx[PACK_NAME_MAX]);
 /* "XX/KEY" relative to the chunk dir, for messages. */
 void store_chunk_relpath(const struct chunk_key *key, char out[36]);
 /* Removes the file `name` in dirfd if it is still the inode fd reads.
@@ -261,11 +207,7 @@ void store_evict_files(struct store *st, struct sentry *victims,
 
 /* Under mu (or where the cap is read atomically): whether the cap is the
  * filesystem's room, less than the one asked for. */
-static inline bool store_fs_bound(const struct store *st)
-{
-	return __atomic_load_n(&st->cap, __ATOMIC_RELAXED) <
-	       (st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX);
-}
+bool store_fs_bound(const struct store *st);
 
 /* At open, with the index built: sets the cap to the smaller of
  * cfg.max_bytes and what the cache's filesystem can hold (when a cap was
@@ -287,6 +229,10 @@ void store_cap_recheck(struct store *st);
 
 /* ---- pack.c ---- */
 
+/* The pack holding key, with a reference, or NULL; then, where seal is
+ * not NULL, the seal of its chunk file goes there (none: file.ino 0). */
+struct spack *pack_of(struct store *st, const struct chunk_key *key,
+		      uint32_t *idx, struct seal *seal);
 /* store_get or store_map (m not NULL) for chunk idx of pack p. */
 int pack_get(struct store *st, struct spack *p, uint32_t idx, void *buf,
 	     size_t cap, size_t *len, struct store_map *m);

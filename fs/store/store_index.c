@@ -1,8 +1,8 @@
 /*
  * store_index: the index of chunks (a hash table), its LRU order, and
  * eviction under the cap with the removal of the evicted files, chunk
- * files and packs alike: what store.c, pack.c and cachedir.c share.  It
- * calls none of them; they call it.
+ * files and packs alike: what store_rw.c, store_open.c, pack.c and
+ * cachedir.c share.  It calls none of them; they call it.
  *
  * The cap is the smaller of the one asked for and what the cache's
  * filesystem can hold: looked at when the store opens, and again each
@@ -29,6 +29,53 @@
 #include "util.h"
 
 /* ---- the index ---- */
+
+void pack_unref(struct spack *p)
+{
+	if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(p);
+}
+
+void sentry_free(struct sentry *e)
+{
+	if (e)
+		pack_unref(e->pack);
+	free(e);
+}
+
+static size_t bucket(const struct store *st, const struct chunk_key *key)
+{
+	return (size_t)rd64(key->b + 8) & (st->tabsize - 1);
+}
+
+/* Under mu. */
+struct sentry *index_find(struct store *st, const struct chunk_key *key)
+{
+	struct sentry *e = st->tab[bucket(st, key)];
+
+	while (e && memcmp(e->key.b, key->b, 16))
+		e = e->hnext;
+	return e;
+}
+
+void lru_unlink(struct sentry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+/* Under mu: e is used now. */
+void lru_push_front(struct store *st, struct sentry *e)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	e->used_ns = ts_ns(&now);
+	e->next = st->lru.next;
+	e->prev = &st->lru;
+	st->lru.next->prev = e;
+	st->lru.next = e;
+}
 
 static void lru_push_back(struct store *st, struct sentry *e)
 {
@@ -171,6 +218,17 @@ void store_vanished(struct store *st, const char *name)
 
 /* ---- removing files ---- */
 
+/* KEY.pack and KEY.idx, in the fan-out dir of key->b[0]. */
+void pack_names(const struct chunk_key *key, char data[PACK_NAME_MAX],
+		char idx[PACK_NAME_MAX])
+{
+	char hex[33];
+
+	store_key_hex(key, hex);
+	snprintf(data, PACK_NAME_MAX, "%s" PACK_DATA_SUFFIX, hex);
+	snprintf(idx, PACK_NAME_MAX, "%s" PACK_INDEX_SUFFIX, hex);
+}
+
 /* "XX/KEY" relative to the chunk dir, for messages. */
 void store_chunk_relpath(const struct chunk_key *key, char out[36])
 {
@@ -295,7 +353,8 @@ static int evict_pack_files(struct store *st, const struct spack *p)
 			char hex[33];
 
 			store_key_hex(&p->key, hex);
-			log_warn("%s/%.2s/%s.pack: cannot evict: %s",
+			log_warn("%s/%.2s/%s" PACK_DATA_SUFFIX
+				 ": cannot evict: %s",
 				 st->chunkdir, hex, hex, strerror(-rc));
 		}
 	}
@@ -348,6 +407,13 @@ void store_evict_files(struct store *st, struct sentry *victims,
 }
 
 /* ---- the cap ---- */
+
+/* Under mu (or where the cap is read atomically). */
+bool store_fs_bound(const struct store *st)
+{
+	return __atomic_load_n(&st->cap, __ATOMIC_RELAXED) <
+	       (st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX);
+}
 
 /* Left free on the filesystem beside the cap, for the files that are not
  * chunks (the listing snapshot, a log) and the blocks the counts miss

@@ -32,7 +32,7 @@
  * closing its store, an older version's cache) is ranked by its file's
  * atime or mtime, as the scan found them.
  *
- * Crashes: a cache is written without fsync (store.c), and a file whose
+ * Crashes: a cache is written without fsync (store_rw.c), and a file whose
  * data a power loss took keeps its stat: a seal must never name it.  So
  * the filesystem is synced (syncfs) before the seals are written, and
  * where that fails no seal is kept.  DIR/seals is then written to a temp
@@ -59,7 +59,6 @@
 
 #include "util.h"
 
-#define SEALS_NAME "seals"
 #define SEALS_HDR 16
 #define SEAL_ENTRY 88
 #define SEAL_ENTRY_V1 80
@@ -136,7 +135,7 @@ static void seal_put(struct store *st, const struct chunk_key *key,
 
 void seal_load(struct store *st, int dirfd)
 {
-	const int fd = openat(dirfd, SEALS_NAME, CHUNK_OPEN);
+	const int fd = openat(dirfd, CACHEDIR_SEALS, CHUNK_OPEN);
 	uint8_t *b = NULL;
 	struct stat sb;
 	size_t len, esize;
@@ -160,7 +159,7 @@ void seal_load(struct store *st, int dirfd)
 	    XXH3_ONESHOT(b, len - 8, 0) != rd64(b + len - 8)) {
 		log_warn("%s/%s: not a valid seal file: every cached chunk "
 			 "is checked at its first read",
-			 st->dir, SEALS_NAME);
+			 st->dir, CACHEDIR_SEALS);
 		goto out;
 	}
 	pthread_mutex_lock(&st->mu);
@@ -292,7 +291,7 @@ void seal_save(struct store *st)
 	len = SEALS_HDR + o.n * SEAL_ENTRY;
 	put64(o.b + len, XXH3_ONESHOT(o.b, len, 0));
 	len += 8;
-	snprintf(tmp, sizeof(tmp), TMP_PREFIX SEALS_NAME ".%d.%lu",
+	snprintf(tmp, sizeof(tmp), TMP_PREFIX CACHEDIR_SEALS ".%d.%lu",
 		 (int)getpid(),
 		 __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED));
 	top = open(st->dir, DIR_OPEN);
@@ -304,7 +303,7 @@ void seal_save(struct store *st)
 	 * writeback error: the old seals go too. */
 	if (o.sealed && syncfs(top)) {
 		rc = -errno;
-		(void)unlinkat(top, SEALS_NAME, 0);
+		(void)unlinkat(top, CACHEDIR_SEALS, 0);
 		goto out;
 	}
 	fd = openat(top, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -317,7 +316,7 @@ void seal_save(struct store *st)
 		rc = -errno;
 	if (close(fd) && !rc)
 		rc = -errno;
-	if (!rc && renameat(top, tmp, top, SEALS_NAME))
+	if (!rc && renameat(top, tmp, top, CACHEDIR_SEALS))
 		rc = -errno;
 	if (rc)
 		(void)unlinkat(top, tmp, 0);
@@ -325,7 +324,7 @@ out:
 	/* Not fatal: the next mount checks what it would have trusted. */
 	if (rc)
 		log_warn("%s/%s: cannot save the seals: %s", st->dir,
-			 SEALS_NAME, strerror(-rc));
+			 CACHEDIR_SEALS, strerror(-rc));
 	if (top >= 0)
 		close(top);
 	free(o.b);

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,7 +19,6 @@
 #include "listing.h"
 #include "store_i.h"
 
-#define SUMS_NAME "sums"
 #define SUMS_MAGIC "wharf-sum1"
 /* A record file larger than this is not read (a million objects take
  * some 300 MB). */
@@ -73,7 +74,7 @@ int store_sum_record(struct store *st, const struct store_sum *s)
 		return -ENAMETOOLONG;
 	}
 	n += (size_t)w;
-	snprintf(path, sizeof(path), "%s/%s", st->dir, SUMS_NAME);
+	snprintf(path, sizeof(path), "%s/%s", st->dir, CACHEDIR_SUMS);
 	fd = open(path,
 		  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
 		      O_NONBLOCK,
@@ -97,7 +98,7 @@ void store_sums_clear(struct store *st)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/%s", st->dir, SUMS_NAME);
+	snprintf(path, sizeof(path), "%s/%s", st->dir, CACHEDIR_SUMS);
 	if (unlink(path) && errno != ENOENT)
 		log_warn("%s: cannot remove: %s", path, strerror(errno));
 }
@@ -348,8 +349,9 @@ static void check_one(struct checker *k, const struct rec *r,
 		c->why = strerror(-rc);
 		return;
 	}
-	fd = r->s.size > r->s.chunk_size ? open_chunk(k, &r->key0, ".pack")
-					 : -ENOENT;
+	fd = r->s.size > r->s.chunk_size
+		 ? open_chunk(k, &r->key0, PACK_DATA_SUFFIX)
+		 : -ENOENT;
 	if (fd >= 0) {
 		rc = feed_pack(k, fd, &r->s, &ctx, &why);
 		close(fd);
@@ -372,8 +374,9 @@ static void check_one(struct checker *k, const struct rec *r,
 
 int store_sums_verify(const char *dir, store_sum_fn fn, void *arg, char **err)
 {
-	char *path = strdupf("%s/%s", dir, SUMS_NAME), *text = NULL;
-	char *chunkdir = strdupf("%s/chunks", dir), got[CHECKSUM_TEXT_MAX];
+	char *path = strdupf("%s/%s", dir, CACHEDIR_SUMS), *text = NULL;
+	char *chunkdir = strdupf("%s/" CACHEDIR_CHUNKS, dir);
+	char got[CHECKSUM_TEXT_MAX];
 	struct checker k = {.chunks_fd = -1};
 	struct rec *v = NULL;
 	size_t len = 0, n = 0, cap = 0, line = 0;
