@@ -106,8 +106,9 @@ int source_count_only(void *arg, const struct source_object *obj)
 
 int source_fetch_signed(struct source *src, struct fetch_req *req,
 			struct fetch_res *res, source_sign_fn sign, void *arg,
-			const unsigned *serial, long status)
+			const unsigned *serial)
 {
+	const struct source_ops *ops = src->ops;
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
@@ -118,10 +119,9 @@ int source_fetch_signed(struct source *src, struct fetch_req *req,
 			return rc;
 		}
 		rc = fetch_run(src->fetch, req, res);
-		if (rc != -EACCES || attempt > 0 ||
-		    (status && res->status != status) ||
-		    !src->ops->auth_refused ||
-		    !src->ops->auth_refused(src, *serial))
+		if (!rc || attempt > 0 || !ops->auth_expired ||
+		    !ops->auth_refused || !ops->auth_expired(req, res, rc) ||
+		    !ops->auth_refused(src, *serial))
 			return rc;
 	}
 }

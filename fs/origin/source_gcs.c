@@ -143,7 +143,7 @@ static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 				.resign = api_reauth,
 				.resign_arg = &a};
 	int rc = source_fetch_signed(&gs->base, &req, res, api_reauth, &a,
-				     &a.serial, 401);
+				     &a.serial);
 
 	curl_slist_free_all(a.headers);
 	return rc;
@@ -616,6 +616,14 @@ static bool gcs_auth_refused(struct source *src, unsigned serial)
 	return gcp_creds_refused(gs_of(src)->creds, serial);
 }
 
+/* The JSON API refuses an expired token with 401. */
+static bool gcs_auth_expired(const struct fetch_req *req,
+			     const struct fetch_res *res, int rc)
+{
+	(void)req;
+	return rc == -EACCES && res->status == 401;
+}
+
 static void gcs_destroy(struct source *src)
 {
 	struct gcs_src *gs = gs_of(src);
@@ -633,6 +641,7 @@ static const struct source_ops gcs_ops = {
     .stat = gcs_stat,
     .prepare_read = gcs_prepare_read,
     .auth_refused = gcs_auth_refused,
+    .auth_expired = gcs_auth_expired,
     .destroy = gcs_destroy,
 };
 
