@@ -46,6 +46,28 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 			      size_t len);
 
 /*
+ * A backend's step of a paged listing: asks for the page after token
+ * `sent` ("" for the first) and hands its names to the listing's callback;
+ * says whether another page follows (*more) after token *next (valid until
+ * the next step) and how many names this one held (*names, counted even
+ * when it fails).  @return 0, or -errno with *err (malloc'd) saying why.
+ */
+typedef int (*source_page_fn)(void *arg, const char *sent, const char **next,
+			      bool *more, size_t *names, char **err);
+/*
+ * The one loop of a paged listing: step after step until a page is the
+ * last, or the server's tokens (token_name, shorter than token_max bytes)
+ * go round or on past SOURCE_LIST_PAGES_MAX (source_page_stuck: -EIO,
+ * "listing ID REL: ...: giving up", rel naming the listing under the
+ * source's id).  *count gets the names of all pages.
+ * @return 0, or the step's error, -EIO, -ENOMEM.
+ */
+int source_list_pages(struct source *src, const char *rel,
+		      const char *token_name, size_t token_max,
+		      source_page_fn step, void *arg, size_t *count,
+		      char **err);
+
+/*
  * One origin request that carries expiring credentials, and the one loop
  * that renews them: sign (re)builds req's url and headers and sets *serial
  * to the credentials it used; fetch_run sends it.  When it fails and the

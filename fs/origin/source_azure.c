@@ -463,11 +463,69 @@ static int list_get(struct az_src *a, const struct param *q, size_t nq,
 	struct az_sign l = {
 	    .a = a, .method = "GET", .q = q, .nq = nq, .url = url, .cap = cap};
 	struct fetch_req req = {.grow = true, .cap = LIST_CAP};
-	int rc = source_fetch_signed(&a->base, &req, res, az_sign, &l,
-				     &l.serial);
+	int rc =
+	    source_fetch_signed(&a->base, &req, res, az_sign, &l, &l.serial);
 
 	curl_slist_free_all(req.headers);
 	return rc;
+}
+
+/* One listing of prefix pfx, a page at a time (source_list_pages). */
+struct az_listing {
+	struct az_src *a;
+	const char *pfx;
+	unsigned max;
+	source_list_cb cb;
+	void *arg;
+	struct azure_page page;
+	char url[URL_MAX];
+};
+
+/* source_page_fn: the page after marker sent. */
+static int list_page(void *arg, const char *sent, const char **next, bool *more,
+		     size_t *names, char **err)
+{
+	struct az_listing *l = arg;
+	struct az_src *a = l->a;
+	const char *pfx = l->pfx;
+	/* In the order Shared Key signs them: by name. */
+	struct param q[6];
+	struct fetch_res res;
+	char *perr = NULL, maxs[16], h[512];
+	size_t nq = 0;
+	int rc;
+
+	snprintf(maxs, sizeof(maxs), "%u", l->max);
+	q[nq++] = (struct param){"comp", "list"};
+	q[nq++] = (struct param){"delimiter", "/"};
+	if (sent[0])
+		q[nq++] = (struct param){"marker", sent};
+	if (l->max)
+		q[nq++] = (struct param){"maxresults", maxs};
+	q[nq++] = (struct param){"prefix", pfx};
+	q[nq++] = (struct param){"restype", "container"};
+	rc = list_get(a, q, nq, l->url, URL_MAX, &res);
+	if (rc) {
+		err_set(err, "listing %s%s: %s%s", a->base.id,
+			pfx + strlen(a->prefix), res.err,
+			hint(a, rc, h, sizeof(h)));
+		return rc;
+	}
+	rc = azure_parse_list_page(res.body, res.len, pfx, l->cb, l->arg,
+				   &l->page, &perr);
+	free(res.body);
+	*names = l->page.names;
+	if (rc) {
+		if (perr || rc == -EIO)
+			err_set(err, "listing %s%s: %s", a->base.id,
+				pfx + strlen(a->prefix),
+				perr ? perr : "failed");
+		free(perr);
+		return rc;
+	}
+	*next = l->page.marker;
+	*more = l->page.marker[0] && !l->max;
+	return 0;
 }
 
 /* Lists prefix `pfx` page by page (max 0: the server's page size, else
@@ -476,68 +534,21 @@ static int list_prefix(struct source *src, const char *pfx, unsigned max,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
 	struct az_src *a = az_of(src);
-	struct azure_page *page = calloc(1, sizeof(*page));
-	char *url = malloc(URL_MAX), sent[sizeof(page->marker)] = "", h[512];
-	char maxs[16], why[160];
-	unsigned pages = 0;
-	const char *stuck;
+	struct az_listing *l = calloc(1, sizeof(*l));
 	int rc;
 
 	*count = 0;
-	if (!page || !url) {
-		free(page);
-		free(url);
+	if (!l)
 		return -ENOMEM;
-	}
-	snprintf(maxs, sizeof(maxs), "%u", max);
-	for (;;) {
-		/* In the order Shared Key signs them: by name. */
-		struct param q[6];
-		struct fetch_res res;
-		char *perr = NULL;
-		size_t nq = 0;
-
-		q[nq++] = (struct param){"comp", "list"};
-		q[nq++] = (struct param){"delimiter", "/"};
-		if (sent[0])
-			q[nq++] = (struct param){"marker", sent};
-		if (max)
-			q[nq++] = (struct param){"maxresults", maxs};
-		q[nq++] = (struct param){"prefix", pfx};
-		q[nq++] = (struct param){"restype", "container"};
-		rc = list_get(a, q, nq, url, URL_MAX, &res);
-		if (rc) {
-			err_set(err, "listing %s%s: %s%s", a->base.id,
-				pfx + strlen(a->prefix), res.err,
-				hint(a, rc, h, sizeof(h)));
-			break;
-		}
-		rc = azure_parse_list_page(res.body, res.len, pfx, cb, arg,
-					   page, &perr);
-		free(res.body);
-		*count += page->names;
-		if (rc) {
-			if (perr || rc == -EIO)
-				err_set(err, "listing %s%s: %s", a->base.id,
-					pfx + strlen(a->prefix),
-					perr ? perr : "failed");
-			free(perr);
-			break;
-		}
-		if (!page->marker[0] || max)
-			break;
-		stuck = source_page_stuck("marker", sent, page->marker, ++pages,
-					  why, sizeof(why));
-		if (stuck) {
-			err_set(err, "listing %s%s: %s: giving up", a->base.id,
-				pfx + strlen(a->prefix), stuck);
-			rc = -EIO;
-			break;
-		}
-		memcpy(sent, page->marker, sizeof(sent));
-	}
-	free(url);
-	free(page);
+	l->a = a;
+	l->pfx = pfx;
+	l->max = max;
+	l->cb = cb;
+	l->arg = arg;
+	rc =
+	    source_list_pages(src, pfx + strlen(a->prefix), "marker",
+			      sizeof(l->page.marker), list_page, l, count, err);
+	free(l);
 	return rc;
 }
 
@@ -568,9 +579,9 @@ static int az_stat(struct source *src, const char *path,
 	l.blob = blob;
 	/* A bearer token the service refuses is renewed and the HEAD sent
 	 * once more, as for a listing page. */
-	rc = l.url && blob ? source_fetch_signed(src, &req, &res, az_sign, &l,
-						 &l.serial)
-			   : -ENOMEM;
+	rc = l.url && blob
+		 ? source_fetch_signed(src, &req, &res, az_sign, &l, &l.serial)
+		 : -ENOMEM;
 	curl_slist_free_all(req.headers);
 	free(blob);
 	free(l.url);

@@ -427,105 +427,110 @@ static int s3_sign(void *arg, struct fetch_req *req)
 			  g->cap, &req->headers, &g->serial);
 }
 
+/* One listing of prefix pfx, a page at a time (source_list_pages). */
+struct s3_listing {
+	struct s3_src *s;
+	const char *pfx;
+	unsigned max_keys;
+	source_list_cb cb;
+	void *arg;
+	struct s3_page page;
+	char url[8192], query[6144];
+};
+
+/* source_page_fn: the page after continuation token sent. */
+static int list_page(void *arg, const char *sent, const char **next,
+		     bool *more, size_t *names, char **err)
+{
+	struct s3_listing *l = arg;
+	struct s3_src *s = l->s;
+	const char *pfx = l->pfx;
+	char *query = l->query, h[512];
+	struct s3_sign g = {.s = s,
+			    .method = "GET",
+			    .query = query,
+			    .url = l->url,
+			    .cap = sizeof(l->url)};
+	struct fetch_req req = {.grow = true, .cap = LIST_CAP};
+	struct fetch_res res;
+	char *perr = NULL;
+	size_t ql = 0;
+	int rc;
+
+	/* Parameters in canonical (sorted) order. */
+	if (sent[0]) {
+		rc = add(query, &ql, sizeof(l->query), "continuation-token=");
+		if (!rc)
+			rc = enc(query, &ql, sizeof(l->query), sent, false);
+		if (!rc)
+			rc = add(query, &ql, sizeof(l->query), "&");
+	} else {
+		rc = 0;
+		query[0] = '\0';
+	}
+	if (!rc)
+		rc = add(query, &ql, sizeof(l->query),
+			 "delimiter=%2F&list-type=2");
+	if (!rc && l->max_keys) {
+		char mk[32];
+
+		snprintf(mk, sizeof(mk), "&max-keys=%u", l->max_keys);
+		rc = add(query, &ql, sizeof(l->query), mk);
+	}
+	if (!rc)
+		rc = add(query, &ql, sizeof(l->query), "&prefix=");
+	if (!rc)
+		rc = enc(query, &ql, sizeof(l->query), pfx, false);
+	if (rc) {
+		err_set(err, "listing %s%s: cannot build the request: %s",
+			s->base.id, pfx + strlen(s->prefix), strerror(-rc));
+		return rc;
+	}
+	rc = source_fetch_signed(&s->base, &req, &res, s3_sign, &g, &g.serial);
+	curl_slist_free_all(req.headers);
+	if (rc) {
+		err_set(err, "listing %s%s: %s%s", s->base.id,
+			pfx + strlen(s->prefix), res.err,
+			hint(s, rc, h, sizeof(h)));
+		return rc;
+	}
+	rc = s3_parse_list_page(res.body, res.len, pfx, l->cb, l->arg,
+				&l->page, &perr);
+	free(res.body);
+	*names = l->page.keys;
+	if (rc) {
+		if (perr || rc == -EIO)
+			err_set(err, "listing %s%s: %s: %s", s->base.id,
+				pfx + strlen(s->prefix), l->url,
+				perr ? perr : "failed");
+		free(perr);
+		return rc;
+	}
+	*next = l->page.token;
+	*more = l->page.truncated && !l->max_keys;
+	return 0;
+}
+
 /* Lists prefix `pfx` page by page (max_keys 0: the server's default). */
 static int list_prefix(struct source *src, const char *pfx, unsigned max_keys,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
 	struct s3_src *s = s3_of(src);
-	struct s3_page *page;
-	char url[8192], query[6144], h[512], *sent;
-	struct s3_sign g = {.s = s,
-			    .method = "GET",
-			    .query = query,
-			    .url = url,
-			    .cap = sizeof(url)};
-	unsigned pages = 0;
-	const char *stuck;
-	char why[160];
+	struct s3_listing *l = calloc(1, sizeof(*l));
 	int rc;
 
 	*count = 0;
-	page = calloc(1, sizeof(*page));
-	sent = calloc(1, sizeof(page->token));
-	if (!page || !sent) {
-		free(page);
-		free(sent);
+	if (!l)
 		return -ENOMEM;
-	}
-	for (;;) {
-		struct fetch_req req = {.grow = true, .cap = LIST_CAP};
-		struct fetch_res res;
-		char *perr = NULL;
-		size_t ql = 0;
-
-		/* Parameters in canonical (sorted) order. */
-		memcpy(sent, page->token, sizeof(page->token));
-		if (sent[0]) {
-			rc = add(query, &ql, sizeof(query),
-				 "continuation-token=");
-			if (!rc)
-				rc =
-				    enc(query, &ql, sizeof(query), sent, false);
-			if (!rc)
-				rc = add(query, &ql, sizeof(query), "&");
-		} else {
-			rc = 0;
-			query[0] = '\0';
-		}
-		if (!rc)
-			rc = add(query, &ql, sizeof(query),
-				 "delimiter=%2F&list-type=2");
-		if (!rc && max_keys) {
-			char mk[32];
-
-			snprintf(mk, sizeof(mk), "&max-keys=%u", max_keys);
-			rc = add(query, &ql, sizeof(query), mk);
-		}
-		if (!rc)
-			rc = add(query, &ql, sizeof(query), "&prefix=");
-		if (!rc)
-			rc = enc(query, &ql, sizeof(query), pfx, false);
-		if (rc) {
-			err_set(
-			    err, "listing %s%s: cannot build the request: %s",
-			    s->base.id, pfx + strlen(s->prefix), strerror(-rc));
-			break;
-		}
-		rc = source_fetch_signed(src, &req, &res, s3_sign, &g,
-					 &g.serial);
-		curl_slist_free_all(req.headers);
-		if (rc) {
-			err_set(err, "listing %s%s: %s%s", s->base.id,
-				pfx + strlen(s->prefix), res.err,
-				hint(s, rc, h, sizeof(h)));
-			break;
-		}
-		rc = s3_parse_list_page(res.body, res.len, pfx, cb, arg, page,
-					&perr);
-		free(res.body);
-		*count += page->keys;
-		if (rc) {
-			if (perr || rc == -EIO)
-				err_set(err, "listing %s%s: %s: %s", s->base.id,
-					pfx + strlen(s->prefix), url,
-					perr ? perr : "failed");
-			free(perr);
-			break;
-		}
-		if (!page->truncated || max_keys)
-			break;
-		stuck = source_page_stuck("continuation token", sent,
-					  page->token, ++pages, why,
-					  sizeof(why));
-		if (stuck) {
-			err_set(err, "listing %s%s: %s: giving up", s->base.id,
-				pfx + strlen(s->prefix), stuck);
-			rc = -EIO;
-			break;
-		}
-	}
-	free(sent);
-	free(page);
+	l->s = s;
+	l->pfx = pfx;
+	l->max_keys = max_keys;
+	l->cb = cb;
+	l->arg = arg;
+	rc = source_list_pages(src, pfx + strlen(s->prefix),
+			       "continuation token", sizeof(l->page.token),
+			       list_page, l, count, err);
+	free(l);
 	return rc;
 }
 
