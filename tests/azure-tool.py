@@ -19,8 +19,10 @@ https://storage.azure.com/) and Entra's (POST /TENANT/oauth2/v2.0/token,
 client_credentials with the client assertion ASSERTION read from the
 token file).  Each hands out a JWT that Azurite's OAuth check takes, valid
 LIFETIME seconds; anything else gets 400.  GET /_stats answers
-{"imds": N, "entra": M, "refused": R}; GET /_fail?count=N refuses the
-next N token requests (a provider that fails for a while).
+{"imds": N, "entra": M, "refused": R, "expired": E}; GET /_fail?count=N refuses the
+next N token requests (a provider that fails for a while); GET
+/_expired?count=N hands out the next N tokens already expired, said to
+last an hour (a token the storage refuses before the client renews it).
 """
 import base64
 import datetime
@@ -105,17 +107,25 @@ def b64url(obj):
 
 
 def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
-    stats = {"imds": 0, "entra": 0, "refused": 0}
+    stats = {"imds": 0, "entra": 0, "refused": 0, "expired": 0}
     failing = [0]  # token requests still to refuse (GET /_fail?count=N)
+    expired = [0]  # tokens still to hand out expired (/_expired?count=N)
     lock = threading.Lock()
 
     def token():
+        """A token and the lifetime to say it has."""
         now = int(time.time())
+        with lock:
+            dead = expired[0] > 0
+            expired[0] -= dead
+            stats["expired"] += dead
         claims = {"aud": "https://storage.azure.com",
                   "iss": "https://sts.windows.net/%s/" % tenant,
-                  "nbf": now - 60, "iat": now, "exp": now + lifetime}
-        return "%s.%s.c2ln" % (b64url({"alg": "RS256", "typ": "JWT"}),
-                               b64url(claims))
+                  "nbf": now - 60, "iat": now - (120 if dead else 0),
+                  "exp": now - 60 if dead else now + lifetime}
+        return ("%s.%s.c2ln" % (b64url({"alg": "RS256", "typ": "JWT"}),
+                                b64url(claims)),
+                3600 if dead else lifetime)
 
     class H(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -151,6 +161,10 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
                 with lock:
                     failing[0] = int(q["count"][0])
                 return self.answer(200, {})
+            if u.path == "/_expired":
+                with lock:
+                    expired[0] = int(q["count"][0])
+                return self.answer(200, {})
             if self.failing():
                 return self.refuse("told to fail")
             if u.path != "/metadata/identity/oauth2/token":
@@ -161,9 +175,10 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
                 return self.refuse("resource")
             with lock:
                 stats["imds"] += 1
+            tok, life = token()
             # IMDS writes its numbers as strings
-            self.answer(200, {"access_token": token(),
-                              "expires_in": str(lifetime),
+            self.answer(200, {"access_token": tok,
+                              "expires_in": str(life),
                               "resource": "https://storage.azure.com/",
                               "token_type": "Bearer"})
 
@@ -184,9 +199,10 @@ def serve_tokens(port_file, lifetime, tenant, client, assertion_want):
                 return self.refuse("bad grant")
             with lock:
                 stats["entra"] += 1
-            self.answer(200, {"token_type": "Bearer", "expires_in": lifetime,
-                              "ext_expires_in": lifetime,
-                              "access_token": token()})
+            tok, life = token()
+            self.answer(200, {"token_type": "Bearer", "expires_in": life,
+                              "ext_expires_in": life,
+                              "access_token": tok})
 
         def log_message(self, *args):
             pass

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "creds_azure.h"
+#include "creds_renew.h"
 #include "fixture-ck.h"
 #include "fixture.h"
 #include "origins.h"
@@ -770,6 +771,65 @@ START_TEST(test_workload_identity)
 }
 END_TEST
 
+/*
+ * A stat whose bearer token the service refuses renews the token on its
+ * own thread and sends the HEAD once more, as a listing page does (one
+ * loop, source_fetch_signed).  The stand-in hands the renewal thread a
+ * token already expired but said to last an hour, so that nothing else
+ * renews it before the stat meets the refusal.
+ */
+START_TEST(test_stat_renews)
+{
+	struct source_options opt = {.endpoint = tls_base};
+	struct fetch_config cfg;
+	struct fetch_engine *fe;
+	struct source *src = NULL;
+	struct source_object o;
+	uint64_t r0, r, fails;
+	long long i0, imds;
+	char *err = NULL;
+	int i;
+
+	put_blob("renew/obj", 5000, 71);
+	env_clear();
+	setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", tok_url, 1);
+	fetch_config_default(&cfg);
+	cfg.retries = 1;
+	cfg.ca_file = cert;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &fe), 0);
+	ck_assert_msg(source_open("az://" ACCOUNT "/" CONTAINER "/renew", &opt,
+				  fe, &src, &err) == 0,
+		      "%s", err ? err : "?");
+	/* Every token handed out from here on is a renewal of this
+	 * process's: wait until it holds the expired one. */
+	i0 = tok_count("imds");
+	creds_renew_counts(&r0, &fails);
+	ck_assert_int_eq(
+	    fx_sh("curl -sf '%s/_expired?count=1' >/dev/null", tok_url), 0);
+	for (i = 0; i < 600; i++) {
+		imds = tok_count("imds");
+		creds_renew_counts(&r, &fails);
+		if (tok_count("expired") == 1 &&
+		    (long long)(r - r0) >= imds - i0)
+			break;
+		usleep(100000);
+	}
+	ck_assert_msg(i < 600, "the expired token was not taken in 60 s");
+	i0 = tok_count("imds");
+	creds_renew_counts(&r0, &fails);
+	ck_assert_int_eq(src->ops->stat(src, "obj", &o), 0);
+	ck_assert_uint_eq(o.size, 5000);
+	ck_assert(!o.is_dir);
+	/* Renewed once, by the refusal. */
+	creds_renew_counts(&r, &fails);
+	ck_assert_int_eq(tok_count("imds"), i0 + 1);
+	ck_assert_uint_eq(r, r0 + 1);
+	source_close(src);
+	fetch_engine_free(fe);
+	env_clear();
+}
+END_TEST
+
 static const char *missing(void)
 {
 	const char *why = fx_node_missing("WHARF_AZURITE", "azurite-blob");
@@ -812,6 +872,7 @@ int main(void)
 	ADD(test_site_cache, why_site);
 	ADD(test_managed_identity, why_mount);
 	ADD(test_workload_identity, why_mount);
+	ADD(test_stat_renews, why_mount);
 #undef ADD
 	if (!why_mount)
 		suite_add_tcase(s, tc);

@@ -416,7 +416,7 @@ START_TEST(version_header_sent)
 		req.version = cases[i].version;
 		ck_assert_int_eq(sitecache_route("http://c:8080", &req, &v,
 						 url, sizeof(url)),
-				 0);
+				 1);
 		ck_assert_str_eq(url, "http://c:8080/a?b");
 		ck_assert_str_eq(h->data,
 				 "X-Wharf-Origin: http://Origin.example:81");
@@ -428,6 +428,14 @@ START_TEST(version_header_sent)
 		ck_assert_str_eq(h->data, "Host: Origin.example:81");
 		ck_assert_ptr_eq(h->next, &own);
 	}
+	/* Straight to the origin, url untouched: no cache, or a read that
+	 * must not go through one. */
+	url[0] = '\0';
+	ck_assert_int_eq(sitecache_route(NULL, &req, &v, url, sizeof(url)), 0);
+	req.origin_only = true;
+	ck_assert_int_eq(
+	    sitecache_route("http://c:8080", &req, &v, url, sizeof(url)), 0);
+	ck_assert_str_eq(url, "");
 }
 END_TEST
 

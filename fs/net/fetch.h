@@ -17,7 +17,7 @@
  * Concurrency: each origin host has a controller (conc.h) that measures
  * throughput and first-byte latency and sets how many transfers the host
  * gets, growing while throughput grows and halving on 429, 503 or broken
- * connections (not on a body cut short after it began: fetch.c
+ * connections (not on a body cut short after it began: fetch_engine.c
  * cut_mid_body).  Background requests (fetch_req.background: prefetch) wait
  * for room under that limit; the others start at once.
  *

@@ -4,8 +4,10 @@
  * fetch_i.h: what the fetch engine's files share among themselves, and no
  * one else includes.  fetch.h is the contract for other modules.
  *
- *   fetch.c        the engine: its threads, the curl multi handle, legs,
+ *   fetch_engine.c the engine: its threads, the curl multi handle, legs,
  *                  hosts' admission, a request's attempts, the public calls
+ *   fetch_easy.c   a leg's easy handle: the pool, its setup for a request,
+ *                  the header and body callbacks
  *   fetch_retry.c  what an attempt's outcome means; when a retry goes
  *   fetch_hedge.c  recent latencies, and when a late request is sent twice
  *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
@@ -165,6 +167,20 @@ struct fetch_engine {
 	} st;
 };
 
+/* ---- fetch_easy.c ---- */
+
+/* An easy handle for a leg: an idle one of the pool (reset), or a new one
+ * (NULL when curl cannot make one). */
+CURL *fetch_easy_get(struct fetch_engine *fe);
+/* Back to the pool when `reuse` (a transfer that ended well) and there is
+ * room, else freed. */
+void fetch_easy_put(struct fetch_engine *fe, CURL *e, bool reuse);
+/* Sets l->easy up for one attempt of l->x's request: its URL and headers,
+ * or the site cache's (sitecache_route), range, limits, callbacks.
+ * @return 0, or -EINVAL when curl refuses an option or the URL through the
+ * cache does not fit. */
+int fetch_easy_setup(struct fetch_engine *fe, struct leg *l);
+
 /* ---- fetch_retry.c ---- */
 
 enum fetch_verdict { V_OK, V_RETRY, V_FAIL };
@@ -192,7 +208,7 @@ void fetch_hedge_sample(struct fetch_engine *fe, enum req_kind k, uint64_t ns);
 void fetch_hedge_earn(struct fetch_engine *fe);
 /*
  * A pass over the running requests for those whose answer is later than
- * the recent p99 of their kind.  fetch.c starts a second leg for each one
+ * the recent p99 of their kind.  fetch_engine.c starts a second leg for each one
  * fetch_hedge_next hands back (and tells fetch_hedge_started when it went
  * out), so the policy here never calls back into the engine.
  */

@@ -55,12 +55,26 @@ int sitecache_base(const char *url, char **out)
 
 /* Only object bytes are shared: ranged GETs.  Listings and HEADs are per
  * node and change; POSTs and metadata servers carry secrets of this node. */
-bool sitecache_applies(const struct fetch_req *req)
+bool sitecache_routes(const char *base, const struct fetch_req *req)
 {
-	return req->range_len && !req->head && !req->post &&
+	return base && req->range_len && !req->head && !req->post &&
 	       !req->origin_only &&
 	       (!strncasecmp(req->url, "http://", 7) ||
 		!strncasecmp(req->url, "https://", 8));
+}
+
+int sitecache_credentials(const char *base, bool insecure_ok, const char *who,
+			  const char *what, char **err)
+{
+	if (!base || strncasecmp(base, "http://", 7) || insecure_ok)
+		return 0;
+	err_set(err,
+		"%s: its reads carry %s, which would go in clear to the site "
+		"cache %s: give --site-cache as https:// (with --ca-file for "
+		"a private CA), or add --site-cache-insecure-credentials if "
+		"the network to the cache is trusted",
+		who, what, base);
+	return -EPERM;
 }
 
 static bool has_header(const struct curl_slist *h, const char *name)
@@ -108,17 +122,21 @@ static bool version_header(const char *v, char *out, size_t cap)
 int sitecache_route(const char *base, const struct fetch_req *req,
 		    struct sitecache_via *v, char *url, size_t cap)
 {
-	const char *o = req->url, *sep = strstr(o, "://");
-	const size_t scheme = (size_t)(sep - o);
-	const char *auth = sep + 3;
-	const size_t alen = strcspn(auth, "/?#");
-	const char *at = memchr(auth, '@', alen);
-	const char *host = at ? at + 1 : auth;
-	const int hlen = (int)(alen - (size_t)(host - auth));
-	const char *cache = strstr(base, "://") + 3;
-	const char *path = auth + alen;
-	int n;
+	const char *o = req->url, *sep, *auth, *at, *host, *cache, *path;
+	size_t scheme, alen;
+	int hlen, n;
 
+	if (!sitecache_routes(base, req))
+		return 0;
+	sep = strstr(o, "://");
+	scheme = (size_t)(sep - o);
+	auth = sep + 3;
+	alen = strcspn(auth, "/?#");
+	at = memchr(auth, '@', alen);
+	host = at ? at + 1 : auth;
+	hlen = (int)(alen - (size_t)(host - auth));
+	cache = strstr(base, "://") + 3;
+	path = auth + alen;
 	n = snprintf(url, cap, "%.*s%.*s%s%s%s", (int)(cache - base), base,
 		     at ? (int)(at + 1 - auth) : 0, auth, cache,
 		     *path == '/' ? "" : "/", path);
@@ -142,5 +160,5 @@ int sitecache_route(const char *base, const struct fetch_req *req,
 	for (int i = 0; i < n - 1; i++)
 		v->list[i].next = &v->list[i + 1];
 	v->list[n - 1].next = req->headers;
-	return 0;
+	return 1;
 }

@@ -46,16 +46,29 @@ struct sitecache_via {
  */
 int sitecache_base(const char *url, char **out) WHARF_CHECK;
 
-/* Whether req goes through a site cache: ranged GETs of http(s) URLs. */
-bool sitecache_applies(const struct fetch_req *req);
+/*
+ * The one decision whether req goes through the site cache at base (NULL:
+ * none): ranged GETs of http(s) URLs that are not origin_only.
+ */
+bool sitecache_routes(const char *base, const struct fetch_req *req);
 
 /*
- * The cache's URL for req (base, then the origin's path and query as they
- * are) into url (cap bytes), and v's headers in front of req->headers:
- * send v->list.  v must outlive the transfer.
- * @return 0, or -EINVAL when it does not fit.
+ * How req goes: when sitecache_routes, the cache's URL for req (base,
+ * then the origin's path and query as they are) into url (cap bytes), and
+ * v's headers in front of req->headers: send v->list.  v must outlive the
+ * transfer.  @return 1 so routed, 0 for a request that goes straight to
+ * the origin (url and v untouched), or -EINVAL when it does not fit.
  */
 int sitecache_route(const char *base, const struct fetch_req *req,
 		    struct sitecache_via *v, char *url, size_t cap) WHARF_CHECK;
+
+/*
+ * Whether a source whose reads carry credentials (what) may use the cache
+ * at base (NULL: none): not a plain http:// one unless insecure_ok
+ * (fetch_credentials, fetch.h, says why).  @return 0, or -EPERM with *err
+ * naming who and how to fix it.
+ */
+int sitecache_credentials(const char *base, bool insecure_ok, const char *who,
+			  const char *what, char **err) WHARF_CHECK;
 
 #endif

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "creds_aws_answer.h" /* struct aws_keys, the answers' parsers */
 #include "util.h"
 
 struct fetch_engine;
@@ -68,16 +69,6 @@ const char *aws_region(const char *opt);
  * AWS_ENDPOINT_URL, or NULL for AWS itself. */
 const char *aws_endpoint(const char *opt);
 
-/* One set of keys as a request signs with them (fixed size: copied by
- * readers, see creds_renew). */
-#define AWS_KEY_MAX 128
-#define AWS_TOKEN_MAX 4096
-struct aws_keys {
-	char access_key[AWS_KEY_MAX];
-	char secret_key[AWS_KEY_MAX];
-	char token[AWS_TOKEN_MAX]; /* "" when none */
-};
-
 /*
  * Finds the credentials along the chain above and fetches them once, so
  * that a bad setup shows at mount time.  fe carries the requests to STS,
@@ -97,21 +88,5 @@ bool aws_chain_refused(struct aws_chain *c, unsigned serial);
 /* Where the keys come from, for messages ("web identity (role R, token
  * file F)"); never a secret. */
 const char *aws_chain_describe(const struct aws_chain *c);
-
-/*
- * The parsers of what the providers answer, declared for their fuzz
- * targets (tests/fuzz).  `what` names the answer in *err.  *expires gets
- * the Expiration in epoch seconds (0 when none is given).
- * @return 0, or -EINVAL with *err saying why (never with a secret in it).
- */
-/* An STS AssumeRole or AssumeRoleWithWebIdentity answer (XML). */
-int aws_sts_parse(const char *text, size_t len, struct aws_keys *k,
-		  int64_t *expires, const char *what, char **err) WHARF_CHECK;
-/* A container endpoint's or IMDS's answer (JSON: AccessKeyId,
- * SecretAccessKey, Token, Expiration), or with `process` a
- * credential_process's output (Version 1, SessionToken). */
-int aws_json_parse(const char *text, size_t len, bool process,
-		   struct aws_keys *k, int64_t *expires, const char *what,
-		   char **err) WHARF_CHECK;
 
 #endif

@@ -135,31 +135,6 @@ bad:
 
 /* ---- bearer tokens ---- */
 
-/* Form-encodes value after "&name=" into a new string appended to *body. */
-static int form_add(char **body, const char *name, const char *value)
-{
-	char *enc = malloc(3 * strlen(value) + 1), *next;
-	int rc;
-
-	if (!enc)
-		return -ENOMEM;
-	rc = url_encode(value, false, enc, 3 * strlen(value) + 1);
-	if (rc < 0) {
-		free(enc);
-		return rc;
-	}
-	next = strdupf("%s%s%s=%s", *body ? *body : "", *body ? "&" : "", name,
-		       enc);
-	OPENSSL_cleanse(enc, strlen(enc));
-	free(enc);
-	if (*body) {
-		OPENSSL_cleanse(*body, strlen(*body));
-		free(*body);
-	}
-	*body = next;
-	return next ? 0 : -ENOMEM;
-}
-
 /* The workload identity's POST body, the assertion read from its file. */
 static int workload_body(struct azure_creds *c, char **body, char **err)
 {
@@ -181,15 +156,16 @@ static int workload_body(struct azure_creds *c, char **body, char **err)
 		rc = -EINVAL;
 	}
 	if (!rc)
-		rc = form_add(body, "grant_type", "client_credentials");
+		rc = creds_form_add(body, "grant_type", "client_credentials");
 	if (!rc)
-		rc = form_add(body, "client_id", c->client_id);
+		rc = creds_form_add(body, "client_id", c->client_id);
 	if (!rc)
-		rc = form_add(body, "scope", STORAGE_RESOURCE ".default");
+		rc = creds_form_add(body, "scope", STORAGE_RESOURCE ".default");
 	if (!rc)
-		rc = form_add(body, "client_assertion_type", ASSERTION_TYPE);
+		rc = creds_form_add(body, "client_assertion_type",
+				    ASSERTION_TYPE);
 	if (!rc)
-		rc = form_add(body, "client_assertion", t);
+		rc = creds_form_add(body, "client_assertion", t);
 	OPENSSL_cleanse(text, len);
 	free(text);
 	return rc;
@@ -246,16 +222,8 @@ int azure_creds_bearer(struct azure_creds *c, char *out, size_t cap,
 		       unsigned *serial)
 {
 	struct token_blob b;
-	int rc = 0;
 
-	/* No wait: an expired token (its renewals failing) is sent, and
-	 * the service's refusal renews it once (azure_creds_refused). */
-	creds_renew_get(c->r, &b, serial);
-	if ((size_t)snprintf(out, cap, "Authorization: Bearer %s", b.token) >=
-	    cap)
-		rc = -ENAMETOOLONG;
-	OPENSSL_cleanse(&b, sizeof(b));
-	return rc;
+	return creds_renew_bearer(c->r, &b, out, cap, serial);
 }
 
 bool azure_creds_refused(struct azure_creds *c, unsigned serial)

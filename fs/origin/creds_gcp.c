@@ -617,7 +617,6 @@ int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap,
 		     unsigned *serial)
 {
 	struct token_blob b;
-	int rc = 0;
 
 	*serial = 0;
 	if (!c->r) {
@@ -625,14 +624,7 @@ int gcp_creds_header(struct gcp_creds *c, char *out, size_t cap,
 			out[0] = '\0';
 		return 0;
 	}
-	/* No wait: an expired token (its renewals failing) is sent, and
-	 * the origin's 401 renews it once (gcp_creds_refused). */
-	creds_renew_get(c->r, &b, serial);
-	if ((size_t)snprintf(out, cap, "Authorization: Bearer %s", b.token) >=
-	    cap)
-		rc = -ENAMETOOLONG;
-	OPENSSL_cleanse(&b, sizeof(b));
-	return rc;
+	return creds_renew_bearer(c->r, &b, out, cap, serial);
 }
 
 bool gcp_creds_refused(struct gcp_creds *c, unsigned serial)

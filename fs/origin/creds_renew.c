@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -66,6 +67,41 @@ int64_t creds_renew_expiry(uint64_t life_s)
 	if (life_s > LIFE_MAX_S)
 		life_s = LIFE_MAX_S;
 	return (int64_t)time(NULL) + (int64_t)life_s;
+}
+
+int creds_renew_bearer(struct creds_renew *r, void *blob, char *out,
+		       size_t cap, unsigned *serial)
+{
+	int rc = 0;
+
+	creds_renew_get(r, blob, serial);
+	if ((size_t)snprintf(out, cap, "Authorization: Bearer %s",
+			     (const char *)blob) >= cap)
+		rc = -ENAMETOOLONG;
+	OPENSSL_cleanse(blob, r->words * 8);
+	return rc;
+}
+
+int creds_form_add(char **form, const char *name, const char *value)
+{
+	size_t cap = strlen(value) * 3 + 1;
+	char *enc = malloc(cap), *next;
+
+	if (!enc)
+		return -ENOMEM;
+	if (url_encode(value, false, enc, cap) < 0) {
+		free(enc);
+		return -ENAMETOOLONG;
+	}
+	next = strdupf("%s%s%s=%s", *form ? *form : "", *form ? "&" : "", name,
+		       enc);
+	OPENSSL_cleanse(enc, strlen(enc));
+	free(enc);
+	if (*form)
+		OPENSSL_cleanse(*form, strlen(*form));
+	free(*form);
+	*form = next;
+	return next ? 0 : -ENOMEM;
 }
 
 const char *creds_renew_describe(const struct creds_renew *r)

@@ -26,8 +26,10 @@
  *
  * Renewals and failures are counted for .wharf/stats (creds_renew_counts).
  *
- * Also here, as GCP's and Azure's renewals share them: asking an OAuth 2.0
- * token endpoint and reading its answer (oauth_token_fetch, _parse).
+ * Also here, as GCP's, Azure's and AWS's renewals share them: the bearer
+ * header (creds_renew_bearer), a form body (creds_form_add), asking an
+ * OAuth 2.0 token endpoint and reading its answer (oauth_token_fetch,
+ * _parse).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -74,6 +76,17 @@ void creds_renew_get(struct creds_renew *r, void *blob, unsigned *serial);
  */
 bool creds_renew_refused(struct creds_renew *r, unsigned serial);
 
+/*
+ * "Authorization: Bearer TOKEN" into out (cap bytes), TOKEN the current
+ * credentials of r: a NUL-terminated token at the start of the block,
+ * copied through blob (the caller's, of r's blob_size, wiped after).  No
+ * wait: an expired token (its renewals failing) is sent, and the origin's
+ * refusal renews it once (creds_renew_refused).  *serial names it.
+ * @return 0, or -ENAMETOOLONG.
+ */
+int creds_renew_bearer(struct creds_renew *r, void *blob, char *out,
+		       size_t cap, unsigned *serial);
+
 /* The expiry (epoch seconds) of credentials said to last life_s seconds
  * from now, held to between 1 s and a week: a silly expires_in neither
  * overflows nor has them renewed per use. */
@@ -85,6 +98,12 @@ const char *creds_renew_describe(const struct creds_renew *r);
 /* Renewals made and renewals failed since the process started, by all
  * credentials, for .wharf/stats. */
 void creds_renew_counts(uint64_t *renewals, uint64_t *failures);
+
+/* Appends "&name=value" (value form-encoded, the first without '&') to
+ * *form, a new string; the old one is wiped and freed.  @return 0, or
+ * -ENOMEM, -ENAMETOOLONG, *form then NULL or as it was: the caller's to
+ * free either way. */
+int creds_form_add(char **form, const char *name, const char *value);
 
 /* What an OAuth 2.0 token answer must hold besides its access_token. */
 enum oauth_rule {

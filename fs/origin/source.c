@@ -41,6 +41,41 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 	return buf;
 }
 
+int source_list_pages(struct source *src, const char *rel,
+		      const char *token_name, size_t token_max,
+		      source_page_fn step, void *arg, size_t *count,
+		      char **err)
+{
+	char *sent = calloc(1, token_max), why[160];
+	const char *next, *stuck;
+	unsigned pages = 0;
+	int rc;
+
+	*count = 0;
+	if (!sent)
+		return -ENOMEM;
+	for (;;) {
+		size_t names = 0;
+		bool more = false;
+
+		rc = step(arg, sent, &next, &more, &names, err);
+		*count += names;
+		if (rc || !more)
+			break;
+		stuck = source_page_stuck(token_name, sent, next, ++pages, why,
+					  sizeof(why));
+		if (stuck) {
+			err_set(err, "listing %s%s: %s: giving up", src->id,
+				rel, stuck);
+			rc = -EIO;
+			break;
+		}
+		snprintf(sent, token_max, "%s", next);
+	}
+	free(sent);
+	return rc;
+}
+
 int source_list_under(struct source *src, const char *prefix, const char *dir,
 		      unsigned max, source_prefix_fn list, source_list_cb cb,
 		      void *arg)
@@ -106,8 +141,9 @@ int source_count_only(void *arg, const struct source_object *obj)
 
 int source_fetch_signed(struct source *src, struct fetch_req *req,
 			struct fetch_res *res, source_sign_fn sign, void *arg,
-			const unsigned *serial, long status)
+			const unsigned *serial)
 {
+	const struct source_ops *ops = src->ops;
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
@@ -118,10 +154,9 @@ int source_fetch_signed(struct source *src, struct fetch_req *req,
 			return rc;
 		}
 		rc = fetch_run(src->fetch, req, res);
-		if (rc != -EACCES || attempt > 0 ||
-		    (status && res->status != status) ||
-		    !src->ops->auth_refused ||
-		    !src->ops->auth_refused(src, *serial))
+		if (!rc || attempt > 0 || !ops->auth_expired ||
+		    !ops->auth_refused || !ops->auth_expired(req, res, rc) ||
+		    !ops->auth_refused(src, *serial))
 			return rc;
 	}
 }

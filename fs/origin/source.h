@@ -46,17 +46,41 @@ const char *source_page_stuck(const char *token_name, const char *sent,
 			      size_t len);
 
 /*
- * One origin request that carries expiring credentials: sign (re)builds
- * req's url and headers and sets *serial to the credentials it used;
- * fetch_run sends it.  When the origin refuses them (-EACCES, with HTTP
- * status `status`, or any when 0) and src->ops->auth_refused renews them,
- * it is signed and sent once more.  The caller frees the headers sign
+ * A backend's step of a paged listing: asks for the page after token
+ * `sent` ("" for the first) and hands its names to the listing's callback;
+ * says whether another page follows (*more) after token *next (valid until
+ * the next step) and how many names this one held (*names, counted even
+ * when it fails).  @return 0, or -errno with *err (malloc'd) saying why.
+ */
+typedef int (*source_page_fn)(void *arg, const char *sent, const char **next,
+			      bool *more, size_t *names, char **err);
+/*
+ * The one loop of a paged listing: step after step until a page is the
+ * last, or the server's tokens (token_name, shorter than token_max bytes)
+ * go round or on past SOURCE_LIST_PAGES_MAX (source_page_stuck: -EIO,
+ * "listing ID REL: ...: giving up", rel naming the listing under the
+ * source's id).  *count gets the names of all pages.
+ * @return 0, or the step's error, -EIO, -ENOMEM.
+ */
+int source_list_pages(struct source *src, const char *rel,
+		      const char *token_name, size_t token_max,
+		      source_page_fn step, void *arg, size_t *count,
+		      char **err);
+
+/*
+ * One origin request that carries expiring credentials, and the one loop
+ * that renews them: sign (re)builds req's url and headers and sets *serial
+ * to the credentials it used; fetch_run sends it.  When it fails and the
+ * backend's auth_expired says the origin refused those credentials as
+ * expired, and its auth_refused renews them, it is signed and sent once
+ * more.  Every backend's listing pages, stats and metadata requests go
+ * through here, so each renews alike.  The caller frees the headers sign
  * made.  @return as fetch_run, or sign's error (res->err says so).
  */
 typedef int (*source_sign_fn)(void *arg, struct fetch_req *req);
 int source_fetch_signed(struct source *src, struct fetch_req *req,
 			struct fetch_res *res, source_sign_fn sign, void *arg,
-			const unsigned *serial, long status);
+			const unsigned *serial);
 
 struct source_object {
 	const char *name;    /* last path component (list) or full path (stat) */
@@ -143,6 +167,12 @@ struct source_ops {
 	 * Returns true when a new prepare_read will carry other credentials
 	 * (a renewed token), so that one retry is worth it. */
 	bool (*auth_refused)(struct source *src, unsigned auth_serial);
+	/* Optional, with auth_refused: whether request req, which failed
+	 * with rc and res, was refused for credentials that expired (so that
+	 * renewed ones may pass), as this origin says so (a 401; S3's
+	 * ExpiredToken, or a HEAD's bare 400).  NULL: never. */
+	bool (*auth_expired)(const struct fetch_req *req,
+			     const struct fetch_res *res, int rc);
 };
 
 

@@ -431,9 +431,11 @@ static const char *hint(struct az_src *a, int rc, char *buf, size_t cap)
 	return buf;
 }
 
-/* A listing page's request, signed again for each attempt. */
-struct list_sign {
+/* One request (a listing page, a stat's HEAD), signed again for each
+ * attempt. */
+struct az_sign {
 	struct az_src *a;
+	const char *method, *blob;
 	const struct param *q;
 	size_t nq;
 	char *url;
@@ -441,14 +443,14 @@ struct list_sign {
 	unsigned serial;
 };
 
-static int list_sign(void *arg, struct fetch_req *req)
+static int az_sign(void *arg, struct fetch_req *req)
 {
-	struct list_sign *l = arg;
+	struct az_sign *l = arg;
 
 	curl_slist_free_all(req->headers);
 	req->url = l->url;
-	return az_request(l->a, "GET", NULL, l->q, l->nq, NULL, NULL, l->url,
-			  l->cap, &req->headers, &l->serial);
+	return az_request(l->a, l->method, l->blob, l->q, l->nq, NULL, NULL,
+			  l->url, l->cap, &req->headers, &l->serial);
 }
 
 /*
@@ -458,13 +460,72 @@ static int list_sign(void *arg, struct fetch_req *req)
 static int list_get(struct az_src *a, const struct param *q, size_t nq,
 		    char *url, size_t cap, struct fetch_res *res)
 {
-	struct list_sign l = {.a = a, .q = q, .nq = nq, .url = url, .cap = cap};
+	struct az_sign l = {
+	    .a = a, .method = "GET", .q = q, .nq = nq, .url = url, .cap = cap};
 	struct fetch_req req = {.grow = true, .cap = LIST_CAP};
-	int rc = source_fetch_signed(&a->base, &req, res, list_sign, &l,
-				     &l.serial, 0);
+	int rc =
+	    source_fetch_signed(&a->base, &req, res, az_sign, &l, &l.serial);
 
 	curl_slist_free_all(req.headers);
 	return rc;
+}
+
+/* One listing of prefix pfx, a page at a time (source_list_pages). */
+struct az_listing {
+	struct az_src *a;
+	const char *pfx;
+	unsigned max;
+	source_list_cb cb;
+	void *arg;
+	struct azure_page page;
+	char url[URL_MAX];
+};
+
+/* source_page_fn: the page after marker sent. */
+static int list_page(void *arg, const char *sent, const char **next, bool *more,
+		     size_t *names, char **err)
+{
+	struct az_listing *l = arg;
+	struct az_src *a = l->a;
+	const char *pfx = l->pfx;
+	/* In the order Shared Key signs them: by name. */
+	struct param q[6];
+	struct fetch_res res;
+	char *perr = NULL, maxs[16], h[512];
+	size_t nq = 0;
+	int rc;
+
+	snprintf(maxs, sizeof(maxs), "%u", l->max);
+	q[nq++] = (struct param){"comp", "list"};
+	q[nq++] = (struct param){"delimiter", "/"};
+	if (sent[0])
+		q[nq++] = (struct param){"marker", sent};
+	if (l->max)
+		q[nq++] = (struct param){"maxresults", maxs};
+	q[nq++] = (struct param){"prefix", pfx};
+	q[nq++] = (struct param){"restype", "container"};
+	rc = list_get(a, q, nq, l->url, URL_MAX, &res);
+	if (rc) {
+		err_set(err, "listing %s%s: %s%s", a->base.id,
+			pfx + strlen(a->prefix), res.err,
+			hint(a, rc, h, sizeof(h)));
+		return rc;
+	}
+	rc = azure_parse_list_page(res.body, res.len, pfx, l->cb, l->arg,
+				   &l->page, &perr);
+	free(res.body);
+	*names = l->page.names;
+	if (rc) {
+		if (perr || rc == -EIO)
+			err_set(err, "listing %s%s: %s", a->base.id,
+				pfx + strlen(a->prefix),
+				perr ? perr : "failed");
+		free(perr);
+		return rc;
+	}
+	*next = l->page.marker;
+	*more = l->page.marker[0] && !l->max;
+	return 0;
 }
 
 /* Lists prefix `pfx` page by page (max 0: the server's page size, else
@@ -473,68 +534,21 @@ static int list_prefix(struct source *src, const char *pfx, unsigned max,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
 	struct az_src *a = az_of(src);
-	struct azure_page *page = calloc(1, sizeof(*page));
-	char *url = malloc(URL_MAX), sent[sizeof(page->marker)] = "", h[512];
-	char maxs[16], why[160];
-	unsigned pages = 0;
-	const char *stuck;
+	struct az_listing *l = calloc(1, sizeof(*l));
 	int rc;
 
 	*count = 0;
-	if (!page || !url) {
-		free(page);
-		free(url);
+	if (!l)
 		return -ENOMEM;
-	}
-	snprintf(maxs, sizeof(maxs), "%u", max);
-	for (;;) {
-		/* In the order Shared Key signs them: by name. */
-		struct param q[6];
-		struct fetch_res res;
-		char *perr = NULL;
-		size_t nq = 0;
-
-		q[nq++] = (struct param){"comp", "list"};
-		q[nq++] = (struct param){"delimiter", "/"};
-		if (sent[0])
-			q[nq++] = (struct param){"marker", sent};
-		if (max)
-			q[nq++] = (struct param){"maxresults", maxs};
-		q[nq++] = (struct param){"prefix", pfx};
-		q[nq++] = (struct param){"restype", "container"};
-		rc = list_get(a, q, nq, url, URL_MAX, &res);
-		if (rc) {
-			err_set(err, "listing %s%s: %s%s", a->base.id,
-				pfx + strlen(a->prefix), res.err,
-				hint(a, rc, h, sizeof(h)));
-			break;
-		}
-		rc = azure_parse_list_page(res.body, res.len, pfx, cb, arg,
-					   page, &perr);
-		free(res.body);
-		*count += page->names;
-		if (rc) {
-			if (perr || rc == -EIO)
-				err_set(err, "listing %s%s: %s", a->base.id,
-					pfx + strlen(a->prefix),
-					perr ? perr : "failed");
-			free(perr);
-			break;
-		}
-		if (!page->marker[0] || max)
-			break;
-		stuck = source_page_stuck("marker", sent, page->marker, ++pages,
-					  why, sizeof(why));
-		if (stuck) {
-			err_set(err, "listing %s%s: %s: giving up", a->base.id,
-				pfx + strlen(a->prefix), stuck);
-			rc = -EIO;
-			break;
-		}
-		memcpy(sent, page->marker, sizeof(sent));
-	}
-	free(url);
-	free(page);
+	l->a = a;
+	l->pfx = pfx;
+	l->max = max;
+	l->cb = cb;
+	l->arg = arg;
+	rc =
+	    source_list_pages(src, pfx + strlen(a->prefix), "marker",
+			      sizeof(l->page.marker), list_page, l, count, err);
+	free(l);
 	return rc;
 }
 
@@ -552,27 +566,25 @@ static int az_stat(struct source *src, const char *path,
 {
 	static __thread char name[NAME_MAX_AZ + 1], ver[130];
 	struct az_src *a = az_of(src);
-	struct fetch_req req = {0};
+	struct fetch_req req = {.head = true};
 	struct fetch_res res;
-	char *url, *blob;
-	unsigned serial;
+	struct az_sign l = {.a = a, .method = "HEAD", .cap = URL_MAX};
+	char *blob;
 	int rc;
 
 	if (source_stat_root(out, path, name, sizeof(name)))
 		return 0;
-	url = malloc(URL_MAX);
+	l.url = malloc(URL_MAX);
 	blob = strdupf("%s%s", a->prefix, path);
-	rc = url && blob ? az_request(a, "HEAD", blob, NULL, 0, NULL, NULL, url,
-				      URL_MAX, &req.headers, &serial)
-			 : -ENOMEM;
+	l.blob = blob;
+	/* A bearer token the service refuses is renewed and the HEAD sent
+	 * once more, as for a listing page. */
+	rc = l.url && blob
+		 ? source_fetch_signed(src, &req, &res, az_sign, &l, &l.serial)
+		 : -ENOMEM;
+	curl_slist_free_all(req.headers);
 	free(blob);
-	if (!rc) {
-		req.url = url;
-		req.head = true;
-		rc = fetch_run(src->fetch, &req, &res);
-		curl_slist_free_all(req.headers);
-	}
-	free(url);
+	free(l.url);
 	return source_stat_head(src, a->prefix, path, rc, &res, ver,
 				sizeof(ver), list_prefix, out);
 }
@@ -643,6 +655,17 @@ static bool az_auth_refused(struct source *src, unsigned serial)
 	return azure_creds_refused(az_of(src)->creds, serial);
 }
 
+/* Any refusal (401, 403) is worth one renewal of a bearer token: the
+ * answer does not always say that it expired.  Credentials that do not
+ * expire are never renewed (azure_creds_refused). */
+static bool az_auth_expired(const struct fetch_req *req,
+			    const struct fetch_res *res, int rc)
+{
+	(void)req;
+	(void)res;
+	return rc == -EACCES;
+}
+
 static void az_destroy(struct source *src)
 {
 	struct az_src *a = az_of(src);
@@ -663,6 +686,7 @@ static const struct source_ops az_ops = {
     .stat = az_stat,
     .prepare_read = az_prepare_read,
     .auth_refused = az_auth_refused,
+    .auth_expired = az_auth_expired,
     .destroy = az_destroy,
 };
 

@@ -143,7 +143,7 @@ static int api_get(struct gcs_src *gs, const char *url, struct fetch_res *res)
 				.resign = api_reauth,
 				.resign_arg = &a};
 	int rc = source_fetch_signed(&gs->base, &req, res, api_reauth, &a,
-				     &a.serial, 401);
+				     &a.serial);
 
 	curl_slist_free_all(a.headers);
 	return rc;
@@ -257,7 +257,6 @@ struct page {
 	size_t entries;	  /* children handed to cb */
 	bool placeholder; /* an object named exactly prefix: the dir exists */
 	char next[PAGE_TOKEN_MAX];
-	char sent[PAGE_TOKEN_MAX]; /* the token that asked for this page */
 };
 
 /* The part of a listed name below the listed prefix. */
@@ -408,6 +407,68 @@ static int object_url(struct gcs_src *gs, const char *path, char *url,
 	return k < 0 ? k : 0;
 }
 
+/* One listing of dir, a page at a time (source_list_pages). */
+struct gcs_listing {
+	struct gcs_src *gs;
+	const char *dir, *prefix;
+	unsigned max, pages;
+	bool stop_early;
+	struct page *pg;
+	char url[URL_MAX];
+};
+
+/* source_page_fn: the page after page token sent. */
+static int list_page(void *arg, const char *sent, const char **next,
+		     bool *more, size_t *names, char **err)
+{
+	struct gcs_listing *l = arg;
+	struct gcs_src *gs = l->gs;
+	struct page *pg = l->pg;
+	const char *dir = l->dir;
+	char *url = l->url, maxs[16];
+	struct fetch_res res;
+	char *perr = NULL;
+	int rc;
+
+	snprintf(url, sizeof(l->url), "%s", gs->objects);
+	snprintf(maxs, sizeof(maxs), "%u", l->max);
+	rc = add_param(url, sizeof(l->url), "prefix", l->prefix);
+	if (!rc)
+		rc = add_param(url, sizeof(l->url), "delimiter", "/");
+	if (!rc)
+		rc = add_param(url, sizeof(l->url), "fields", LIST_FIELDS);
+	if (!rc && l->max)
+		rc = add_param(url, sizeof(l->url), "maxResults", maxs);
+	if (!rc && sent[0])
+		rc = add_param(url, sizeof(l->url), "pageToken", sent);
+	if (rc) {
+		err_set(err, "%s%s: listing URL too long", gs->base.id, dir);
+		return rc;
+	}
+	rc = api_get(gs, url, &res);
+	if (rc) {
+		err_set(err, "listing %s%s%s", res.err,
+			rc == -EACCES ? "; credentials: " : "",
+			rc == -EACCES ? gcp_creds_describe(gs->creds) : "");
+		return rc;
+	}
+	rc = parse_page(res.body, res.len, pg, &perr);
+	free(res.body);
+	if (rc) {
+		if (rc == -EINVAL || perr)
+			err_set(err, "listing %s%s%s: %s", gs->base.id, dir,
+				*dir ? "/" : "", perr ? perr : "bad page");
+		free(perr);
+		return rc == -EINVAL ? -EIO : rc;
+	}
+	l->pages++;
+	*names = 0; /* counted in pg->entries */
+	*next = pg->next;
+	*more = pg->next[0] &&
+		!(l->stop_early && (pg->entries || pg->placeholder));
+	return 0;
+}
+
 /*
  * Lists the children of dir page by page.  max_results limits a page (0:
  * the server's choice); with stop_early the first page that shows anything
@@ -416,10 +477,9 @@ static int object_url(struct gcs_src *gs, const char *path, char *url,
 static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		       bool stop_early, struct page *pg, char **err)
 {
-	char prefix[NAME_MAX_GCS * 2], url[URL_MAX], maxs[16];
-	unsigned pages = 0;
-	const char *stuck;
-	char why[160];
+	char prefix[NAME_MAX_GCS * 2];
+	struct gcs_listing *l;
+	size_t count;
 	int rc, k;
 
 	k = snprintf(prefix, sizeof(prefix), "%s%s%s", gs->prefix, dir,
@@ -428,63 +488,26 @@ static int list_prefix(struct gcs_src *gs, const char *dir, unsigned max,
 		err_set(err, "%s%s: path too long", gs->base.id, dir);
 		return -ENAMETOOLONG;
 	}
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
 	pg->prefix = prefix;
 	pg->plen = (size_t)k;
 	pg->next[0] = '\0';
-	do {
-		struct fetch_res res;
-		char *perr = NULL;
-
-		memcpy(pg->sent, pg->next, sizeof(pg->sent));
-		snprintf(url, sizeof(url), "%s", gs->objects);
-		snprintf(maxs, sizeof(maxs), "%u", max);
-		rc = add_param(url, sizeof(url), "prefix", prefix);
-		if (!rc)
-			rc = add_param(url, sizeof(url), "delimiter", "/");
-		if (!rc)
-			rc = add_param(url, sizeof(url), "fields", LIST_FIELDS);
-		if (!rc && max)
-			rc = add_param(url, sizeof(url), "maxResults", maxs);
-		if (!rc && pg->sent[0])
-			rc = add_param(url, sizeof(url), "pageToken", pg->sent);
-		if (rc) {
-			err_set(err, "%s%s: listing URL too long", gs->base.id,
-				dir);
-			return rc;
-		}
-		rc = api_get(gs, url, &res);
-		if (rc) {
-			err_set(err, "listing %s%s%s", res.err,
-				rc == -EACCES ? "; credentials: " : "",
-				rc == -EACCES ? gcp_creds_describe(gs->creds)
-					      : "");
-			return rc;
-		}
-		rc = parse_page(res.body, res.len, pg, &perr);
-		free(res.body);
-		if (rc) {
-			if (rc == -EINVAL || perr)
-				err_set(err, "listing %s%s%s: %s", gs->base.id,
-					dir, *dir ? "/" : "",
-					perr ? perr : "bad page");
-			free(perr);
-			return rc == -EINVAL ? -EIO : rc;
-		}
-		pages++;
-		if (stop_early && (pg->entries || pg->placeholder))
-			break;
-		if (pg->next[0] &&
-		    (stuck = source_page_stuck("page token", pg->sent,
-					       pg->next, pages, why,
-					       sizeof(why)))) {
-			err_set(err, "listing %s%s%s: %s: giving up",
-				gs->base.id, dir, *dir ? "/" : "", stuck);
-			return -EIO;
-		}
-	} while (pg->next[0]);
-	log_debug("listed %s%s: %zu entries in %u pages", gs->base.id, dir,
-		  pg->entries, pages);
-	return 0;
+	l->gs = gs;
+	l->dir = dir;
+	l->prefix = prefix;
+	l->max = max;
+	l->stop_early = stop_early;
+	l->pg = pg;
+	rc = source_list_pages(&gs->base, prefix + strlen(gs->prefix),
+			       "page token", sizeof(pg->next), list_page, l,
+			       &count, err);
+	if (!rc)
+		log_debug("listed %s%s: %zu entries in %u pages", gs->base.id,
+			  dir, pg->entries, l->pages);
+	free(l);
+	return rc;
 }
 
 static int gcs_list_dir(struct source *src, const char *dir, source_list_cb cb,
@@ -616,6 +639,14 @@ static bool gcs_auth_refused(struct source *src, unsigned serial)
 	return gcp_creds_refused(gs_of(src)->creds, serial);
 }
 
+/* The JSON API refuses an expired token with 401. */
+static bool gcs_auth_expired(const struct fetch_req *req,
+			     const struct fetch_res *res, int rc)
+{
+	(void)req;
+	return rc == -EACCES && res->status == 401;
+}
+
 static void gcs_destroy(struct source *src)
 {
 	struct gcs_src *gs = gs_of(src);
@@ -633,6 +664,7 @@ static const struct source_ops gcs_ops = {
     .stat = gcs_stat,
     .prepare_read = gcs_prepare_read,
     .auth_refused = gcs_auth_refused,
+    .auth_expired = gcs_auth_expired,
     .destroy = gcs_destroy,
 };
 

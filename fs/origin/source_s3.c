@@ -407,17 +407,108 @@ static const char *hint(struct s3_src *s, int rc, char *buf, size_t cap)
 	return buf;
 }
 
-/* The answer refused the credentials a request was signed with as
- * expired (a HEAD's 400 has no body to say why, and is taken as such):
- * they are renewed, once per serial, and the request is worth making
- * again. */
-static bool s3_renewed(struct s3_src *s, const struct fetch_res *res, bool head,
-		       unsigned serial)
+/* One request (a listing page, a stat's HEAD), signed again for each
+ * attempt. */
+struct s3_sign {
+	struct s3_src *s;
+	const char *method, *key, *query;
+	char *url;
+	size_t cap;
+	unsigned serial;
+};
+
+static int s3_sign(void *arg, struct fetch_req *req)
 {
-	if (!s->creds ||
-	    (!fetch_auth_expired(res) && !(head && res->status == 400)))
-		return false;
-	return aws_chain_refused(s->creds, serial);
+	struct s3_sign *g = arg;
+
+	curl_slist_free_all(req->headers);
+	req->url = g->url;
+	return s3_request(g->s, g->method, g->key, g->query, NULL, g->url,
+			  g->cap, &req->headers, &g->serial);
+}
+
+/* One listing of prefix pfx, a page at a time (source_list_pages). */
+struct s3_listing {
+	struct s3_src *s;
+	const char *pfx;
+	unsigned max_keys;
+	source_list_cb cb;
+	void *arg;
+	struct s3_page page;
+	char url[8192], query[6144];
+};
+
+/* source_page_fn: the page after continuation token sent. */
+static int list_page(void *arg, const char *sent, const char **next,
+		     bool *more, size_t *names, char **err)
+{
+	struct s3_listing *l = arg;
+	struct s3_src *s = l->s;
+	const char *pfx = l->pfx;
+	char *query = l->query, h[512];
+	struct s3_sign g = {.s = s,
+			    .method = "GET",
+			    .query = query,
+			    .url = l->url,
+			    .cap = sizeof(l->url)};
+	struct fetch_req req = {.grow = true, .cap = LIST_CAP};
+	struct fetch_res res;
+	char *perr = NULL;
+	size_t ql = 0;
+	int rc;
+
+	/* Parameters in canonical (sorted) order. */
+	if (sent[0]) {
+		rc = add(query, &ql, sizeof(l->query), "continuation-token=");
+		if (!rc)
+			rc = enc(query, &ql, sizeof(l->query), sent, false);
+		if (!rc)
+			rc = add(query, &ql, sizeof(l->query), "&");
+	} else {
+		rc = 0;
+		query[0] = '\0';
+	}
+	if (!rc)
+		rc = add(query, &ql, sizeof(l->query),
+			 "delimiter=%2F&list-type=2");
+	if (!rc && l->max_keys) {
+		char mk[32];
+
+		snprintf(mk, sizeof(mk), "&max-keys=%u", l->max_keys);
+		rc = add(query, &ql, sizeof(l->query), mk);
+	}
+	if (!rc)
+		rc = add(query, &ql, sizeof(l->query), "&prefix=");
+	if (!rc)
+		rc = enc(query, &ql, sizeof(l->query), pfx, false);
+	if (rc) {
+		err_set(err, "listing %s%s: cannot build the request: %s",
+			s->base.id, pfx + strlen(s->prefix), strerror(-rc));
+		return rc;
+	}
+	rc = source_fetch_signed(&s->base, &req, &res, s3_sign, &g, &g.serial);
+	curl_slist_free_all(req.headers);
+	if (rc) {
+		err_set(err, "listing %s%s: %s%s", s->base.id,
+			pfx + strlen(s->prefix), res.err,
+			hint(s, rc, h, sizeof(h)));
+		return rc;
+	}
+	rc = s3_parse_list_page(res.body, res.len, pfx, l->cb, l->arg,
+				&l->page, &perr);
+	free(res.body);
+	*names = l->page.keys;
+	if (rc) {
+		if (perr || rc == -EIO)
+			err_set(err, "listing %s%s: %s: %s", s->base.id,
+				pfx + strlen(s->prefix), l->url,
+				perr ? perr : "failed");
+		free(perr);
+		return rc;
+	}
+	*next = l->page.token;
+	*more = l->page.truncated && !l->max_keys;
+	return 0;
 }
 
 /* Lists prefix `pfx` page by page (max_keys 0: the server's default). */
@@ -425,106 +516,21 @@ static int list_prefix(struct source *src, const char *pfx, unsigned max_keys,
 		       source_list_cb cb, void *arg, size_t *count, char **err)
 {
 	struct s3_src *s = s3_of(src);
-	struct s3_page *page;
-	char url[8192], query[6144], h[512], *sent;
-	unsigned pages = 0, serial;
-	bool renewed = false;
-	const char *stuck;
-	char why[160];
+	struct s3_listing *l = calloc(1, sizeof(*l));
 	int rc;
 
 	*count = 0;
-	page = calloc(1, sizeof(*page));
-	sent = calloc(1, sizeof(page->token));
-	if (!page || !sent) {
-		free(page);
-		free(sent);
+	if (!l)
 		return -ENOMEM;
-	}
-	for (;;) {
-		struct fetch_req req = {0};
-		struct fetch_res res;
-		char *perr = NULL;
-		size_t ql = 0;
-
-		/* Parameters in canonical (sorted) order. */
-		memcpy(sent, page->token, sizeof(page->token));
-		if (sent[0]) {
-			rc = add(query, &ql, sizeof(query),
-				 "continuation-token=");
-			if (!rc)
-				rc =
-				    enc(query, &ql, sizeof(query), sent, false);
-			if (!rc)
-				rc = add(query, &ql, sizeof(query), "&");
-		} else {
-			rc = 0;
-			query[0] = '\0';
-		}
-		if (!rc)
-			rc = add(query, &ql, sizeof(query),
-				 "delimiter=%2F&list-type=2");
-		if (!rc && max_keys) {
-			char mk[32];
-
-			snprintf(mk, sizeof(mk), "&max-keys=%u", max_keys);
-			rc = add(query, &ql, sizeof(query), mk);
-		}
-		if (!rc)
-			rc = add(query, &ql, sizeof(query), "&prefix=");
-		if (!rc)
-			rc = enc(query, &ql, sizeof(query), pfx, false);
-		if (!rc)
-			rc = s3_request(s, "GET", NULL, query, NULL, url,
-					sizeof(url), &req.headers, &serial);
-		if (rc) {
-			err_set(
-			    err, "listing %s%s: cannot build the request: %s",
-			    s->base.id, pfx + strlen(s->prefix), strerror(-rc));
-			break;
-		}
-		req.url = url;
-		req.grow = true;
-		req.cap = LIST_CAP;
-		rc = fetch_run(s->base.fetch, &req, &res);
-		curl_slist_free_all(req.headers);
-		if (rc && !renewed && s3_renewed(s, &res, false, serial)) {
-			renewed = true;
-			continue;
-		}
-		renewed = false;
-		if (rc) {
-			err_set(err, "listing %s%s: %s%s", s->base.id,
-				pfx + strlen(s->prefix), res.err,
-				hint(s, rc, h, sizeof(h)));
-			break;
-		}
-		rc = s3_parse_list_page(res.body, res.len, pfx, cb, arg, page,
-					&perr);
-		free(res.body);
-		*count += page->keys;
-		if (rc) {
-			if (perr || rc == -EIO)
-				err_set(err, "listing %s%s: %s: %s", s->base.id,
-					pfx + strlen(s->prefix), url,
-					perr ? perr : "failed");
-			free(perr);
-			break;
-		}
-		if (!page->truncated || max_keys)
-			break;
-		stuck = source_page_stuck("continuation token", sent,
-					  page->token, ++pages, why,
-					  sizeof(why));
-		if (stuck) {
-			err_set(err, "listing %s%s: %s: giving up", s->base.id,
-				pfx + strlen(s->prefix), stuck);
-			rc = -EIO;
-			break;
-		}
-	}
-	free(sent);
-	free(page);
+	l->s = s;
+	l->pfx = pfx;
+	l->max_keys = max_keys;
+	l->cb = cb;
+	l->arg = arg;
+	rc = source_list_pages(src, pfx + strlen(s->prefix),
+			       "continuation token", sizeof(l->page.token),
+			       list_page, l, count, err);
+	free(l);
 	return rc;
 }
 
@@ -541,11 +547,12 @@ static int s3_stat(struct source *src, const char *path,
 {
 	static __thread char name[1100], ver[128], digest[CHECKSUM_TEXT_MAX];
 	struct s3_src *s = s3_of(src);
-	struct fetch_req req = {0};
+	struct fetch_req req = {.head = true};
 	struct fetch_res res;
-	char url[8192], *key;
-	unsigned serial;
-	bool renewed = false;
+	char url[8192];
+	struct s3_sign g = {
+	    .s = s, .method = "HEAD", .url = url, .cap = sizeof(url)};
+	char *key;
 	int rc;
 
 	if (source_stat_root(out, path, name, sizeof(name)))
@@ -553,19 +560,9 @@ static int s3_stat(struct source *src, const char *path,
 	key = strdupf("%s%s", s->prefix, path);
 	if (!key)
 		return -ENOMEM;
-	for (;;) {
-		rc = s3_request(s, "HEAD", key, NULL, NULL, url, sizeof(url),
-				&req.headers, &serial);
-		if (rc)
-			break;
-		req.url = url;
-		req.head = true;
-		rc = fetch_run(src->fetch, &req, &res);
-		curl_slist_free_all(req.headers);
-		if (!rc || renewed || !s3_renewed(s, &res, true, serial))
-			break;
-		renewed = true;
-	}
+	g.key = key;
+	rc = source_fetch_signed(src, &req, &res, s3_sign, &g, &g.serial);
+	curl_slist_free_all(req.headers);
 	free(key);
 	rc = source_stat_head(src, s->prefix, path, rc, &res, ver, sizeof(ver),
 			      list_prefix, out);
@@ -657,9 +654,20 @@ static bool s3_auth_refused(struct source *src, unsigned serial)
 	return s->creds && aws_chain_refused(s->creds, serial);
 }
 
+/* The answer refused the credentials a request was signed with as
+ * expired: a 401, an ExpiredToken; a HEAD's 400 has no body to say why,
+ * and is taken as such. */
+static bool s3_auth_expired(const struct fetch_req *req,
+			    const struct fetch_res *res, int rc)
+{
+	(void)rc;
+	return fetch_auth_expired(res) || (req->head && res->status == 400);
+}
+
 static const struct source_ops s3_ops = {
     .scheme = "s3",
     .auth_refused = s3_auth_refused,
+    .auth_expired = s3_auth_expired,
     .list_dir = s3_list_dir,
     .stat = s3_stat,
     .prepare_read = s3_prepare_read,
