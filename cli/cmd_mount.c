@@ -22,10 +22,15 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "compiler.h"
+#include "fileio.h"
+#include "log.h"
 #include "mount.h"
 #include "source_http.h"
 #include "store.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
+#include "url.h"
 
 /* The command line: the configuration it settles, and what owns its
  * strings. */

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,6 @@
 
 #include "cmd.h"
 #include "mountinfo.h"
-#include "util.h"
 
 static void umount_usage(FILE *out)
 {

@@ -24,6 +24,7 @@
 
 #include "error.h"
 #include "index.h"
+#include "text.h"
 
 #define ALIGN 64u
 

@@ -22,7 +22,8 @@
 #include "hints.h"
 #include "loader_i.h"
 #include "log.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
 
 #define WINDOW 64
 /* Fits the 24 bits a state's flags give it; far past any sensible window. */

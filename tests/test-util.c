@@ -16,8 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
+#include "fileio.h"
 #include "fixture.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
+#include "url.h"
 
 /* A pipe, as `--manifest <(cmd)` gives, and a /proc file both report a
  * size of 0 and still hold bytes: they are read to the end. */
