@@ -317,7 +317,8 @@ static pid_t holding_child(const char *dir, const char *path, int release[2])
 		close(ready[0]);
 		close(release[1]);
 		if (fd < 0 || chdir(dir) ||
-		    mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED)
+		    mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) ==
+			MAP_FAILED)
 			_exit(1);
 		(void)!write(ready[1], "", 1);
 		(void)!read(release[0], &c, 1);
