@@ -454,7 +454,7 @@ int wharf_index_build_list(const char *list, int stat_files, const char *out)
 		err = strdupf("%s: %s", list, strerror(-rc));
 		goto out;
 	}
-	char *ldir = dir_of(list);
+	char *ldir = index_dir_of(list);
 	root = ldir ? realpath(ldir, NULL) : NULL;
 	free(ldir);
 	if (!root) {

@@ -40,7 +40,7 @@ static FILE *temp_stream(const char *dir)
 	return f;
 }
 
-char *dir_of(const char *path)
+char *index_dir_of(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
@@ -53,7 +53,7 @@ char *dir_of(const char *path)
 /* Opens the section streams [from, to) next to the output. */
 static int writer_streams(struct writer *w, int from, int to)
 {
-	char *dir = dir_of(w->out);
+	char *dir = index_dir_of(w->out);
 	if (!dir) {
 		*w->err = strdupf("index %s: out of memory", w->out);
 		return -ENOMEM;

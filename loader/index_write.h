@@ -69,7 +69,7 @@ struct writer {
 
 /* The directory of path, malloc'd ("." for a bare name, "/" at the top);
  * NULL without memory. */
-char *dir_of(const char *path);
+char *index_dir_of(const char *path);
 
 /* Starts an index at out whose relative paths are joined to root; its
  * messages go to *err.  writer_free() after, whatever it returned.
