@@ -338,7 +338,8 @@ static pid_t holding_child(const char *dir, const char *path, int release[2])
  */
 START_TEST(test_holders_scan)
 {
-	char *tmp = fx_tmpdir("util-holders"), dir[PATH_MAX], path[PATH_MAX];
+	char *tmp = fx_tmpdir("util-holders"), dir[PATH_MAX];
+	char path[PATH_MAX + 16];
 	char want[PATH_MAX + 32];
 	struct seen s = {0};
 	int release[2], status;
