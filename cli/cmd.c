@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mountinfo.h"
+#include "text.h"
 
 /* fs/mount.h's MOUNT_FSTYPE: this file is built without the filesystem
  * too (prefetch needs it). */

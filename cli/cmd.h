@@ -1,9 +1,8 @@
 #ifndef WHARF_CLI_CMD_H
 #define WHARF_CLI_CMD_H
 #include <getopt.h>
+#include <stdio.h>
 #include <sys/types.h>
-
-#include "util.h"
 
 /* cmd: the `wharf` subcommands (their table is in main.c).  Each gets argv
  * starting at its own name (argv[0] == "mount"), parses, calls the mount or

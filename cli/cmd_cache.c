@@ -28,11 +28,14 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "fileio.h"
 #include "jsonw.h"
 #include "mountinfo.h"
 #include "snapshot.h"
 #include "stats_fmt.h"
 #include "store.h"
+#include "text.h"
+#include "units.h"
 
 static void usage(FILE *out)
 {

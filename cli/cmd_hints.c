@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,6 @@
 #include <wharf/hints.h>
 
 #include "cmd.h"
-#include "util.h"
 
 static void usage(FILE *out)
 {

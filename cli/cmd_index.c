@@ -17,7 +17,7 @@
 
 #include "cmd.h"
 #include "jsonw.h"
-#include "util.h"
+#include "units.h"
 
 static void usage(FILE *out)
 {

@@ -27,7 +27,7 @@
 
 #include "cmd.h"
 #include "jsonw.h"
-#include "util.h"
+#include "units.h"
 #include "wharf/loader.h"
 
 #define READ_BUF (1u << 20)

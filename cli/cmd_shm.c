@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "util.h"
+#include "units.h"
 
 static void usage(FILE *out)
 {

@@ -16,8 +16,9 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "fileio.h"
 #include "stats_fmt.h"
-#include "util.h"
+#include "text.h"
 
 #define STATS_MAX (1u << 20) /* a stats file is a few KiB */
 #define WATCH_DEFAULT 2.0

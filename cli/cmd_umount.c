@@ -16,13 +16,12 @@
  */
 #include "config.h"
 
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +34,8 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "holders.h"
 #include "mountinfo.h"
-#include "util.h"
 
 static void umount_usage(FILE *out)
 {
@@ -130,126 +129,40 @@ static int unmount(const char *dir, const char *dev)
 	return rc;
 }
 
-/* Is path (a link's target in /proc) dir or under it? */
-static bool path_under(const char *path, const char *dir, size_t dir_len)
-{
-	return !strncmp(path, dir, dir_len) &&
-	       (path[dir_len] == '\0' || path[dir_len] == '/');
-}
-
-/* Processes listed, and of each the things named, before "and N more". */
+/* Processes listed before "and more processes". */
 #define HOLDERS_MAX 20
-#define HELD_SHOWN 3
 
-/* What one process holds under the mount. */
-struct holder {
+/* print_holders' count of the processes it printed, and its directory. */
+struct holders_print {
 	const char *dir;
-	size_t dir_len;
-	unsigned n; /* things held; the first HELD_SHOWN are in what */
-	char what[HELD_SHOWN][PATH_MAX + 16];
+	unsigned found;
 };
 
-/* One thing held: what (a label, or "" for the path alone), path. */
-static void held(struct holder *h, const char *what, const char *path)
+/* One process that holds files on the mount, to stderr: false once
+ * HOLDERS_MAX are printed (and "and more processes"), to stop the scan. */
+static bool print_holder(const struct holder *h, void *arg)
 {
-	if (h->n < HELD_SHOWN)
-		snprintf(h->what[h->n], sizeof(h->what[0]), "%s%s", what, path);
-	h->n++;
-}
+	struct holders_print *p = arg;
 
-/* A /proc/PID link (cwd, root, fd/N) whose target lies under the mount:
- * readlink, never stat, so that no request reaches the mount. */
-static void held_link(struct holder *h, const char *link, const char *what)
-{
-	char target[PATH_MAX];
-	const ssize_t n = readlink(link, target, sizeof(target) - 1);
-
-	if (n <= 0)
-		return;
-	target[n] = '\0';
-	if (path_under(target, h->dir, h->dir_len))
-		held(h, what, target);
-}
-
-/* The files pid maps from under the mount, each once (a file is mapped in
- * several ranges, listed in a row). */
-static void held_maps(struct holder *h, pid_t pid)
-{
-	char path[64], line[PATH_MAX + 256], last[PATH_MAX] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *file = strchr(line, '/');
-
-		if (!file)
-			continue;
-		file[strcspn(file, "\n")] = '\0';
-		if (!path_under(file, h->dir, h->dir_len) ||
-		    !strcmp(file, last))
-			continue;
-		snprintf(last, sizeof(last), "%s", file);
-		held(h, "mapped ", file);
-	}
-	fclose(f);
-}
-
-/* What process pid holds under the mount, into h; false when its /proc
- * entries cannot be read (*denied set where that is for permission). */
-static bool held_by(pid_t pid, struct holder *h, bool *denied)
-{
-	char path[64], link[PATH_MAX];
-	struct dirent *e;
-	DIR *fds;
-
-	h->n = 0;
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	fds = opendir(path);
-	if (!fds) {
-		*denied |= errno == EACCES;
+	if (!p->found)
+		fprintf(stderr,
+			"wharf umount: %s is busy: these processes "
+			"hold files on it; close them (a wharf "
+			"loader: close() it, or drop it and the "
+			"index; kept batches do not hold the mount) "
+			"or end the processes, then run wharf umount "
+			"again\n",
+			p->dir);
+	if (p->found++ == HOLDERS_MAX) {
+		fprintf(stderr, "  and more processes\n");
 		return false;
 	}
-	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
-	held_link(h, link, "its working directory ");
-	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
-	held_link(h, link, "its root directory ");
-	while ((e = readdir(fds))) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-		held_link(h, link, "open ");
-	}
-	closedir(fds);
-	held_maps(h, pid);
+	fprintf(stderr, "  process %d (%s):\n", (int)h->pid, h->name);
+	for (unsigned k = 0; k < h->n && k < HOLDER_SHOWN; k++)
+		fprintf(stderr, "    %s\n", h->what[k]);
+	if (h->n > HOLDER_SHOWN)
+		fprintf(stderr, "    and %u more\n", h->n - HOLDER_SHOWN);
 	return true;
-}
-
-/* "NAME, child of PPID" from /proc/PID/status into out (a loader's
- * workers are its children), "?" when gone. */
-static void process_name(pid_t pid, char *out, size_t cap)
-{
-	char path[64], line[256], name[64] = "?";
-	int ppid = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "Name:\t", 6))
-			snprintf(name, sizeof(name), "%.*s",
-				 (int)strcspn(line + 6, "\n"), line + 6);
-		else if (sscanf(line, "PPid: %d", &ppid) == 1)
-			break;
-	}
-	if (f)
-		fclose(f);
-	if (ppid > 1)
-		snprintf(out, cap, "%s, child of %d", name, ppid);
-	else
-		snprintf(out, cap, "%s", name);
 }
 
 /*
@@ -259,45 +172,12 @@ static void process_name(pid_t pid, char *out, size_t cap)
  */
 static void print_holders(const char *dir)
 {
-	static struct holder h; /* 12 KiB: off the stack */
-	unsigned found = 0;
+	struct holders_print p = {dir, 0};
 	bool denied = false;
-	struct dirent *e;
-	DIR *proc = opendir("/proc");
-	char name[96];
 
-	if (!proc)
+	if (holders_scan(dir, print_holder, &p, &denied))
 		return;
-	h.dir = dir;
-	h.dir_len = strlen(dir);
-	while ((e = readdir(proc))) {
-		const pid_t pid = (pid_t)atoi(e->d_name);
-
-		if (pid <= 0 || pid == getpid() || !held_by(pid, &h, &denied) ||
-		    !h.n)
-			continue;
-		if (!found)
-			fprintf(stderr,
-				"wharf umount: %s is busy: these processes "
-				"hold files on it; close them (a wharf "
-				"loader: close() it, or drop it and the "
-				"index; kept batches do not hold the mount) "
-				"or end the processes, then run wharf umount "
-				"again\n",
-				dir);
-		if (found++ == HOLDERS_MAX) {
-			fprintf(stderr, "  and more processes\n");
-			break;
-		}
-		process_name(pid, name, sizeof(name));
-		fprintf(stderr, "  process %d (%s):\n", (int)pid, name);
-		for (unsigned k = 0; k < h.n && k < HELD_SHOWN; k++)
-			fprintf(stderr, "    %s\n", h.what[k]);
-		if (h.n > HELD_SHOWN)
-			fprintf(stderr, "    and %u more\n", h.n - HELD_SHOWN);
-	}
-	closedir(proc);
-	if (found && denied)
+	if (p.found && denied)
 		fprintf(stderr, "  (other users' processes are not shown: run "
 				"it as root to see them)\n");
 }

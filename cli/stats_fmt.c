@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "json.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
 
 static int flatten(struct json *s, const char *path, struct stats_doc *d,
 		   unsigned depth);

@@ -24,7 +24,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 #define JSONW_DEPTH 16 /* containers open at once */
 

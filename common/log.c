@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "units.h"
 
 static enum wharf_log_level log_level = WHARF_LOG_INFO;
 /* Atomic: the thread that sees the mount up detaches, while the others

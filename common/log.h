@@ -12,7 +12,7 @@
 
 #include "wharf/log.h"
 
-#define WHARF_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#include "compiler.h"
 
 #include <stdbool.h>
 

@@ -29,7 +29,8 @@
 #include "error.h"
 #include "loader_i.h"
 #include "log.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
 
 void wharf_cuda_options_init(struct wharf_cuda_options *opt)
 {

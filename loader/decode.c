@@ -20,6 +20,7 @@
 #include "error.h"
 #ifdef HAVE_JPEG
 #include "jpeg.h"
+#include "text.h"
 #endif
 
 #define DECODE_MAX_DIMS 8

@@ -20,8 +20,6 @@
  */
 #include <stdint.h>
 
-#include "util.h"
-
 /* Records msg (NULL: strerror(-rc)) as this thread's last error and returns
  * rc.  Takes ownership of msg. */
 int error_set(int rc, char *msg);

@@ -20,9 +20,9 @@
  */
 #include "config.h"
 
+#include "fileio.h"
 #include "hints.h"
 #include "index.h"
-#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>

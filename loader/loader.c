@@ -22,7 +22,8 @@
 #include "hints.h"
 #include "loader_i.h"
 #include "log.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
 
 #define WINDOW 64
 /* Fits the 24 bits a state's flags give it; far past any sensible window. */
@@ -163,7 +164,8 @@ static void warn_global_over_cache(const struct wharf_loader *l)
 	const struct index *idx = l->idx;
 	uint64_t cap;
 
-	if (!l->hints || l->opt.shuffle != 1 || idx->count < 2 * idx->nfiles)
+	if (!l->hints || l->shuffle != SHUFFLE_GLOBAL ||
+	    idx->count < 2 * idx->nfiles)
 		return;
 	cap = hints_cache_cap(l->hints);
 	if (!cap || idx->total_bytes <= cap)
@@ -643,7 +645,8 @@ static uint32_t state_flags(const wharf_loader *l)
 				    ? 8u | l->sampler.window << 8
 				    : 0u;
 
-	return (l->opt.shuffle ? 1u : 0u) | (l->opt.drop_last ? 2u : 0u) |
+	return (l->shuffle != SHUFFLE_NONE ? 1u : 0u) |
+	       (l->opt.drop_last ? 2u : 0u) |
 	       (l->opt.even == WHARF_EVEN_DROP ? 4u : 0u) | shards;
 }
 
@@ -760,6 +763,28 @@ static int plan_sizes(struct wharf_loader *l, char **err)
 	return 0;
 }
 
+/* wharf_options.shuffle as the mode every other place reads.
+ * @return 0, or -EINVAL with *err for a value that names none. */
+static int shuffle_mode_of(uint32_t shuffle, enum shuffle_mode *mode,
+			   char **err)
+{
+	switch (shuffle) {
+	case 0:
+		*mode = SHUFFLE_NONE;
+		return 0;
+	case 1:
+		*mode = SHUFFLE_GLOBAL;
+		return 0;
+	case WHARF_SHUFFLE_SHARDS:
+		*mode = SHUFFLE_SHARDS;
+		return 0;
+	}
+	*err = strdupf("shuffle %u: 0 (sequential), 1 (global) or %d "
+		       "(shard-aware)",
+		       shuffle, WHARF_SHUFFLE_SHARDS);
+	return -EINVAL;
+}
+
 int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		      wharf_loader **out)
 {
@@ -803,13 +828,9 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 		rc = -EINVAL;
 		goto fail;
 	}
-	if (l->opt.shuffle > WHARF_SHUFFLE_SHARDS) {
-		err = strdupf("shuffle %u: 0 (sequential), 1 (global) or %d "
-			      "(shard-aware)",
-			      l->opt.shuffle, WHARF_SHUFFLE_SHARDS);
-		rc = -EINVAL;
+	rc = shuffle_mode_of(l->opt.shuffle, &l->shuffle, &err);
+	if (rc)
 		goto fail;
-	}
 	if (!l->opt.shard_window)
 		l->opt.shard_window = WHARF_SHARD_WINDOW_DEFAULT;
 	if (l->opt.shard_window > SHARD_WINDOW_MAX) {
@@ -823,10 +844,10 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	if (rc)
 		goto fail;
 	rc = sampler_init(&l->sampler, l->idx->count, l->opt.seed,
-			  l->opt.batch_size, rank, world, l->opt.shuffle != 0,
-			  l->opt.drop_last != 0, l->opt.even == WHARF_EVEN_DROP,
-			  &err);
-	if (!rc && l->opt.shuffle == WHARF_SHUFFLE_SHARDS)
+			  l->opt.batch_size, rank, world,
+			  l->shuffle != SHUFFLE_NONE, l->opt.drop_last != 0,
+			  l->opt.even == WHARF_EVEN_DROP, &err);
+	if (!rc && l->shuffle == SHUFFLE_SHARDS)
 		rc = sampler_use_shards(&l->sampler, l->idx->file,
 					l->opt.shard_window, &err);
 	if (rc)

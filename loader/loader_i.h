@@ -33,6 +33,14 @@ struct slot_info {
 	struct wharf_batch view;
 };
 
+/* The order of an epoch, decided once, at open, from wharf_options.shuffle
+ * (0, 1 or WHARF_SHUFFLE_SHARDS; anything else is refused there). */
+enum shuffle_mode {
+	SHUFFLE_NONE,	/* the index's order */
+	SHUFFLE_GLOBAL, /* samples in a keyed order over the whole index */
+	SHUFFLE_SHARDS, /* shards keyed, samples shuffled within a window */
+};
+
 /* Called with a slot number when the caller releases its batch (before the
  * slot can be refilled), or the loader closes. */
 typedef void (*loader_slot_hook)(void *ctx, uint32_t slot);
@@ -40,6 +48,7 @@ typedef void (*loader_slot_hook)(void *ctx, uint32_t slot);
 struct wharf_loader {
 	const struct index *idx;
 	struct wharf_options opt;
+	enum shuffle_mode shuffle; /* opt.shuffle, checked and named */
 	struct sampler sampler;
 	struct sampler_epoch ekeys;
 	struct ring ring;

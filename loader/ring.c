@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "ring.h"
+#include "text.h"
 
 #define PAGE 4096u
 #define LINE 64u

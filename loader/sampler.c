@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "sampler.h"
+#include "text.h"
 
 #define ROUNDS 6
 

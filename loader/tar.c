@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tar.h"
-#include "util.h"
+#include "text.h"
 
 #define BLOCK 512
 #define ROUND_UP(n) (((n) + BLOCK - 1) & ~(uint64_t)(BLOCK - 1))

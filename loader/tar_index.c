@@ -21,7 +21,7 @@
 #include "error.h"
 #include "log.h"
 #include "tar.h"
-#include "util.h"
+#include "text.h"
 
 /* A label field holds a decimal integer: more bytes than this is not one,
  * and reading it stays one small ranged read. */

@@ -35,7 +35,8 @@
 #include "index.h"
 #include "ring.h"
 #include "sampler.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
 #include "workers.h"
 
 #define FD_CACHE 64

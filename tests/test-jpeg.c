@@ -24,6 +24,7 @@
 
 #include "error.h"
 #include "fixture.h"
+#include "units.h"
 
 #define S 48 /* output side */
 #define NRGB 12

@@ -2,7 +2,9 @@
 
 Nothing here is compiled: the structs mirror the C headers field by field,
 and every function gets its argument and result types so that ctypes
-converts and checks them.
+converts and checks them.  tests/python/test_layout.py compares each
+struct's size and offsets with the C compiler's (tests/python/layout.c):
+a field changed in C must be changed here, and listed there.
 """
 
 import ctypes

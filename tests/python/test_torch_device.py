@@ -14,14 +14,20 @@ import tempfile
 import unittest
 
 import numpy as np
-import torch
 
 import wharf
-import wharf.torch
 
-GPU = torch.cuda.is_available()
+try:
+    import torch
+    import wharf.torch
+except ImportError:  # numpy alone: the tests that need torch skip, each
+    torch = None     # with its own SKIP line
+NO_TORCH = "torch is not installed (apt-get install python3-torch)"
+
+GPU = torch is not None and torch.cuda.is_available()
 
 
+@unittest.skipIf(torch is None, NO_TORCH)
 class TestBrokenCuda(unittest.TestCase):
     def test_broken_cuda_is_an_error_not_a_fallback(self):
         # libwharf says its CUDA is broken (a driver too old): device="cuda"
@@ -62,6 +68,7 @@ def labelled_records(test, n):
     return recs, labels, ix
 
 
+@unittest.skipIf(torch is None, NO_TORCH)
 class TestFakeCuda(unittest.TestCase):
     """The device path against the stand-in runtime (fake-cudart.c), whose
     host-to-device copies take 20 ms, and a stand-in for torch.cuda: a
@@ -107,6 +114,7 @@ class TestFakeCuda(unittest.TestCase):
         self.run_child("current")
 
 
+@unittest.skipIf(torch is None, NO_TORCH)
 class TestTorchDevice(unittest.TestCase):
     N, BATCH = 96, 8
 

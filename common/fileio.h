@@ -1,0 +1,31 @@
+#ifndef WHARF_FILEIO_H
+#define WHARF_FILEIO_H
+/* fileio: paths and files: a path made absolute, a whole file read with a
+ * cap, a file opened without following links. */
+#include <stddef.h>
+
+#include "compiler.h"
+
+/* path made absolute against the current directory (not resolved: links
+ * and ".." stay), malloc'd.  @return NULL with errno set on failure. */
+char *path_absolute(const char *path);
+
+/* Reads a whole file of at most cap bytes into a malloc'd, NUL-terminated
+ * buffer (the caller frees it).  @return 0, or -errno with *err saying
+ * "PATH: what" (-EFBIG when it is larger than cap). */
+int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
+		     char **err) WHARF_CHECK;
+
+/*
+ * Opens path without following a symbolic link in any of its components
+ * and without blocking: each directory is opened O_NOFOLLOW, the last one
+ * with flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, and it must
+ * be a regular file (a directory when flags has O_DIRECTORY).  For a path
+ * that another user may have laid out: a link to a file of theirs, a FIFO
+ * that never answers.  @return the fd (blocking again, for a regular
+ * file); -ELOOP when a component is a link; -EINVAL when the last is not a
+ * regular file (-ENOTDIR: not a directory, for O_DIRECTORY); else -errno.
+ */
+int open_nofollow(const char *path, int flags) WHARF_CHECK;
+
+#endif
