@@ -95,7 +95,7 @@ void prefetch_free(struct prefetch *pf)
 	/* Queued while no thread could start: stored now, before the store
 	 * closes. */
 	while (pf->writes) {
-		struct write *w = pf->writes;
+		struct pf_write *w = pf->writes;
 
 		pf->writes = w->next;
 		write_run(pf, w, false);

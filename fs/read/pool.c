@@ -180,7 +180,7 @@ void *pool_worker(void *arg)
 {
 	struct prefetch *pf = arg;
 	struct queue *q;
-	struct write *w;
+	struct pf_write *w;
 	struct load *ld;
 	struct job j;
 	uint64_t want;

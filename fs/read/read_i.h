@@ -113,11 +113,11 @@ enum { SUMS_GOOD = 1, SUMS_BAD = 2 };
 /* A chunk published before it is stored: its store write, which a pool
  * thread makes (store_later).  Holds a reference to the chunk, so that
  * its bytes stay, and to its file. */
-struct write {
+struct pf_write {
 	struct chunk *c;
 	struct pf_file *f;
 	uint64_t idx;
-	struct write *next;
+	struct pf_write *next;
 };
 
 struct job {
@@ -162,12 +162,12 @@ struct prefetch {
 	 * writes its own), and the threads writing (one, or all but one at
 	 * most, so that a load that lands finds a thread while writes wait
 	 * on the disk); under qmu.  The pool ends only once they are done. */
-	struct write *writes, *writes_tail;
+	struct pf_write *writes, *writes_tail;
 	uint64_t write_bytes;
 	unsigned nwrites, writing;
 	/* Writes under way (under qmu), and threads waiting in writes_flush
 	 * for one of them to end (wcond). */
-	struct write *running;
+	struct pf_write *running;
 	unsigned flushers;
 	pthread_cond_t wcond;
 
@@ -349,7 +349,7 @@ void store_chunk(struct prefetch *pf, const struct pf_file *f,
 		 const struct chunk_key *key);
 
 /* Stores w's chunk and frees w; running: w is in pf->running. */
-void write_run(struct prefetch *pf, struct write *w, bool running);
+void write_run(struct prefetch *pf, struct pf_write *w, bool running);
 
 /* Writes f's waiting chunks on this thread and waits for those under
  * way (before f's chunk files are packed). */

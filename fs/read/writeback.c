@@ -1,6 +1,6 @@
 /*
  * Deferred store writes: a chunk published before it is stored (a struct
- * write) is written by a pool thread (store_later), so that the thread
+ * pf_write) is written by a pool thread (store_later), so that the thread
  * that loaded it does not wait for the store's compress, create, write
  * and rename; the packer has a file's writes made first (writes_flush).
  */
@@ -26,12 +26,12 @@ void store_chunk(struct prefetch *pf, const struct pf_file *f,
 }
 
 /* Stores w's chunk and lets w go; running: w is in pf->running. */
-void write_run(struct prefetch *pf, struct write *w, bool running)
+void write_run(struct prefetch *pf, struct pf_write *w, bool running)
 {
 	store_chunk(pf, w->f, w->idx, w->c->data, w->c->len, &w->c->key);
 	chunks_put(pf->cc, w->c);
 	if (running) {
-		struct write **p;
+		struct pf_write **p;
 
 		pthread_mutex_lock(&pf->qmu);
 		for (p = &pf->running; *p != w; p = &(*p)->next)
@@ -56,7 +56,7 @@ static bool same_object(const struct pf_file *a, const struct pf_file *b)
 /* Under qmu: whether a write of f's chunks is under way. */
 static bool writing_of(const struct prefetch *pf, const struct pf_file *f)
 {
-	for (const struct write *w = pf->running; w; w = w->next)
+	for (const struct pf_write *w = pf->running; w; w = w->next)
 		if (same_object(w->f, f))
 			return true;
 	return false;
@@ -69,7 +69,7 @@ static bool writing_of(const struct prefetch *pf, const struct pf_file *f)
  */
 void writes_flush(struct prefetch *pf, struct pf_file *f)
 {
-	struct write **p, *prev = NULL, *mine = NULL, *w;
+	struct pf_write **p, *prev = NULL, *mine = NULL, *w;
 
 	pthread_mutex_lock(&pf->qmu);
 	for (p = &pf->writes; (w = *p);) {
@@ -109,14 +109,14 @@ void writes_flush(struct prefetch *pf, struct pf_file *f)
 void store_later(struct prefetch *pf, struct pf_file *f, uint64_t idx,
 		 struct chunk *c)
 {
-	struct write *w = NULL;
+	struct pf_write *w = NULL;
 
 	if (pf->cfg.threads)
 		w = malloc(sizeof(*w));
 	if (w) {
 		chunks_hold(pf->cc, c);
 		file_ref(f);
-		*w = (struct write){.c = c, .f = f, .idx = idx};
+		*w = (struct pf_write){.c = c, .f = f, .idx = idx};
 		pthread_mutex_lock(&pf->qmu);
 		if (!pf->stopping &&
 		    pf->write_bytes + c->len <= pf->cfg.inflight_bytes / 4) {
