@@ -88,7 +88,7 @@ void prefetch_free(struct prefetch *pf);
 
 /* A file's read state: copies path and version.  digest: the origin's
  * checksum of the object, "ALGO:HEX" (checksum.h), or NULL or "": its
- * bytes are checked against it once they are all in (prefetch.c says
+ * bytes are checked against it once they are all in (verify.c says
  * when, and what a mismatch does).  @return 0 or -ENOMEM. */
 int prefetch_open(struct prefetch *pf, const char *path, const char *version,
 		  const char *digest, uint64_t size, int64_t mtime,
