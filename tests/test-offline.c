@@ -132,7 +132,6 @@ START_TEST(test_offline_remount)
 	char args[PATH_MAX + 512], *json;
 	struct origin o;
 	struct fx_mount m;
-	double t0;
 
 	ck_assert_int_eq(fx_sh("'%s' mount --help | grep -q -- '--offline ' && "
 			       "'%s' mount --help | grep -q -- "
@@ -152,11 +151,10 @@ START_TEST(test_offline_remount)
 	ck_assert_int_eq(
 	    fx_sh("test -s \"$(ls '%s'/snapshots/*.list)\"", cache), 0);
 
+	/* Up from the snapshot after --origin-wait (fx_mount_start's bounded
+	 * wait only stops a hang): offline, as its stats say. */
 	fx_nginx_pause(&o.ng);
-	t0 = seconds_now();
 	ck_assert_int_eq(mount_start(&m, o.url, cache, extra), 0);
-	ck_assert_msg(seconds_now() - t0 < 20, "the mount took %.1f s",
-		      seconds_now() - t0);
 	json = fx_mount_stats(m.dir);
 	ck_assert_ptr_nonnull(json);
 	ck_assert_msg(strstr(json, "\"offline\": true"), "%s", json);
@@ -169,14 +167,18 @@ START_TEST(test_offline_remount)
 	ck_assert_str_eq(names, d_on);
 	ck_assert_int_eq(check_file(m.dir, "a", CHUNK + 5), 0);
 	ck_assert_int_eq(check_file(m.dir, "d/c", 1000), 0);
-	t0 = seconds_now();
+	/* At once: the offline source fails them without asking the
+	 * origin (the line it logs says so), one line a file. */
 	ck_assert_int_eq(read_errno(m.dir, "u"), EIO);
 	ck_assert_int_eq(read_errno(m.dir, "u"), EIO);
 	ck_assert_int_eq(read_errno(m.dir, "d/e"), EIO);
-	ck_assert_msg(seconds_now() - t0 < 30, "EIO took %.1f s",
-		      seconds_now() - t0);
-	ck_assert_int_eq(count_in_file(m.log, "/u: not cached"), 1);
-	ck_assert_int_eq(count_in_file(m.log, "/d/e: not cached"), 1);
+	ck_assert_int_eq(count_in_file(m.log, "/u: not cached, and the origin "
+					      "cannot be reached (offline)"),
+			 1);
+	ck_assert_int_eq(count_in_file(m.log, "/d/e: not cached, and the "
+					      "origin cannot be reached "
+					      "(offline)"),
+			 1);
 
 	/* The origin is back: the same mount notices and reads again. */
 	ck_assert_int_eq(fx_nginx_resume(&o.ng), 0);
