@@ -1034,10 +1034,10 @@ END_TEST
 /* An origin that sends a byte every 250 ms until told to stop. */
 struct trickler {
 	int fd;
-	int limit;  /* bytes of the body sent before it closes (0: 48) */
+	int limit; /* bytes of the body sent before it closes (0: 48) */
 	bool stop; /* atomic */
 	int accepted;
-	int cut;    /* atomic: 1 when the client closed before the end */
+	int cut; /* atomic: 1 when the client closed before the end */
 	pthread_t th;
 };
 
@@ -1065,7 +1065,8 @@ static void *trickle_main(void *arg)
 			sent++;
 			usleep(250 * 1000);
 		}
-		if (sent < limit && !__atomic_load_n(&tr->stop, __ATOMIC_ACQUIRE))
+		if (sent < limit &&
+		    !__atomic_load_n(&tr->stop, __ATOMIC_ACQUIRE))
 			__atomic_store_n(&tr->cut, 1, __ATOMIC_RELEASE);
 		close(c);
 		if (sent >= limit)
@@ -1134,8 +1135,9 @@ static void *cancel_later(void *arg)
 {
 	struct canceller *c = arg;
 
-	for (int i = 0; c->count && i < 60000 &&
-			__atomic_load_n(c->count, __ATOMIC_ACQUIRE) < c->at_least;
+	for (int i = 0;
+	     c->count && i < 60000 &&
+	     __atomic_load_n(c->count, __ATOMIC_ACQUIRE) < c->at_least;
 	     i++)
 		usleep(1000);
 	usleep(c->after_ms * 1000);
@@ -1159,8 +1161,8 @@ static bool flag_comes(const int *flag)
 START_TEST(cancel_ends_requests)
 {
 	struct trickler tr = {.limit = 240};
-	struct canceller c = {.after_ms = 300, .count = &tr.accepted,
-			      .at_least = 1};
+	struct canceller c = {
+	    .after_ms = 300, .count = &tr.accepted, .at_least = 1};
 	struct fetch_config cfg;
 	struct fetch_req req = {0};
 	struct fetch_res res;
@@ -1198,8 +1200,8 @@ START_TEST(cancel_ends_backoff)
 	struct scripted o;
 	/* After the third 503 has gone: its retry waits out a backoff
 	 * (up to 0.4 s), or has just gone out. */
-	struct canceller c = {.after_ms = 0, .count = &o.sc.served,
-			      .at_least = 3};
+	struct canceller c = {
+	    .after_ms = 0, .count = &o.sc.served, .at_least = 3};
 	struct fetch_config cfg;
 	char buf[16];
 	struct fetch_req req = {0};

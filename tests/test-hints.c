@@ -945,12 +945,13 @@ START_TEST(test_loader_sends_hints)
 			uint64_t lead = gap_max ? 1000000000ull / gap_max : 10;
 
 			lead = lead < 5 ? 5 : lead > 10 ? 10 : lead;
-			ck_assert_msg(hint_lines_reach(&m, (5 + lead) * 16) >=
-					  (long long)(5 + lead) * 16,
-				      "a lead of %llu batches expected (batches "
-				      "%llu ms apart at most)",
-				      (unsigned long long)lead,
-				      (unsigned long long)(gap_max / 1000000));
+			ck_assert_msg(
+			    hint_lines_reach(&m, (5 + lead) * 16) >=
+				(long long)(5 + lead) * 16,
+			    "a lead of %llu batches expected (batches "
+			    "%llu ms apart at most)",
+			    (unsigned long long)lead,
+			    (unsigned long long)(gap_max / 1000000));
 		}
 	}
 	ck_assert_int_eq(samples, N_SMALL);
@@ -1170,7 +1171,8 @@ START_TEST(test_shard_order_fetches_once)
 	 * 6% here; 3 seen once under CI-like load), so less than twice the
 	 * data and less than half the global shuffle's.  bench/shards
 	 * measures the 1.05x target at scale. */
-	ck_assert_msg(shards >= data && shards < 2 * data && 2 * shards < global,
+	ck_assert_msg(shards >= data && shards < 2 * data &&
+			  2 * shards < global,
 		      "shard order: %lld bytes fetched for %lld (the global "
 		      "shuffle: %lld)",
 		      shards, data, global);

@@ -18,7 +18,8 @@ if ! command -v mandoc >/dev/null 2>&1; then
 fi
 for page in "$src"/man/wharf.1 "$src"/man/libwharf.3; do
 	if [ $have_groff = 1 ]; then
-		out=$(LC_ALL=C.UTF-8 MANWIDTH=80 groff -man -ww -z -Tutf8 "$page" 2>&1)
+		out=$(LC_ALL=C.UTF-8 MANWIDTH=80 \
+			groff -man -ww -z -Tutf8 "$page" 2>&1)
 		if [ -n "$out" ]; then
 			echo "FAIL: $page: $out"; fail=1
 			continue

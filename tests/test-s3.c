@@ -601,8 +601,7 @@ END_TEST
 /* The last error logged while taken (test_stat_rules). */
 static char logged_error[256];
 
-static void take_error(enum wharf_log_level level, const char *msg,
-		       void *arg)
+static void take_error(enum wharf_log_level level, const char *msg, void *arg)
 {
 	(void)arg;
 	if (level == WHARF_LOG_ERROR)
