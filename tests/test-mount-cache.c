@@ -539,7 +539,7 @@ START_TEST(test_chunk_served_before_stored)
 		;
 	ck_assert_msg(h.n == 1, "the daemon never created a chunk file");
 	/* The write waits: the read must end all the same. */
-	ck_assert_msg(later_wait(&h, &rd, 20000),
+	ck_assert_msg(later_wait(&h, &rd, 60000),
 		      "the read waited for the chunk's store write");
 	ck_assert_int_eq(pthread_join(reader, NULL), 0);
 	ck_assert_int_eq(rd.rc, 0);
@@ -590,7 +590,7 @@ START_TEST(test_pack_after_deferred_writes)
 	rc = later_start(&m, &cache, "laterpack", &h, 64, &rd, &reader);
 	if (rc)
 		fx_skip(FAN_SKIP_WHY, strerror(-rc));
-	ck_assert_msg(later_wait(&h, &rd, 30000),
+	ck_assert_msg(later_wait(&h, &rd, 60000),
 		      "the read waited for its chunks' store writes");
 	ck_assert_int_eq(pthread_join(reader, NULL), 0);
 	ck_assert_int_eq(rd.rc, 0);
@@ -598,7 +598,7 @@ START_TEST(test_pack_after_deferred_writes)
 		(void)fan_take(&h, 20);
 	ck_assert_int_gt(h.n, 0);
 	fan_stop(&h);
-	for (int waited = 0; waited < 20000 && packs < 1; waited += 50) {
+	for (int waited = 0; waited < 60000 && packs < 1; waited += 50) {
 		usleep(50000);
 		packs = fx_mount_stat(m.dir, "disk_cache", "packs");
 	}

@@ -398,7 +398,7 @@ START_TEST(test_relative_paths_after_detach)
 	/* It lets go of the terminal and its directory just after it told
 	 * the parent that the mount is up. */
 	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
-	for (int i = 0; i < 250; i++) {
+	for (int i = 0; i < 3000; i++) {
 		n = readlink(path, cwd, sizeof(cwd) - 1);
 		ck_assert_int_gt(n, 0);
 		cwd[n] = '\0';

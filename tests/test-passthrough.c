@@ -32,11 +32,11 @@ static int remove_chunk_of(const char *dir, const char *name)
 		     dir, data_dir, name);
 }
 
-/* Waits up to 10 s for mount mnt's cache to hold n packs.
- * @return 0 or -1. */
+/* Waits up to 60 s (a bound that only stops a hang) for mount mnt's
+ * cache to hold n packs.  @return 0 or -1. */
 static int wait_packs(const char *mnt, int n)
 {
-	for (int i = 0; i < 200; i++) {
+	for (int i = 0; i < 1200; i++) {
 		if (fx_mount_stat(mnt, "disk_cache", "packs") == n)
 			return 0;
 		usleep(50000);
@@ -45,12 +45,13 @@ static int wait_packs(const char *mnt, int n)
 }
 
 /* The backing files a mount holds drop as the kernel's releases (sent
- * after close returns) come in. */
+ * after close returns) come in: waits up to 60 s (a bound that only stops
+ * a hang) for want of them.  @return the last count. */
 static long long backing_files_settled(const char *dir, long long want)
 {
 	long long v = -1;
 
-	for (int i = 0; i < 250 && v != want; i++) {
+	for (int i = 0; i < 3000 && v != want; i++) {
 		v = fx_mount_stat(dir, NULL, "backing_files");
 		if (v != want)
 			usleep(20000);
@@ -297,7 +298,7 @@ START_TEST(test_passthrough_auto)
 	ck_assert_int_eq(served, (long long)small_size(1000));
 	/* (The mount notes that the kernel has the pages just after its
 	 * reply: an open that comes sooner is still passed through.) */
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 3000; i++) {
 		opens = fx_mount_stat(m.dir, NULL, "opens");
 		ck_assert_int_eq(
 		    check_file(m.dir, "many/f1000", small_size(1000)), 0);
