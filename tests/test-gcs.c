@@ -838,10 +838,17 @@ START_TEST(token_env)
 }
 END_TEST
 
+/* The start of a token command's script: $n, its run (1, 2, ...), counted
+ * in a file (printf arguments: its path 4 times), written whole by a
+ * rename, so that a test reading it while a renewal runs never sees it
+ * empty. */
+#define COUNT_RUN_SH                                                           \
+	"n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"                     \
+	"echo $n > '%s.new' && mv '%s.new' '%s'\n"
+
 /* Writes work/NAME, a --token-command whose Nth run prints token cmd-N,
  * good for expires_in seconds, after sleeping delay_s seconds, and counts
- * its runs in work/NAME.count (written whole, by a rename: a test reading
- * it while a renewal runs never sees it empty). */
+ * its runs in work/NAME.count (COUNT_RUN_SH). */
 static void counting_token_command(const char *name, unsigned expires_in,
 				   unsigned delay_s, char script[PATH_MAX],
 				   char count[PATH_MAX])
@@ -851,10 +858,7 @@ static void counting_token_command(const char *name, unsigned expires_in,
 	snprintf(script, PATH_MAX, "%s/%s", work, name);
 	snprintf(count, PATH_MAX, "%s/%s.count", work, name);
 	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-		 "echo $n > '%s.new' && mv '%s.new' '%s'\n"
-		 "sleep %u\n"
+		 "#!/bin/sh\n" COUNT_RUN_SH "sleep %u\n"
 		 "printf '{\"access_token\": \"cmd-%%d\", "
 		 "\"expires_in\": %u}\\n' $n\n",
 		 count, count, count, count, delay_s, expires_in);
@@ -1399,10 +1403,7 @@ START_TEST(mount_sigterm_during_token_command)
 		 work);
 	snprintf(cmd_done, sizeof(cmd_done), "%s/token-slow.done", work);
 	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-		 "echo $n > '%s.new' && mv '%s.new' '%s'\n"
-		 "if [ $n -gt 1 ]; then\n"
+		 "#!/bin/sh\n" COUNT_RUN_SH "if [ $n -gt 1 ]; then\n"
 		 "  sh -c \"sleep 20; touch '%s'\" & echo $! > '%s'; wait\n"
 		 "  touch '%s'\n"
 		 "fi\n"
@@ -1495,10 +1496,7 @@ START_TEST(mount_tokens_renewed_off_read_path)
 	/* Run n > 1 marks GATE.run-N and waits (60 s at most) for
 	 * GATE.go-N. */
 	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-		 "echo $n > '%s.new' && mv '%s.new' '%s'\n"
-		 "if [ $n -gt 1 ]; then\n"
+		 "#!/bin/sh\n" COUNT_RUN_SH "if [ $n -gt 1 ]; then\n"
 		 "  touch '%s.run-'$n\n"
 		 "  i=0; while [ ! -e '%s.go-'$n ] && [ $i -lt 600 ]; do\n"
 		 "    sleep 0.1; i=$((i + 1)); done\n"

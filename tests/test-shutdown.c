@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,11 +180,14 @@ START_TEST(test_stop_after_large_walk)
 }
 END_TEST
 
-/* Starts a process spinning on each online CPU; @return how many (their
- * pids in pids). */
+/* Starts 16 processes spinning for each online CPU, at nice 19: the
+ * packer (SCHED_IDLE) crawls behind them (1% of a CPU), while the reads
+ * and the daemon (nice 0) go first (80%), so that a loaded machine does
+ * not make the test's own reads crawl too.  @return how many (their pids
+ * in pids). */
 static int hogs_start(pid_t *pids, int max)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	long n = 16 * sysconf(_SC_NPROCESSORS_ONLN);
 	int made = 0;
 
 	if (n < 1)
@@ -193,9 +197,11 @@ static int hogs_start(pid_t *pids, int max)
 	for (; made < n; made++) {
 		pids[made] = fork();
 		ck_assert_int_ge(pids[made], 0);
-		if (pids[made] == 0)
+		if (pids[made] == 0) {
+			(void)setpriority(PRIO_PROCESS, 0, 19);
 			for (volatile unsigned long x = 0;; x++)
 				;
+		}
 	}
 	return made;
 }
