@@ -882,6 +882,18 @@ pid_t fx_bad_cache_start(const char *work_dir, char *url, size_t url_cap)
 	return pid;
 }
 
+int fx_wait_exit(pid_t pid, int timeout_ms)
+{
+	int status;
+
+	for (int waited = 0; waited < timeout_ms; waited += 10) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		usleep(10000);
+	}
+	return -1;
+}
+
 bool fx_process_gone(pid_t pid)
 {
 	char path[64], line[512];

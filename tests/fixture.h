@@ -81,6 +81,9 @@ pid_t fx_spawn_server(char *const argv[], const char *log_path, int port,
 int fx_wait_path(pid_t *pid, const char *path, int timeout_ms, const char *log);
 /* SIGTERM, then SIGKILL after timeout_ms; returns the wait status. */
 int fx_stop(pid_t pid, int timeout_ms);
+/* Waits up to timeout_ms for child pid to end.  @return its wait status,
+ * or -1 (it still runs). */
+int fx_wait_exit(pid_t pid, int timeout_ms);
 /* Whether process pid is gone or a zombie (one not this process's child,
  * or whose parent died, may wait long for its reaping). */
 bool fx_process_gone(pid_t pid);

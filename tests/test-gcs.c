@@ -838,25 +838,30 @@ START_TEST(token_env)
 }
 END_TEST
 
+/* The start of a token command's script: $n, its run (1, 2, ...), counted
+ * in a file (printf arguments: its path 4 times), written whole by a
+ * rename, so that a test reading it while a renewal runs never sees it
+ * empty. */
+#define COUNT_RUN_SH                                                           \
+	"n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"                     \
+	"echo $n > '%s.new' && mv '%s.new' '%s'\n"
+
 /* Writes work/NAME, a --token-command whose Nth run prints token cmd-N,
  * good for expires_in seconds, after sleeping delay_s seconds, and counts
- * its runs in work/NAME.count. */
+ * its runs in work/NAME.count (COUNT_RUN_SH). */
 static void counting_token_command(const char *name, unsigned expires_in,
 				   unsigned delay_s, char script[PATH_MAX],
 				   char count[PATH_MAX])
 {
-	char text[2 * PATH_MAX + 256];
+	char text[4 * PATH_MAX + 256];
 
 	snprintf(script, PATH_MAX, "%s/%s", work, name);
 	snprintf(count, PATH_MAX, "%s/%s.count", work, name);
 	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-		 "echo $n > '%s'\n"
-		 "sleep %u\n"
+		 "#!/bin/sh\n" COUNT_RUN_SH "sleep %u\n"
 		 "printf '{\"access_token\": \"cmd-%%d\", "
 		 "\"expires_in\": %u}\\n' $n\n",
-		 count, count, delay_s, expires_in);
+		 count, count, count, count, delay_s, expires_in);
 	write_text(script, text, 0700);
 }
 
@@ -1372,21 +1377,20 @@ END_TEST
  * SIGTERM while a --token-command runs: its first run gives a token that
  * lasts a second, its second (the renewal thread's, half a second later)
  * sleeps 20 s (in a child, as a slow helper would) before it answers.  The
- * daemon exits within 2 s with the command and its child killed (before,
- * it waited for the command, up to its 30 s).  A read meanwhile does not
- * wait for the command.
+ * daemon exits with the command and its child killed: neither lives to
+ * its end, which each marks in a file (before, the daemon waited for the
+ * command, up to its 30 s).  A read meanwhile ends while the command is
+ * still running: it does not wait for it.
  */
 START_TEST(mount_sigterm_during_token_command)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-", NULL};
 	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
-	char count[PATH_MAX], sleeper[PATH_MAX], text[4 * PATH_MAX];
-	char path[PATH_MAX + 16];
-	struct timespec t0, t1;
+	char count[PATH_MAX], sleeper[PATH_MAX], text[8 * PATH_MAX];
+	char path[PATH_MAX + 16], child_done[PATH_MAX], cmd_done[PATH_MAX];
 	pid_t daemon, reader, sleep_pid = 0;
 	size_t n;
 	char *c;
-	double took;
 	int waited, status = 0;
 	bool reaped = false;
 
@@ -1395,14 +1399,17 @@ START_TEST(mount_sigterm_during_token_command)
 	snprintf(script, sizeof(script), "%s/token-slow", work);
 	snprintf(count, sizeof(count), "%s/token-slow.count", work);
 	snprintf(sleeper, sizeof(sleeper), "%s/token-slow.sleep", work);
+	snprintf(child_done, sizeof(child_done), "%s/token-slow.child-done",
+		 work);
+	snprintf(cmd_done, sizeof(cmd_done), "%s/token-slow.done", work);
 	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "n=$(( $(cat '%s' 2>/dev/null || echo 0) + 1 ))\n"
-		 "echo $n > '%s'\n"
-		 "if [ $n -gt 1 ]; then sleep 20 & echo $! > '%s'; wait; fi\n"
+		 "#!/bin/sh\n" COUNT_RUN_SH "if [ $n -gt 1 ]; then\n"
+		 "  sh -c \"sleep 20; touch '%s'\" & echo $! > '%s'; wait\n"
+		 "  touch '%s'\n"
+		 "fi\n"
 		 "printf '{\"access_token\": \"cmd-%%d\", "
 		 "\"expires_in\": 1}\\n' $n\n",
-		 count, count, sleeper);
+		 count, count, count, count, child_done, sleeper, cmd_done);
 	write_text(script, text, 0700);
 	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
 	ck_assert_int_eq(mount_gs(cache, opts), 0);
@@ -1418,62 +1425,64 @@ START_TEST(mount_sigterm_during_token_command)
 		snprintf(path, sizeof(path), "%s/chunk-1", mnt);
 		_exit(fx_read_file(path, &n) ? 0 : 1);
 	}
-	for (waited = 0; waited < 10000 && !sleep_pid; waited += 20) {
+	for (waited = 0; waited < 60000 && !sleep_pid; waited += 20) {
 		c = fx_read_file(sleeper, &n);
 		sleep_pid = c ? (pid_t)atoi(c) : 0;
 		free(c);
 		usleep(20000);
 	}
 	ck_assert_msg(sleep_pid > 0, "the command never ran a second time");
-	/* The read is served with the current token meanwhile (well within
-	 * the command's 20 s). */
-	for (waited = 0; waited < 10000 && !reaped; waited += 20) {
+	/* The read is served with the current token meanwhile: it ends
+	 * while the command still runs (its child has not marked its end;
+	 * 60 s only stop a hang). */
+	for (waited = 0; waited < 60000 && !reaped; waited += 20) {
 		reaped = waitpid(reader, &status, WNOHANG) == reader;
 		if (!reaped)
 			usleep(20000);
 	}
 	ck_assert_msg(reaped && WIFEXITED(status) && !WEXITSTATUS(status),
 		      "the read %s while the token command ran",
-		      reaped ? "failed" : "waited");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+		      reaped ? "failed" : "never ended");
+	ck_assert_msg(access(child_done, F_OK) != 0,
+		      "the read waited for the token command");
 	ck_assert_int_eq(kill(daemon, SIGTERM), 0);
-	for (waited = 0; waited < 30000 && !fx_process_gone(daemon);
+	for (waited = 0; waited < 60000 && !fx_process_gone(daemon);
 	     waited += 10)
 		usleep(10000);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	took = (double)(t1.tv_sec - t0.tv_sec) +
-	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ck_assert_msg(fx_process_gone(daemon), "the daemon outlived SIGTERM");
 	/* The command's child went with it (its group was killed). */
-	for (waited = 0; waited < 1000 && !fx_process_gone(sleep_pid);
+	for (waited = 0; waited < 60000 && !fx_process_gone(sleep_pid);
 	     waited += 10)
 		usleep(10000);
 	if (!fx_process_gone(sleep_pid))
 		kill(sleep_pid, SIGKILL);
-	ck_assert_msg(took < 2, "SIGTERM during the token command took %.1f s",
-		      took);
-	ck_assert_msg(waited < 1000, "the token command's child outlived the "
-				     "daemon");
+	/* Neither the command nor its child ran to its end: the daemon
+	 * killed them rather than wait. */
+	ck_assert_msg(access(child_done, F_OK) != 0,
+		      "the token command's child outlived the daemon");
+	ck_assert_msg(access(cmd_done, F_OK) != 0,
+		      "SIGTERM waited for the token command");
 	ck_assert_int_ne(fx_sh("mountpoint -q '%s'", mnt), 0);
 }
 END_TEST
 
 /*
  * A mount whose tokens last 8 s (the fake refuses each 8 s after its first
- * use) from a command that takes 2 s reads for 30 s, one fresh directory a
- * second so that each read goes to the origin with the token current then:
- * the tokens are renewed ahead of expiry on the renewal thread, counted in
- * .wharf/stats, none is refused, and no read waits for the command (a read
- * that did would take 2 s).
+ * use) from a command whose renewals each wait until the test lets them
+ * answer: while each of them waits, a read of a fresh directory (it goes
+ * to the origin with the token current then) ends, so no read waits for
+ * the command; the tokens are renewed ahead of expiry on the renewal
+ * thread, counted in .wharf/stats, and none is refused.
  */
 START_TEST(mount_tokens_renewed_off_read_path)
 {
 	static const char *const args[] = {"--accept-prefix", "cmd-",
 					   "--token-ttl", "8", NULL};
-	enum { ROUNDS = 30 };
+	enum { ROUNDS = 4 };
 	char cache[PATH_MAX], opts[PATH_MAX * 2], script[PATH_MAX];
-	char count[PATH_MAX], name[64];
+	char count[PATH_MAX], name[64], gate[PATH_MAX], text[8 * PATH_MAX];
+	char path[PATH_MAX + 16];
 	long long renewals;
-	double slowest = 0;
 
 	start_fake(args);
 	for (int i = 0; i < ROUNDS; i++) {
@@ -1481,35 +1490,58 @@ START_TEST(mount_tokens_renewed_off_read_path)
 		write_object(name, 1000 + (uint64_t)i, 700 + (uint32_t)i);
 	}
 	snprintf(cache, sizeof(cache), "%s/cache-renew", work);
-	counting_token_command("token-slow2", 8, 2, script, count);
+	snprintf(script, sizeof(script), "%s/token-gated", work);
+	snprintf(count, sizeof(count), "%s/token-gated.count", work);
+	snprintf(gate, sizeof(gate), "%s/token-gated", work);
+	/* Run n > 1 marks GATE.run-N and waits (60 s at most) for
+	 * GATE.go-N. */
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n" COUNT_RUN_SH "if [ $n -gt 1 ]; then\n"
+		 "  touch '%s.run-'$n\n"
+		 "  i=0; while [ ! -e '%s.go-'$n ] && [ $i -lt 600 ]; do\n"
+		 "    sleep 0.1; i=$((i + 1)); done\n"
+		 "fi\n"
+		 "printf '{\"access_token\": \"cmd-%%d\", "
+		 "\"expires_in\": 8}\\n' $n\n",
+		 count, count, count, count, gate, gate);
+	write_text(script, text, 0700);
 	snprintf(opts, sizeof(opts), "--token-command '%s'", script);
 	ck_assert_int_eq(mount_gs(cache, opts), 0);
 	renewals = fx_mount_stat(mnt, "credentials", "renewals");
 	for (int i = 0; i < ROUNDS; i++) {
-		struct timespec t0, t1;
-		double took;
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		/* The renewal thread runs the command again (renewal i + 2;
+		 * 60 s only stop a hang). */
+		snprintf(path, sizeof(path), "%s.run-%d", gate, i + 2);
+		for (int w = 0; w < 3000 && access(path, F_OK); w++)
+			usleep(20000);
+		ck_assert_msg(access(path, F_OK) == 0,
+			      "the token command never ran a renewal %d",
+			      i + 2);
+		/* The read ends while the command waits for its gate. */
 		snprintf(name, sizeof(name), "renew/d%02d/r", i);
 		check_mounted_file(name, 1000 + (uint64_t)i, 700 + (uint32_t)i);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		took = (double)(t1.tv_sec - t0.tv_sec) +
-		       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-		if (took > slowest)
-			slowest = took;
-		if (took < 1)
-			usleep((useconds_t)((1 - took) * 1e6));
+		snprintf(path, sizeof(path), "%s.go-%d", gate, i + 2);
+		ck_assert_int_eq(fx_sh("touch '%s'", path), 0);
 	}
-	ck_assert_msg(slowest < 2, "a read took %.1f s: it waited for the "
-				   "token command", slowest);
+	/* The last renewal let go is counted (60 s only stop a hang). */
+	for (int w = 0;
+	     w < 3000 &&
+	     fx_mount_stat(mnt, "credentials", "renewals") - renewals < ROUNDS;
+	     w++)
+		usleep(20000);
 	renewals = fx_mount_stat(mnt, "credentials", "renewals") - renewals;
-	ck_assert_msg(renewals >= 3, "%lld renewals in %d s of 8 s tokens",
+	ck_assert_msg(renewals >= ROUNDS, "%lld renewals counted, %d made",
 		      renewals, ROUNDS);
 	ck_assert_int_eq(fx_mount_stat(mnt, "credentials", "renewal_failures"),
 			 0);
 	ck_assert_int_eq(fake_stat("expired"), 0);
 	ck_assert_int_eq(fake_stat("unauthorized"), 0);
-	ck_assert_int_ge(fake_stat("tokens_seen"), 4);
+	ck_assert_int_ge(fake_stat("tokens_seen"), ROUNDS);
+	/* The renewals to come answer at once (the unmount's). */
+	for (int i = ROUNDS + 2; i < ROUNDS + 40; i++) {
+		snprintf(path, sizeof(path), "%s.go-%d", gate, i);
+		ck_assert_int_eq(fx_sh("touch '%s'", path), 0);
+	}
 }
 END_TEST
 

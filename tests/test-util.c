@@ -253,8 +253,10 @@ START_TEST(test_run_capture_stop)
 	int status;
 
 	snprintf(pidfile, sizeof(pidfile), "%s/sleep.pid", dir);
-	snprintf(r.cmd, sizeof(r.cmd), "sleep 20 & echo $! > '%s'; wait",
-		 pidfile);
+	/* The child marks its end in DIR/done: only if it is not killed. */
+	snprintf(r.cmd, sizeof(r.cmd),
+		 "sh -c \"sleep 20; touch '%s/done'\" & echo $! > '%s'; wait",
+		 dir, pidfile);
 	ck_assert_int_eq(pthread_create(&th, NULL, slow_run, &r), 0);
 	for (int i = 0; i < 500 && sleeper <= 0; i++) {
 		char *c = fx_read_file(pidfile, &len);
@@ -270,10 +272,14 @@ START_TEST(test_run_capture_stop)
 	 * timeout (30 s, -ETIMEDOUT).  How fast is not asked: a loaded
 	 * machine may take its time. */
 	ck_assert_int_eq(r.rc, -ECANCELED);
-	/* Its child was in its group: killed. */
-	for (int i = 0; i < 100 && !fx_process_gone(sleeper); i++)
+	/* Its child was in its group: killed, before it could mark its end
+	 * (60 s only stop a hang; it would mark it after 20). */
+	for (int i = 0; i < 6000 && !fx_process_gone(sleeper); i++)
 		usleep(10000);
 	ck_assert_msg(fx_process_gone(sleeper), "the command's child lives on");
+	snprintf(pidfile, sizeof(pidfile), "%s/done", dir);
+	ck_assert_msg(access(pidfile, F_OK) != 0,
+		      "the command ran to its end: the stop waited for it");
 	ck_assert_int_eq(run_capture("echo late", NULL, 1000, out, sizeof(out),
 				     &len, &status),
 			 -ECANCELED);
