@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "checksum.h"
+#include "text.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 enum checksum_algo {
 	CHECKSUM_NONE,

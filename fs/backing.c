@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "backing.h"
+#include "log.h"
 #include "ops_i.h"
 #include "passthrough.h"
 #include "store.h"

@@ -20,7 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 struct ops_ctx;
 struct stat;

@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "text.h"
 
 struct metrics_writer {
 	const struct stats_sources *src;

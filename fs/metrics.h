@@ -8,8 +8,8 @@
  * the last or the one before, never a part.  The file is removed when the
  * writer stops: a mount that is gone has no numbers to show.
  */
+#include "compiler.h"
 #include "stats.h"
-#include "util.h"
 
 struct metrics_writer;
 

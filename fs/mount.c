@@ -47,7 +47,10 @@
 #include "stats.h"
 #include "store.h"
 #include "tree.h"
-#include "util.h"
+#include "units.h"
+#include "text.h"
+#include "child.h"
+#include "log.h"
 
 void mount_config_default(struct mount_config *c)
 {

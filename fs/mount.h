@@ -13,6 +13,7 @@
 #include "ops.h"
 #include "wharf/log.h"
 #include "source.h"
+#include "log.h"
 
 /* The type the kernel's mount table shows for a wharf mount. */
 #define MOUNT_FSTYPE "fuse.wharf"

@@ -13,8 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "snapshot.h"
 #include "store.h"
+#include "text.h"
+#include "units.h"
 
 #define PROBE_MS 5000	   /* the first try after going offline... */
 #define PROBE_MAX_MS 60000 /* ...then twice as long each time, up to this */

@@ -22,11 +22,11 @@
  */
 #include <stdbool.h>
 
+#include "compiler.h"
 #include "fetch.h"
 #include "source.h"
 #include "store.h"
 #include "tree.h"
-#include "util.h"
 
 struct offline_config {
 	const char *spec;		  /* as given to source_open */

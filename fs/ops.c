@@ -29,11 +29,13 @@
 #include "ops_i.h"
 #include "passthrough.h"
 #include "walk.h"
+#include "log.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -14,8 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "listing.h"
 #include "store.h"
+#include "text.h"
+#include "url.h"
 
 #define SNAP_MAGIC "wharf-snapshot 1\n"
 #define SNAP_CAP (4ull << 30) /* bytes of one snapshot file */

@@ -25,10 +25,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "source.h"
 #include "store.h"
 #include "tree.h"
-#include "util.h"
 
 struct snapshot;
 

@@ -53,11 +53,12 @@
 #include <stdint.h>
 
 #include "chunks.h"
+#include "compiler.h"
 #include "fetch.h"
 #include "passthrough.h"
 #include "prefetch.h"
 #include "store.h"
-#include "util.h"
+#include "units.h"
 
 struct fetch_engine;
 struct store;

@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "listing.h"
-#include "util.h"
+#include "text.h"
+#include "units.h"
 
 #define ARENA_BLOCK (1u << 20)
 #define NAME_MAX_LEN 255

@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "source.h"
-#include "util.h"
 
 #define TREE_ROOT 1
 

@@ -8,7 +8,7 @@
  * it, it calls none of them, so that a transform (jpeg.c) or a module
  * (index.c, workers.c) never calls back into the file that called it.
  *
- * Messages are formatted with common's strdupf() (util.h), which aborts
+ * Messages are formatted with common's strdupf() (text.h), which aborts
  * when memory is gone, as the loader's own formatter did: one formatter for
  * the project, and no change of behaviour.  Why a library may abort there:
  * a large allocation that fails (a ring, a worker table, a decode buffer)

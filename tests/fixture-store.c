@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fixture-store.h"
+#include "text.h"
 
 char *root; /* every test's files, removed by main */
 char *dir;  /* this test's cache dir */

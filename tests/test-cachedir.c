@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fixture-store.h"
+#include "text.h"
 
 START_TEST(lock_one_mount)
 {

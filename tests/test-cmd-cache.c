@@ -15,6 +15,7 @@
 
 #include "checksum.h"
 #include "fixture-store.h"
+#include "text.h"
 
 static char *populate(unsigned n)
 {

@@ -27,6 +27,8 @@
 #include "fixture.h"
 #include "origins.h"
 #include "source.h"
+#include "text.h"
+#include "units.h"
 
 #define LIFETIME_S 10
 #define FILES 120 /* objects the mount reads, one every half second */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "fixture-store.h"
+#include "text.h"
 
 START_TEST(cap_holds)
 {

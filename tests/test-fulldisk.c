@@ -25,6 +25,7 @@
 #include "log.h"
 #include "snapshot.h"
 #include "store.h"
+#include "text.h"
 #include "tree.h"
 
 #define MIB (1ull << 20)

@@ -25,7 +25,9 @@
 #include "fetch.h"
 #include "fixture-ck.h"
 #include "fixture.h"
+#include "log.h"
 #include "origins.h"
+#include "url.h"
 
 #define BUCKET "wharf-test"
 #define SPEC "gs://" BUCKET "/ds"

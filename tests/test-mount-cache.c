@@ -26,7 +26,7 @@
 #include "fixture-mount.h"
 #include "fixture.h"
 #include "checksum.h"
-#include "util.h"
+#include "text.h"
 
 /* The errno of a read of all of root/name, 0 when it reads whole. */
 static int read_whole_errno(const char *root, const char *name)

@@ -26,9 +26,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "compiler.h"
 #include "fixture-ck.h"
 #include "fixture.h"
-#include "util.h"
 
 #define CHUNK (1u << 20) /* fx_mount_start's --chunk-size */
 #define BUCKET "wharf-wire"

@@ -31,7 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 struct curl_slist;
 struct fetch_engine;

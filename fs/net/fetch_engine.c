@@ -21,6 +21,9 @@
 #include "config.h"
 
 #include "fetch_i.h"
+#include "log.h"
+#include "units.h"
+#include "url.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "fetch.h"
+#include "units.h"
 
 #include <curl/curl.h>
 #include <ctype.h>

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "fetch_i.h"
+#include "units.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "fetch_i.h"
+#include "units.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include "sitecache.h"
+#include "text.h"
+#include "units.h"
 
 #include <ctype.h>
 #include <errno.h>

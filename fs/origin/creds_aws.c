@@ -18,7 +18,10 @@
 
 #include <openssl/crypto.h>
 
+#include "child.h"
 #include "creds_renew.h"
+#include "log.h"
+#include "text.h"
 
 const char *aws_region(const char *opt)
 {

@@ -36,8 +36,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "creds_aws_answer.h" /* struct aws_keys, the answers' parsers */
-#include "util.h"
 
 struct fetch_engine;
 struct aws_chain;

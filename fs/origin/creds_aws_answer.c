@@ -16,6 +16,7 @@
 
 #include "fetch.h"
 #include "json.h"
+#include "text.h"
 #include "xml.h"
 
 int aws_key_set(char *dst, size_t cap, const char *v, size_t n,

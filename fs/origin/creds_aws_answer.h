@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 /* One set of keys as a request signs with them (fixed size: copied by
  * readers, see creds_renew). */

@@ -4,6 +4,9 @@
 #include "config.h"
 
 #include "creds_aws_i.h"
+#include "fileio.h"
+#include "text.h"
+#include "url.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -15,7 +15,9 @@
 #include <openssl/crypto.h>
 
 #include "creds_renew.h"
+#include "fileio.h"
 #include "sigv4.h"
+#include "text.h"
 
 /* POSTs form to STS, signed with *sign unless NULL; parses the answer. */
 static int sts_call(struct prov *p, const char *form,

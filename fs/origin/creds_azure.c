@@ -20,7 +20,11 @@
 
 #include "creds_renew.h"
 #include "fetch.h"
+#include "fileio.h"
 #include "json.h"
+#include "log.h"
+#include "text.h"
+#include "url.h"
 
 #define TEXT_MAX (64u << 10) /* token answers, the assertion file */
 #define STORAGE_RESOURCE "https://storage.azure.com/"

@@ -22,9 +22,15 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "child.h"
 #include "creds_renew.h"
 #include "fetch.h"
+#include "fileio.h"
 #include "json.h"
+#include "log.h"
+#include "text.h"
+#include "units.h"
+#include "url.h"
 
 #define TOKEN_MAX GCP_TOKEN_MAX
 #define TEXT_MAX (64u << 10)   /* key files, command output, responses */

@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "creds_renew.h"
-#include "util.h"
 
 struct fetch_engine;
 struct gcp_creds;

@@ -19,6 +19,10 @@
 
 #include "fetch.h"
 #include "json.h"
+#include "log.h"
+#include "text.h"
+#include "units.h"
+#include "url.h"
 
 #define MARGIN_MAX_S 300 /* renew at most this long before expiry */
 #define BACKOFF_MIN_S 1	 /* first wait after a failed renewal */

@@ -35,7 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 struct creds_renew;
 

@@ -6,6 +6,9 @@
 #include "listing.h"
 #include "checksum.h"
 #include "json.h"
+#include "url.h"
+#include "text.h"
+#include "log.h"
 
 #include <assert.h>
 #include <ctype.h>

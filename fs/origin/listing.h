@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 #define LISTING_NAME_MAX 1024 /* bytes in one name (decoded) */
 #define LISTING_PATH_MAX 4096 /* bytes in one manifest path */

@@ -12,6 +12,7 @@
 #include "source_gcs.h"
 #include "source_http.h"
 #include "source_s3.h"
+#include "text.h"
 
 /* Adding an origin: a source_NAME.c that implements struct source_ops and
  * defines its origin_NAME, declared in source_NAME.h, and a line here. */

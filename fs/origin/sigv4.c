@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "sigv4.h"
+#include "text.h"
 
 #include <errno.h>
 #include <openssl/evp.h>

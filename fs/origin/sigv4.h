@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 struct sigv4_header {
 	const char *name;  /* any case; lowercased for signing */

@@ -1,7 +1,9 @@
 /* source: what every backend shares (see source.h). */
 #include "config.h"
 
+#include "log.h"
 #include "source.h"
+#include "text.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -10,7 +12,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "util.h"
 
 void source_close(struct source *src)
 {

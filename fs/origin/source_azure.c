@@ -17,6 +17,10 @@
 
 #include "checksum.h"
 #include "creds_azure.h"
+#include "log.h"
+#include "text.h"
+#include "units.h"
+#include "url.h"
 #include "xml.h"
 
 /*

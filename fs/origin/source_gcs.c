@@ -20,6 +20,9 @@
 #include "checksum.h"
 #include "creds_gcp.h"
 #include "json.h"
+#include "log.h"
+#include "text.h"
+#include "url.h"
 
 /*
  * Google Cloud Storage through its JSON API.  A directory is the set of

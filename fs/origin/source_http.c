@@ -17,7 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "listing.h"
+#include "log.h"
+#include "text.h"
+#include "units.h"
+#include "url.h"
 
 /*
  * HTTP(S) prefix: directories are listed from the server's index pages

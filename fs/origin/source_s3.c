@@ -19,7 +19,9 @@
 
 #include "checksum.h"
 #include "creds_aws.h"
+#include "log.h"
 #include "sigv4.h"
+#include "text.h"
 #include "xml.h"
 
 /*

@@ -1,6 +1,7 @@
 /* xml: the small XML reader of origin answers (see xml.h). */
 #include "config.h"
 
+#include "text.h"
 #include "xml.h"
 
 #include <ctype.h>

@@ -10,7 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 #define XML_DEPTH 8
 #define XML_NAME 64

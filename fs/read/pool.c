@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "read_i.h"
 
 #include <stddef.h>

@@ -43,9 +43,9 @@
 #include <stdint.h>
 
 #include "chunks.h"
+#include "compiler.h"
 #include "source.h"
 #include "store.h"
-#include "util.h"
 
 /* Smallest chunk size allowed: with 1 MiB kernel reads a read spans at most
  * PF_MAX_SPANS chunks. */

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "read_i.h"
 
 #include <string.h>

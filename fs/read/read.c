@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "read_i.h"
 
 void prefetch_read_done(struct prefetch *pf, struct pf_read *rd, bool served)

@@ -28,6 +28,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "read_i.h"
 
 #include <stdlib.h>

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "read_i.h"
 
 #include <stdlib.h>

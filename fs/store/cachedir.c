@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "store_i.h"
+#include "text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +30,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
 
 /* ---- walking the layout ---- */
 

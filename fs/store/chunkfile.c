@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include "chunkfile.h"
+#include "text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +41,6 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "util.h"
 
 /* Compress a sample of this much first; see chunkfile_payload. */
 #define SAMPLE_SIZE (64 * 1024)

@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "compiler.h"
+
 
 /* A chunk's identity: a hash of (source id, object path, object version,
  * size, mtime, chunk size, chunk index).  A changed object gets new keys. */

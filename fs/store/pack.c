@@ -30,7 +30,9 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "store_i.h"
+#include "units.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,7 +47,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
 
 /* How often a pack's chunks move up the LRU (pack_used). */
 #define PACK_USED_EVERY_NS 1000000000ull

@@ -21,7 +21,7 @@
 
 /* A chunk's key, the identity of its file, a mapping of its bytes. */
 #include "chunkkey.h"
-#include "util.h"
+#include "compiler.h"
 
 struct store_config {
 	const char *dir;

@@ -25,8 +25,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mountinfo.h"
-#include "util.h"
+#include "units.h"
 
 /* ---- the index ---- */
 

@@ -8,7 +8,9 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "store_i.h"
+#include "text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +24,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "util.h"
 
 /* ---- open, lock, close ---- */
 

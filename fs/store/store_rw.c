@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "store_i.h"
 
 #include <errno.h>
@@ -24,8 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "util.h"
 
 /* ---- reads and writes ---- */
 

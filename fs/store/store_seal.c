@@ -47,6 +47,7 @@
  */
 #include "config.h"
 
+#include "log.h"
 #include "store_i.h"
 
 #include <errno.h>
@@ -56,8 +57,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "util.h"
 
 #define SEALS_HDR 16
 #define SEAL_ENTRY 88

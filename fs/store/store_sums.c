@@ -17,7 +17,10 @@
 
 #include "checksum.h"
 #include "listing.h"
+#include "log.h"
 #include "store_i.h"
+#include "text.h"
+#include "url.h"
 
 #define SUMS_MAGIC "wharf-sum1"
 /* A record file larger than this is not read (a million objects take

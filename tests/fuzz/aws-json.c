@@ -9,6 +9,7 @@
 
 #include "creds_aws.h"
 #include "fuzz.h"
+#include "log.h"
 
 void fuzz_check_keys(int rc, const struct aws_keys *k, int64_t expires,
 		     const char *err);

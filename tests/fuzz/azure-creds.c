@@ -10,6 +10,7 @@
 
 #include "creds_azure.h"
 #include "fuzz.h"
+#include "log.h"
 
 static void check_printable(const char *s, size_t max)
 {

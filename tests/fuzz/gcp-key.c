@@ -9,6 +9,7 @@
 
 #include "creds_gcp.h"
 #include "fuzz.h"
+#include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,6 +10,7 @@
 
 #include "creds_gcp.h"
 #include "fuzz.h"
+#include "log.h"
 
 static void check_token(const char *tok)
 {

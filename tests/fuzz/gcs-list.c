@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "log.h"
 #include "source_gcs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -6,6 +6,7 @@
 
 #include "fuzz.h"
 #include "listing.h"
+#include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

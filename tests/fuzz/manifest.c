@@ -10,6 +10,7 @@
 #include "checksum.h"
 #include "fuzz.h"
 #include "listing.h"
+#include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "log.h"
 #include "source_s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "log.h"
 #include "snapshot.h"
 #include "store.h"
 
