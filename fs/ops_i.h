@@ -99,13 +99,13 @@ struct ops_control {
  * led to it, and the last sibling queued after it (fields read and
  * written with relaxed atomics; a torn read only makes one decision
  * worse). */
-struct walk {
+struct walk_step {
 	uint64_t ino, run, ahead;
 };
 #define WALK_RECENT 16 /* first reads remembered */
 
 struct ops_walks {
-	struct walk recent[WALK_RECENT];
+	struct walk_step recent[WALK_RECENT];
 	unsigned at; /* atomic */
 };
 

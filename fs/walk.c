@@ -15,9 +15,9 @@
 
 /* The run and lead of the walk whose last file read is prev, or all
  * zero. */
-static struct walk walk_continued(struct ops_walks *w, uint64_t prev)
+static struct walk_step walk_continued(struct ops_walks *w, uint64_t prev)
 {
-	struct walk found = {0};
+	struct walk_step found = {0};
 
 	for (unsigned i = 0; i < WALK_RECENT; i++)
 		if (__atomic_load_n(&w->recent[i].ino, __ATOMIC_RELAXED) ==
@@ -36,7 +36,7 @@ static struct walk walk_continued(struct ops_walks *w, uint64_t prev)
 void walk_note(struct ops_ctx *ctx, uint64_t ino, const struct ops_file *self)
 {
 	struct ops_walks *w = &ctx->state->walks;
-	struct walk prev;
+	struct walk_step prev;
 	uint64_t run, ahead = ino, budget = WALK_BYTES, next;
 	uint64_t queued;
 	unsigned at;
