@@ -47,6 +47,25 @@ static long long stat_reaches(const char *dir, const char *section,
 	return v;
 }
 
+/*
+ * Waits until the store holds as many chunks as the mount fetched (up to
+ * 60 s, a bound that only stops a hang).  @return the chunks stored, and
+ * in *fetched those fetched, both as last read.
+ */
+static long long stored_all_fetched(const char *dir, long long *fetched)
+{
+	long long stored = 0;
+
+	for (int i = 0; i < 3000; i++) {
+		*fetched = fx_mount_stat(dir, NULL, "chunks_fetched");
+		stored = fx_mount_stat(dir, "disk_cache", "chunks");
+		if (stored >= *fetched)
+			break;
+		usleep(20000);
+	}
+	return stored;
+}
+
 /* The read-ahead chunks queued so far. */
 static long long readahead_queued(const char *dir)
 {
@@ -59,7 +78,7 @@ START_TEST(test_directory_readahead)
 {
 	struct fx_mount m;
 	char *cache = own_mount_start(&m, "mount-walk", NULL);
-	long long stored;
+	long long stored, fetched;
 	char url[256];
 
 	for (int i = 0; i < 40; i++) {
@@ -72,25 +91,28 @@ START_TEST(test_directory_readahead)
 	/* From the third file in order on: 32 files ahead, then one more
 	 * with each file read. */
 	ck_assert_int_ge(readahead_queued(m.dir), 32);
-	/* Stored before the unmount, which drops what is still queued: the
-	 * 40 files read out of order, the 40 in order and the 32 after f0139
-	 * (the pool's loads).  A pool that never stores its loads stops
-	 * short of 112. */
-	stored = stat_reaches(m.dir, "disk_cache", "chunks", 112);
-	ck_assert_msg(stored >= 112,
-		      "%lld of the 112 files read or read ahead were stored "
+	/* Every chunk fetched is stored before the unmount (which drops what
+	 * is still queued): the 40 files read out of order, the 40 in order
+	 * and those of the 32 after f0139 that the pool loaded (a loaded
+	 * machine's pool may drop some, or fail them: those are neither
+	 * fetched nor stored).  A pool that never stores its loads stops
+	 * short of what it fetched. */
+	stored = stored_all_fetched(m.dir, &fetched);
+	ck_assert_msg(stored == fetched && stored >= 80,
+		      "%lld of the %lld chunks fetched were stored "
 		      "(read-ahead loads not written to disk?)",
-		      stored);
+		      stored, fetched);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
 
 	/* After a remount the same walk finds the files cached: each reader
-	 * loads its own, and no pool thread is woken for them. */
+	 * loads its own, and no pool thread is woken for them (but for any
+	 * of the 112 the first mount's pool dropped). */
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	ck_assert_int_eq(mount_start(&m, url, cache, NULL), 0);
 	check_numbered(m.dir, "many/f", 100, 140, small_size);
-	ck_assert_msg(readahead_queued(m.dir) == 0,
-		      "%lld queued after the remount; all 112 were stored",
-		      readahead_queued(m.dir));
+	ck_assert_msg(readahead_queued(m.dir) <= 112 - stored,
+		      "%lld queued after the remount; %lld of 112 were stored",
+		      readahead_queued(m.dir), stored);
 	/* ... and the files past the cached ones (the first mount cached 32
 	 * ahead of f0139) are queued as before. */
 	check_numbered(m.dir, "many/f", 140, 150, small_size);
