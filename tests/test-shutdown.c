@@ -256,6 +256,8 @@ static void pack_test_undo(struct fx_mount *m, struct fx_nginx *ng,
 	rmdir(m->dir);
 	fx_rmtree(cache);
 	fx_rmtree(data);
+	free(cache);
+	free(data);
 }
 
 /*
@@ -269,7 +271,7 @@ static void pack_test_undo(struct fx_mount *m, struct fx_nginx *ng,
  */
 START_TEST(test_sigterm_during_pack)
 {
-	char *data = fx_tmpdir("shut-data"), *cache = fx_tmpdir("shut-pack");
+	char *data, *cache;
 	char path[PATH_MAX], url[256], name[16];
 	struct fx_nginx ng;
 	struct fx_mount m;
@@ -281,6 +283,8 @@ START_TEST(test_sigterm_during_pack)
 	if (!fx_passthrough_expected())
 		fx_skip("packs are made where FUSE passthrough is (root, "
 			"Linux 6.9 or later)");
+	data = fx_tmpdir("shut-data");
+	cache = fx_tmpdir("shut-pack");
 	for (int i = 0; i < N_BIG; i++) {
 		snprintf(path, sizeof(path), "%s/big%d", data, i);
 		ck_assert_int_eq(fx_write_file(path, BIG_SIZE, 77 + i), 0);
