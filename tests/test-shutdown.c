@@ -34,6 +34,31 @@
 
 static char *work_dir;
 
+/* Under a sanitizer the daemon's exit (its leak scan of a heap that held
+ * a million names) can outlast the kernel's freeing: then no unmounting
+ * child is left to see, and whether the stop waited for it is unknown. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SLOW_EXIT true
+#else
+#define SLOW_EXIT false
+#endif
+
+/* Fails with msg when no unmounting child outlived the stop, except where
+ * the daemon's own exit may be slower than the freeing (SLOW_EXIT): there
+ * a visible skip of this one check. */
+static void check_freeing_outlived(const char *func, int freeing,
+				   const char *msg)
+{
+	if (freeing < 1 && SLOW_EXIT) {
+		fx_skip_note(func, "%s (under a sanitizer the daemon's exit "
+				   "can outlast the kernel's freeing; "
+				   "unchecked)",
+			     msg);
+		return;
+	}
+	ck_assert_msg(freeing >= 1, "%s", msg);
+}
+
 /* How many live processes whose command line holds `word` (but except)
  * are this process's children now: with this process a subreaper, the
  * children of processes that ended before them. */
@@ -159,9 +184,9 @@ START_TEST(test_stop_after_large_walk)
 	m.pid = -1;
 	orphans_reap();
 	ck_assert_msg(status == 0, "the daemon: status %#x", status);
-	ck_assert_msg(freeing >= 1,
-		      "no unmounting child outlived wharf umount: the "
-		      "command waited for the kernel's freeing");
+	check_freeing_outlived(__func__, freeing,
+			       "no unmounting child outlived wharf umount: "
+			       "the command waited for the kernel's freeing");
 
 	/* At once the mountpoint and the cache take a new mount; after its
 	 * walk, SIGTERM ends it as soon: the daemon's unmounting child
@@ -171,9 +196,9 @@ START_TEST(test_stop_after_large_walk)
 	sigterm_stop(&m);
 	freeing = orphans_alive(-1, " mount ");
 	orphans_reap();
-	ck_assert_msg(freeing >= 1,
-		      "no unmounting child outlived the daemon: SIGTERM "
-		      "waited for the kernel's freeing");
+	check_freeing_outlived(__func__, freeing,
+			       "no unmounting child outlived the daemon: "
+			       "SIGTERM waited for the kernel's freeing");
 	rmdir(m.dir);
 	fx_rmtree(cache);
 	free(cache);
