@@ -500,9 +500,12 @@ static int mount_o(struct mount_opts *o, char *arg)
 				strcat(fuse, ",");
 			strcat(fuse, item);
 		} else if (!strcmp(item, "rw")) {
-			return cmd_usage_error("mount",
-					       "-o rw: wharf is a read-only "
-					       "filesystem");
+			/* mount(8) adds rw where an fstab line has no ro:
+			 * the mount is read-only all the same, as an
+			 * iso9660 one is. */
+			fputs("wharf mount: -o rw: wharf is a read-only "
+			      "filesystem; mounting read-only\n",
+			      stderr);
 		} else if (!in_list(fstab_opts, item) &&
 			   strncmp(item, "x-", 2) && strncmp(item, "X-", 2) &&
 			   strncmp(item, "comment=", 8)) {
@@ -744,7 +747,10 @@ static int parse_mount(int argc, char **argv, struct mount_opts *o)
 	if (nargs == 2) {
 		/* A SAS may be the source URL's query: ps must not show it. */
 		o->cfg.spec = keep_secret(o, 0, argv[optind]);
-		if (!o->cfg.spec)
+		/* argv[optind] is scrubbed now: the source as written. */
+		o->cfg.spec_shown =
+		    mount_opts_own(o, strdupf("%s", argv[optind]));
+		if (!o->cfg.spec || !o->cfg.spec_shown)
 			return 1;
 		o->cfg.mountpoint = argv[optind + 1];
 	}

@@ -251,8 +251,11 @@ static int mount_open(struct mount_state *m)
 		      .started_ns = now_ns(),
 		      .error_ttl_ms = o->error_ttl_ms},
 	};
-	/* A comma in fsname would split the option string. */
-	fsname = strdupf("wharf:%s", m->src->id);
+	/* The source as written, so that mount(8) (mount -a, findmnt
+	 * SOURCE) matches it with an fstab line.  A comma in fsname would
+	 * split the option string. */
+	fsname = o->spec_shown ? strdupf("%s", o->spec_shown)
+			       : strdupf("wharf:%s", m->src->id);
 	for (char *p = fsname; *p; p++)
 		if (*p == ',')
 			*p = '_';

@@ -25,6 +25,10 @@
  */
 struct mount_config {
 	const char *spec;	/* the source: "https://…", "s3://…", "gs://…" */
+	/* The source as the user wrote it, its secrets starred: what the
+	 * mount table shows, so that mount(8) finds an fstab line's mount
+	 * (NULL: "wharf:" and the source's id). */
+	const char *spec_shown;
 	const char *mountpoint; /* absolute, resolved */
 	const char *cache_dir;	/* absolute */
 	uint64_t cache_size;

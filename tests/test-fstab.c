@@ -181,6 +181,7 @@ static void check_released(pid_t pid, const char *mnt, const char *cache)
 START_TEST(test_helper_as_mount_runs_it)
 {
 	char mnt[PATH_MAX], cache[PATH_MAX], type[64], opts[1024];
+	char err[PATH_MAX], *text;
 	pid_t pid;
 
 	dirs("helper", mnt, cache);
@@ -196,10 +197,20 @@ START_TEST(test_helper_as_mount_runs_it)
 	ck_assert_int_eq(fx_sh("umount '%s'", mnt), 0);
 	check_released(pid, mnt, cache);
 
-	/* wharf umount leaves nothing behind either. */
-	ck_assert_int_eq(fx_sh("'%s' '%s/json/' '%s' -o cache_dir='%s',ro",
-			       helper, ng.base, mnt, cache),
+	/* rw, as mount(8) passes it for a line without ro, mounts
+	 * read-only with a notice; wharf umount leaves nothing behind. */
+	snprintf(err, sizeof(err), "%s/helper.err", work_dir);
+	ck_assert_int_eq(fx_sh("'%s' '%s/json/' '%s' -o cache_dir='%s',rw "
+			       "2> '%s'",
+			       helper, ng.base, mnt, cache, err),
 			 0);
+	text = read_text(err);
+	ck_assert_msg(text && strstr(text, "-o rw: wharf is a read-only "
+					   "filesystem; mounting read-only"),
+		      "stderr: %s", text ? text : "(none)");
+	free(text);
+	ck_assert(mount_line(mnt, type, opts));
+	ck_assert_msg(!strncmp(opts, "ro,", 3), "mount options %s", opts);
 	check_bytes(mnt); /* now from the cache */
 	pid = daemon_pid(mnt);
 	ck_assert_int_eq(fx_sh("'%s' umount '%s'", fx_wharf_bin(), mnt), 0);
@@ -250,6 +261,71 @@ START_TEST(test_mount8_and_umount8)
 }
 END_TEST
 
+/*
+ * What an operator types, without ro: README's `mount -t fuse.wharf`
+ * line, then the same as an /etc/fstab line (bound over the namespace's
+ * own) with `mount -a` twice (the second finds it mounted: the mount
+ * table's source is the fstab's), `findmnt SOURCE`, and `umount DIR &&
+ * mount DIR` at once (a restart).
+ */
+START_TEST(test_fstab_line_without_ro)
+{
+	char mnt[PATH_MAX], cache[PATH_MAX], script[PATH_MAX];
+	char fstab[PATH_MAX], out[PATH_MAX], *text;
+	FILE *f;
+
+	if (geteuid() != 0)
+		fx_skip("mount(8) of a fuse.wharf line needs root");
+	if (fx_sh("unshare -m true 2>/dev/null") != 0)
+		fx_skip("unshare -m fails here (a mount namespace of its own "
+			"is what keeps the test's mount out of the system's)");
+	dirs("fstab", mnt, cache);
+	snprintf(fstab, sizeof(fstab), "%s/fstab", work_dir);
+	snprintf(script, sizeof(script), "%s/fstab.sh", work_dir);
+	snprintf(out, sizeof(out), "%s/fstab.out", work_dir);
+	f = fopen(fstab, "we");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%s/json/ %s fuse.wharf _netdev,allow_other,cache_dir=%s 0 0\n",
+		ng.base, mnt, cache);
+	ck_assert_int_eq(fclose(f), 0);
+	f = fopen(script, "we");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f,
+		"set -e\n"
+		"mount --make-rprivate /\n"
+		"mount --bind '%s' /usr/sbin\n"
+		"mount --bind '%s' /etc/fstab\n"
+		/* README's line, as written. */
+		"mount -t fuse.wharf '%s/json/' '%s' -o cache_dir='%s',"
+		"allow_other\n"
+		"cmp '%s/a/b.bin' '%s/a/b.bin'\n"
+		"grep -q \"^[^ ]* %s fuse.wharf ro,\" /proc/mounts\n"
+		"umount '%s'\n"
+		/* The fstab line: mount -a twice, one mount. */
+		"mount -a -t fuse.wharf\n"
+		"mount -a -t fuse.wharf\n"
+		"cmp '%s/a/b.bin' '%s/a/b.bin'\n"
+		"test \"$(grep -c ' %s fuse.wharf ' /proc/mounts)\" = 1\n"
+		"findmnt -n -o TARGET --source '%s/json/' > '%s'\n"
+		/* A restart, at once. */
+		"umount '%s' && mount '%s'\n"
+		"cmp '%s/a/b.bin' '%s/a/b.bin'\n"
+		"umount '%s'\n",
+		usr_sbin, fstab, ng.base, mnt, cache, mnt, data_dir, mnt, mnt,
+		mnt, data_dir, mnt, ng.base, out, mnt, mnt, mnt, data_dir,
+		mnt);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(fx_sh("unshare -m sh -x '%s' > '%s.log' 2>&1", script,
+			       script),
+			 0);
+	text = read_text(out);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(!strncmp(text, mnt, strlen(mnt)),
+		      "findmnt --source found: %s", text);
+	free(text);
+}
+END_TEST
+
 START_TEST(test_bad_options_refused_by_name)
 {
 	static const struct {
@@ -257,7 +333,6 @@ START_TEST(test_bad_options_refused_by_name)
 	} bad[] = {
 	    {"bogus", "unknown option -o bogus"},
 	    {"ro,cache_sise=1G", "unknown option -o cache_sise=1G"},
-	    {"rw", "-o rw: wharf is a read-only filesystem"},
 	    {"insecure=yes", "-o insecure takes no value"},
 	    {"manifest", "-o manifest needs a value"},
 	    {"chunk_size=1K", "--chunk-size: 1K is outside 64K to 256M"},
@@ -308,6 +383,8 @@ static Suite *fstab_suite(void)
 	fx_tcase_add(why_mount ? left : tc, test_helper_as_mount_runs_it,
 		     why_mount);
 	fx_tcase_add(why_mount ? left : tc, test_mount8_and_umount8, why_mount);
+	fx_tcase_add(why_mount ? left : tc, test_fstab_line_without_ro,
+		     why_mount);
 	fx_tcase_add(why ? left : tc, test_bad_options_refused_by_name, why);
 	if (!why) /* its fixture would run without a test */
 		suite_add_tcase(s, tc);
