@@ -13,10 +13,6 @@
 #include "mountinfo.h"
 #include "text.h"
 
-/* fs/mount.h's MOUNT_FSTYPE: this file is built without the filesystem
- * too (prefetch needs it). */
-#define WHARF_FSTYPE "fuse.wharf"
-
 int cmd_usage_error(const char *sub, const char *fmt, ...)
 {
 	va_list ap;

@@ -229,7 +229,7 @@ static char *read_mount_stats(pid_t pid, const char *mp, uid_t owner,
 		return NULL;
 	}
 	if (mountinfo_find_pid(pid, mp, dev, type) != 1 ||
-	    strcmp(type, "fuse.wharf") ||
+	    strcmp(type, WHARF_FSTYPE) ||
 	    sscanf(dev, "%u:%u", &maj, &min) != 2) {
 		*why = strdupf("it is not a wharf mount of process %d",
 			       (int)pid);

@@ -4,10 +4,13 @@
 #include <limits.h>
 #include <sys/types.h>
 
+/* The type the kernel's mount table shows for a wharf mount. */
+#define WHARF_FSTYPE "fuse.wharf"
+
 struct mountinfo_entry {
 	char dev[32];	      /* "major:minor" */
 	char mnt[PATH_MAX];   /* the mountpoint */
-	char type[64];	      /* "fuse.wharf" for a wharf mount */
+	char type[64];	      /* WHARF_FSTYPE for a wharf mount */
 };
 
 /*

@@ -171,6 +171,9 @@ static int mount_open(struct mount_state *m)
 	    /* Level 0: every chunk raw, as if zstd never saved enough. */
 	    .min_saving_pct = o->zstd_level ? 0 : 100,
 	    .check_each_mount = o->verify_each_mount,
+	    /* `umount DIR && mount DIR`: the last mount may still be
+	     * writing its last chunks. */
+	    .holder_exit_wait_ms = 60000,
 	};
 	struct prefetch_config pc = {
 	    .chunk_size = (uint32_t)o->chunk_size,

@@ -15,8 +15,6 @@
 #include "source.h"
 #include "log.h"
 
-/* The type the kernel's mount table shows for a wharf mount. */
-#define MOUNT_FSTYPE "fuse.wharf"
 
 /*
  * Everything a mount is made of.  Settled: every path is absolute (the

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture-store.h"
@@ -70,6 +71,50 @@ START_TEST(lock_waits_for_exiting_holder)
 	ck_assert_int_eq(store_open(&cfg, &st2, &err), 0);
 	ck_assert_ptr_null(err);
 	pthread_join(t, NULL);
+	store_close(st2);
+}
+END_TEST
+
+/* A mount that was unmounted but is still writing its last chunks
+ * (`umount DIR && mount DIR`): a child holds the lock for 3 s with a
+ * mountpoint where nothing is mounted.  Without a wait the open is refused
+ * as before; with one it waits for the holder to end, and says so. */
+START_TEST(lock_waits_for_unmounted_holder)
+{
+	struct store_config cfg = {.dir = dir};
+	struct store *st2 = NULL;
+	char *err = NULL, ready;
+	int fds[2], status;
+	pid_t child;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		struct store *st = open_store(dir, 0);
+
+		if (store_set_mountpoint(st, "/nonexistent/wharf-mnt"))
+			_exit(1);
+		if (write(fds[1], "r", 1) != 1)
+			_exit(1);
+		sleep(3);
+		store_close(st);
+		_exit(0);
+	}
+	close(fds[1]);
+	ck_assert_int_eq(read(fds[0], &ready, 1), 1);
+	close(fds[0]);
+
+	ck_assert_int_eq(store_open(&cfg, &st2, &err), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "mounted on /nonexistent/wharf-mnt"));
+	free(err);
+	err = NULL;
+
+	cfg.holder_exit_wait_ms = 60000;
+	ck_assert_msg(store_open(&cfg, &st2, &err) == 0,
+		      "not opened after the holder ended: %s", err);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	store_close(st2);
 }
 END_TEST
@@ -240,6 +285,7 @@ static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, lock_one_mount);
 	tcase_add_test(tc, lock_waits_for_exiting_holder);
+	tcase_add_test(tc, lock_waits_for_unmounted_holder);
 	tcase_add_test(tc, mode_0700);
 	tcase_add_test(tc, foreign_dir_refused);
 	tcase_add_test(tc, foreign_owner_refused);

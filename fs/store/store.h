@@ -44,6 +44,10 @@ struct store_config {
 	 * load into memory and every pack at its first open in a mount, as
 	 * before seals (--verify=mount). */
 	bool check_each_mount;
+	/* How long store_open waits for a holder of the lock that is no
+	 * longer mounted (a mount still writing its last chunks after an
+	 * unmount: `umount DIR && mount DIR`); 0: it does not wait. */
+	unsigned holder_exit_wait_ms;
 };
 
 struct store;
@@ -52,6 +56,7 @@ struct store;
  * lock file and chunk dirs must belong to the user and be writable by
  * nobody else (-EPERM with *err otherwise); links are never followed in
  * it.
+ * A holder that is no longer mounted is waited for (holder_exit_wait_ms).
  * @return 0; -EBUSY with *err naming the holder when another mount has it;
  * other -errno with *err (caller frees). */
 int store_open(const struct store_config *cfg, struct store **out,

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "log.h"
+#include "mountinfo.h"
 #include "store_i.h"
 #include "text.h"
 
@@ -16,12 +17,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -331,6 +334,39 @@ static int lock_exclusive(int fd)
 	}
 }
 
+/* Whether process pid, which recorded mountpoint mp, is a wharf mount
+ * there no longer (as its own mount table shows): after an unmount it may
+ * still be writing its last chunks. */
+static bool holder_unmounted(pid_t pid, const char *mp)
+{
+	char dev[32], type[64];
+	int found;
+
+	if (pid <= 0 || !mp || kill(pid, 0))
+		return false;
+	found = mountinfo_find_pid(pid, mp, dev, type);
+	return found == 0 || (found == 1 && strcmp(type, WHARF_FSTYPE));
+}
+
+/* Waits up to wait_ms for the lock an unmounted holder has (polling: flock
+ * has no timeout).  @return 0 once it is ours, -1 with errno. */
+static int lock_after_holder(int fd, const char *dir, pid_t pid,
+			     const char *mp, unsigned wait_ms)
+{
+	log_warn("the cache directory %s is held by wharf process %d, no "
+		 "longer mounted on %s: waiting up to %u s for it to finish",
+		 dir, (int)pid, mp, (wait_ms + 999) / 1000);
+	for (unsigned waited = 0; waited < wait_ms; waited += 50) {
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -1;
+		usleep(50000);
+	}
+	errno = EWOULDBLOCK;
+	return -1;
+}
+
 /* Whether the cache dir's filesystem keeps user xattrs (ext4, xfs, btrfs,
  * tmpfs do; some network filesystems do not). */
 static bool xattr_works(int fd)
@@ -408,6 +444,12 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		}
 		rc = -EBUSY;
 		(void)read_holder(st->lockfd, &pid, &mp);
+		if (st->cfg.holder_exit_wait_ms && holder_unmounted(pid, mp) &&
+		    !lock_after_holder(st->lockfd, st->dir, pid, mp,
+				       st->cfg.holder_exit_wait_ms)) {
+			free(mp);
+			goto locked;
+		}
 		err_set(
 		    err,
 		    "the cache directory %s is in use by wharf process %d%s%s "
@@ -416,6 +458,7 @@ int store_open(const struct store_config *cfg, struct store **out, char **err)
 		free(mp);
 		goto fail;
 	}
+locked:
 	st->locked = true;
 	rc = write_lockfile(st, NULL);
 	if (rc) {
