@@ -56,7 +56,8 @@ static int not_built(const char *name)
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: wharf COMMAND [OPTIONS]\n\n"
-		     "wharf mounts remote datasets (HTTP(S), S3, GCS) as a "
+		     "wharf mounts remote datasets (HTTP(S), S3, GCS, Azure "
+		     "Blob) as a "
 		     "cached read-only\nfilesystem and feeds training jobs "
 		     "from them.\n\nCommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -125,6 +125,13 @@ has wharf /usr/bin/wharf
 has wharf /sbin/mount.fuse.wharf /usr/bin/wharf
 has wharf /usr/share/man/man1/wharf.1.gz
 has wharf /usr/share/man/man8/mount.fuse.wharf.8.gz ../man1/wharf.1.gz
+# The units and site-cache configurations wharf(1) points to.
+for f in mnt-imagenet.mount mnt-imagenet.automount nginx-wharf.conf \
+	squid-wharf.conf squid-wharf-storeid; do
+	has wharf "/usr/share/doc/wharf/examples/$f"
+done
+dpkg-deb -f "$work/wharf_${version}_$arch.deb" Description 2>/dev/null |
+	grep -q 'Azure' || bad "wharf's description leaves out Azure"
 has libwharf0 "/usr/lib/$ma/libwharf.so.0" libwharf.so.0.0.0
 has libwharf0 "/usr/lib/$ma/libwharf.so.0.0.0"
 has libwharf-dev "/usr/lib/$ma/libwharf.so" libwharf.so.0.0.0
@@ -166,8 +173,8 @@ fi
 # none, or another version): its libdir on LD_LIBRARY_PATH.
 run() { clean_env LD_LIBRARY_PATH="$root/usr/lib/$ma" "$@"; }
 if run "$root/usr/bin/wharf" --help >"$work/help.out" 2>&1 &&
-	grep -q 'mount' "$work/help.out"; then
-	ok "wharf --help"
+	grep -q 'mount' "$work/help.out" && grep -q 'Azure' "$work/help.out"; then
+	ok "wharf --help (Azure among the origins)"
 else
 	bad "wharf --help: $(tail -5 "$work/help.out")"
 fi
