@@ -31,6 +31,7 @@
 enum {
 	OPT_CACHE_DIR = 256,
 	OPT_CACHE_SIZE,
+	OPT_CACHE_MIN_FREE,
 	OPT_MEMORY_CACHE,
 	OPT_CHUNK_SIZE,
 	OPT_ZSTD_LEVEL,
@@ -75,6 +76,7 @@ enum {
 static const struct option mount_longopts[] = {
     {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
     {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+    {"cache-min-free", required_argument, NULL, OPT_CACHE_MIN_FREE},
     {"memory-cache", required_argument, NULL, OPT_MEMORY_CACHE},
     {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
     {"zstd-level", required_argument, NULL, OPT_ZSTD_LEVEL},
@@ -139,6 +141,9 @@ static void mount_usage(FILE *out)
 	    "                        else ~/.cache/wharf)\n"
 	    "  --cache-size SIZE     cap on the cache on disk (default 10G; "
 	    "0: no cap)\n"
+	    "  --cache-min-free SIZE|N%%  left free on the cache's filesystem "
+	    "(default\n"
+	    "                        5%% or 1G, whichever is smaller)\n"
 	    "  --memory-cache SIZE   cap on decompressed chunks in memory "
 	    "(512M)\n"
 	    "  --chunk-size SIZE     chunk size, 64K to 256M (default 4M)\n"
@@ -275,6 +280,32 @@ static int opt_size(const char *name, const char *arg, uint64_t *out)
 		return cmd_usage_error("mount", "--%s: '%s' is not a size",
 				       name, arg);
 	return 0;
+}
+
+/* --cache-min-free SIZE or N% (of the cache's filesystem, below 100).
+ * @return 0 or 2. */
+static int opt_min_free(const char *arg, struct mount_config *c)
+{
+	const size_t n = strlen(arg);
+	char *end;
+	unsigned long pct;
+
+	c->cache_min_free_set = true;
+	c->cache_min_free_pct = 0;
+	if (n && arg[n - 1] == '%') {
+		errno = 0;
+		pct = strtoul(arg, &end, 10);
+		if (errno || end == arg || end != arg + n - 1 || pct >= 100)
+			return cmd_usage_error(
+			    "mount",
+			    "--cache-min-free: '%s' is not a percentage below "
+			    "100 (5%%) or a size (2G)",
+			    arg);
+		c->cache_min_free_pct = (unsigned)pct;
+		c->cache_min_free = 0;
+		return 0;
+	}
+	return opt_size("cache-min-free", arg, &c->cache_min_free);
 }
 
 /* A mode option: octal digits, at most 0777.  @return 0 or 2. */
@@ -540,6 +571,9 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			break;
 		case OPT_CACHE_SIZE:
 			rc = opt_size("cache-size", optarg, &o->cfg.cache_size);
+			break;
+		case OPT_CACHE_MIN_FREE:
+			rc = opt_min_free(optarg, &o->cfg);
 			break;
 		case OPT_MEMORY_CACHE:
 			rc = opt_size("memory-cache", optarg, &o->cfg.memory_cache);

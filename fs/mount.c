@@ -174,6 +174,9 @@ static int mount_open(struct mount_state *m)
 	    /* `umount DIR && mount DIR`: the last mount may still be
 	     * writing its last chunks. */
 	    .holder_exit_wait_ms = 60000,
+	    .min_free = o->cache_min_free,
+	    .min_free_pct = o->cache_min_free_pct,
+	    .min_free_set = o->cache_min_free_set,
 	};
 	struct prefetch_config pc = {
 	    .chunk_size = (uint32_t)o->chunk_size,

@@ -30,6 +30,11 @@ struct mount_config {
 	const char *mountpoint; /* absolute, resolved */
 	const char *cache_dir;	/* absolute */
 	uint64_t cache_size;
+	/* --cache-min-free: a size, or a percentage of the cache's
+	 * filesystem; unset: the store's default (store_config). */
+	uint64_t cache_min_free;
+	unsigned cache_min_free_pct;
+	bool cache_min_free_set;
 	uint64_t memory_cache;
 	uint64_t chunk_size;
 	int zstd_level;

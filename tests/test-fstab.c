@@ -338,6 +338,9 @@ START_TEST(test_bad_options_refused_by_name)
 	    {"chunk_size=1K", "--chunk-size: 1K is outside 64K to 256M"},
 	    {"cache_size=500", "--cache-size 500 bytes is less than one chunk"},
 	    {"cache_size=1.5", "--cache-size: '1.5' is not a size"},
+	    {"cache_min_free=100%", "--cache-min-free: '100%' is not a "
+				    "percentage below 100"},
+	    {"cache_min_free=5x", "--cache-min-free: '5x' is not a size"},
 	    {"passthrough=always", "--passthrough=always: auto, on or off"},
 	};
 	char mnt[PATH_MAX], cache[PATH_MAX], err[PATH_MAX], *text;

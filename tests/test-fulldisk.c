@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fixture-ck.h"
@@ -262,6 +263,80 @@ START_TEST(test_full_disk_lowers_cap)
 }
 END_TEST
 
+/* Free bytes on the filesystem of dir. */
+static uint64_t fs_free(const char *dir)
+{
+	struct statvfs sv;
+
+	ck_assert_int_eq(statvfs(dir, &sv), 0);
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* A floor of 4 MiB (--cache-min-free 4M) on a 16 MiB tmpfs: another file
+ * takes 4 MiB while the store holds 8 (the disk is far from full), and
+ * the next write finds the cap lowered and chunks evicted, so that the
+ * floor is kept; a file that leaves less than the floor with the cache
+ * empty gets one warning that says so. */
+START_TEST(test_free_floor_kept)
+{
+	char *fs = tmpfs_new(16), cache[PATH_MAX], filler[PATH_MAX];
+	struct store_config cfg = {.max_bytes = 10ull << 30,
+				   .min_saving_pct = 100,
+				   .cap_recheck_ms = RECHECK_MS,
+				   .min_free = 4 * MIB,
+				   .min_free_set = true};
+	struct store_stats ss;
+	struct store *st = NULL;
+	char *err = NULL;
+
+	snprintf(cache, sizeof(cache), "%s/cache", fs);
+	cfg.dir = cache;
+	ck_assert_msg(store_open(&cfg, &st, &err) == 0, "%s", err);
+	put_all(st, 0, 8);
+	snprintf(filler, sizeof(filler), "%s/filler", fs);
+	ck_assert_uint_eq(fill(filler, 4 * MIB), 4 * MIB);
+	usleep(2 * RECHECK_MS * 1000);
+	put_all(st, 8, 9);
+	store_get_stats(st, &ss);
+	ck_assert_uint_ge(ss.cap_lowered, 1);
+	ck_assert_uint_eq(ss.writes_dropped, 0);
+	/* The floor, less the slack the cap moves by (an eighth). */
+	ck_assert_msg(fs_free(fs) >= 4 * MIB - MIB / 2,
+		      "%llu bytes free under a floor of 4 MiB",
+		      (unsigned long long)fs_free(fs));
+	get_all(st, 8, 9);
+
+	/* With the cache emptied, something else leaves 2 MiB: the floor
+	 * cannot be kept, and that is said once. */
+	warnings = 0;
+	last_warning[0] = '\0';
+	log_set_func(count_warnings, NULL);
+	ck_assert_int_eq(store_prune(st, 0, NULL, NULL), 0);
+	ck_assert_int_eq(unlink(filler), 0);
+	fill(filler, fs_free(fs) - 2 * MIB);
+	usleep(2 * RECHECK_MS * 1000);
+	{
+		uint8_t *buf = malloc(MIB);
+		struct chunk_key key;
+
+		ck_assert_ptr_nonnull(buf);
+		chunk_of(1000, buf, &key);
+		(void)store_put(st, &key, buf, MIB);
+		usleep(2 * RECHECK_MS * 1000);
+		(void)store_put(st, &key, buf, MIB);
+		free(buf);
+	}
+	store_get_stats(st, &ss);
+	ck_assert_uint_eq(ss.bytes_on_disk, 0);
+	ck_assert_msg(strstr(last_warning, "--cache-min-free"),
+		      "no warning names the floor: '%s' (%u warnings)",
+		      last_warning, warnings);
+	log_set_func(NULL, NULL);
+	store_close(st);
+	tmpfs_free(fs);
+}
+END_TEST
+
 /* ---- the snapshot on a full disk ---- */
 
 static int fake_list(struct source *src, const char *dir, source_list_cb cb,
@@ -498,6 +573,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	fx_tcase_add(tc, test_cap_fits_filesystem, why);
 	fx_tcase_add(tc, test_full_disk_lowers_cap, why);
+	fx_tcase_add(tc, test_free_floor_kept, why);
 	fx_tcase_add(tc, test_snapshot_on_full_disk, why);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(mt, 240);

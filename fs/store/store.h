@@ -48,6 +48,14 @@ struct store_config {
 	 * longer mounted (a mount still writing its last chunks after an
 	 * unmount: `umount DIR && mount DIR`); 0: it does not wait. */
 	unsigned holder_exit_wait_ms;
+	/* The free-space floor on the cache's filesystem
+	 * (--cache-min-free): min_free_pct percent of it when that is not
+	 * 0, else min_free bytes; unless min_free_set, 5% or 1 GiB,
+	 * whichever is smaller.  The cap comes down (and chunks are
+	 * evicted) so that the disk keeps it, also when other files grow. */
+	uint64_t min_free;
+	unsigned min_free_pct;
+	bool min_free_set;
 };
 
 struct store;

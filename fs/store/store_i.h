@@ -126,6 +126,7 @@ struct store {
 	 * for a full disk; whether that was said (atomic). */
 	uint64_t dropped, lowered;
 	bool full_said;
+	bool floor_said; /* the disk below its floor, the cache empty */
 	uint64_t packs_until_ns; /* atomic: store_packs_until, 0 none */
 };
 
@@ -222,9 +223,9 @@ void store_cap_fit(struct store *st);
  * then be tried again). */
 bool store_disk_full(struct store *st, int err, uint64_t mine,
 		     uint64_t beside);
-/* Without mu: a cap below cfg.max_bytes rises to what the filesystem
- * holds now, if that is more, looked at every cfg.cap_recheck_ms at
- * most (a clock read otherwise). */
+/* Without mu: the cap follows what the filesystem holds above the floor
+ * (down, evicting, and up to cfg.max_bytes), looked at every
+ * cfg.cap_recheck_ms at most (a clock read otherwise). */
 void store_cap_recheck(struct store *st);
 
 /* ---- pack.c ---- */

@@ -5,11 +5,12 @@
  * cachedir.c share.  It calls none of them; they call it.
  *
  * The cap is the smaller of the one asked for and what the cache's
- * filesystem can hold: looked at when the store opens, and again each
- * time the disk says it is full (another file grew there, or a quota),
- * when it is lowered to what the chunks use then, less a margin, and
- * eviction makes the room.  It never rises while the store is open: a
- * remount looks again.
+ * filesystem can hold above its free-space floor (--cache-min-free):
+ * looked at when the store opens, every few seconds as chunks are written
+ * (other files on the disk grow too), and each time the disk says it is
+ * full (a quota, a file grown in between), when it is lowered to what the
+ * chunks use then, less the floor, and eviction makes the room.  A
+ * lowered cap rises again when room comes back.
  */
 #include "config.h"
 
@@ -416,19 +417,36 @@ bool store_fs_bound(const struct store *st)
 	       (st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX);
 }
 
-/* Left free on the filesystem beside the cap, for the files that are not
- * chunks (the listing snapshot, a log) and the blocks the counts miss
- * (directories): 1/32 of it, at least 256 KiB, at most 256 MiB. */
+/* Left free on the filesystem beside the cap: the floor, and at least
+ * room for the files that are not chunks (the listing snapshot, a log)
+ * and the blocks the counts miss (directories).  The default floor: 5% of
+ * the filesystem or 1 GiB, whichever is smaller (other programs on that
+ * disk must not be the first to fail). */
 #define MARGIN_MIN (256ull << 10)
-#define MARGIN_MAX (256ull << 20)
-/* A lowered cap looks this often whether room came back. */
-#define CAP_RECHECK_MS 60000
+#define FLOOR_PCT 5
+#define FLOOR_MAX (1ull << 30)
+/* The cap is looked at this often as chunks are written. */
+#define CAP_RECHECK_MS 5000
 
-static uint64_t margin_of(const struct statvfs *sv)
+static uint64_t floor_of(const struct store_config *cfg, uint64_t fs_bytes)
 {
-	const uint64_t m = (uint64_t)sv->f_blocks * sv->f_frsize / 32;
+	uint64_t floor = fs_bytes / 100 * FLOOR_PCT;
 
-	return m < MARGIN_MIN ? MARGIN_MIN : m > MARGIN_MAX ? MARGIN_MAX : m;
+	if (cfg->min_free_pct)
+		floor = fs_bytes / 100 * cfg->min_free_pct;
+	else if (cfg->min_free_set)
+		floor = cfg->min_free;
+	else if (floor > FLOOR_MAX)
+		floor = FLOOR_MAX;
+	return floor;
+}
+
+static uint64_t margin_of(const struct store *st, const struct statvfs *sv)
+{
+	const uint64_t m =
+	    floor_of(&st->cfg, (uint64_t)sv->f_blocks * sv->f_frsize);
+
+	return m < MARGIN_MIN ? MARGIN_MIN : m;
 }
 
 /* Under mu: what the chunks may use, by sv (NULL: unknown): what they use
@@ -442,7 +460,7 @@ static uint64_t fs_holds(struct store *st, const struct statvfs *sv, int err,
 	uint64_t room = st->used;
 
 	if (sv) {
-		st->margin = margin_of(sv);
+		st->margin = margin_of(st, sv);
 		if (err != -EDQUOT && !(sv->f_files && !sv->f_favail))
 			room += flight + (uint64_t)sv->f_bavail * sv->f_frsize;
 	}
@@ -563,17 +581,24 @@ bool store_disk_full(struct store *st, int err, uint64_t mine,
 	return fits;
 }
 
+/* Every CAP_RECHECK_MS as chunks are written: the cap follows what the
+ * filesystem holds above the floor, down (other files grew: evict now,
+ * before the disk is full) and up again (room came back), never above
+ * the one asked for.  One warning when even an empty cache would leave
+ * the disk below its floor. */
 void store_cap_recheck(struct store *st)
 {
 	const uint64_t asked =
 	    st->cfg.max_bytes ? st->cfg.max_bytes : UINT64_MAX;
 	uint64_t when = __atomic_load_n(&st->recheck_ns, __ATOMIC_RELAXED);
+	struct sentry *victims = NULL;
 	struct statvfs sv;
 	uint64_t holds = 0;
-	bool rose = false;
+	bool rose = false, lowered = false, below = false;
 	char keep[32];
 
-	if (!store_fs_bound(st) || now_ns() < when)
+	/* No cap asked for (`wharf cache prune`): none is made up. */
+	if (!st->cfg.max_bytes || now_ns() < when)
 		return;
 	/* One thread looks; the others go on. */
 	if (!__atomic_compare_exchange_n(&st->recheck_ns, &when, UINT64_MAX,
@@ -582,17 +607,41 @@ void store_cap_recheck(struct store *st)
 		return;
 	if (!fstatvfs(st->lockfd, &sv)) {
 		pthread_mutex_lock(&st->mu);
+		/* Moves of less than an eighth of the margin are left
+		 * alone: a log growing by a line must not evict. */
+		const uint64_t slack = st->margin / 8;
+
 		holds = fs_holds(st, &sv, 0, 0, 0);
+		below = holds == 0;
 		if (holds > asked)
 			holds = asked;
-		rose = holds > st->cap;
-		if (rose)
+		rose = holds > st->cap + slack ||
+		       (holds == asked && holds > st->cap);
+		lowered = holds + slack < st->cap;
+		if (rose || lowered)
 			__atomic_store_n(&st->cap, holds, __ATOMIC_RELAXED);
+		if (lowered)
+			victims = store_evict_locked(st, st->cap, 0);
 		pthread_mutex_unlock(&st->mu);
 	}
 	recheck_later(st);
-	if (rose)
+	store_evict_files(st, victims, NULL, NULL);
+	if (lowered) {
+		STAT_ADD(st->lowered, 1);
+		say_full(st, &sv, holds);
+	}
+	if (below && !__atomic_exchange_n(&st->floor_said, true,
+					  __ATOMIC_RELAXED))
+		log_warn("%s: its filesystem has %s free, below the cache's "
+			 "floor (--cache-min-free) with nothing of the cache's "
+			 "left to evict: other files fill it",
+			 st->dir,
+			 format_size((uint64_t)sv.f_bavail * sv.f_frsize, keep,
+				     sizeof(keep)));
+	if (rose) {
+		__atomic_store_n(&st->floor_said, false, __ATOMIC_RELAXED);
 		log_info("%s: room came back on its filesystem: the cache now "
 			 "keeps at most %s",
 			 st->dir, format_size(holds, keep, sizeof(keep)));
+	}
 }
