@@ -295,11 +295,14 @@ static void print_hosts(const struct stats_doc *d)
 
 static void print_passthrough(const struct stats_doc *d)
 {
+	char a[32];
+
 	printf("  passthrough ");
 	if (num(d, "passthrough.on") > 0)
-		printf("on: %.0f opens read by the kernel from cache files, "
-		       "%.0f files held, %.0f refused\n",
+		printf("on: %.0f opens (%s of files) read by the kernel from "
+		       "cache files, %.0f files held, %.0f refused\n",
 		       num(d, "passthrough.opens"),
+		       size(num(d, "passthrough.bytes"), a, sizeof(a)),
 		       num(d, "passthrough.backing_files"),
 		       num(d, "passthrough.refused"));
 	else if (num(d, "passthrough.stopped") > 0)
@@ -312,12 +315,20 @@ static void print_passthrough(const struct stats_doc *d)
 
 static void print_reads(const struct stats_span *sp)
 {
+	const double timed = rate(sp, "reads.latency_count");
 	char a[32];
 
-	printf("  reads       %8.1f/s  %10s/s   %.0f files read\n",
+	printf("  reads       %8.1f/s  %10s/s   %.0f files read",
 	       rate(sp, "reads.count"),
 	       size(rate(sp, "reads.bytes_served"), a, sizeof(a)),
 	       num(sp->now, "reads.files"));
+	/* As readers see them, over the span; slow ones since the mount. */
+	if (timed > 0)
+		printf(", %.2f ms each", rate(sp, "reads.latency_sum_s") /
+					     timed * 1e3);
+	if (num(sp->now, "reads.latency_over_1s") > 0)
+		printf(", %.0f over 1 s", num(sp->now, "reads.latency_over_1s"));
+	putchar('\n');
 }
 
 void stats_report(const struct stats_span *sp, double interval)

@@ -360,7 +360,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* The kernel refuses page-cache flags on such an open: the
 		 * cache file's own page cache serves it. */
 		fi->keep_cache = 0;
-		passthrough_arm(id);
+		passthrough_arm(id, f->size);
 	}
 	rc = fuse_reply_open(req, fi);
 	passthrough_disarm();
@@ -371,29 +371,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		backing_handed(ctx, ino, f);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+/* A read of a file (not of .wharf/): answered from chunks, fetched when
+ * they are not cached. */
+static void read_file(struct ops_ctx *ctx, fuse_req_t req, fuse_ino_t ino,
+		      size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct ops_ctx *ctx = ctx_of(req);
 	struct iovec iov[PF_MAX_SPANS];
 	struct ops_file *f;
 	struct pf_read rd;
 	int rc;
 
-	if (control_is(ino)) {
-		const char *data;
-		size_t n;
-
-		rc = control_read(ctx, ino, fi->fh, size, (uint64_t)off, &data,
-				  &n);
-		if (rc) {
-			fuse_reply_err(req, -rc);
-			return;
-		}
-		fuse_reply_buf(req, data, n);
-		control_read_done(ctx, ino);
-		return;
-	}
 	/* The mount's max_read keeps the kernel under this; a short reply
 	 * would read as the end of the file, so refuse instead. */
 	if (size > PF_MAX_READ) {
@@ -441,6 +428,33 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * opens (and releases) no longer come, for the next mount. */
 	if (rc == 0 && (uint64_t)off + size >= f->size)
 		backing_pack_later(ctx, f);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = ctx_of(req);
+	uint64_t t0;
+
+	if (control_is(ino)) {
+		const char *data;
+		size_t n;
+		const int rc = control_read(ctx, ino, fi->fh, size,
+					    (uint64_t)off, &data, &n);
+
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		fuse_reply_buf(req, data, n);
+		control_read_done(ctx, ino);
+		return;
+	}
+	/* As the reader sees it: the reply included, failures too (and the
+	 * bookkeeping after the reply, which only queues work: a few us). */
+	t0 = now_ns();
+	read_file(ctx, req, ino, size, off, fi);
+	stats_note_read(&ctx->stats, now_ns() - t0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,

@@ -69,7 +69,7 @@ struct pt_backing_map {
 static int dev_fd = -1;
 static uint64_t init_unique; /* atomic; 0 until INIT is read */
 static bool offered;	     /* atomic */
-static uint64_t n_opens, n_backing, n_errors; /* atomic */
+static uint64_t n_opens, n_bytes, n_backing, n_errors; /* atomic */
 static __thread int armed_id;
 
 static bool may_register(void)
@@ -188,10 +188,11 @@ void passthrough_close(int backing_id)
 	__atomic_fetch_sub(&n_backing, 1, __ATOMIC_RELAXED);
 }
 
-void passthrough_arm(int backing_id)
+void passthrough_arm(int backing_id, uint64_t size)
 {
 	armed_id = backing_id;
 	__atomic_fetch_add(&n_opens, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&n_bytes, size, __ATOMIC_RELAXED);
 }
 
 void passthrough_disarm(void)
@@ -204,6 +205,7 @@ void passthrough_get_stats(struct passthrough_stats *out)
 	out->stopped = false;
 	out->offered = passthrough_offered();
 	out->opens = __atomic_load_n(&n_opens, __ATOMIC_RELAXED);
+	out->bytes = __atomic_load_n(&n_bytes, __ATOMIC_RELAXED);
 	out->backing = __atomic_load_n(&n_backing, __ATOMIC_RELAXED);
 	out->open_errors = __atomic_load_n(&n_errors, __ATOMIC_RELAXED);
 }

@@ -19,7 +19,7 @@
  * callback on, passthrough_offered() says whether the kernel offered it.
  * For an open that the kernel should serve from file fd:
  *     id = passthrough_open(fd);            (a backing id, or -errno)
- *     passthrough_arm(id);
+ *     passthrough_arm(id, size);
  *     fuse_reply_open(req, fi);             (this reply carries id)
  *     passthrough_disarm();
  * and passthrough_close(id) when the last open using id is released.
@@ -47,14 +47,17 @@ bool passthrough_offered(void);
 int passthrough_open(int fd);
 void passthrough_close(int backing_id);
 
-/* The next OPEN reply this thread writes passes through to backing_id. */
-void passthrough_arm(int backing_id);
+/* The next OPEN reply this thread writes passes through to backing_id:
+ * a file of `size` bytes handed to the kernel (counted, as the mount no
+ * longer sees its reads). */
+void passthrough_arm(int backing_id, uint64_t size);
 void passthrough_disarm(void);
 
 struct passthrough_stats {
 	bool offered;
 	bool stopped; /* always false: auto mode no longer stops opens */
 	uint64_t opens;	      /* opens served by passthrough */
+	uint64_t bytes;	      /* the sizes of the files those opens hold */
 	uint64_t backing;     /* backing files registered now */
 	uint64_t open_errors; /* registrations refused by the kernel */
 };

@@ -35,6 +35,7 @@ static void put_passthrough(struct jsonw *w, const struct passthrough_stats *p)
 	jsonw_bool(w, "on", p->offered);
 	jsonw_bool(w, "stopped", p->stopped);
 	jsonw_u64(w, "opens", p->opens);
+	jsonw_u64(w, "bytes", p->bytes);
 	jsonw_u64(w, "backing_files", p->backing);
 	jsonw_u64(w, "refused", p->open_errors);
 	jsonw_end(w);
@@ -69,8 +70,31 @@ static void put_hosts(struct jsonw *w, const struct stats_snapshot *s)
 	jsonw_end(w);
 }
 
+/* The bucket whose bound is 1 s. */
+#define READ_LE_1S 13
+
+const uint64_t stats_read_le_ns[STATS_READ_BUCKETS] = {
+    50000,     100000,	  250000,      500000,	    1000000,
+    2500000,   5000000,	  10000000,    25000000,    50000000,
+    100000000, 250000000, 500000000,   1000000000,  2500000000,
+    5000000000, 10000000000, 60000000000,
+};
+
+void stats_note_read(struct stats_sources *s, uint64_t ns)
+{
+	unsigned b = 0;
+
+	/* A short scan: most reads stop in the first few buckets. */
+	while (b < STATS_READ_BUCKETS && ns > stats_read_le_ns[b])
+		b++;
+	__atomic_fetch_add(&s->read_in[b], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->read_sum_ns, ns, __ATOMIC_RELAXED);
+}
+
 void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 {
+	uint64_t acc = 0;
+
 	memset(out, 0, sizeof(*out));
 	out->src = s;
 	out->now_ns = now_ns();
@@ -99,6 +123,11 @@ void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 	out->errors_cached =
 	    __atomic_load_n(&s->errors_cached, __ATOMIC_RELAXED);
 	out->error_ttl_ms = s->error_ttl_ms;
+	for (unsigned b = 0; b <= STATS_READ_BUCKETS; b++) {
+		acc += __atomic_load_n(&s->read_in[b], __ATOMIC_RELAXED);
+		out->read_le[b] = acc;
+	}
+	out->read_sum_ns = __atomic_load_n(&s->read_sum_ns, __ATOMIC_RELAXED);
 }
 
 int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
@@ -176,6 +205,10 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_object(&w, "reads", JSONW_INLINE);
 	jsonw_u64(&w, "count", ps->reads);
 	jsonw_u64(&w, "bytes_served", ps->bytes_served);
+	jsonw_u64(&w, "latency_count", s->read_le[STATS_READ_BUCKETS]);
+	jsonw_double(&w, "latency_sum_s", (double)s->read_sum_ns / 1e9, 6);
+	jsonw_u64(&w, "latency_over_1s",
+		  s->read_le[STATS_READ_BUCKETS] - s->read_le[READ_LE_1S]);
 	jsonw_u64(&w, "chunks_loaded", ps->chunks_loaded);
 	jsonw_u64(&w, "chunks_fetched", ps->chunks_fetched);
 	jsonw_u64(&w, "chunk_errors", ps->chunk_errors);
@@ -298,7 +331,7 @@ static const struct metric {
      "Chunks evicted from the disk cache (disk_cache.evictions)."},
     {"disk_cache_corrupt_total", COUNTER, SNAP(store.corrupt),
      "Chunk files found corrupt and dropped (disk_cache.corrupt)."},
-    {"disk_cache_effective_cap_bytes", GAUGE, SNAP(store.cap_bytes),
+    {"disk_cache_effective_capacity_bytes", GAUGE, SNAP(store.cap_bytes),
      "The cap eviction keeps now: --cache-size or what the filesystem "
      "holds, the smaller; 0: none (disk_cache.cap_bytes)."},
     {"disk_cache_writes_dropped_total", COUNTER, SNAP(store.writes_dropped),
@@ -339,6 +372,9 @@ static const struct metric {
     {"passthrough_opens_total", COUNTER, SNAP(passthrough.opens),
      "Opens the kernel served from cache files itself "
      "(passthrough.opens)."},
+    {"passthrough_bytes_total", COUNTER, SNAP(passthrough.bytes),
+     "The sizes of the files those opens handed to the kernel: what "
+     "readers may read without the mount seeing it (passthrough.bytes)."},
     {"passthrough_backing_files", GAUGE, SNAP(passthrough.backing),
      "Cache files handed to the kernel now (passthrough.backing_files)."},
     {"passthrough_refused_total", COUNTER, SNAP(passthrough.open_errors),
@@ -468,28 +504,32 @@ static const char *type_name(enum metric_type t)
 	return t == COUNTER ? "counter" : "gauge";
 }
 
-/* The first-byte histogram, buckets in seconds. */
-static void put_ttfb(FILE *f, const struct stats_snapshot *s)
+/* A histogram, buckets in seconds: n bounds le_ns and n + 1 cumulative
+ * counts (the last: all). */
+static void put_histogram(FILE *f, const struct stats_snapshot *s,
+			  const char *name, const char *help,
+			  const uint64_t *le_ns, unsigned n,
+			  const uint64_t *cumulative, uint64_t sum_ns)
 {
-	const struct fetch_stats *fs = &s->fetch;
+	char sample[64];
 
-	put_head(f, "origin_ttfb_seconds", "histogram",
-		 "Time to the first byte of successful origin requests "
-		 "(origin.ttfb_ms).");
-	for (unsigned b = 0; b <= FETCH_TTFB_BUCKETS; b++) {
-		put_sample(f, s, "origin_ttfb_seconds_bucket");
-		if (b < FETCH_TTFB_BUCKETS)
+	put_head(f, name, "histogram", help);
+	snprintf(sample, sizeof(sample), "%s_bucket", name);
+	for (unsigned b = 0; b <= n; b++) {
+		put_sample(f, s, sample);
+		if (b < n)
 			fprintf(f, ",le=\"%g\"} %" PRIu64 "\n",
-				(double)fetch_ttfb_le_ns[b] / 1e9,
-				fs->ttfb_le[b]);
+				(double)le_ns[b] / 1e9, cumulative[b]);
 		else
 			fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n",
-				fs->ttfb_le[b]);
+				cumulative[b]);
 	}
-	put_sample(f, s, "origin_ttfb_seconds_sum");
-	fprintf(f, "} %.9f\n", (double)fs->ttfb_sum_ns / 1e9);
-	put_sample(f, s, "origin_ttfb_seconds_count");
-	fprintf(f, "} %" PRIu64 "\n", fs->ttfb_le[FETCH_TTFB_BUCKETS]);
+	snprintf(sample, sizeof(sample), "%s_sum", name);
+	put_sample(f, s, sample);
+	fprintf(f, "} %.9f\n", (double)sum_ns / 1e9);
+	snprintf(sample, sizeof(sample), "%s_count", name);
+	put_sample(f, s, sample);
+	fprintf(f, "} %" PRIu64 "\n", cumulative[n]);
 }
 
 static void put_host_metrics(FILE *f, const struct stats_snapshot *s)
@@ -527,6 +567,12 @@ int stats_metrics(const struct stats_snapshot *s, char **out, size_t *len)
 	fputc(',', f);
 	put_label(f, "cache_dir", s->src->cache_dir);
 	fputs("} 1\n", f);
+	put_head(f, "build_info", "gauge",
+		 "Always 1; names the version of wharf that runs the mount.");
+	put_sample(f, s, "build_info");
+	fputc(',', f);
+	put_label(f, "version", PACKAGE_VERSION);
+	fputs("} 1\n", f);
 	put_head(f, "uptime_seconds", "gauge",
 		 "Seconds since the mount started (uptime_s).");
 	put_sample(f, s, "uptime_seconds");
@@ -549,7 +595,16 @@ int stats_metrics(const struct stats_snapshot *s, char **out, size_t *len)
 		fprintf(f, "} %" PRIu64 "\n",
 			*(const uint64_t *)((const char *)s + m->at));
 	}
-	put_ttfb(f, s);
+	put_histogram(f, s, "origin_ttfb_seconds",
+		      "Time to the first byte of successful origin requests "
+		      "(origin.ttfb_ms).",
+		      fetch_ttfb_le_ns, FETCH_TTFB_BUCKETS, s->fetch.ttfb_le,
+		      s->fetch.ttfb_sum_ns);
+	put_histogram(f, s, "read_latency_seconds",
+		      "Time from a reader's FUSE read of a file to its reply, "
+		      "not counting passthrough (reads.latency_sum_s).",
+		      stats_read_le_ns, STATS_READ_BUCKETS, s->read_le,
+		      s->read_sum_ns);
 	put_host_metrics(f, s);
 	if (fclose(f)) {
 		free(buf);

@@ -19,9 +19,10 @@
  *    "concurrency": [{host, limit, ceiling, in_flight, waiting, latency_ms,
  *                     throughput_mbs, backoffs, changes,
  *                     last_change_s_ago, why}, ...],
- *    "reads": {count, bytes_served, chunks_loaded, chunks_fetched,
+ *    "reads": {count, bytes_served, latency_count, latency_sum_s,
+ *              latency_over_1s, chunks_loaded, chunks_fetched,
  *              chunk_errors, files, errors_cached, error_ttl_ms},
- *    "passthrough": {on, stopped, opens, backing_files, refused},
+ *    "passthrough": {on, stopped, opens, bytes, backing_files, refused},
  *    "readahead": {queued, loaded, dropped},
  *    "hints": {lines, bad_lines, queued, loaded, cached, dropped, stale,
  *              hits, misses, queue, queue_cap},
@@ -67,6 +68,10 @@ struct prefetch;
 struct tree;
 struct source;
 
+/* The read latency histogram's bucket bounds, 50 us to 60 s. */
+#define STATS_READ_BUCKETS 18
+extern const uint64_t stats_read_le_ns[STATS_READ_BUCKETS];
+
 struct stats_sources {
 	struct fetch_engine *fetch;
 	struct store *store;
@@ -84,7 +89,15 @@ struct stats_sources {
 	 * that error without a request (files.c counts, atomic). */
 	uint64_t errors_cached;
 	unsigned error_ttl_ms; /* how long such an error stands */
+	/* FUSE reads of files by their time from request to reply, as
+	 * readers see it (stats_note_read; atomic, per bucket of
+	 * stats_read_le_ns, the last one above them all). */
+	uint64_t read_in[STATS_READ_BUCKETS + 1];
+	uint64_t read_sum_ns;
 };
+
+/* Records one read of ns nanoseconds: two atomic additions. */
+void stats_note_read(struct stats_sources *s, uint64_t ns);
 
 #define STATS_HOSTS 8 /* origin hosts shown */
 
@@ -104,6 +117,9 @@ struct stats_snapshot {
 	uint64_t inodes, tree_bytes, skipped_entries, listing_errors_cached;
 	uint64_t hint_lines, hint_bad, errors_cached, error_ttl_ms;
 	uint64_t creds_renewals, creds_renew_failures;
+	/* Reads at or below each bound (cumulative; the last: all). */
+	uint64_t read_le[STATS_READ_BUCKETS + 1];
+	uint64_t read_sum_ns;
 };
 
 /* Reads every source of s into *out (s must outlive *out). */

@@ -76,6 +76,9 @@ def stats_value(stats, path, labels):
 # (the JSON rounds to 3 digits).
 SCALE = {"wharf_origin_latency_seconds": (1e3, 1e-3),
          "wharf_origin_throughput_bytes_per_second": (1e-6, 1e-3)}
+# Each histogram's count, as a path in .wharf/stats.
+HISTOGRAM_COUNT = {"wharf_origin_ttfb_seconds": "origin.ttfb_ms.count",
+                   "wharf_read_latency_seconds": "reads.latency_count"}
 # Moving while nobody reads: the clock.
 MOVING = {"wharf_uptime_seconds"}
 
@@ -96,13 +99,21 @@ def compare(fams, stats, text, where, settled):
         if fam.type == "histogram":
             count = [s.value for s in fam.samples
                      if s.name.endswith("_count")]
-            want = stats["origin"]["ttfb_ms"]["count"]
+            if name not in HISTOGRAM_COUNT:
+                fail(f"{where}: histogram {name} has no stats count")
+                continue
+            want = stats_value(stats, HISTOGRAM_COUNT[name], {})
             if count != [want]:
                 fail(f"{where}: {name}_count {count}, stats say {want}")
             buckets = [s.value for s in fam.samples
                        if s.name.endswith("_bucket")]
             if buckets != sorted(buckets) or buckets[-1] != want:
                 fail(f"{where}: {name} buckets {buckets} do not add up")
+            checked += 1
+            continue
+        if name == "wharf_build_info":
+            if not fam.samples[0].labels.get("version"):
+                fail(f"{where}: build_info has no version label")
             checked += 1
             continue
         if name == "wharf_mount_info":
@@ -147,6 +158,9 @@ def same(mount, path):
         print(f"{where}: {n} samples agree with .wharf/stats")
     if stats["reads"]["count"] == 0 or stats["origin"]["requests"] == 0:
         fail("no reads or requests counted: the test read nothing")
+    if stats["reads"]["latency_count"] < stats["reads"]["count"]:
+        fail(f"{stats['reads']['latency_count']} reads timed, fewer than "
+             f"the {stats['reads']['count']} served")
 
 
 def whole(path, seconds):

@@ -116,7 +116,7 @@ START_TEST(test_passthrough)
 	char url[256], path[PATH_MAX + 64], name[64];
 	struct fx_mount m;
 	int fd1, fd2, fd3;
-	long long opens;
+	long long opens, handed;
 
 	snprintf(url, sizeof(url), "%s/json/", ng.base);
 	fx_mount_init(&m, work_dir, "passthrough");
@@ -168,12 +168,17 @@ START_TEST(test_passthrough)
 	ck_assert_int_eq(check_file(m.dir, "chunk-1", CHUNK - 1), 0);
 	close(fd2);
 	ck_assert_int_eq(backing_files_settled(m.dir, 22), 22);
-	/* Many opens of one file: its one backing file each time. */
+	/* Many opens of one file: its one backing file each time, and its
+	 * size counted as handed to the kernel each time (the mount serves
+	 * none of those reads). */
 	opens = fx_mount_stat(m.dir, NULL, "opens");
+	handed = fx_mount_stat(m.dir, "passthrough", "bytes");
 	for (int i = 0; i < 50; i++)
 		ck_assert_int_eq(check_file(m.dir, "many/f0003", small_size(3)),
 				 0);
 	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "opens"), opens + 50);
+	ck_assert_int_eq(fx_mount_stat(m.dir, "passthrough", "bytes"),
+			 handed + 50 * (long long)small_size(3));
 	ck_assert_int_eq(backing_files_settled(m.dir, 22), 22);
 	ck_assert_int_eq(fx_mount_stat(m.dir, NULL, "bytes_served"), 0);
 	/* Its chunk file evicted (removed from the store): its backing file
