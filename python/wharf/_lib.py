@@ -58,6 +58,7 @@ class BatchC(ctypes.Structure):
         ("skipped", c_u32),
         ("worker", c_u32),
         ("slot", c_u32),
+        ("generation", c_u64),
     ]
 
 
@@ -145,7 +146,7 @@ class DeviceBatch(ctypes.Structure):
         ("count", c_u32),
         ("skipped", c_u32),
         ("buffer", c_u32),
-        ("reserved0", c_u32),
+        ("generation", c_u32),
     ]
 
 
