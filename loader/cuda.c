@@ -781,15 +781,9 @@ int wharf_loader_release_device(wharf_loader *l,
 	 * the hand-out it ends. */
 	struct dbuf *b = &c->bufs[db->buffer];
 	if (b->state != BUF_HELD || b->generation != db->generation)
-		return error_set(
-		    -EINVAL,
-		    strdupf("release_device: batch %llu of epoch %llu "
-			    "(buffer %u, generation %u) was released already "
-			    "(a later batch in its buffer stays held): "
-			    "release each batch once",
-			    (unsigned long long)db->index,
-			    (unsigned long long)db->epoch, db->buffer,
-			    db->generation));
+		return loader_refuse_stale("release_device", "buffer",
+					   db->index, db->epoch, db->buffer,
+					   db->generation);
 	cudaError_t e = dev_enter(c, &prev);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(b->released, (cudaStream_t)stream);

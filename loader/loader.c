@@ -53,6 +53,19 @@ int loader_check_owner(const struct wharf_loader *l)
 				 (int)l->owner));
 }
 
+int loader_refuse_stale(const char *call, const char *unit, uint64_t index,
+			uint64_t epoch, uint32_t which, uint64_t generation)
+{
+	return error_set(-EINVAL,
+			 strdupf("%s: batch %llu of epoch %llu (%s %u, "
+				 "generation %llu) was released already (a "
+				 "later batch in its %s stays held): release "
+				 "each batch once",
+				 call, (unsigned long long)index,
+				 (unsigned long long)epoch, unit, which,
+				 (unsigned long long)generation, unit));
+}
+
 int loader_fail(struct wharf_loader *l, int rc, char *msg)
 {
 	free(l->error);
@@ -569,15 +582,8 @@ int wharf_loader_release(wharf_loader *l, const struct wharf_batch *b)
 	 * caller that releases late, names the hand-out it ends. */
 	const struct slot_info *si = &l->slots[b->slot];
 	if (si->state != SLOT_HELD || si->generation != b->generation)
-		return error_set(
-		    -EINVAL,
-		    strdupf("release: batch %llu of epoch %llu (slot %u, "
-			    "generation %llu) was released already (a later "
-			    "batch in its slot stays held): release each "
-			    "batch once",
-			    (unsigned long long)b->index,
-			    (unsigned long long)b->epoch, b->slot,
-			    (unsigned long long)b->generation));
+		return loader_refuse_stale("release", "slot", b->index,
+					   b->epoch, b->slot, b->generation);
 	uint32_t s = b->slot;
 	if (l->release_hook)
 		l->release_hook(l->release_ctx, s);

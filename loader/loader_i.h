@@ -113,6 +113,12 @@ void loader_set_close_hook(struct wharf_loader *l, void (*fn)(void *ctx),
 int loader_check_owner(const struct wharf_loader *l)
     __attribute__((warn_unused_result));
 
+/* -EINVAL for the release of a batch whose hand-out (its slot or device
+ * buffer `which`, and generation) is over, with the message that says so;
+ * `call` and `unit` name the release and what holds the batch. */
+int loader_refuse_stale(const char *call, const char *unit, uint64_t index,
+			uint64_t epoch, uint32_t which, uint64_t generation);
+
 /* Records msg as the loader's error and the thread's last error; returns
  * rc.  Takes ownership of msg. */
 int loader_fail(struct wharf_loader *l, int rc, char *msg);

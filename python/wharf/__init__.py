@@ -554,6 +554,40 @@ class _Lease:
             h.collect()
 
 
+def _hand_out(holder, ptr, must_copy, build, release, stream=None):
+    """What build(b, lease) makes of the batch C handed out at ptr: b a
+    copy of the struct (ptr's is the loader's, reused when its slot goes
+    out again), lease the _Lease its views keep, or None when must_copy()
+    says the batch is a copy (build makes copies).  The slot, or device
+    buffer with a stream, goes back exactly once: through the lease, armed
+    last, when nothing can fail any more; or here, by release(struct), at
+    once for a copy or when anything failed on the way (^C, MemoryError),
+    what build made so far being garbage."""
+    lease = None
+    given = False
+    try:
+        b = ptr._type_.from_buffer_copy(ptr.contents)
+        if not must_copy():
+            lease = _Lease(holder, b if stream is None else (b, stream),
+                           device=stream is not None)
+        item = build(b, lease)
+        if lease is None:
+            rc = release(b)
+            given = True
+            if rc:
+                holder.fail(rc)
+        else:
+            lease.arm()
+        return item
+    except BaseException:
+        if not given and not (lease is not None and lease.armed):
+            # C refuses (-EINVAL) a release that went through just before
+            # the exception: it names the hand-out by its generation, so
+            # this gives back nothing else.
+            release(ptr)
+        raise
+
+
 class _Pass:
     """One iter(loader): its batches until the epoch's end, or until a
     later iter() over the same loader ends it."""
@@ -977,45 +1011,26 @@ class Loader:
             # A signal ended the wait so that its handler could run (^C
             # raises KeyboardInterrupt here); otherwise wait on.
             rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
+        return self._hand_out(ptr) if self._came(rc) else None
+
+    def _came(self, rc):
+        """After a C next (host or device): True when it handed out a
+        batch, False at the epoch's end; raises its error."""
         self._taken = True
         self._epoch_chosen = False
         if rc == _lib.WHARF_END:
-            return None
+            return False
         if rc:
             self._fail(rc)
-        return self._hand_out(ptr)
+        return True
 
     def _hand_out(self, ptr):
-        """The batch C handed out at ptr, as a Batch.  Its slot goes back
-        exactly once: through the lease, armed last, when nothing can fail
-        any more; or here, at once, for a copied batch or when building the
-        batch failed (^C, MemoryError), the views made so far being
-        garbage."""
+        """The batch C handed out at ptr, as a Batch (see _hand_out)."""
         holder = self._holder
-        lease = None
-        given = False
-        try:
-            # The lease's own copy: ptr's struct is the loader's, reused
-            # when the slot goes out again.
-            b = _lib.BatchC.from_buffer_copy(ptr.contents)
-            if not self._must_copy(holder.held):
-                lease = _Lease(holder, b)
-            batch = Batch(self, b, self._tensors, lease)
-            if lease is None:
-                rc = _c.wharf_loader_release(holder.loader, b)
-                given = True
-                if rc:
-                    holder.fail(rc)
-            else:
-                lease.arm()
-            return batch
-        except BaseException:
-            if not given and not (lease is not None and lease.armed):
-                # C refuses (-EINVAL) a release that went through just
-                # before the exception: it names the hand-out by its
-                # generation, so this gives back nothing else.
-                _c.wharf_loader_release(holder.loader, ptr)
-            raise
+        return _hand_out(
+            holder, ptr, lambda: self._must_copy(holder.held),
+            lambda b, lease: Batch(self, b, self._tensors, lease),
+            lambda b: _c.wharf_loader_release(holder.loader, b))
 
     def release(self):
         """Gives back the slots of batches nothing refers to any more (each

@@ -46,7 +46,7 @@ import warnings
 
 from . import Batch, Index, WharfError, decode  # noqa: F401
 from . import Loader as _NumpyLoader
-from . import _Lease, _c, _lib, _raise, _raise_warned
+from . import _c, _hand_out, _lib, _raise, _raise_warned
 
 _TORCH_DTYPES = {
     "uint8": _torch.uint8, "int8": _torch.int8, "int16": _torch.int16,
@@ -215,9 +215,6 @@ class Loader(_NumpyLoader):
 
     # -- libwharf's CUDA prefetch -----------------------------------------
 
-    def _release_device(self, leased):
-        _release_device(self._holder, leased)
-
     def _next_prefetch(self):
         # As wharf.Loader.next_batch, with device buffers: a batch's buffer
         # goes back when nothing refers to its tensors; a loop that keeps
@@ -229,20 +226,10 @@ class Loader(_NumpyLoader):
         with _torch.cuda.device(self.device):
             rc = _c.wharf_loader_next_device(self._handle(), sp,
                                              ctypes.byref(ptr))
-        self._taken = True
-        self._epoch_chosen = False
-        if rc == _lib.WHARF_END:
+        if not self._came(rc):
             return None
-        if rc:
-            self._fail(rc)
-        # As _hand_out: the lease holds a copy of the struct and is armed
-        # last; until then a failure gives the buffer back here, once.
-        lease = None
-        given = False
-        try:
-            b = _lib.DeviceBatch.from_buffer_copy(ptr.contents)
-            if not self._must_copy(hold.dev_held):
-                lease = _Lease(hold, (b, sp), device=True)
+
+        def build(b, lease):
             # Whatever reads the buffer here (the labels' cast, clones)
             # runs on the stream that waits for the copy, and that the
             # release is recorded on.
@@ -250,18 +237,12 @@ class Loader(_NumpyLoader):
                 fields = self._device_fields(b, lease)
                 if lease is None:
                     fields = tuple(t.clone() for t in fields)
-            if lease is None:
-                rc = _c.wharf_loader_release_device(hold.loader, b, sp)
-                given = True
-                if rc:
-                    hold.fail(rc)
-            else:
-                lease.arm()
             return fields
-        except BaseException:
-            if not given and not (lease is not None and lease.armed):
-                _c.wharf_loader_release_device(hold.loader, ptr, sp)
-            raise
+
+        return _hand_out(
+            hold, ptr, lambda: self._must_copy(hold.dev_held), build,
+            lambda b: _c.wharf_loader_release_device(hold.loader, b, sp),
+            stream=sp)
 
     def _device_fields(self, b, keep):
         dec = self.decoder

@@ -17,6 +17,7 @@ import unittest
 import warnings
 
 import wharf
+from test_loader import children
 
 
 def write_shard(path, n):
@@ -153,14 +154,6 @@ class TestErrorsLogged(unittest.TestCase):
         self.assertIn("pid %d) was killed by signal 9" % worker,
                       logs.records[0].getMessage())
         self.assertNotIn("killed", err.text)
-
-
-def children():
-    kids = set()
-    for t in os.listdir("/proc/self/task"):
-        with open("/proc/self/task/%s/children" % t) as f:
-            kids.update(int(p) for p in f.read().split())
-    return kids
 
 
 if __name__ == "__main__":
