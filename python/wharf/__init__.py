@@ -151,6 +151,9 @@ _c.wharf_log_set_func(_log_func, None)
 
 
 def _raise(rc, message=None):
+    # The call's error is what it raises: a warning a filter made an error
+    # during the same call goes with it, not into a later call.
+    del getattr(_warned, "errors", [])[:]
     if message is None:
         message = _c.wharf_last_error()
     if isinstance(message, bytes):
@@ -300,7 +303,8 @@ class Index:
         arr = (ctypes.c_char_p * len(names))(*names)
         rc = _c.wharf_index_build_tar(arr, len(names), ctypes.byref(o),
                                       _path(out))
-        _raise_warned()
+        if not rc:
+            _raise_warned()  # a failure's own error comes first
         return rc
 
     def fields(self, i):

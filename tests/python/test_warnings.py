@@ -96,6 +96,15 @@ class TestWarnings(unittest.TestCase):
             with self.assertRaises(wharf.WharfWarning) as cm:
                 self.build()
         self.assertIn("kept the", str(cm.exception))
+        # A call that fails after a warning raises its own error, and the
+        # warning made an error is not left for a later call.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", wharf.WharfWarning)
+            with self.assertRaises(wharf.WharfError) as cm:
+                wharf.Index.build(os.path.join(self.dir, "two.idx"),
+                                  tar=[self.shard, self.shard + ".gone"],
+                                  partial=True)
+        self.assertIn(".gone", str(cm.exception))
         # Raised once: the next call is clean.
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
