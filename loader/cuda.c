@@ -159,8 +159,18 @@ struct dbuf {
 	struct xfer *x;	      /* the last copy into it */
 	uint64_t *samples;    /* host copies, batch_size each */
 	int32_t *labels;
-	struct wharf_device_batch view;
+	uint32_t generation; /* hand-outs so far */
+	/* Hand-out g's view is views[g % 2], as the loader's host views: a
+	 * pointer released twice shows its own generation for one more
+	 * hand-out of the buffer. */
+	struct wharf_device_batch views[2];
 };
+
+/* Which of b's views holds the batch copied into it, not handed out yet. */
+static unsigned queued_view(const struct dbuf *b)
+{
+	return (b->generation + 1) % 2;
+}
 
 struct loader_cuda {
 	struct wharf_loader *l;
@@ -412,6 +422,9 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 	if (opt)
 		memcpy(&o, opt, opt->size < sizeof(o) ? opt->size : sizeof(o));
 	o.size = sizeof(o);
+	rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (l->cuda)
 		return error_set(-EEXIST,
 				 strdupf("cuda_enable: CUDA prefetch is "
@@ -646,7 +659,7 @@ static int issue(struct loader_cuda *c, struct dbuf *b,
 
 	memcpy(b->samples, hb->samples, (size_t)n * sizeof(uint64_t));
 	memcpy(b->labels, hb->labels, lab);
-	struct wharf_device_batch *v = &b->view;
+	struct wharf_device_batch *v = &b->views[queued_view(b)];
 	v->epoch = hb->epoch;
 	v->index = hb->index;
 	v->sample_size = hb->sample_size;
@@ -717,8 +730,11 @@ static int next_on_device(struct loader_cuda *c, cudaStream_t us,
 	b->x->need_recorded = true;
 	b->x->queued = false;
 	b->state = BUF_HELD;
+	b->generation++; /* the queued view is now this hand-out's */
+	struct wharf_device_batch *v = &b->views[b->generation % 2];
+	v->generation = b->generation;
 	c->stats.batches++;
-	*out = &b->view;
+	*out = v;
 	return 0;
 }
 
@@ -730,6 +746,9 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 	int prev;
 
 	*out = NULL;
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (!c)
 		return not_enabled();
 	if (l->failed)
@@ -737,7 +756,7 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 	cudaError_t e = dev_enter(c, &prev);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "selecting the loader's device");
-	int rc = next_on_device(c, (cudaStream_t)stream, out);
+	rc = next_on_device(c, (cudaStream_t)stream, out);
 	dev_leave(c, prev);
 	c->stats.wait_ns += now_ns() - t0;
 	return rc;
@@ -749,15 +768,22 @@ int wharf_loader_release_device(wharf_loader *l,
 {
 	struct loader_cuda *c = l->cuda;
 	int prev;
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (!c)
 		return not_enabled();
-	if (!db || db->buffer >= c->nbuf || &c->bufs[db->buffer].view != db ||
-	    c->bufs[db->buffer].state != BUF_HELD)
+	if (!db || db->buffer >= c->nbuf || db->data != c->bufs[db->buffer].dev)
 		return error_set(-EINVAL,
 				 strdupf("release_device: not a batch this "
-					 "loader handed out, or released "
-					 "already"));
+					 "loader handed out"));
+	/* By generation, as wharf_loader_release: a copy of the view names
+	 * the hand-out it ends. */
 	struct dbuf *b = &c->bufs[db->buffer];
+	if (b->state != BUF_HELD || b->generation != db->generation)
+		return loader_refuse_stale("release_device", "buffer",
+					   db->index, db->epoch, db->buffer,
+					   db->generation);
 	cudaError_t e = dev_enter(c, &prev);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(b->released, (cudaStream_t)stream);
@@ -792,18 +818,24 @@ static int drop_ahead(struct loader_cuda *c)
 
 int wharf_loader_device_set_epoch(wharf_loader *l, uint64_t epoch)
 {
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (!l->cuda)
 		return not_enabled();
-	int rc = drop_ahead(l->cuda);
+	rc = drop_ahead(l->cuda);
 	return rc < 0 ? rc : wharf_loader_set_epoch(l, epoch);
 }
 
 int wharf_loader_device_state_restore(wharf_loader *l,
 				      const struct wharf_state *st)
 {
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (!l->cuda)
 		return not_enabled();
-	int rc = drop_ahead(l->cuda);
+	rc = drop_ahead(l->cuda);
 	return rc < 0 ? rc : wharf_loader_state_restore(l, st);
 }
 
@@ -844,14 +876,15 @@ int wharf_loader_device_state_save(wharf_loader *l, struct wharf_state *st)
 		return rc;
 	for (uint32_t i = 0; i < c->nbuf; i++) {
 		const struct dbuf *b = &c->bufs[i];
-		if (b->state == BUF_QUEUED && b->view.epoch == st->epoch &&
-		    unmark(st, b->view.index) < 0)
+		const struct wharf_device_batch *v = &b->views[queued_view(b)];
+		if (b->state == BUF_QUEUED && v->epoch == st->epoch &&
+		    unmark(st, v->index) < 0)
 			return error_set(
 			    -EOVERFLOW,
 			    strdupf("state_save: batch %llu, read "
 				    "ahead, lies more than 64 batches "
 				    "behind those returned",
-				    (unsigned long long)b->view.index));
+				    (unsigned long long)v->index));
 	}
 	return 0;
 }
@@ -859,6 +892,8 @@ int wharf_loader_device_state_save(wharf_loader *l, struct wharf_state *st)
 int wharf_loader_cuda_stats(const wharf_loader *l, struct wharf_cuda_stats *st)
 {
 	struct loader_cuda *c = l->cuda;
+	if (loader_check_owner(l))
+		return -EPERM;
 	if (!c)
 		return not_enabled();
 	if (reap(c, false) < 0)

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "hints.h"
@@ -37,6 +38,32 @@ unsigned wharf_version_number(void)
 void wharf_log_set_func(wharf_log_func fn, void *arg)
 {
 	log_set_func(fn, arg);
+}
+
+int loader_check_owner(const struct wharf_loader *l)
+{
+	if (getpid() == l->owner)
+		return 0;
+	/* A forked child that took batches would take its parent's: the
+	 * workers answer whoever reads their channel first. */
+	return error_set(-EPERM,
+			 strdupf("this loader was opened in process %d; open "
+				 "one in each process (inside the DataLoader "
+				 "worker, not before the fork)",
+				 (int)l->owner));
+}
+
+int loader_refuse_stale(const char *call, const char *unit, uint64_t index,
+			uint64_t epoch, uint32_t which, uint64_t generation)
+{
+	return error_set(-EINVAL,
+			 strdupf("%s: batch %llu of epoch %llu (%s %u, "
+				 "generation %llu) was released already (a "
+				 "later batch in its %s stays held): release "
+				 "each batch once",
+				 call, (unsigned long long)index,
+				 (unsigned long long)epoch, unit, which,
+				 (unsigned long long)generation, unit));
 }
 
 int loader_fail(struct wharf_loader *l, int rc, char *msg)
@@ -423,7 +450,8 @@ static int deliver(struct wharf_loader *l, uint32_t s,
 			    h->worker, (unsigned long long)si->index,
 			    (unsigned long long)si->epoch, msg));
 	}
-	struct wharf_batch *v = &si->view;
+	si->generation++;
+	struct wharf_batch *v = &si->views[si->generation % 2];
 	v->epoch = si->epoch;
 	v->index = si->index;
 	v->sample_size = h->sample_size;
@@ -436,6 +464,7 @@ static int deliver(struct wharf_loader *l, uint32_t s,
 	v->skipped = h->skipped;
 	v->worker = h->worker;
 	v->slot = s;
+	v->generation = si->generation;
 	si->state = SLOT_HELD;
 	mark_done(l, si->index);
 	l->stats.batches++;
@@ -452,6 +481,9 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 	int rc = 0;
 
 	*out = NULL;
+	rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (l->failed) {
 		error_note(l->error);
 		return l->fail_rc;
@@ -539,11 +571,19 @@ nobufs:
 
 int wharf_loader_release(wharf_loader *l, const struct wharf_batch *b)
 {
-	if (!b || b->slot >= l->nslots || &l->slots[b->slot].view != b ||
-	    l->slots[b->slot].state != SLOT_HELD)
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
+	if (!b || b->slot >= l->nslots ||
+	    b->data != ring_data(&l->ring, b->slot))
 		return error_set(-EINVAL, strdupf("release: not a batch this "
-						  "loader handed out, or "
-						  "released already"));
+						  "loader handed out"));
+	/* By generation, not by pointer: a copy of the view, kept by a
+	 * caller that releases late, names the hand-out it ends. */
+	const struct slot_info *si = &l->slots[b->slot];
+	if (si->state != SLOT_HELD || si->generation != b->generation)
+		return loader_refuse_stale("release", "slot", b->index,
+					   b->epoch, b->slot, b->generation);
 	uint32_t s = b->slot;
 	if (l->release_hook)
 		l->release_hook(l->release_ctx, s);
@@ -609,6 +649,9 @@ int wharf_loader_set_epoch(wharf_loader *l, uint64_t epoch)
 	/* The epoch it is at, none of it taken yet (a loop that sets every
 	 * epoch, starting with the one the open began): what was read ahead
 	 * is what a restart would read again. */
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (!l->failed && epoch == l->epoch && l->low == 0 && l->done == 0)
 		return 0;
 	return restart(l, epoch, 0, 0);
@@ -652,6 +695,9 @@ static uint32_t state_flags(const wharf_loader *l)
 
 int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st)
 {
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	memset(st, 0, sizeof(*st));
 	st->size = sizeof(*st);
 	st->version = 1;
@@ -670,6 +716,9 @@ int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st)
 int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
 {
 	const char *bad = NULL;
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	if (st->size < sizeof(*st) || st->version != 1)
 		bad = "size/version";
 	else if (st->seed != l->opt.seed)
@@ -695,6 +744,9 @@ int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
 
 int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st)
 {
+	int rc = loader_check_owner(l);
+	if (rc)
+		return rc;
 	struct wharf_stats s = l->stats;
 	s.size = sizeof(s);
 	s.num_workers = nworkers(l);
@@ -801,6 +853,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return error_set(-ENOMEM, NULL);
+	l->owner = getpid();
 	l->idx = index_from_public(widx);
 	wharf_options_init(&l->opt);
 	memcpy(&l->opt, opt,
@@ -932,7 +985,8 @@ fail:
 
 void wharf_loader_stop(wharf_loader *l)
 {
-	if (!l || (l->failed && l->fail_rc == -ESHUTDOWN))
+	if (!l || (l->failed && l->fail_rc == -ESHUTDOWN) ||
+	    l->owner != getpid())
 		return;
 	workers_stop(&l->workers);
 	/* Batches read ahead or in flight are nobody's now; held ones stay. */
@@ -954,13 +1008,20 @@ void wharf_loader_close(wharf_loader *l)
 {
 	if (!l)
 		return;
-	workers_stop(&l->workers);
+	/* In a child forked after the open, the workers, the batches and the
+	 * CUDA side (whose runtime a child cannot use) are the opener's: this
+	 * process only lets go of its copies of the mappings and files. */
+	const bool own = l->owner == getpid();
+	if (own)
+		workers_stop(&l->workers);
+	else
+		workers_forget(&l->workers);
 	fill_fini(&l->fill);
-	if (l->release_hook && l->slots)
+	if (own && l->release_hook && l->slots)
 		for (uint32_t s = 0; s < l->nslots; s++)
 			if (l->slots[s].state == SLOT_HELD)
 				l->release_hook(l->release_ctx, s);
-	if (l->close_hook)
+	if (own && l->close_hook)
 		l->close_hook(l->close_ctx);
 	ring_close(&l->ring);
 	close_hints(l);

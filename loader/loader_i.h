@@ -6,6 +6,7 @@
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <wharf/loader.h>
 
@@ -30,7 +31,13 @@ struct slot_info {
 	uint64_t index;
 	uint64_t done_seq; /* order of completion (out-of-order delivery) */
 	uint32_t worker;
-	struct wharf_batch view;
+	/* Hand-outs of this slot so far: a release names the one it ends, so
+	 * that a late second release of an earlier one is refused. */
+	uint64_t generation;
+	/* The view of hand-out g is views[g % 2]: a pointer released twice
+	 * with one more hand-out of its slot in between still shows the
+	 * generation it was handed out with, and is refused. */
+	struct wharf_batch views[2];
 };
 
 /* The order of an epoch, decided once, at open, from wharf_options.shuffle
@@ -80,6 +87,9 @@ struct wharf_loader {
 	void (*close_hook)(void *ctx); /* before the ring is unmapped */
 	void *close_ctx;
 	struct loader_cuda *cuda; /* cuda.c: device prefetch, or NULL */
+	/* The process that opened it: workers, ring and batches are its own,
+	 * a child forked later may only free its copy. */
+	pid_t owner;
 };
 
 /* The ring as one contiguous mapping (e.g. for cudaHostRegister). */
@@ -97,6 +107,17 @@ void loader_set_release_hook(struct wharf_loader *l, loader_slot_hook fn,
  * (e.g. to unregister it from CUDA). */
 void loader_set_close_hook(struct wharf_loader *l, void (*fn)(void *ctx),
 			   void *ctx);
+
+/* 0 in the process that opened l; else -EPERM with the message that says
+ * to open a loader in each process (in wharf_last_error()). */
+int loader_check_owner(const struct wharf_loader *l)
+    __attribute__((warn_unused_result));
+
+/* -EINVAL for the release of a batch whose hand-out (its slot or device
+ * buffer `which`, and generation) is over, with the message that says so;
+ * `call` and `unit` name the release and what holds the batch. */
+int loader_refuse_stale(const char *call, const char *unit, uint64_t index,
+			uint64_t epoch, uint32_t which, uint64_t generation);
 
 /* Records msg as the loader's error and the thread's last error; returns
  * rc.  Takes ownership of msg. */

@@ -991,3 +991,21 @@ void workers_stop(struct workers *ws)
 	free(ws->w);
 	memset(ws, 0, sizeof(*ws));
 }
+
+void workers_forget(struct workers *ws)
+{
+	if (!ws->w)
+		return;
+	for (uint32_t i = 0; i < ws->n; i++) {
+		struct worker *w = &ws->w[i];
+		const int fds[] = {w->task_fd, w->done_fd};
+		for (size_t k = 0; k < sizeof(fds) / sizeof(fds[0]); k++)
+			if (fds[k] >= 0) {
+				own_remove(fds[k]);
+				close(fds[k]);
+			}
+		free(w->fifo);
+	}
+	free(ws->w);
+	memset(ws, 0, sizeof(*ws));
+}

@@ -106,4 +106,9 @@ void workers_include_fd(int fd);
 /* Stops and reaps every worker (exit request, SIGTERM, SIGKILL). */
 void workers_stop(struct workers *ws);
 
+/* In a process forked from the workers' parent: closes this process's
+ * copies of the channels and frees the table, and nothing else (the
+ * workers are the parent's, still at work). */
+void workers_forget(struct workers *ws);
+
 #endif

@@ -861,7 +861,8 @@ static void test_misuse(void)
 {
 	struct data d = {0};
 	wharf_loader *l = NULL;
-	const struct wharf_device_batch *a, *b, *c;
+	const struct wharf_device_batch *a, *b, *c, *e;
+	struct wharf_device_batch kept;
 	REQUIRE(data_records(&d) == 0, "data");
 	struct run r = run_of(1, 2, 8);
 	REQUIRE(open_loader(&d, &r, &l) == 0, "open");
@@ -875,11 +876,28 @@ static void test_misuse(void)
 	CHECK(wharf_loader_next_device(l, NULL, &c) == -ENOBUFS &&
 		  strstr(wharf_last_error(), "device buffers"),
 	      "all buffers held");
+	kept = *a;
 	CHECK(wharf_loader_release_device(l, a, NULL) == 0, "release a");
 	CHECK(wharf_loader_release_device(l, a, NULL) == -EINVAL,
 	      "release a twice");
-	CHECK(wharf_loader_next_device(l, NULL, &c) == 0 && c->index == 2,
-	      "next after release");
+	REQUIRE(wharf_loader_next_device(l, NULL, &c) == 0 && c->index == 2,
+		"next after release");
+	/* c went out in a's buffer: a late release of a, by its pointer or
+	 * by a copy, must not give c's buffer back. */
+	CHECK(c->buffer == kept.buffer && c->generation == kept.generation + 1,
+	      "c in a's buffer, the next generation");
+	CHECK(wharf_loader_release_device(l, a, NULL) == -EINVAL &&
+		  strstr(wharf_last_error(), "released already"),
+	      "a's pointer released again after its buffer went out");
+	CHECK(wharf_loader_release_device(l, &kept, NULL) == -EINVAL,
+	      "a copy of a released again");
+	CHECK(wharf_loader_next_device(l, NULL, &e) == -ENOBUFS,
+	      "c and b still hold both buffers");
+	kept = *c;
+	CHECK(wharf_loader_release_device(l, &kept, NULL) == 0,
+	      "a copy of c releases it");
+	CHECK(wharf_loader_release_device(l, c, NULL) == -EINVAL,
+	      "c once only");
 	co.buffers = 0;
 	wharf_loader *l2 = NULL;
 	struct wharf_options o;

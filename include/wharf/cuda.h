@@ -125,8 +125,8 @@ struct wharf_device_batch {
 	const int32_t *host_labels; /* host: count labels */
 	uint32_t count;
 	uint32_t skipped;
-	uint32_t buffer; /* device buffer number */
-	uint32_t reserved0;
+	uint32_t buffer;     /* device buffer number */
+	uint32_t generation; /* the buffer's hand-outs so far, this one's 1+ */
 };
 
 /*
@@ -144,8 +144,14 @@ int wharf_loader_next_device(wharf_loader *l, void *stream,
 /*
  * Gives the device buffer back once the work enqueued on `stream` so far is
  * done (the host does not wait).  Pass the stream of the last kernel that
- * reads the batch.
- * @return 0, or -EINVAL for a batch not held.
+ * reads the batch.  b is the pointer wharf_loader_next_device() returned or
+ * a copy of the struct (the loader reuses the struct when the buffer goes
+ * out again): buffer and generation name the hand-out, so a second release
+ * of a batch whose buffer went out again is refused, as with
+ * wharf_loader_release().
+ * @return 0, or -EINVAL for a batch not held (released already, an
+ *         earlier generation, foreign); -EPERM in another process than
+ *         the opener.
  */
 int wharf_loader_release_device(wharf_loader *l,
 				const struct wharf_device_batch *b,

@@ -46,6 +46,13 @@
  * wharf_loader_set_epoch when it restarts workers, on a thread that
  * outlives the loader's use.
  *
+ * Processes: a loader belongs to the process that opened it.  A child
+ * forked afterwards (a DataLoader worker, multiprocessing) that calls it
+ * gets -EPERM at once, with "this loader was opened in process P; open one
+ * in each process (inside the DataLoader worker, not before the fork)",
+ * and the parent's workers and batches are left alone; the child's
+ * wharf_loader_close() frees only its own copy.
+ *
  * All structs are plain C with fixed-width fields, so that they can be
  * declared from other languages (Python ctypes).  Structs that may grow carry
  * their own size in the first field; set it with the matching _init call.
@@ -370,6 +377,12 @@ typedef struct wharf_loader wharf_loader;
  * wharf_loader_close().  Fixed-size samples are one contiguous array
  * (count * sample_size bytes at data); variable-size samples lie back to back
  * in data, sample k at data + offsets[k], offsets[k+1] - offsets[k] bytes.
+ *
+ * The struct a pointer refers to is the loader's, and it is reused for
+ * the hand-out of the same slot after next: a caller that may release
+ * late (a finalizer, another language's lease) keeps a copy of the struct
+ * and releases the copy, whose slot and generation name that one
+ * hand-out.
  */
 struct wharf_batch {
 	uint64_t epoch;		 /* epoch it belongs to */
@@ -384,6 +397,8 @@ struct wharf_batch {
 	uint32_t skipped;	 /* bad samples left out (skip_bad) */
 	uint32_t worker;	 /* worker that read it */
 	uint32_t slot;		 /* ring slot: for wharf/cuda.h */
+	/* Added later (appended: the fields above keep their offsets). */
+	uint64_t generation; /* the slot's hand-outs so far, this one's 1+ */
 };
 
 /*
@@ -550,15 +565,24 @@ int wharf_loader_open(const wharf_index *idx, const struct wharf_options *opt,
  *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT,
  *         -ENOBUFS (every slot is held by the caller: release some),
  *         -EINTR (a signal arrived while waiting, so that its handler can
- *         run: call again), or the transform's code.  After a failure
- *         other than -ENOBUFS and -EINTR the loader only accepts
- *         wharf_loader_close() (and the read-only getters).
+ *         run: call again), -EPERM (called in a process forked after the
+ *         open: nothing is taken from the opener), or the transform's
+ *         code.  After a failure other than -ENOBUFS, -EINTR and
+ *         -EPERM the loader only accepts wharf_loader_close() (and the
+ *         read-only getters).
  */
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **batch);
 
 /*
  * Gives the batch's slot back to the ring.  The view must not be used after.
- * @return 0, or -EINVAL for a batch not held (already released, foreign).
+ * batch is the pointer wharf_loader_next() returned or a copy of the struct
+ * it pointed to: slot and generation name the hand-out, so the release of
+ * a batch released already whose slot went out again (a copy kept from
+ * before, a second finalizer) is refused, and the batch that holds the
+ * slot now stays intact.
+ * @return 0, or -EINVAL for a batch not held (already released, an earlier
+ *         generation of the slot, foreign); -EPERM from another process
+ *         than the one that opened the loader (see wharf_loader_open()).
  */
 int wharf_loader_release(wharf_loader *l, const struct wharf_batch *batch);
 
@@ -574,6 +598,7 @@ int wharf_loader_release(wharf_loader *l, const struct wharf_batch *batch);
  * hints file, the files read in the caller's process with num_workers 0),
  * so such a mount can be unmounted while batches are held.  The index is
  * not read again: it may be closed (wharf_index_close) before the loader.
+ * In another process than the opener it does nothing.
  */
 void wharf_loader_stop(wharf_loader *l);
 
@@ -669,7 +694,9 @@ const char *wharf_loader_error(const wharf_loader *l);
  * Stops the workers (closes their task channels, then SIGKILL after 200 ms
  * for one still busy), reaps them and unmaps the ring:
  * every batch view becomes invalid.  Nothing is left in /dev/shm.  NULL is a
- * no-op.
+ * no-op.  In a process forked from the one that opened the loader it only
+ * unmaps and frees that process's copy: the workers, the ring and the
+ * batches stay the opener's.
  */
 void wharf_loader_close(wharf_loader *l);
 

@@ -25,7 +25,18 @@ in stats()["copied_batches"], with one warning.
 
 Each iter(loader) is a full pass: the epoch set_epoch() named, else the
 next one (a pass left early is not continued; state_dict() and
-load_state_dict() resume a cut epoch).
+load_state_dict() resume a cut epoch).  One pass is live at a time, as
+with DataLoader: a new iter() ends the one before, which raises
+RuntimeError if it is used again.
+
+A Loader belongs to the process that made it: in a process forked later
+(a DataLoader worker) its calls raise WharfError (EPERM) saying to make one
+in each process, and the parent's loader goes on untouched.
+
+The library's warnings (a damaged tar shard kept with partial=True, a
+global shuffle larger than a wharf mount's cache) are Python warnings of
+category WharfWarning, so that warnings.filterwarnings can keep, silence
+or raise them; its error messages also go to logging.getLogger("wharf").
 
 Reading and decoding run in forked C workers (see wharf.decode); a Python
 callback in the workers is not offered on purpose.
@@ -35,7 +46,10 @@ import atexit
 import ctypes
 import errno
 import glob as _glob
+import logging
 import os
+import sys
+import threading
 import warnings
 import weakref
 
@@ -45,8 +59,9 @@ from . import _lib
 from . import decode
 from ._lib import LibraryNotFound
 
-__all__ = ["Index", "Loader", "Batch", "WharfError", "LibraryNotFound",
-           "decode", "library_path", "version", "__version__"]
+__all__ = ["Index", "Loader", "Batch", "WharfError", "WharfWarning",
+           "LibraryNotFound", "decode", "library_path", "version",
+           "__version__"]
 
 _c = _lib.load()
 library_path = _c.wharf_path
@@ -66,7 +81,79 @@ class WharfError(OSError):
     """A libwharf call failed; errno is the C error, str() its message."""
 
 
+class WharfWarning(UserWarning):
+    """A warning from libwharf (its log function's WHARF_LOG_WARN): the
+    category to name in warnings.filterwarnings."""
+
+
+def _outside():
+    """The stacklevel for warnings.warn, called in the function that
+    warns, that names the first caller outside this package: the user's
+    line, however deep the package's own calls go."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    f, level = sys._getframe(1), 1
+    while f is not None and \
+            os.path.dirname(os.path.abspath(f.f_code.co_filename)) == here:
+        f, level = f.f_back, level + 1
+    return level
+
+
+_logger = logging.getLogger("wharf")
+# A warning that a filter turned into an exception, raised in the C call's
+# callback: ctypes would only print it there, so the binding raises it once
+# the call is back (_raise_warned), on the thread that made the call.
+_warned = threading.local()
+
+
+def _on_log(level, msg, arg):
+    """libwharf's log function: called on the thread that logs (ctypes
+    takes the GIL), from inside a C call."""
+    text = (msg or b"").decode("utf-8", "replace")
+    try:
+        if level == _lib.WHARF_LOG_WARN:
+            warnings.warn(text, WharfWarning, stacklevel=_outside())
+        elif level == _lib.WHARF_LOG_ERROR:
+            _logger.error("%s", text)
+        elif level == _lib.WHARF_LOG_INFO:
+            _logger.info("%s", text)
+        else:
+            _logger.debug("%s", text)
+    except BaseException as e:  # noqa: B902 - must not unwind through C
+        pending = getattr(_warned, "errors", None)
+        if pending is None:
+            pending = _warned.errors = []
+        pending.append(e)
+
+
+def _raise_warned():
+    """Raises what a warning filter made of a C warning during the last
+    call (warnings.simplefilter("error")), once."""
+    pending = getattr(_warned, "errors", None)
+    if pending:
+        first = pending[0]
+        del pending[:]
+        raise first
+
+
+# Kept for the life of the process: C holds the pointer.  Installed once,
+# at import, before any loader runs (wharf_log_set_func is not safe against
+# a message logged at the same time); given back to stderr at exit, after
+# the loaders' own exit handler (atexit runs the last registered first).
+_log_func = _lib.LogFunc(_on_log)
+
+
+@atexit.register
+def _log_to_stderr():
+    _c.wharf_log_set_func(_lib.LogFunc(), None)
+
+
+_c.wharf_log_set_func(_log_func, None)
+
+
 def _raise(rc, message=None):
+    # The call's error is what it raises: a warning a filter made an error
+    # during the same call goes with it, not into a later call.
+    del getattr(_warned, "errors", [])[:]
     if message is None:
         message = _c.wharf_last_error()
     if isinstance(message, bytes):
@@ -214,8 +301,11 @@ class Index:
         o.label_field = None if label_field is None else \
             str(label_field).encode()
         arr = (ctypes.c_char_p * len(names))(*names)
-        return _c.wharf_index_build_tar(arr, len(names), ctypes.byref(o),
-                                        _path(out))
+        rc = _c.wharf_index_build_tar(arr, len(names), ctypes.byref(o),
+                                      _path(out))
+        if not rc:
+            _raise_warned()  # a failure's own error comes first
+        return rc
 
     def fields(self, i):
         """The fields of sample i, [(name, offset, length)...] in archive
@@ -325,18 +415,17 @@ class Batch:
                  "slot", "data", "labels", "samples", "copied",
                  "__weakref__")
 
-    def __init__(self, loader, ptr, tensors, copy):
-        b = ptr.contents
+    def __init__(self, loader, b, tensors, keep):
+        """b: the C batch (a copy of the struct); keep: the lease every
+        view keeps alive, or None for a copied batch (its views are
+        copies: the caller gives the slot back once they are made)."""
         self._dec = dec = loader.decoder
         self.epoch, self.index, self.count = b.epoch, b.index, b.count
         self.skipped, self.worker, self.slot = b.skipped, b.worker, b.slot
-        self.copied = copy
+        self.copied = copy = keep is None
         n = b.count
         self.labels = _copy_of(b.labels, n, np.int32, tensors, np.int64)
         self.samples = _copy_of(b.samples, n, np.uint64, tensors)
-        # The lease is what every view of the slot keeps alive; a copied
-        # batch needs none: its slot goes back below, before it is used.
-        keep = None if copy else _Lease(loader._holder, ptr)
         if b.sample_size:
             shape = dec.shape
             if shape is None:
@@ -351,8 +440,6 @@ class Batch:
             if copy:
                 whole = _clone(whole)
             self.data = [whole[offs[k]:offs[k + 1]] for k in range(n)]
-        if copy:
-            loader._holder.give_back(ptr)
 
     @property
     def input(self):
@@ -432,27 +519,110 @@ def _view(addr, nbytes, dtype, keep, tensors, shape=None, dtype_name=None):
 
 class _Lease:
     """Keeps one ring slot (or device buffer) from reuse while any view of
-    it lives.  Its death queues the slot: the loader gives it back at its
-    next call.  A finalizer may run on any thread, so it only appends to a
-    list (atomic); the C loader is called from the loader's own calls.
+    it lives.  It is made unarmed, for the views being built to refer to,
+    and armed last, once nothing can fail: only an armed lease gives its
+    slot back, so a batch whose construction failed (^C, MemoryError) is
+    given back once, by the code that was building it, never again by
+    this lease's death.  It holds a copy of the C batch: the slot and
+    generation it names refuse a late release after the slot went out
+    again.  An armed lease's death queues the slot; the loader gives it
+    back at its next call (a finalizer may run on any thread, so it only
+    appends to a list, atomic; the C loader is called from the loader's own
+    calls).
     """
 
-    __slots__ = ("_holder", "_ptr", "_device")
+    __slots__ = ("_holder", "_batch", "_device", "armed")
 
-    def __init__(self, holder, ptr, device=False):
+    def __init__(self, holder, batch, device=False):
         self._holder = holder
-        self._ptr = ptr
+        self._batch = batch
         self._device = device
-        if device:
-            holder.dev_held += 1
+        self.armed = False
+
+    def arm(self):
+        # No call and no loop in here: Python delivers a signal's
+        # exception (^C) only at those, so the count and the flag change
+        # together.
+        if self._device:
+            self._holder.dev_held += 1
         else:
-            holder.held += 1
+            self._holder.held += 1
+        self.armed = True
 
     def __del__(self):
+        if not self.armed:
+            return
         h = self._holder
-        (h.dev_gone if self._device else h.gone).append(self._ptr)
+        (h.dev_gone if self._device else h.gone).append(self._batch)
         if h.stopped:
             h.collect()
+
+
+def _hand_out(holder, ptr, must_copy, build, release, stream=None):
+    """What build(b, lease) makes of the batch C handed out at ptr: b a
+    copy of the struct (ptr's is the loader's, reused when its slot goes
+    out again), lease the _Lease its views keep, or None when must_copy()
+    says the batch is a copy (build makes copies).  The slot, or device
+    buffer with a stream, goes back exactly once: through the lease, armed
+    last, when nothing can fail any more; or here, by release(struct), at
+    once for a copy or when anything failed on the way (^C, MemoryError),
+    what build made so far being garbage."""
+    lease = None
+    given = False
+    try:
+        b = ptr._type_.from_buffer_copy(ptr.contents)
+        if not must_copy():
+            lease = _Lease(holder, b if stream is None else (b, stream),
+                           device=stream is not None)
+        item = build(b, lease)
+        if lease is None:
+            rc = release(b)
+            given = True
+            if rc:
+                holder.fail(rc)
+        else:
+            lease.arm()
+        return item
+    except BaseException:
+        if not given and not (lease is not None and lease.armed):
+            # C refuses (-EINVAL) a release that went through just before
+            # the exception: it names the hand-out by its generation, so
+            # this gives back nothing else.
+            release(ptr)
+        raise
+
+
+class _Pass:
+    """One iter(loader): its batches until the epoch's end, or until a
+    later iter() over the same loader ends it."""
+
+    __slots__ = ("_loader", "_state", "__weakref__")
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._state = "live"  # "done" at the epoch's end, "ended"
+
+    def _end(self):
+        if self._state == "live":
+            self._state = "ended"
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._state == "ended":
+            raise RuntimeError(
+                "this iterator over a wharf.Loader was ended by a later "
+                "iter() of the same loader, which started the next pass: "
+                "one pass is live at a time, as with DataLoader (use the "
+                "newest iterator, or a Loader for each pass you keep)")
+        if self._state == "done":
+            raise StopIteration
+        b = self._loader._pass_next()
+        if b is None:
+            self._state = "done"
+            raise StopIteration
+        return b
 
 
 _open_loaders = weakref.WeakSet()  # the _Holder of each open loader
@@ -480,9 +650,10 @@ class _Holder:
 
     __slots__ = ("loader", "dec", "index", "own_index", "held", "dev_held",
                  "gone", "dev_gone", "release_device", "stopped", "unpin",
-                 "__weakref__")
+                 "pid", "__weakref__")
 
     def __init__(self, index, own_index=False):
+        self.pid = os.getpid()  # the C loader's process: see foreign()
         self.loader = None
         self.dec = None
         self.index = index  # the C loader borrows it until stopped
@@ -500,27 +671,36 @@ class _Holder:
         index._loaders.add(self)
         _open_loaders.add(self)
 
-    def fail(self, rc):
-        msg = _c.wharf_loader_error(self.loader) or _c.wharf_last_error()
-        _raise(rc, msg)
+    def foreign(self):
+        """True in a process forked after the loader was made: its slots,
+        workers and ring are the parent's, never given back from here."""
+        return os.getpid() != self.pid
 
-    def give_back(self, ptr):
-        rc = _c.wharf_loader_release(self.loader, ptr)
+    def fail(self, rc):
+        # A call refused in a forked child says so, whatever stopped the
+        # parent's loader before the fork.
+        msg = None if rc == -errno.EPERM else \
+            _c.wharf_loader_error(self.loader)
+        _raise(rc, msg or _c.wharf_last_error())
+
+    def give_back(self, batch):
+        rc = _c.wharf_loader_release(self.loader, batch)
         if rc:
             self.fail(rc)
 
     def drain(self):
         """Gives back the slots no view refers to any more."""
+        give = self.loader and not self.foreign()
         while self.gone:
-            ptr = self.gone.pop()
+            batch = self.gone.pop()
             self.held -= 1
-            if self.loader:
-                self.give_back(ptr)
+            if give:
+                self.give_back(batch)
         while self.dev_gone:
-            ptr = self.dev_gone.pop()
+            batch = self.dev_gone.pop()
             self.dev_held -= 1
-            if self.loader:
-                self.release_device(self, ptr)
+            if give:
+                self.release_device(self, batch)
 
     def collect(self):
         """After close(): unmaps once nothing is held."""
@@ -551,7 +731,7 @@ class _Holder:
 
     def _free(self):
         if self.loader:
-            if self.unpin:
+            if self.unpin and not self.foreign():
                 self.unpin()
             _c.wharf_loader_close(self.loader)
             self.loader = None
@@ -746,6 +926,7 @@ class Loader:
         if rc:
             _raise(rc)
         h = ctypes.c_void_p()
+        self._pass = None  # weakref to the live iter(), see __iter__
         rc = _c.wharf_loader_open(index._handle(), ctypes.byref(opt),
                                   ctypes.byref(h))
         if rc:
@@ -754,6 +935,7 @@ class Loader:
         self._opt = opt
         self._epoch = 0
         self._epoch_chosen = False
+        _raise_warned()
 
     # -- lifetime ---------------------------------------------------------
 
@@ -819,7 +1001,7 @@ class Loader:
                 "(torch) or .copy() (NumPy) of what you store, or raise "
                 "held_batches="
                 % (held, self.held_batches, self.held_batches),
-                RuntimeWarning, stacklevel=4)
+                RuntimeWarning, stacklevel=_outside())
         return True
 
     def next_batch(self):
@@ -833,18 +1015,26 @@ class Loader:
             # A signal ended the wait so that its handler could run (^C
             # raises KeyboardInterrupt here); otherwise wait on.
             rc = _c.wharf_loader_next(h, ctypes.byref(ptr))
+        return self._hand_out(ptr) if self._came(rc) else None
+
+    def _came(self, rc):
+        """After a C next (host or device): True when it handed out a
+        batch, False at the epoch's end; raises its error."""
         self._taken = True
         self._epoch_chosen = False
         if rc == _lib.WHARF_END:
-            return None
+            return False
         if rc:
             self._fail(rc)
-        try:
-            return Batch(self, ptr, self._tensors,
-                         self._must_copy(self._holder.held))
-        except BaseException:
-            self._holder.give_back(ptr)
-            raise
+        return True
+
+    def _hand_out(self, ptr):
+        """The batch C handed out at ptr, as a Batch (see _hand_out)."""
+        holder = self._holder
+        return _hand_out(
+            holder, ptr, lambda: self._must_copy(holder.held),
+            lambda b, lease: Batch(self, b, self._tensors, lease),
+            lambda b: _c.wharf_loader_release(holder.loader, b))
 
     def release(self):
         """Gives back the slots of batches nothing refers to any more (each
@@ -861,12 +1051,21 @@ class Loader:
         self._epoch_chosen = False
 
     def __iter__(self):
+        """A pass over an epoch (see _start_pass).  One pass is live at a
+        time, as with DataLoader: a new iter() ends the one before, which
+        raises RuntimeError if used again; the two would otherwise share
+        the loader's place, each moving the other on."""
+        old = self._pass() if self._pass is not None else None
+        if old is not None:
+            old._end()
         self._start_pass()
-        while True:
-            b = self.next_batch()
-            if b is None:
-                return
-            yield b
+        it = _Pass(self)
+        self._pass = weakref.ref(it)
+        return it
+
+    def _pass_next(self):
+        """The next item of a pass, None at the epoch's end."""
+        return self.next_batch()
 
     def __len__(self):
         return _c.wharf_loader_num_batches(self._handle())

@@ -34,6 +34,10 @@ class Field(ctypes.Structure):
     _fields_ = [("offset", c_u64), ("length", c_u64), ("name", c_char_p)]
 
 
+# wharf/log.h: the log function (level, message, arg).
+WHARF_LOG_ERROR, WHARF_LOG_WARN, WHARF_LOG_INFO, WHARF_LOG_DEBUG = range(4)
+LogFunc = ctypes.CFUNCTYPE(None, ctypes.c_int, c_char_p, c_void_p)
+
 # The progress callback of TarOptions (left NULL from Python).
 TarProgress = ctypes.CFUNCTYPE(None, c_void_p, c_u64, c_u64, c_u64)
 
@@ -58,6 +62,7 @@ class BatchC(ctypes.Structure):
         ("skipped", c_u32),
         ("worker", c_u32),
         ("slot", c_u32),
+        ("generation", c_u64),
     ]
 
 
@@ -145,7 +150,7 @@ class DeviceBatch(ctypes.Structure):
         ("count", c_u32),
         ("skipped", c_u32),
         ("buffer", c_u32),
-        ("reserved0", c_u32),
+        ("generation", c_u32),
     ]
 
 
@@ -154,6 +159,7 @@ _SIGNATURES = {
     # name: (restype, argtypes)
     "wharf_version_number": (ctypes.c_uint, []),
     "wharf_last_error": (c_char_p, []),
+    "wharf_log_set_func": (None, [LogFunc, c_void_p]),
     "wharf_dtype": (c_char_p, [c_char_p, _P(c_u32)]),
     "wharf_index_open": (ctypes.c_int, [c_char_p, c_u32, _P(c_void_p)]),
     "wharf_index_close": (None, [c_void_p]),

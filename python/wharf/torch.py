@@ -46,7 +46,7 @@ import warnings
 
 from . import Batch, Index, WharfError, decode  # noqa: F401
 from . import Loader as _NumpyLoader
-from . import _Lease, _c, _lib, _raise
+from . import _c, _hand_out, _lib, _raise, _raise_warned
 
 _TORCH_DTYPES = {
     "uint8": _torch.uint8, "int8": _torch.int8, "int16": _torch.int16,
@@ -101,10 +101,11 @@ def _unpin(pinned):
     del pinned[:]
 
 
-def _release_device(holder, lease_ptr):
-    """Gives a device batch back (holder.release_device)."""
-    ptr, stream = lease_ptr
-    rc = _c.wharf_loader_release_device(holder.loader, ptr, stream)
+def _release_device(holder, leased):
+    """Gives a device batch back (holder.release_device): leased is (a
+    copy of the C device batch, the stream of its last use)."""
+    batch, stream = leased
+    rc = _c.wharf_loader_release_device(holder.loader, batch, stream)
     if rc:
         holder.fail(rc)
 
@@ -153,6 +154,7 @@ class Loader(_NumpyLoader):
                                              ctypes.byref(copt))
         if rc:
             _raise(rc)
+        _raise_warned()
         self.cuda_path = "prefetch"
         self.pin_memory = True
         self._holder.release_device = _release_device
@@ -164,14 +166,14 @@ class Loader(_NumpyLoader):
         s = self.stream or _torch.cuda.current_stream(self.device)
         return s, ctypes.c_void_p(s.cuda_stream)
 
-    def __iter__(self):
+    def _pass_next(self):
+        # One pass at a time, as wharf.Loader's (its __iter__).
         if self.cuda_path == "prefetch":
-            yield from self._iter_prefetch()
-        elif self.cuda_path == "copy":
-            for b in super().__iter__():
-                yield self._to_device(b)
-        else:
-            yield from super().__iter__()
+            return self._next_prefetch()
+        b = self.next_batch()
+        if b is not None and self.cuda_path == "copy":
+            return self._to_device(b)
+        return b
 
     def _to_device(self, b):
         stream, _ = self._stream()
@@ -213,45 +215,34 @@ class Loader(_NumpyLoader):
 
     # -- libwharf's CUDA prefetch -----------------------------------------
 
-    def _release_device(self, lease_ptr):
-        _release_device(self._holder, lease_ptr)
-
-    def _iter_prefetch(self):
-        # As wharf.Loader.__iter__, with device buffers: a batch's buffer
+    def _next_prefetch(self):
+        # As wharf.Loader.next_batch, with device buffers: a batch's buffer
         # goes back when nothing refers to its tensors; a loop that keeps
-        # held_batches of them gets clones.
-        self._start_pass()
-        while True:
-            hold = self._holder
-            hold.drain()
-            stream, sp = self._stream()
-            ptr = ctypes.POINTER(_lib.DeviceBatch)()
-            with _torch.cuda.device(self.device):
-                rc = _c.wharf_loader_next_device(self._handle(), sp,
-                                                 ctypes.byref(ptr))
-            self._taken = True
-            self._epoch_chosen = False
-            if rc == _lib.WHARF_END:
-                return
-            if rc:
-                self._fail(rc)
-            copy = self._must_copy(hold.dev_held)
-            lease = None if copy else _Lease(hold, (ptr, sp), device=True)
-            try:
-                # Whatever reads the buffer here (the labels' cast, clones)
-                # runs on the stream that waits for the copy, and that the
-                # release is recorded on.
-                with _torch.cuda.stream(stream):
-                    fields = self._device_fields(ptr.contents, lease)
-                    if copy:
-                        fields = tuple(t.clone() for t in fields)
-            except BaseException:
+        # held_batches of them gets clones.  None at the epoch's end.
+        hold = self._holder
+        hold.drain()
+        stream, sp = self._stream()
+        ptr = ctypes.POINTER(_lib.DeviceBatch)()
+        with _torch.cuda.device(self.device):
+            rc = _c.wharf_loader_next_device(self._handle(), sp,
+                                             ctypes.byref(ptr))
+        if not self._came(rc):
+            return None
+
+        def build(b, lease):
+            # Whatever reads the buffer here (the labels' cast, clones)
+            # runs on the stream that waits for the copy, and that the
+            # release is recorded on.
+            with _torch.cuda.stream(stream):
+                fields = self._device_fields(b, lease)
                 if lease is None:
-                    self._release_device((ptr, sp))
-                raise
-            if copy:
-                self._release_device((ptr, sp))
-            yield fields
+                    fields = tuple(t.clone() for t in fields)
+            return fields
+
+        return _hand_out(
+            hold, ptr, lambda: self._must_copy(hold.dev_held), build,
+            lambda b: _c.wharf_loader_release_device(hold.loader, b, sp),
+            stream=sp)
 
     def _device_fields(self, b, keep):
         dec = self.decoder

@@ -57,6 +57,7 @@ int main(void)
 	FIELD("BatchC", wharf_batch, skipped);
 	FIELD("BatchC", wharf_batch, worker);
 	FIELD("BatchC", wharf_batch, slot);
+	FIELD("BatchC", wharf_batch, generation);
 
 	STRUCT("Options", wharf_options);
 	FIELD("Options", wharf_options, size);
@@ -133,6 +134,6 @@ int main(void)
 	FIELD("DeviceBatch", wharf_device_batch, count);
 	FIELD("DeviceBatch", wharf_device_batch, skipped);
 	FIELD("DeviceBatch", wharf_device_batch, buffer);
-	FIELD("DeviceBatch", wharf_device_batch, reserved0);
+	FIELD("DeviceBatch", wharf_device_batch, generation);
 	return ferror(stdout) ? 1 : 0;
 }
