@@ -70,6 +70,33 @@ START_TEST(test_read_file_pipe)
 }
 END_TEST
 
+/* --outage-wait's durations: seconds bare or with a unit; nothing else. */
+START_TEST(test_parse_duration)
+{
+	static const char *const bad[] = {"",	 "-1", " 5", "5x", "m",
+					  "1.5m", "5 s", "5S",	 "99999999999999999999"};
+	uint64_t v = 0;
+
+	ck_assert_int_eq(parse_duration("0", &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(parse_duration("45", &v), 0);
+	ck_assert_uint_eq(v, 45000);
+	ck_assert_int_eq(parse_duration("90s", &v), 0);
+	ck_assert_uint_eq(v, 90000);
+	ck_assert_int_eq(parse_duration("500ms", &v), 0);
+	ck_assert_uint_eq(v, 500);
+	ck_assert_int_eq(parse_duration("10m", &v), 0);
+	ck_assert_uint_eq(v, 600000);
+	ck_assert_int_eq(parse_duration("2h", &v), 0);
+	ck_assert_uint_eq(v, 7200000);
+	ck_assert_int_eq(parse_duration("1d", &v), 0);
+	ck_assert_uint_eq(v, 86400000);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(parse_duration(bad[i], &v) == -EINVAL, "'%s'",
+			      bad[i]);
+}
+END_TEST
+
 START_TEST(test_parse_size_units)
 {
 	uint64_t v = 0;
@@ -417,6 +444,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_parse_size_units);
+	tcase_add_test(tc, test_parse_duration);
 	tcase_add_test(tc, test_parse_size_rejects);
 	tcase_add_test(tc, test_format_size);
 	tcase_add_test(tc, test_read_file_pipe);

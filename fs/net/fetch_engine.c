@@ -167,11 +167,12 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 	} else {
 		call_name(fe, c, &n);
 		snprintf(res->err, sizeof(res->err),
-			 "%s %s%s%s%s: %s (after %u attempt%s)",
+			 "%s %s%s%s%s: %s (after %u attempt%s%s)",
 			 method_of(&c->r), n.url, n.range,
 			 n.via ? " through the site cache " : "",
 			 n.via ? fe->site_cache : "", what, res->attempts,
-			 res->attempts == 1 ? "" : "s");
+			 res->attempts == 1 ? "" : "s",
+			 c->outage_over ? " over --outage-wait" : "");
 		/* Background work that gave up is no reader's error: its
 		 * caller says what becomes of it (prefetch: a reader that
 		 * needs the chunk asks again). */

@@ -124,6 +124,7 @@ struct call {
 	unsigned n;	     /* attempts made before this one */
 	uint64_t first_fail; /* end of the first failed attempt, or 0 */
 	bool waiting;	     /* counted in the engine's outage.waiting */
+	bool outage_over;    /* it waited out --outage-wait in vain */
 	uint64_t due_ns;     /* in the timer list: when the next goes */
 	struct call *later;  /* in the timer list or the signer's */
 	struct xfer x;

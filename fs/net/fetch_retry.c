@@ -224,10 +224,12 @@ bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
 		c->first_fail = now;
 	spent = now - c->first_fail;
 	if (outage && spent < budget_ns &&
-	    spent + wait * 1000000ULL > budget_ns)
+	    spent + wait * 1000000ULL > budget_ns) {
 		wait = (budget_ns - spent + 999999) / 1000000;
-	else if (spent + wait * 1000000ULL > budget_ns)
+	} else if (spent + wait * 1000000ULL > budget_ns) {
+		c->outage_over = outage;
 		return false;
+	}
 	*wait_ms = wait;
 	c->due_ns = now + wait * 1000000ULL;
 	return true;
