@@ -190,8 +190,13 @@ static void print_offline(const struct stats_doc *d)
 	if (!strcmp(str(d, "offline_state"), "outage")) {
 		format_age((int64_t)num(d, "outage.seconds"), lasted,
 			   sizeof(lasted));
-		format_age((int64_t)num(d, "outage.wait_s"), wait,
-			   sizeof(wait));
+		/* "10m" as the option reads, not "10m0s" */
+		if ((int64_t)num(d, "outage.wait_s") % 60)
+			format_age((int64_t)num(d, "outage.wait_s"), wait,
+				   sizeof(wait));
+		else
+			snprintf(wait, sizeof(wait), "%.0fm",
+				 num(d, "outage.wait_s") / 60);
 		printf("  OFFLINE     the origin stopped answering %s ago "
 		       "(an outage): %.0f reads wait\n"
 		       "              for it, each up to %s (--outage-wait); "

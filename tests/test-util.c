@@ -75,22 +75,18 @@ START_TEST(test_parse_duration)
 {
 	static const char *const bad[] = {"",	 "-1", " 5", "5x", "m",
 					  "1.5m", "5 s", "5S",	 "99999999999999999999"};
+	static const struct {
+		const char *text;
+		uint64_t ms;
+	} good[] = {{"0", 0},	      {"45", 45000},	{"90s", 90000},
+		    {"500ms", 500},   {"10m", 600000}, {"2h", 7200000},
+		    {"1d", 86400000}};
 	uint64_t v = 0;
 
-	ck_assert_int_eq(parse_duration("0", &v), 0);
-	ck_assert_uint_eq(v, 0);
-	ck_assert_int_eq(parse_duration("45", &v), 0);
-	ck_assert_uint_eq(v, 45000);
-	ck_assert_int_eq(parse_duration("90s", &v), 0);
-	ck_assert_uint_eq(v, 90000);
-	ck_assert_int_eq(parse_duration("500ms", &v), 0);
-	ck_assert_uint_eq(v, 500);
-	ck_assert_int_eq(parse_duration("10m", &v), 0);
-	ck_assert_uint_eq(v, 600000);
-	ck_assert_int_eq(parse_duration("2h", &v), 0);
-	ck_assert_uint_eq(v, 7200000);
-	ck_assert_int_eq(parse_duration("1d", &v), 0);
-	ck_assert_uint_eq(v, 86400000);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(parse_duration(good[i].text, &v), 0);
+		ck_assert_uint_eq(v, good[i].ms);
+	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(parse_duration(bad[i], &v) == -EINVAL, "'%s'",
 			      bad[i]);
