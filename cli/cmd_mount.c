@@ -698,7 +698,8 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 			o->cfg.origin_wait_ms = (unsigned)v * 1000;
 			break;
 		case OPT_OUTAGE_WAIT:
-			rc = opt_duration("outage-wait", optarg, 30 * 86400000ull,
+			rc = opt_duration("outage-wait", optarg,
+					  30 * 86400000ull,
 					  &o->cfg.fetch.outage_wait_ms);
 			break;
 		case OPT_UID:

@@ -90,7 +90,7 @@ int parse_duration(const char *s, uint64_t *ms)
 	static const struct {
 		const char *unit;
 		uint64_t ms;
-	} units[] = {{"", 1000},    {"s", 1000},     {"ms", 1},
+	} units[] = {{"", 1000},   {"s", 1000},	   {"ms", 1},
 		     {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
 	unsigned long long v;
 	char *end;

@@ -291,9 +291,9 @@ struct blip_reader {
 	const char *dir;
 	char name[16];
 	pthread_t th;
-	bool bad;     /* a failed read, or other bytes than the origin's */
-	int err;      /* the errno of a read that failed, or 0 */
-	double took;  /* seconds */
+	bool bad;    /* a failed read, or other bytes than the origin's */
+	int err;     /* the errno of a read that failed, or 0 */
+	double took; /* seconds */
 };
 
 /* check_file with a descriptor of its own that no child inherits: the
@@ -392,8 +392,8 @@ START_TEST(test_outage_blip_reads_wait)
 	for (int i = 0; i < BLIP_FILES; i++) {
 		r[i] = (struct blip_reader){.dir = m.dir};
 		snprintf(r[i].name, sizeof(r[i].name), "w/f%02d", i);
-		ck_assert_int_eq(pthread_create(&r[i].th, NULL, blip_read, &r[i]),
-				 0);
+		ck_assert_int_eq(
+		    pthread_create(&r[i].th, NULL, blip_read, &r[i]), 0);
 	}
 	/* Offline from the first failed retry, readers waiting; what the
 	 * cache holds is served meanwhile.  Seen now, said after the reads,
@@ -414,14 +414,13 @@ START_TEST(test_outage_blip_reads_wait)
 		bad += r[i].bad;
 		eio += r[i].err == EIO;
 		if (r[i].bad)
-			fprintf(stderr, "%s: errno %d after %.1f s\n", r[i].name,
-				r[i].err, r[i].took);
+			fprintf(stderr, "%s: errno %d after %.1f s\n",
+				r[i].name, r[i].err, r[i].took);
 	}
 	ck_assert_msg(bad == 0 && eio == 0,
 		      "%d of %d reads failed (%d EIO) in a 4 s outage; see %s",
 		      bad, BLIP_FILES, eio, m.log);
-	ck_assert_msg(seen, "the stats never showed the outage; see %s",
-		      m.log);
+	ck_assert_msg(seen, "the stats never showed the outage; see %s", m.log);
 	ck_assert_msg(cached == 0, "a cached file failed in the outage");
 	ck_assert_msg(shown, "the metrics did not show the outage: %s",
 		      metrics);

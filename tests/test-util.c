@@ -73,13 +73,14 @@ END_TEST
 /* --outage-wait's durations: seconds bare or with a unit; nothing else. */
 START_TEST(test_parse_duration)
 {
-	static const char *const bad[] = {"",	 "-1", " 5", "5x", "m",
-					  "1.5m", "5 s", "5S",	 "99999999999999999999"};
+	static const char *const bad[] = {"",	 "-1", " 5",
+					  "5x",	 "m",  "1.5m",
+					  "5 s", "5S", "99999999999999999999"};
 	static const struct {
 		const char *text;
 		uint64_t ms;
-	} good[] = {{"0", 0},	      {"45", 45000},	{"90s", 90000},
-		    {"500ms", 500},   {"10m", 600000}, {"2h", 7200000},
+	} good[] = {{"0", 0},	     {"45", 45000},   {"90s", 90000},
+		    {"500ms", 500},  {"10m", 600000}, {"2h", 7200000},
 		    {"1d", 86400000}};
 	uint64_t v = 0;
 

@@ -32,12 +32,12 @@
  * 5xx, a body cut short) is waited for instead: a request that is not
  * background is retried past `retries`, with backoff up to 5 s between
  * tries, for up to `outage_wait_ms` from its first failure (background
- * ones give up as before; their reader asks again, and waits).  A host whose retry fails too,
- * with no answer to any request since, is in an outage (one warning
- * logged) until any request to it gets an answer (one line: how long, how
- * many requests waited); the retries then waiting for their backoff go at
- * once.  A 403, a 404, a 429 or an answer
- * that does not fit is an answer, not an outage: it fails as before.
+ * ones give up as before; their reader asks again, and waits).  A host
+ * whose retry fails too, with no answer to any request since, is in an
+ * outage (one warning logged) until any request to it gets an answer (one
+ * line: how long, how many requests waited); the retries then waiting for
+ * their backoff go at once.  A 403, a 404, a 429 or an answer that does
+ * not fit is an answer, not an outage: it fails as before.
  */
 #include <stdbool.h>
 #include <stddef.h>

@@ -87,8 +87,8 @@ static void outage_begin(struct fetch_engine *fe, struct host *h,
 
 static void outage_end(struct fetch_engine *fe, struct host *h)
 {
-	const uint64_t secs = (now_ns() - h->outage_ns + 500000000) /
-			      1000000000;
+	const uint64_t secs =
+	    (now_ns() - h->outage_ns + 500000000) / 1000000000;
 
 	h->outage_ns = 0;
 	publish(fe);

@@ -205,8 +205,8 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
 		      enum fetch_verdict v, uint64_t *wait_ms)
 {
-	const bool outage = v == V_OUTAGE && !c->r.background &&
-			    fetch_outage_armed(fe);
+	const bool outage =
+	    v == V_OUTAGE && !c->r.background && fetch_outage_armed(fe);
 	const uint64_t budget_ns =
 	    (uint64_t)(outage ? fe->cfg.outage_wait_ms
 			      : fe->cfg.retry_budget_ms) *
