@@ -61,6 +61,7 @@ enum {
 	OPT_ANONYMOUS,
 	OPT_OFFLINE,
 	OPT_ORIGIN_WAIT,
+	OPT_OUTAGE_WAIT,
 	OPT_UID,
 	OPT_GID,
 	OPT_LOG_FILE,
@@ -107,6 +108,7 @@ static const struct option mount_longopts[] = {
     {"anonymous", no_argument, NULL, OPT_ANONYMOUS},
     {"offline", no_argument, NULL, OPT_OFFLINE},
     {"origin-wait", required_argument, NULL, OPT_ORIGIN_WAIT},
+    {"outage-wait", required_argument, NULL, OPT_OUTAGE_WAIT},
     {"uid", required_argument, NULL, OPT_UID},
     {"gid", required_argument, NULL, OPT_GID},
     {"log-file", required_argument, NULL, OPT_LOG_FILE},
@@ -181,6 +183,15 @@ static void mount_usage(FILE *out)
 	    "  --retries N           retries of a failed request (default 5)\n"
 	    "  --timeout SECONDS     stall and connect timeout (default 30 and "
 	    "10)\n"
+	    "  --outage-wait DURATION\n"
+	    "                        an origin that stops answering while "
+	    "mounted\n"
+	    "                        (refused, reset, timeouts, 5xx) is "
+	    "waited for:\n"
+	    "                        reads of uncached data wait up to "
+	    "DURATION\n"
+	    "                        (10m; 90s, 2h; 0: they fail after "
+	    "--retries)\n"
 	    "  --error-ttl SEC       a file whose read failed at the origin "
 	    "fails again\n"
 	    "                        without a request for SEC seconds (10; "
@@ -375,6 +386,23 @@ static int opt_owner(const char *name, const char *arg, bool group, long *out)
 			       "--%s: no %s named '%s' (give a %s name or a "
 			       "number)",
 			       name, what, arg, what);
+}
+
+/* A duration (parse_duration: "10m", "90s", "0") of at most max_ms;
+ * 2 when not. */
+static int opt_duration(const char *name, const char *arg, uint64_t max_ms,
+			unsigned *ms)
+{
+	uint64_t v;
+
+	if (parse_duration(arg, &v) || v > max_ms)
+		return cmd_usage_error("mount",
+				       "--%s: '%s' is not a duration up to "
+				       "%llu days (10m, 90s, 2h, 0)",
+				       name, arg,
+				       (unsigned long long)(max_ms / 86400000));
+	*ms = (unsigned)v;
+	return 0;
 }
 
 /* An integer option within [lo, hi]; 2 when not. */
@@ -705,6 +733,11 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		case OPT_ORIGIN_WAIT:
 			rc = opt_uint("origin-wait", optarg, 1, 3600, &v);
 			o->cfg.origin_wait_ms = (unsigned)v * 1000;
+			break;
+		case OPT_OUTAGE_WAIT:
+			rc = opt_duration("outage-wait", optarg,
+					  30 * 86400000ull,
+					  &o->cfg.fetch.outage_wait_ms);
 			break;
 		case OPT_UID:
 			rc = opt_owner("uid", optarg, false, &o->cfg.uid);

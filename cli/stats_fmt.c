@@ -181,14 +181,37 @@ static void ratio(const struct stats_span *sp, const char *section,
 		printf("no %s", what);
 }
 
-/* Whether the mount is offline, said first. */
+/* Whether the mount is offline, and how, said first; then the outages
+ * it rode out. */
 static void print_offline(const struct stats_doc *d)
 {
-	if (num(d, "offline") > 0)
+	char lasted[32], wait[32];
+
+	if (!strcmp(str(d, "offline_state"), "outage")) {
+		format_age((int64_t)num(d, "outage.seconds"), lasted,
+			   sizeof(lasted));
+		/* "10m" as the option reads, not "10m0s" */
+		if ((int64_t)num(d, "outage.wait_s") % 60)
+			format_age((int64_t)num(d, "outage.wait_s"), wait,
+				   sizeof(wait));
+		else
+			snprintf(wait, sizeof(wait), "%.0fm",
+				 num(d, "outage.wait_s") / 60);
+		printf("  OFFLINE     the origin stopped answering %s ago "
+		       "(an outage): %.0f reads wait\n"
+		       "              for it, each up to %s (--outage-wait); "
+		       "cached data is served\n",
+		       lasted, num(d, "outage.waiting"), wait);
+	} else if (num(d, "offline") > 0) {
 		printf("  OFFLINE     listings come from the snapshot in the "
 		       "cache, the origin is not\n"
 		       "              asked, and reads of what the cache lacks "
 		       "fail (EIO)\n");
+	}
+	if (num(d, "outage.outages") > 0)
+		printf("  outages     %.0f since the mount, %.0f reads waited "
+		       "in them\n",
+		       num(d, "outage.outages"), num(d, "outage.waited"));
 }
 
 static void print_memory(const struct stats_span *sp)

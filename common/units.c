@@ -1,6 +1,6 @@
 /* units: sizes and times, as numbers and as text for people (parse_size,
- * format_size, format_age, format_http_date) and the monotonic clock (see
- * units.h). */
+ * parse_duration, format_size, format_age, format_http_date) and the
+ * monotonic clock (see units.h). */
 #include "config.h"
 
 #include "units.h"
@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int parse_size(const char *s, uint64_t *out)
@@ -82,6 +83,33 @@ int parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = bytes + part;
 	return 0;
+}
+
+int parse_duration(const char *s, uint64_t *ms)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = {{"", 1000},   {"s", 1000},	   {"ms", 1},
+		     {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+	unsigned long long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++) {
+		if (strcmp(end, units[i].unit))
+			continue;
+		if (v > UINT64_MAX / units[i].ms)
+			return -EINVAL;
+		*ms = v * units[i].ms;
+		return 0;
+	}
+	return -EINVAL;
 }
 
 const char *format_size(uint64_t bytes, char *buf, size_t len)

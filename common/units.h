@@ -11,6 +11,10 @@
  * @return 0, or -EINVAL for anything else (negative, overflow, junk). */
 int parse_size(const char *s, uint64_t *out) WHARF_CHECK;
 
+/* "10m", "90s", "2h", "1d", "500ms", "45" (seconds) -> milliseconds.
+ * @return 0, or -EINVAL for anything else (negative, overflow, junk). */
+int parse_duration(const char *s, uint64_t *ms) WHARF_CHECK;
+
 /* Formats bytes as "1.5 GiB" into buf; returns buf. */
 const char *format_size(uint64_t bytes, char *buf, size_t len);
 /* Formats an age in seconds as "3d4h", "2h10m", "5m12s" or "40s" (a

@@ -79,6 +79,26 @@ bool offline_is_offline(struct source *src)
 	return src && src->ops == &offline_ops && is_offline(os_of(src));
 }
 
+void offline_status(struct source *src, struct offline_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (src && src->fetch)
+		fetch_get_outage(src->fetch, &out->outage);
+	if (offline_is_offline(src))
+		out->state = OFFLINE_SNAPSHOT;
+	else if (out->outage.hosts)
+		out->state = OFFLINE_OUTAGE;
+	else
+		out->state = OFFLINE_NO;
+}
+
+const char *offline_state_name(enum offline_state state)
+{
+	return state == OFFLINE_OUTAGE	   ? "outage"
+	       : state == OFFLINE_SNAPSHOT ? "snapshot"
+					   : "online";
+}
+
 /* Errors that say the origin is out of reach, not that the source or its
  * credentials are wrong: a snapshot may stand in for it.  Refused or
  * missing credentials and a TLS certificate not trusted (-EKEYREJECTED)
@@ -450,6 +470,9 @@ int offline_start(struct source *src, struct tree *tree, struct store *st)
 	if (rc)
 		return -rc;
 	os->running = true;
+	/* At the start an origin out of reach is a mount from the snapshot
+	 * after --origin-wait; from here on it is an outage, waited for. */
+	fetch_outage_arm(src->fetch);
 	return 0;
 }
 

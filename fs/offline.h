@@ -19,6 +19,12 @@
  *
  * The snapshot stays in memory while mounted (about as large as its file):
  * online it is merged into each save, offline it is the listing.
+ *
+ * An origin that stops answering while mounted is the other way of being
+ * offline: an outage (fetch.h, "Outages").  Listings and reads keep going
+ * to the backend, and those the cache cannot answer wait for the origin,
+ * up to --outage-wait, instead of failing.  offline_status says which of
+ * the two a mount is in: stats show both as offline, with the state.
  */
 #include <stdbool.h>
 
@@ -49,7 +55,8 @@ int offline_open(const struct offline_config *cfg, struct fetch_engine *fe,
 
 /* Starts the thread that keeps the snapshot of tree current and, while
  * offline, tries the origin; st (may be NULL), the store of the cache
- * dir, makes room for the snapshot on a full disk.  @return 0 or
+ * dir, makes room for the snapshot on a full disk.  The mount is up: from
+ * now on its engine waits out outages (fetch_outage_arm).  @return 0 or
  * -errno. */
 int offline_start(struct source *src, struct tree *tree,
 		  struct store *st) WHARF_CHECK;
@@ -63,5 +70,20 @@ void offline_stop(struct source *src, bool hurry);
 
 /* Whether src (a source offline_open made) serves from its snapshot. */
 bool offline_is_offline(struct source *src);
+
+/* Where a mount stands towards its origin. */
+enum offline_state {
+	OFFLINE_NO,	  /* online: the origin answers */
+	OFFLINE_OUTAGE,	  /* it stopped answering: uncached reads wait */
+	OFFLINE_SNAPSHOT, /* from the snapshot: uncached reads fail */
+};
+struct offline_status {
+	enum offline_state state;
+	struct fetch_outage outage; /* the engine's figures, in any state */
+};
+/* src's state (OFFLINE_NO for NULL): its own, or its engine's outage. */
+void offline_status(struct source *src, struct offline_status *out);
+/* "online", "outage" or "snapshot". */
+const char *offline_state_name(enum offline_state state);
 
 #endif

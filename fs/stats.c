@@ -91,6 +91,25 @@ void stats_note_read(struct stats_sources *s, uint64_t ns)
 	__atomic_fetch_add(&s->read_sum_ns, ns, __ATOMIC_RELAXED);
 }
 
+/* Where the mount stands towards its origin (offline.h). */
+static void offline_snapshot(struct source *src, struct stats_snapshot *out)
+{
+	struct offline_status os;
+
+	offline_status(src, &os);
+	out->offline = os.state != OFFLINE_NO;
+	out->offline_state = offline_state_name(os.state);
+	out->outage_now = os.outage.hosts > 0;
+	out->outage_since = (uint64_t)os.outage.since_unix;
+	out->outage_s = os.outage.since_ns
+			    ? (double)(out->now_ns - os.outage.since_ns) / 1e9
+			    : 0;
+	out->outage_waiting = os.outage.waiting;
+	out->outages = os.outage.outages;
+	out->outage_waited = os.outage.waited;
+	out->outage_wait_s = os.outage.wait_ms / 1000;
+}
+
 void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 {
 	uint64_t acc = 0;
@@ -99,7 +118,7 @@ void stats_take(const struct stats_sources *s, struct stats_snapshot *out)
 	out->src = s;
 	out->now_ns = now_ns();
 	out->uptime_s = (double)(out->now_ns - s->started_ns) / 1e9;
-	out->offline = offline_is_offline(s->source);
+	offline_snapshot(s->source, out);
 	if (s->fetch) {
 		fetch_get_stats(s->fetch, &out->fetch);
 		out->nhosts =
@@ -153,6 +172,16 @@ int stats_json(const struct stats_snapshot *s, char **out, size_t *len)
 	jsonw_i64(&w, "pid", getpid());
 	jsonw_double(&w, "uptime_s", s->uptime_s, 3);
 	jsonw_bool(&w, "offline", s->offline);
+	jsonw_str(&w, "offline_state", s->offline_state);
+	jsonw_object(&w, "outage", JSONW_INLINE);
+	jsonw_bool(&w, "now", s->outage_now);
+	jsonw_u64(&w, "since", s->outage_since);
+	jsonw_double(&w, "seconds", s->outage_s, 3);
+	jsonw_u64(&w, "waiting", s->outage_waiting);
+	jsonw_u64(&w, "outages", s->outages);
+	jsonw_u64(&w, "waited", s->outage_waited);
+	jsonw_u64(&w, "wait_s", s->outage_wait_s);
+	jsonw_end(&w);
 
 	jsonw_object(&w, "memory_cache", JSONW_INLINE);
 	jsonw_u64(&w, "hits", cs->hits);
@@ -348,6 +377,21 @@ static const struct metric {
     {"origin_gave_up_total", COUNTER, SNAP(fetch.gave_up),
      "Read-ahead fetches that failed after their retries; a reader that "
      "needed the chunk fetched it itself (origin.gave_up)."},
+    {"origin_outage", GAUGE, SNAP(outage_now),
+     "1 while the origin does not answer and reads that need it wait "
+     "(outage.now)."},
+    {"origin_outage_start_timestamp_seconds", GAUGE, SNAP(outage_since),
+     "When the outage now on began, in seconds since the epoch; 0: none "
+     "(outage.since)."},
+    {"origin_outage_waiting_reads", GAUGE, SNAP(outage_waiting),
+     "Reads waiting for the origin now (outage.waiting)."},
+    {"origin_outages_total", COUNTER, SNAP(outages),
+     "Times the origin stopped answering (outage.outages)."},
+    {"origin_outage_waited_reads_total", COUNTER, SNAP(outage_waited),
+     "Reads that waited for the origin in an outage (outage.waited)."},
+    {"origin_outage_wait_seconds", GAUGE, SNAP(outage_wait_s),
+     "How long a read waits for an origin that does not answer, "
+     "--outage-wait (outage.wait_s)."},
     {"origin_received_bytes_total", COUNTER, SNAP(fetch.bytes),
      "Body bytes received from the origin (origin.bytes_fetched)."},
     {"origin_hedges_total", COUNTER, SNAP(fetch.hedges),
@@ -578,8 +622,8 @@ int stats_metrics(const struct stats_snapshot *s, char **out, size_t *len)
 	put_sample(f, s, "uptime_seconds");
 	fprintf(f, "} %.3f\n", s->uptime_s);
 	put_head(f, "offline", "gauge",
-		 "1 while the origin cannot be reached and listings come "
-		 "from the snapshot (offline).");
+		 "1 while the origin does not answer: reads that need it "
+		 "wait (an outage) or, from the snapshot, fail (offline).");
 	put_sample(f, s, "offline");
 	fprintf(f, "} %d\n", s->offline);
 	put_head(f, "passthrough_enabled", "gauge",

@@ -9,6 +9,8 @@
  *
  * Layout (all counters since the mount started; sizes in bytes):
  *   {"source", "mountpoint", "cache_dir", "pid", "uptime_s", "offline",
+ *    "offline_state",
+ *    "outage": {now, since, seconds, waiting, outages, waited, wait_s},
  *    "memory_cache": {hits, misses, waits, bytes, cap, evictions},
  *    "disk_cache": {hits, misses, chunks, packs, bytes_on_disk,
  *                   bytes_raw, max_bytes, cap_bytes, evictions, corrupt,
@@ -43,8 +45,13 @@
  * the cache files it holds now, and the ones it refused.
  * errors_cached: reads of a file whose read had failed at the origin less
  * than error_ttl_ms before, answered with that error and no request.
- * offline: true while listings come from the snapshot and reads that need
- * the origin fail (see offline.h).
+ * offline: true while the origin does not answer: offline_state says how,
+ * "outage" (reads that need the origin wait for it, up to wait_s) or
+ * "snapshot" (listings come from the snapshot and such reads fail; see
+ * offline.h); "online" otherwise.  outage: whether one is on now, since
+ * when (epoch seconds, 0: none) and for how many seconds, the reads
+ * waiting now, the outages since the mount and the reads that waited in
+ * them, and --outage-wait (0: reads fail as at any failure).
  * skipped_entries: listing entries left out because no filesystem can show
  * them (see listing_skip()).
  * credentials: renewals of expiring credentials made and failed
@@ -107,6 +114,12 @@ struct stats_snapshot {
 	uint64_t now_ns;
 	double uptime_s;
 	bool offline;
+	const char *offline_state; /* offline_state_name */
+	/* The outage's figures, as "outage" shows them (uint64_t each, for
+	 * the metrics' table). */
+	uint64_t outage_now, outage_since, outage_waiting, outages,
+	    outage_waited, outage_wait_s;
+	double outage_s;
 	struct fetch_stats fetch;
 	struct store_stats store;
 	struct chunks_stats chunks;

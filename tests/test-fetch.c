@@ -1457,6 +1457,100 @@ static void stderr_back(int saved)
 	close(saved);
 }
 
+/* How many times s occurs in text. */
+static int count_of(const char *text, const char *s)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, s)); p++)
+		n++;
+	return n;
+}
+
+/*
+ * An armed engine waits out an origin that answers 503 for outage_wait_ms,
+ * past the retry count, then fails; the host is in an outage from its
+ * first failed retry (one line), and the first answer from it ends that
+ * (one line).  A 404 is an answer, and an engine not armed, or armed with
+ * outage_wait_ms 0, keeps the retry count (3 attempts here).
+ */
+START_TEST(outage_waited_for_then_over)
+{
+	struct fetch_engine *plain = fe, *zero;
+	struct fetch_outage out;
+	struct fetch_config cfg;
+	struct fetch_res res;
+	char log[PATH_MAX], *work = fx_tmpdir("outage"), *text;
+	uint8_t buf[64];
+	size_t len;
+	int saved;
+
+	ck_assert_int_eq(get("/status/503", 0, 16, buf, sizeof(buf), &res),
+			 -EIO);
+	ck_assert_uint_eq(res.attempts, 3);
+	fetch_config_default(&cfg);
+	cfg.retries = 2;
+	cfg.hedge = false;
+	cfg.outage_wait_ms = 0;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &zero), 0);
+	fetch_outage_arm(zero);
+	fe = zero;
+	ck_assert_int_eq(get("/status/503", 0, 16, buf, sizeof(buf), &res),
+			 -EIO);
+	ck_assert_uint_eq(res.attempts, 3);
+	fetch_engine_free(zero);
+
+	cfg.outage_wait_ms = 1500;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &fe), 0);
+	snprintf(log, sizeof(log), "%s/stderr", work);
+	saved = stderr_to(log);
+	/* Not armed yet (a mount starting): the count holds. */
+	ck_assert_int_eq(get("/status/503", 0, 16, buf, sizeof(buf), &res),
+			 -EIO);
+	ck_assert_uint_eq(res.attempts, 3);
+	fetch_outage_arm(fe);
+	ck_assert_int_eq(get("/status/404", 0, 16, buf, sizeof(buf), &res),
+			 -ENOENT);
+	ck_assert_uint_eq(res.attempts, 1);
+	ck_assert_int_eq(get("/status/503", 0, 16, buf, sizeof(buf), &res),
+			 -EIO);
+	/* 1.5 s of backoffs under 100, 200, 400, 800 ms...: 5 tries at
+	 * least, where the count allows 3. */
+	ck_assert_uint_ge(res.attempts, 5);
+	fetch_get_outage(fe, &out);
+	ck_assert_uint_eq(out.hosts, 1);
+	ck_assert_uint_gt(out.since_ns, 0);
+	ck_assert_uint_eq(out.outages, 1);
+	ck_assert_uint_eq(out.waited, 1);
+	ck_assert_uint_eq(out.waiting, 0);
+	ck_assert_uint_eq(out.wait_ms, 1500);
+	/* An answer ends it. */
+	ck_assert_int_eq(get("/plain/big.bin", 0, 16, buf, sizeof(buf), &res),
+			 0);
+	check_bytes(buf, 0, 16);
+	fetch_get_outage(fe, &out);
+	ck_assert_uint_eq(out.hosts, 0);
+	ck_assert_uint_eq(out.since_ns, 0);
+	stderr_back(saved);
+	fetch_engine_free(fe);
+	fe = plain;
+	text = fx_read_file(log, &len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(count_of(text, "stopped answering") == 1 &&
+			  count_of(text, "answers again after") == 1,
+		      "%s", text);
+	ck_assert_msg(strstr(text, "wait up to 2s (--outage-wait)") &&
+			  strstr(text, "1 read waited"),
+		      "%s", text);
+	/* Armed, its retries are not logged one by one: the two lines are
+	 * the unarmed request's. */
+	ck_assert_msg(count_of(text, "retrying in") == 2, "%s", text);
+	free(text);
+	fx_rmtree(work);
+	free(work);
+}
+END_TEST
+
 /* Retry warnings are held to 20 a second: 60 requests retried at once
  * against an origin that refuses everything log at most 20 lines in each
  * second they span, and the ones left out are counted in the next line
@@ -2165,6 +2259,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, submit_bad_request);
 	tcase_add_test(tc, cancel_ends_submitted);
 	tcase_add_test(tc, retry_warnings_limited);
+	tcase_add_test(tc, outage_waited_for_then_over);
 	tcase_add_test(tc, resign_may_not_nest);
 	suite_add_tcase(s, tc);
 	return s;

@@ -468,7 +468,10 @@ START_TEST(test_origin_errors_map)
 	struct fx_mount m;
 	char *cache = fx_tmpdir("mount-errors");
 	char manifest[PATH_MAX], url[256];
-	const char *extra[] = {"--manifest", manifest, NULL};
+	/* A 500 is an outage, waited for; with --outage-wait 0 it fails
+	 * after the retries, as here. */
+	const char *extra[] = {"--manifest", manifest, "--outage-wait", "0",
+			       NULL};
 
 	snprintf(manifest, sizeof(manifest), "%s/manifest-errors", work_dir);
 	write_manifest(manifest, "plain/", extra_lines);

@@ -70,6 +70,30 @@ START_TEST(test_read_file_pipe)
 }
 END_TEST
 
+/* --outage-wait's durations: seconds bare or with a unit; nothing else. */
+START_TEST(test_parse_duration)
+{
+	static const char *const bad[] = {"",	 "-1", " 5",
+					  "5x",	 "m",  "1.5m",
+					  "5 s", "5S", "99999999999999999999"};
+	static const struct {
+		const char *text;
+		uint64_t ms;
+	} good[] = {{"0", 0},	     {"45", 45000},   {"90s", 90000},
+		    {"500ms", 500},  {"10m", 600000}, {"2h", 7200000},
+		    {"1d", 86400000}};
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(parse_duration(good[i].text, &v), 0);
+		ck_assert_uint_eq(v, good[i].ms);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(parse_duration(bad[i], &v) == -EINVAL, "'%s'",
+			      bad[i]);
+}
+END_TEST
+
 START_TEST(test_parse_size_units)
 {
 	uint64_t v = 0;
@@ -417,6 +441,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_parse_size_units);
+	tcase_add_test(tc, test_parse_duration);
 	tcase_add_test(tc, test_parse_size_rejects);
 	tcase_add_test(tc, test_format_size);
 	tcase_add_test(tc, test_read_file_pipe);

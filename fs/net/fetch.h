@@ -26,6 +26,18 @@
  * `retry_budget_ms` (counted from the first failure, so the first retry
  * goes out unless the budget is under the first backoff, 100 ms at most).
  * 4xx other than 429 are final.
+ *
+ * Outages: once fetch_outage_arm is called (a mount that is up), an
+ * origin that does not answer (refused, reset, DNS failure, a timeout, a
+ * 5xx, a body cut short) is waited for instead: a request that is not
+ * background is retried past `retries`, with backoff up to 5 s between
+ * tries, for up to `outage_wait_ms` from its first failure (background
+ * ones give up as before; their reader asks again, and waits).  A host
+ * whose retry fails too, with no answer to any request since, is in an
+ * outage (one warning logged) until any request to it gets an answer (one
+ * line: how long, how many requests waited); the retries then waiting for
+ * their backoff go at once.  A 403, a 404, a 429 or an answer that does
+ * not fit is an answer, not an outage: it fails as before.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,6 +57,9 @@ struct fetch_config {
 				      * the first failure, 30000 */
 	unsigned connect_timeout_ms; /* default 10000 */
 	unsigned stall_timeout_ms;   /* no byte for this long -> retry, 30000 */
+	unsigned outage_wait_ms;     /* armed: how long a request waits out an
+				      * origin that does not answer, 600000
+				      * (10 min); 0: as any failure */
 	bool insecure;               /* do not verify TLS peers (--insecure) */
 	/* Hedging, default on: a GET or HEAD whose first byte is later than
 	 * the recent p99 of its kind (data or metadata) is sent again on
@@ -308,6 +323,27 @@ struct fetch_stats {
 };
 /* A consistent snapshot; cheap (no lock on the request path). */
 void fetch_get_stats(struct fetch_engine *fe, struct fetch_stats *out);
+
+/*
+ * From now on, requests wait out an outage of their origin (outage_wait_ms,
+ * see the top): for a mount that is up.  Before that (a mount starting,
+ * whose origin must answer within --origin-wait or is taken as offline),
+ * and with outage_wait_ms 0, a request that meets one fails as any
+ * failure does.  Any thread.
+ */
+void fetch_outage_arm(struct fetch_engine *fe);
+
+/* The engine's outages as they stand (atomic loads, no lock). */
+struct fetch_outage {
+	unsigned hosts;	     /* hosts in an outage now (0: none) */
+	uint64_t since_ns;   /* now_ns() when the oldest of them began */
+	int64_t since_unix;  /* the same as seconds since the epoch */
+	unsigned waiting;    /* requests a reader waits for, retrying now */
+	uint64_t outages;    /* outages begun since the engine started */
+	uint64_t waited;     /* requests a reader waited for in one */
+	uint64_t wait_ms;    /* outage_wait_ms when armed, else 0 */
+};
+void fetch_get_outage(struct fetch_engine *fe, struct fetch_outage *out);
 
 #define FETCH_HOST_MAX 128
 /* One origin host's controller, as it last published itself. */

@@ -68,6 +68,7 @@ void fetch_config_default(struct fetch_config *cfg)
 	cfg->retry_budget_ms = 30000;
 	cfg->connect_timeout_ms = 10000;
 	cfg->stall_timeout_ms = 30000;
+	cfg->outage_wait_ms = 600000;
 	cfg->hedge = true;
 }
 
@@ -160,16 +161,18 @@ static void call_end(struct fetch_engine *fe, struct call *c, int rc,
 	void *const arg = c->arg;
 	struct call_name n;
 
+	fetch_outage_call_end(fe, c);
 	if (!rc) {
 		fetch_stats_ttfb(fe, res->ttfb_ns);
 	} else {
 		call_name(fe, c, &n);
 		snprintf(res->err, sizeof(res->err),
-			 "%s %s%s%s%s: %s (after %u attempt%s)",
+			 "%s %s%s%s%s: %s (after %u attempt%s%s)",
 			 method_of(&c->r), n.url, n.range,
 			 n.via ? " through the site cache " : "",
 			 n.via ? fe->site_cache : "", what, res->attempts,
-			 res->attempts == 1 ? "" : "s");
+			 res->attempts == 1 ? "" : "s",
+			 c->outage_over ? " over --outage-wait" : "");
 		/* Background work that gave up is no reader's error: its
 		 * caller says what becomes of it (prefetch: a reader that
 		 * needs the chunk asks again). */
@@ -218,6 +221,29 @@ static void timer_add(struct fetch_engine *fe, struct call *c)
 	*p = c;
 }
 
+/* Host h answered after an outage: its retries waiting out a backoff go
+ * now, so that its readers wait no longer than it was away. */
+static void timers_wake_host(struct fetch_engine *fe, const struct host *h)
+{
+	struct call **p = &fe->timers, *woken = NULL, *c;
+	const uint64_t now = now_ns();
+
+	while ((c = *p)) {
+		if (c->x.host != h) {
+			p = &c->later;
+			continue;
+		}
+		*p = c->later;
+		c->later = woken;
+		woken = c;
+	}
+	while ((c = woken)) {
+		woken = c->later;
+		c->due_ns = now;
+		timer_add(fe, c);
+	}
+}
+
 /*
  * An attempt of c ended (engine thread): the call ends, or its next
  * attempt waits in the timer list for the backoff that fetch_retry_when
@@ -238,17 +264,20 @@ static void call_attempt_done(struct fetch_engine *fe, struct call *c)
 		return;
 	}
 	v = fetch_judge(&c->x, &rc, what, sizeof(what));
+	if (fetch_outage_note(fe, c, v, what))
+		timers_wake_host(fe, c->x.host);
 	if (v == V_OK) {
 		call_end(fe, c, 0, NULL);
 		return;
 	}
 	if (!rc)
 		rc = -EIO;
-	if (v != V_RETRY || !fetch_retry_when(fe, c, &wait_ms)) {
+	if (v == V_FAIL || !fetch_retry_when(fe, c, v, &wait_ms)) {
 		call_end(fe, c, rc, what);
 		return;
 	}
-	retry_warn(fe, c, what, wait_ms);
+	if (fetch_outage_retrying(fe, c, v))
+		retry_warn(fe, c, what, wait_ms);
 	STAT_ADD(fe->st.retries, 1);
 	c->n++;
 	timer_add(fe, c);

@@ -11,6 +11,7 @@
  *   fetch_retry.c  what an attempt's outcome means; when a retry goes
  *   fetch_hedge.c  recent latencies, and when a late request is sent twice
  *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
+ *   fetch_outage.c an origin that stopped answering: its state, its lines
  *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
  *
@@ -71,6 +72,14 @@ struct host {
 	unsigned waiting;
 	struct xfer *wait_head, *wait_tail;
 	struct fetch_host_stats pub; /* under the engine's lock */
+	/* Its outage (fetch_outage.c): when it began (0: it answers), its
+	 * last answer, the first failure's words, and the requests that
+	 * waited in it. */
+	uint64_t outage_ns;
+	uint64_t answered_ns; /* its last answer of any kind */
+	int64_t outage_unix;
+	uint64_t outage_waited;
+	char outage_why[96];
 };
 
 struct xfer {
@@ -114,6 +123,8 @@ struct call {
 	bool owned;	     /* allocated: freed before the callback */
 	unsigned n;	     /* attempts made before this one */
 	uint64_t first_fail; /* end of the first failed attempt, or 0 */
+	bool waiting;	     /* counted in the engine's outage.waiting */
+	bool outage_over;    /* it waited out --outage-wait in vain */
 	uint64_t due_ns;     /* in the timer list: when the next goes */
 	struct call *later;  /* in the timer list or the signer's */
 	struct xfer x;
@@ -165,6 +176,15 @@ struct fetch_engine {
 		uint64_t ttfb_le[FETCH_TTFB_BUCKETS + 1];
 		uint64_t ttfb_sum_ns;
 	} st;
+	/* fetch_outage.c; atomic (stats read them), written by the engine
+	 * thread but for `waiting`, which call_end drops on any thread. */
+	struct {
+		bool armed;
+		unsigned hosts, waiting;
+		uint64_t since_ns;
+		int64_t since_unix;
+		uint64_t outages, waited;
+	} outage;
 };
 
 /* ---- fetch_easy.c ---- */
@@ -183,22 +203,48 @@ int fetch_easy_setup(struct fetch_engine *fe, struct leg *l);
 
 /* ---- fetch_retry.c ---- */
 
-enum fetch_verdict { V_OK, V_RETRY, V_FAIL };
+/* V_OUTAGE: worth another try, and no answer came (a connection that
+ * failed or broke, a timeout, a 5xx, a body cut short); V_RETRY: another
+ * try, after an answer that did not do (429, bytes that do not fit). */
+enum fetch_verdict { V_OK, V_RETRY, V_OUTAGE, V_FAIL };
 
 /*
- * Judges one finished attempt: V_OK, V_FAIL with *rc set, or V_RETRY.
- * `what` gets the origin's answer in words.
+ * Judges one finished attempt: V_OK, V_FAIL with *rc set, or V_RETRY or
+ * V_OUTAGE.  `what` gets the origin's answer in words.
  */
 enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what,
 			       size_t wcap);
 
 /*
- * c's attempt failed and may be retried: whether it is, within the retry
- * count and budget.  If so, *wait_ms is its backoff and c->due_ns when its
- * next attempt goes.  Engine thread.
+ * c's attempt failed with verdict v (V_RETRY or V_OUTAGE) and may be
+ * retried: whether it is, within the retry count and budget, or for an
+ * outage on an armed engine within outage_wait_ms.  If so, *wait_ms is
+ * its backoff and c->due_ns when its next attempt goes.  Engine thread.
  */
 bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
-		      uint64_t *wait_ms);
+		      enum fetch_verdict v, uint64_t *wait_ms);
+
+/* ---- fetch_outage.c ---- */
+
+/* Whether fetch_outage_arm was called and outage_wait_ms is not 0. */
+bool fetch_outage_armed(const struct fetch_engine *fe);
+/*
+ * An attempt of c ended with verdict v (not cancelled; `what` says how):
+ * a V_OUTAGE of a retry begins its host's outage, anything else is an
+ * answer and ends it.  @return true when it ended one: the host's retries
+ * waiting out their backoff may go now.  Engine thread.
+ */
+bool fetch_outage_note(struct fetch_engine *fe, struct call *c,
+		       enum fetch_verdict v, const char *what);
+/* c is to be retried after verdict v: a reader's request counts as
+ * waiting while its host is in an outage.  @return whether its retry is
+ * worth a log line: not in an outage (which said so once), nor, armed, a
+ * failure to answer (which a retry mends, or which begins an outage).
+ * Engine thread. */
+bool fetch_outage_retrying(struct fetch_engine *fe, struct call *c,
+			   enum fetch_verdict v);
+/* c ends: it no longer waits.  Any thread. */
+void fetch_outage_call_end(struct fetch_engine *fe, struct call *c);
 
 /* ---- fetch_hedge.c ---- */
 

@@ -1,5 +1,6 @@
 /* Retries: what a finished attempt's outcome means (done, failed for good,
- * or worth another try), and when the next try goes. */
+ * worth another try, or no answer at all: an outage), and when the next
+ * try goes. */
 #include "config.h"
 
 #include "fetch_i.h"
@@ -131,7 +132,7 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		snprintf(what, wcap, "%.150s",
 			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
 		*rc = tls_unverified(x->cc) ? -EKEYREJECTED : -EIO;
-		return retryable_cc(x->cc) ? V_RETRY : V_FAIL;
+		return retryable_cc(x->cc) ? V_OUTAGE : V_FAIL;
 	}
 	snprintf(what, wcap, "HTTP %ld%s%s", st, x->head.reason[0] ? " " : "",
 		 x->head.reason);
@@ -145,7 +146,7 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 					 "short body: %zu of %" PRId64 " bytes",
 					 res->len, res->content_length);
 				*rc = -EIO;
-				return V_RETRY;
+				return V_OUTAGE;
 			}
 			return V_OK;
 		}
@@ -159,7 +160,7 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 				 "short body: %zu of %" PRIu64 " bytes",
 				 res->len, want);
 			*rc = -EIO;
-			return V_RETRY;
+			return V_OUTAGE;
 		}
 		return V_OK;
 	}
@@ -182,8 +183,12 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
 		*rc = -ESTALE;
 	else
 		*rc = -EIO;
-	if (st == 429 || st >= 500)
+	/* A 429 is the origin answering (slow down); a 5xx is it, or the
+	 * proxy before it, failing to. */
+	if (st == 429)
 		return V_RETRY;
+	if (st >= 500)
+		return V_OUTAGE;
 	return V_FAIL;
 }
 
@@ -191,14 +196,24 @@ enum fetch_verdict fetch_judge(struct xfer *x, int *rc, char *what, size_t wcap)
  * The next attempt goes after a backoff with full jitter (a uniform wait
  * below the exponential bound).  The budget runs from the end of the first
  * failed attempt, so one that stalled for the whole stall timeout (as long
- * as the budget by default) is still retried.
+ * as the budget by default) is still retried.  A request a reader waits
+ * for, in an outage on an armed engine, has no count, only its time: the
+ * last try goes when that is up, so that it waits about --outage-wait,
+ * not a backoff less.  Background work gives up as before: a reader that
+ * needs its chunk asks again, and waits.
  */
 bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
-		      uint64_t *wait_ms)
+		      enum fetch_verdict v, uint64_t *wait_ms)
 {
-	uint64_t wait, now;
+	const bool outage =
+	    v == V_OUTAGE && !c->r.background && fetch_outage_armed(fe);
+	const uint64_t budget_ns =
+	    (uint64_t)(outage ? fe->cfg.outage_wait_ms
+			      : fe->cfg.retry_budget_ms) *
+	    1000000ULL;
+	uint64_t wait, now, spent;
 
-	if (c->n >= fe->cfg.retries)
+	if (!outage && c->n >= fe->cfg.retries)
 		return false;
 	wait = BACKOFF_BASE_MS << (c->n < 16 ? c->n : 16);
 	if (wait > BACKOFF_CAP_MS)
@@ -207,9 +222,14 @@ bool fetch_retry_when(const struct fetch_engine *fe, struct call *c,
 	now = now_ns();
 	if (!c->first_fail)
 		c->first_fail = now;
-	if (now - c->first_fail + wait * 1000000ULL >
-	    (uint64_t)fe->cfg.retry_budget_ms * 1000000ULL)
+	spent = now - c->first_fail;
+	if (outage && spent < budget_ns &&
+	    spent + wait * 1000000ULL > budget_ns) {
+		wait = (budget_ns - spent + 999999) / 1000000;
+	} else if (spent + wait * 1000000ULL > budget_ns) {
+		c->outage_over = outage;
 		return false;
+	}
 	*wait_ms = wait;
 	c->due_ns = now + wait * 1000000ULL;
 	return true;
