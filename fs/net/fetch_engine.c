@@ -46,13 +46,19 @@ void fetch_no_redirect(struct fetch_engine *fe)
 		fe->no_redirect = true;
 }
 
-int fetch_credentials(const struct fetch_engine *fe, const char *who,
-		      const char *what, char **err)
+int fetch_credentials(const struct fetch_engine *fe, const char *origin,
+		      const char *who, const char *what, char **err)
 {
-	return fe ? sitecache_credentials(
+	int rc;
+
+	if (!fe)
+		return 0;
+	rc = fetch_trust_origin(origin, fe->cfg.insecure_credentials, who,
+				what, err);
+	return rc ? rc
+		  : sitecache_credentials(
 			fe->site_cache, fe->cfg.site_cache_insecure_credentials,
-			who, what, err)
-		  : 0;
+			who, what, err);
 }
 
 bool fetch_site_cached(const struct fetch_engine *fe)

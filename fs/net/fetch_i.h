@@ -13,6 +13,7 @@
  *   fetch_stats.c  counters, the first-byte histogram, hosts' figures
  *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
+ *   fetch_trust.c  where credentials may go: credential URLs, origins
  *
  * The engine thread owns everything below that says "engine thread only";
  * the other files' functions run on it unless they say otherwise.
@@ -25,6 +26,11 @@
 #include "conc.h"
 #include "fetch.h"
 #include "sitecache.h"
+
+/* Whether a source's credentials may go to origin (fetch_credentials,
+ * fetch.h, says when).  @return 0, or -EPERM (-EINVAL) with *err. */
+int fetch_trust_origin(const char *origin, bool insecure_ok, const char *who,
+		       const char *what, char **err) WHARF_CHECK;
 
 #define POOL_MAX 64 /* idle easy handles kept for reuse */
 /* Hosts with a controller of their own; any further ones share the last
