@@ -58,6 +58,13 @@ static const char *const cred_vars[] = {
     "AZURE_STORAGE_KEY",
     "AZURE_STORAGE_SAS_TOKEN",
     "AZURE_STORAGE_ACCOUNT",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
 };
 
 static void write_text(const char *path, const char *text)
@@ -393,6 +400,61 @@ START_TEST(origin_http_credentials)
 }
 END_TEST
 
+/* A forward proxy from the environment carries requests elsewhere, but
+ * never one to this machine or a metadata address: it would read the
+ * container token in clear. */
+START_TEST(proxy_skips_local)
+{
+	const char *host = tap_other_address();
+	struct fetch_config cfg;
+	struct fetch_engine *own;
+	struct fetch_req req = {0};
+	struct fetch_res res;
+	struct aws_chain *c = NULL;
+	struct tap proxy, endpoint;
+	char u[256], body[64], *err = NULL;
+	bool marked;
+
+	if (!host) {
+		fx_skip("no non-loopback IPv4 address to stand for a host "
+			"elsewhere");
+		return;
+	}
+	tap_start(&proxy, 0, "proxied-secret");
+	tap_start(&endpoint, 0, "proxied-secret");
+	snprintf(u, sizeof(u), "http://%s:%d", host, proxy.port);
+	setenv("http_proxy", u, 1);
+	setenv("no_proxy", "example.invalid", 1);
+	fetch_config_default(&cfg);
+	cfg.retries = 0;
+	ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
+	/* Elsewhere: through the proxy. */
+	snprintf(u, sizeof(u), "http://%s:%d/x", host, endpoint.port);
+	req.url = u;
+	req.buf = body;
+	req.cap = sizeof(body);
+	ck_assert_int_ne(fetch_run(own, &req, &res), 0);
+	ck_assert_int_eq(tap_took(&proxy, &marked), 1);
+	ck_assert_int_eq(tap_took(&endpoint, &marked), 0);
+	/* This machine: straight there, the token too. */
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "proxied-secret", 1);
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d/creds", endpoint.port);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", u, 1);
+	ck_assert_int_ne(aws_chain_open(NULL, "us-east-1", own, &c, &err), 0);
+	free(err);
+	ck_assert_msg(tap_took(&proxy, &marked) == 0,
+		      "the proxy took a request to 127.0.0.1 (%s)",
+		      marked ? "with the token" : "no token");
+	ck_assert_int_ge(tap_took(&endpoint, &marked), 1);
+	ck_assert(marked);
+	fetch_engine_free(own);
+	unsetenv("http_proxy");
+	unsetenv("no_proxy");
+	tap_stop(&proxy);
+	tap_stop(&endpoint);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("trust");
@@ -404,6 +466,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, container_url_bypass);
 	tcase_add_test(tc, token_endpoints_http_refused);
 	tcase_add_test(tc, origin_http_credentials);
+	tcase_add_test(tc, proxy_skips_local);
 	suite_add_tcase(s, tc);
 	return s;
 }

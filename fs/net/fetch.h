@@ -68,7 +68,10 @@ struct fetch_config {
 	 * and POSTs (token exchanges, metadata servers) go to the origin
 	 * directly: they are per node, small, and must not be cached.
 	 * Plain forward proxies are libcurl's own: http_proxy, https_proxy
-	 * and no_proxy in the environment apply to every request.
+	 * and no_proxy in the environment apply to every request, except
+	 * those to this machine and the metadata services' link-local
+	 * addresses (fetch_credential_url's plain http ones), which never
+	 * go through a proxy: it would read their tokens in clear.
 	 */
 	const char *site_cache;
 	/* Let credentials go to a plain-http:// site cache all the same

@@ -828,6 +828,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
+	fe->no_proxy = fetch_trust_no_proxy();
 	rc = sitecache_base(fe->cfg.site_cache, &fe->site_cache);
 	if (rc)
 		goto fail;
@@ -836,7 +837,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->cfg.site_cache = fe->site_cache;
 	fe->multi = curl_multi_init();
 	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
-	    !fe->multi) {
+	    !fe->no_proxy || !fe->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -880,6 +881,7 @@ fail:
 		curl_multi_cleanup(fe->multi);
 	free(fe->user_agent);
 	free(fe->ca_file);
+	free(fe->no_proxy);
 	free(fe->site_cache);
 	free(fe);
 	return rc;
@@ -906,6 +908,7 @@ void fetch_engine_free(struct fetch_engine *fe)
 	close(fe->cancel_pipe[1]);
 	free(fe->user_agent);
 	free(fe->ca_file);
+	free(fe->no_proxy);
 	free(fe->site_cache);
 	free(fe);
 }

@@ -152,6 +152,24 @@ int fetch_credential_url(const char *url, enum fetch_cred_url where,
 	return -EINVAL;
 }
 
+char *fetch_trust_no_proxy(void)
+{
+	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+	const char *env = getenv("no_proxy");
+	/* 127.0.0.0/8 as a CIDR from 7.86.0 on; 127.0.0.1 before. */
+	const char *loopback =
+	    v && v->version_num >= 0x075600 ? "127.0.0.0/8" : "127.0.0.1";
+
+	if (!env || !*env)
+		env = getenv("NO_PROXY");
+	if (env && !strcmp(env, "*"))
+		return strdup("*");
+	return strdupf("%s%s%s,localhost,::1,%s,%s,%s,%s,%s", env ? env : "",
+		       env && *env ? "," : "", loopback, link_local[0],
+		       link_local[1], link_local[2], link_local[3],
+		       link_local[4]);
+}
+
 int fetch_trust_origin(const char *origin, bool insecure_ok, const char *who,
 		       const char *what, char **err)
 {
