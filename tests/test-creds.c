@@ -24,7 +24,7 @@
 #include "creds_renew.h"
 #include "fetch.h"
 #include "fixture-ck.h"
-#include "fixture-tap.h"
+#include "fixture-creds.h"
 #include "fixture.h"
 #include "origins.h"
 #include "source.h"
@@ -42,58 +42,11 @@ static int port, v1_port;
 static char url[64], v1_url[64];
 static struct fetch_engine *fe;
 
-static const char *const aws_vars[] = {
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_ROLE_SESSION_NAME",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-    "AWS_EC2_METADATA_DISABLED",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ENDPOINT_URL_STS",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_OAUTH_ACCESS_TOKEN",
-    "GCE_METADATA_HOST",
-};
-
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* work/NAME, in a static buffer of its own per call site's use. */
 static const char *at(const char *name, char *buf, size_t cap)
 {
 	snprintf(buf, cap, "%s/%s", work, name);
 	return buf;
-}
-
-/* Nothing of the caller's environment leaks in: empty shared files, no
- * HOME to find ~/.aws in, none of the variables. */
-static void clean_env(void)
-{
-	char p[PATH_MAX];
-
-	for (size_t i = 0; i < ARRAY_SIZE(aws_vars); i++)
-		unsetenv(aws_vars[i]);
-	setenv("AWS_SHARED_CREDENTIALS_FILE", at("none", p, sizeof(p)), 1);
-	setenv("AWS_CONFIG_FILE", at("none", p, sizeof(p)), 1);
-	setenv("CLOUDSDK_CONFIG", work, 1);
-	unsetenv("HOME");
 }
 
 static pid_t start_standin(int *p, char *u, size_t ucap, const char *mode)
@@ -142,7 +95,7 @@ static void setup(void)
 {
 	struct fetch_config cfg;
 
-	clean_env();
+	fxc_clean_env(work);
 	fetch_config_default(&cfg);
 	cfg.retries = 1;
 	cfg.connect_timeout_ms = 2000;
@@ -153,7 +106,7 @@ static void teardown(void)
 {
 	fetch_engine_free(fe);
 	fe = NULL;
-	clean_env();
+	fxc_clean_env(work);
 }
 
 /* The providers, in the chain's order. */
@@ -167,12 +120,12 @@ static void providers_from(enum step first)
 
 	setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
-	write_text(at("web-token", p, sizeof(p)), "web-identity-token\n");
+	fxc_write_text(at("web-token", p, sizeof(p)), "web-identity-token\n");
 	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", p, 1);
 	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/web", 1);
 	snprintf(text, sizeof(text), "%s/sts/", url);
 	setenv("AWS_ENDPOINT_URL_STS", text, 1);
-	write_text(at("credentials", p, sizeof(p)),
+	fxc_write_text(at("credentials", p, sizeof(p)),
 		   "[src]\naws_access_key_id = AKIDSOURCE\n"
 		   "aws_secret_access_key = sourcesecret\n");
 	setenv("AWS_SHARED_CREDENTIALS_FILE", p, 1);
@@ -183,11 +136,11 @@ static void providers_from(enum step first)
 		 "'{\"Version\": 1, \"AccessKeyId\": \"AKIDPROC\", "
 		 "\"SecretAccessKey\": \"procsecret\", \"SessionToken\": "
 		 "\"proctoken\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'\n");
-	write_text(at("config", p, sizeof(p)), text);
+	fxc_write_text(at("config", p, sizeof(p)), text);
 	setenv("AWS_CONFIG_FILE", p, 1);
 	snprintf(text, sizeof(text), "%s/container/creds", url);
 	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", text, 1);
-	write_text(at("container-token", p, sizeof(p)), "container-auth\n");
+	fxc_write_text(at("container-token", p, sizeof(p)), "container-auth\n");
 	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", p, 1);
 	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", url, 1);
 	if (first > ENV) {
@@ -276,7 +229,7 @@ START_TEST(chain_errors)
 	char p[PATH_MAX], *err = NULL;
 
 	providers_from(WEB);
-	write_text(at("web-token", p, sizeof(p)), "a-wrong-token\n");
+	fxc_write_text(at("web-token", p, sizeof(p)), "a-wrong-token\n");
 	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &c, &err),
 			 -EACCES);
 	ck_assert_ptr_nonnull(strstr(err, "web identity"));
@@ -299,7 +252,7 @@ START_TEST(chain_errors)
 	unsetenv("AWS_PROFILE");
 	unsetenv("AWS_CONFIG_FILE");
 	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-	write_text(at("container-token", p, sizeof(p)), "wrong\n");
+	fxc_write_text(at("container-token", p, sizeof(p)), "wrong\n");
 	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &c, &err),
 			 -EACCES);
 	ck_assert_ptr_nonnull(strstr(err, "container credentials endpoint"));
@@ -326,7 +279,7 @@ START_TEST(role_sources)
 
 	providers_from(PROFILE);
 	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-	write_text(at("config", p, sizeof(p)),
+	fxc_write_text(at("config", p, sizeof(p)),
 		   "[profile ecs]\nrole_arn = arn:aws:iam::1:role/e\n"
 		   "credential_source = EcsContainer\n"
 		   "[profile a]\nrole_arn = arn:aws:iam::1:role/a\n"
@@ -640,8 +593,7 @@ START_TEST(mount_insecure_credentials)
 		return;
 	}
 	if (!host) {
-		fx_skip("no non-loopback IPv4 address to stand for a host "
-			"elsewhere");
+		fx_skip("%s", TAP_NO_OTHER_ADDRESS);
 		return;
 	}
 	tap_start(&t, port, "AWS4-HMAC-SHA256");
@@ -671,7 +623,7 @@ static void gcs_header(const char *file_json, const char *want)
 	char p[PATH_MAX], h[GCP_TOKEN_MAX + 64], *err = NULL;
 	unsigned serial;
 
-	write_text(at("external.json", p, sizeof(p)), file_json);
+	fxc_write_text(at("external.json", p, sizeof(p)), file_json);
 	setenv("GOOGLE_APPLICATION_CREDENTIALS", p, 1);
 	ck_assert_msg(gcp_creds_new(&o, fe, &c, &err) == 0, "%s",
 		      err ? err : "?");
@@ -691,7 +643,7 @@ START_TEST(gcs_external_account)
 	char p[PATH_MAX], text[PATH_MAX + 2048], *err = NULL;
 	long sts = stat_of("gcs_sts"), imp = stat_of("gcs_impersonate");
 
-	write_text(at("subject", p, sizeof(p)), "gcs-subject\n");
+	fxc_write_text(at("subject", p, sizeof(p)), "gcs-subject\n");
 	/* A file's subject token, exchanged, then a service account's. */
 	snprintf(text, sizeof(text),
 		 "{\"type\": \"external_account\", \"audience\": "
@@ -726,7 +678,7 @@ START_TEST(gcs_external_account)
 		 "\"token_url\": \"http://sts.example.com/v1/token\", "
 		 "\"credential_source\": {\"file\": \"%s\"}}",
 		 p);
-	write_text(at("external.json", p, sizeof(p)), text);
+	fxc_write_text(at("external.json", p, sizeof(p)), text);
 	ck_assert_int_eq(gcp_key_file_check(p, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "use https"));
 	free(err);

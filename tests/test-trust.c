@@ -3,7 +3,7 @@
  * assertion goes to is judged as libcurl parses it, never by its prefix,
  * and a source's credentials go to a plain http:// origin only on this
  * machine, or when the configuration opts in (--insecure-credentials).
- * Every refusal is checked against a tap (fixture-tap.h) where the URL
+ * Every refusal is checked against a tap (fixture-creds.h) where the URL
  * leads: nothing reaches it.  test-creds checks the same through a mount.
  */
 #include "config.h"
@@ -21,60 +21,13 @@
 #include "creds_gcp.h"
 #include "fetch.h"
 #include "fixture-ck.h"
-#include "fixture-tap.h"
+#include "fixture-creds.h"
 #include "fixture.h"
 #include "origins.h"
 #include "source.h"
 
 static char *work;
 static struct fetch_engine *fe;
-
-/* Every variable that would pick credentials, or say where they go. */
-static const char *const cred_vars[] = {
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-    "AWS_EC2_METADATA_DISABLED",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ENDPOINT_URL_STS",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_OAUTH_ACCESS_TOKEN",
-    "GCE_METADATA_HOST",
-    "STORAGE_EMULATOR_HOST",
-    "AZURE_FEDERATED_TOKEN_FILE",
-    "AZURE_CLIENT_ID",
-    "AZURE_TENANT_ID",
-    "AZURE_AUTHORITY_HOST",
-    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
-    "AZURE_STORAGE_KEY",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_STORAGE_ACCOUNT",
-    "http_proxy",
-    "HTTP_PROXY",
-    "https_proxy",
-    "all_proxy",
-    "ALL_PROXY",
-    "no_proxy",
-    "NO_PROXY",
-};
-
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	ck_assert_int_eq(fclose(f), 0);
-}
 
 /* work/NAME in buf. */
 static const char *at(const char *name, char *buf, size_t cap)
@@ -86,15 +39,9 @@ static const char *at(const char *name, char *buf, size_t cap)
 static void setup(void)
 {
 	struct fetch_config cfg;
-	char p[PATH_MAX];
 
 	work = fx_tmpdir("trust");
-	for (size_t i = 0; i < ARRAY_SIZE(cred_vars); i++)
-		unsetenv(cred_vars[i]);
-	setenv("AWS_SHARED_CREDENTIALS_FILE", at("none", p, sizeof(p)), 1);
-	setenv("AWS_CONFIG_FILE", at("none", p, sizeof(p)), 1);
-	setenv("CLOUDSDK_CONFIG", work, 1);
-	unsetenv("HOME");
+	fxc_clean_env(work);
 	fetch_config_default(&cfg);
 	cfg.retries = 0;
 	cfg.connect_timeout_ms = 2000;
@@ -156,10 +103,10 @@ START_TEST(credential_url_rules)
 		for (int m = 0; m < 2; m++) {
 			const int want = m ? cases[i].metadata : cases[i].token;
 			char *err = NULL;
-			int rc = fetch_credential_url(
-			    cases[i].url,
-			    m ? FETCH_CRED_METADATA : FETCH_CRED_TOKEN, "X",
-			    &err);
+			int rc = fetch_credential_url(cases[i].url,
+						      m ? FETCH_CRED_METADATA
+							: FETCH_CRED_TOKEN,
+						      "X", &err);
 
 			ck_assert_msg(want ? rc == 0 : rc == -EINVAL,
 				      "%s as a %s URL: %d (%s)", cases[i].url,
@@ -187,8 +134,7 @@ START_TEST(container_url_bypass)
 	int rc;
 
 	if (!host) {
-		fx_skip("no non-loopback IPv4 address to stand for a host "
-			"elsewhere");
+		fx_skip("%s", TAP_NO_OTHER_ADDRESS);
 		return;
 	}
 	tap_start(&t, 0, "bypass-secret");
@@ -203,8 +149,8 @@ START_TEST(container_url_bypass)
 	ck_assert(marked);
 	/* What came before the host, once taken for the host. */
 	static const char *const bypass[] = {
-	    "127.0.0.1@", "169.254.170.2@", "169.254.170.23@",
-	    "localhost:x@", "[::1]@", "",
+	    "127.0.0.1@",   "169.254.170.2@", "169.254.170.23@",
+	    "localhost:x@", "[::1]@",	      "",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bypass); i++) {
 		snprintf(u, sizeof(u), "http://%s%s:%d/creds", bypass[i], host,
@@ -216,7 +162,8 @@ START_TEST(container_url_bypass)
 			      marked ? "the tap read it" : "connected");
 		ck_assert_msg(rc == -EINVAL, "%s: %d %s", u, rc,
 			      err ? err : "accepted");
-		ck_assert_msg(strstr(err, "https://") || strstr(err, "use https"),
+		ck_assert_msg(strstr(err, "https://") ||
+				  strstr(err, "use https"),
 			      "%s", err);
 		ck_assert_ptr_null(strstr(err, "bypass-secret"));
 		free(err);
@@ -260,13 +207,12 @@ START_TEST(token_endpoints_http_refused)
 	int rc;
 
 	if (!host) {
-		fx_skip("no non-loopback IPv4 address to stand for a host "
-			"elsewhere");
+		fx_skip("%s", TAP_NO_OTHER_ADDRESS);
 		return;
 	}
 	tap_start(&t, 0, "federated-assertion");
-	write_text(at("azure-assertion", p, sizeof(p)),
-		   "federated-assertion\n");
+	fxc_write_text(at("azure-assertion", p, sizeof(p)),
+		       "federated-assertion\n");
 	setenv("AZURE_FEDERATED_TOKEN_FILE", p, 1);
 	setenv("AZURE_CLIENT_ID", "client", 1);
 	setenv("AZURE_TENANT_ID", "tenant", 1);
@@ -279,7 +225,8 @@ START_TEST(token_endpoints_http_refused)
 		ck_assert_msg(tap_took(&t, &marked) == 0,
 			      "AZURE_AUTHORITY_HOST=%s: the assertion went to "
 			      "%s (%s)",
-			      u, host, marked ? "the tap read it" : "connected");
+			      u, host,
+			      marked ? "the tap read it" : "connected");
 		ck_assert_msg(rc == -EINVAL, "%s: %d %s", u, rc,
 			      err ? err : "accepted");
 		ck_assert_msg(strstr(err, "AZURE_AUTHORITY_HOST") &&
@@ -300,14 +247,14 @@ START_TEST(token_endpoints_http_refused)
 	ck_assert_int_eq(tap_took(&t, &marked), 0);
 	/* GCP: the subject token to an STS behind a loopback prefix. */
 	t.marker = "gcp-subject";
-	write_text(at("gcp-subject", sp, sizeof(sp)), "gcp-subject\n");
+	fxc_write_text(at("gcp-subject", sp, sizeof(sp)), "gcp-subject\n");
 	snprintf(text, sizeof(text),
 		 "{\"type\": \"external_account\", \"audience\": \"aud\", "
 		 "\"subject_token_type\": \"jwt\", "
 		 "\"token_url\": \"http://127.0.0.1@%s:%d/v1/token\", "
 		 "\"credential_source\": {\"file\": \"%s\"}}",
 		 host, t.port, sp);
-	write_text(at("external.json", p, sizeof(p)), text);
+	fxc_write_text(at("external.json", p, sizeof(p)), text);
 	setenv("GOOGLE_APPLICATION_CREDENTIALS", p, 1);
 	rc = gcp_creds_new(&go, fe, &gc, &err);
 	ck_assert_msg(tap_took(&t, &marked) == 0,
@@ -363,8 +310,7 @@ START_TEST(origin_http_credentials)
 	struct tap t;
 
 	if (!host) {
-		fx_skip("no non-loopback IPv4 address to stand for a host "
-			"elsewhere");
+		fx_skip("%s", TAP_NO_OTHER_ADDRESS);
 		return;
 	}
 	tap_start(&t, 0, NULL);
@@ -416,8 +362,7 @@ START_TEST(proxy_skips_local)
 	bool marked;
 
 	if (!host) {
-		fx_skip("no non-loopback IPv4 address to stand for a host "
-			"elsewhere");
+		fx_skip("%s", TAP_NO_OTHER_ADDRESS);
 		return;
 	}
 	tap_start(&proxy, 0, "proxied-secret");

@@ -37,39 +37,43 @@ static bool curl_resolves_localhost(void)
 	return v && v->version_num >= 0x075500;
 }
 
+/* Whether address a of family is the one text names. */
+static bool addr_is(int family, const unsigned char *a, const char *text)
+{
+	unsigned char b[16];
+
+	return inet_pton(family, text, b) == 1 &&
+	       !memcmp(a, b, family == AF_INET ? 4 : 16);
+}
+
 /* Whether host (curl_url's form: an IPv6 literal in brackets, an IPv4
  * one normalized to four numbers) is this machine, or with link_ok one of
  * the metadata addresses.  Addresses are compared as addresses. */
 static bool host_trusted(const char *host, bool link_ok)
 {
-	unsigned char a[16], b[16];
+	unsigned char a[16];
 	char v6[64];
 	size_t n = strlen(host);
+	int family = AF_INET6;
 
 	if (!strcasecmp(host, "localhost") ||
 	    (n > 10 && !strcasecmp(host + n - 10, ".localhost")))
 		return curl_resolves_localhost();
 	if (inet_pton(AF_INET, host, a) == 1) {
-		if (a[0] == 127)
-			return true;
-		for (size_t i = 0; link_ok && i < ARRAY_SIZE(link_local); i++)
-			if (inet_pton(AF_INET, link_local[i], b) == 1 &&
-			    !memcmp(a, b, 4))
-				return true;
-		return false;
+		family = AF_INET;
+	} else {
+		if (n < 3 || n - 2 >= sizeof(v6) || host[0] != '[' ||
+		    host[n - 1] != ']')
+			return false;
+		memcpy(v6, host + 1, n - 2);
+		v6[n - 2] = '\0';
+		if (inet_pton(AF_INET6, v6, a) != 1)
+			return false;
 	}
-	if (n < 3 || n - 2 >= sizeof(v6) || host[0] != '[' ||
-	    host[n - 1] != ']')
-		return false;
-	memcpy(v6, host + 1, n - 2);
-	v6[n - 2] = '\0';
-	if (inet_pton(AF_INET6, v6, a) != 1)
-		return false;
-	if (inet_pton(AF_INET6, "::1", b) == 1 && !memcmp(a, b, 16))
+	if (family == AF_INET ? a[0] == 127 : addr_is(family, a, "::1"))
 		return true;
 	for (size_t i = 0; link_ok && i < ARRAY_SIZE(link_local); i++)
-		if (inet_pton(AF_INET6, link_local[i], b) == 1 &&
-		    !memcmp(a, b, 16))
+		if (addr_is(family, a, link_local[i]))
 			return true;
 	return false;
 }
@@ -91,8 +95,8 @@ static bool has_part(CURLU *u, CURLUPart part)
  * password (they hide where it goes, and would be sent as Basic
  * credentials).
  */
-static int parse(const char *url, const char *what, char *scheme,
-		 char *host, size_t cap, char **err)
+static int parse(const char *url, const char *what, char *scheme, char *host,
+		 size_t cap, char **err)
 {
 	CURLU *u = curl_url();
 	char *s = NULL, *h = NULL;
@@ -112,17 +116,19 @@ static int parse(const char *url, const char *what, char *scheme,
 	} else if (has_part(u, CURLUPART_USER) ||
 		   has_part(u, CURLUPART_PASSWORD) ||
 		   has_part(u, CURLUPART_OPTIONS)) {
-		err_set(err,
-			"%s: the URL has a user name or password before '@' "
-			"(host %s): credentials go to the host after the "
-			"'@', so this is refused; give https://HOST[:PORT]/PATH "
-			"with no '@' before the host",
-			what, h);
+		err_set(
+		    err,
+		    "%s: the URL has a user name or password before '@' "
+		    "(host %s): credentials go to the host after the "
+		    "'@', so this is refused; give https://HOST[:PORT]/PATH "
+		    "with no '@' before the host",
+		    what, h);
 	} else {
 		snprintf(scheme, 8, "%s", s);
 		snprintf(host, cap, "%s", h);
 		if (has_part(u, CURLUPART_ZONEID))
-			*host = '\0'; /* "[fe80::1%eth0]": no address we trust */
+			*host =
+			    '\0'; /* "[fe80::1%eth0]": no address we trust */
 		rc = 0;
 	}
 	curl_free(s);

@@ -77,10 +77,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	metadata = data[0] & 1;
 	url = fuzz_str(data + 1, size - 1);
-	rc = fetch_credential_url(url,
-				  metadata ? FETCH_CRED_METADATA
-					   : FETCH_CRED_TOKEN,
-				  "fuzz", &err);
+	rc = fetch_credential_url(
+	    url, metadata ? FETCH_CRED_METADATA : FETCH_CRED_TOKEN, "fuzz",
+	    &err);
 	FUZZ_ASSERT(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	FUZZ_ASSERT(!rc == !err);
 	free(err);

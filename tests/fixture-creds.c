@@ -1,18 +1,83 @@
-/* A listener that records what reaches it (fixture-tap.h). */
+/* What the credential tests share (fixture-creds.h). */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <check.h>
 #include <ifaddrs.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fixture-tap.h"
+#include "fixture-creds.h"
+
+static const char *const cred_vars[] = {
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "AWS_EC2_METADATA_DISABLED",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+    "GCE_METADATA_HOST",
+    "STORAGE_EMULATOR_HOST",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_AUTHORITY_HOST",
+    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_ACCOUNT",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+};
+
+void fxc_clean_env(const char *dir)
+{
+	char p[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(cred_vars) / sizeof(*cred_vars); i++)
+		unsetenv(cred_vars[i]);
+	snprintf(p, sizeof(p), "%s/none", dir);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", p, 1);
+	setenv("AWS_CONFIG_FILE", p, 1);
+	setenv("CLOUDSDK_CONFIG", dir, 1);
+	unsetenv("HOME");
+}
+
+void fxc_write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
 
 struct tap_conn {
 	struct tap *t;
@@ -168,4 +233,3 @@ const char *tap_other_address(void)
 	freeifaddrs(all);
 	return out[0] ? out : NULL;
 }
-
