@@ -126,8 +126,8 @@ static void providers_from(enum step first)
 	snprintf(text, sizeof(text), "%s/sts/", url);
 	setenv("AWS_ENDPOINT_URL_STS", text, 1);
 	fxc_write_text(at("credentials", p, sizeof(p)),
-		   "[src]\naws_access_key_id = AKIDSOURCE\n"
-		   "aws_secret_access_key = sourcesecret\n");
+		       "[src]\naws_access_key_id = AKIDSOURCE\n"
+		       "aws_secret_access_key = sourcesecret\n");
 	setenv("AWS_SHARED_CREDENTIALS_FILE", p, 1);
 	snprintf(text, sizeof(text),
 		 "[default]\nregion = us-east-1\nrole_arn = "
@@ -280,12 +280,12 @@ START_TEST(role_sources)
 	providers_from(PROFILE);
 	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
 	fxc_write_text(at("config", p, sizeof(p)),
-		   "[profile ecs]\nrole_arn = arn:aws:iam::1:role/e\n"
-		   "credential_source = EcsContainer\n"
-		   "[profile a]\nrole_arn = arn:aws:iam::1:role/a\n"
-		   "source_profile = b\n"
-		   "[profile b]\nrole_arn = arn:aws:iam::1:role/b\n"
-		   "source_profile = a\n");
+		       "[profile ecs]\nrole_arn = arn:aws:iam::1:role/e\n"
+		       "credential_source = EcsContainer\n"
+		       "[profile a]\nrole_arn = arn:aws:iam::1:role/a\n"
+		       "source_profile = b\n"
+		       "[profile b]\nrole_arn = arn:aws:iam::1:role/b\n"
+		       "source_profile = a\n");
 	setenv("AWS_PROFILE", "ecs", 1);
 	assumed = stat_of("assume_role");
 	ck_assert_msg(aws_chain_open(NULL, "us-east-1", fe, &c, &err) == 0,
@@ -579,8 +579,7 @@ END_TEST
 START_TEST(mount_insecure_credentials)
 {
 	const char *host = tap_other_address();
-	const char *const opts[] = {"--endpoint", NULL, "--retries", "1",
-				    NULL};
+	const char *const opts[] = {"--endpoint", NULL, "--retries", "1", NULL};
 	const char *const optin[] = {"-o", "insecure_credentials", NULL};
 	struct fx_mount m;
 	char u[256];

@@ -53,8 +53,8 @@ int fetch_credentials(const struct fetch_engine *fe, const char *origin,
 
 	if (!fe)
 		return 0;
-	rc = fetch_trust_origin(origin, fe->cfg.insecure_credentials, who,
-				what, err);
+	rc = fetch_trust_origin(origin, fe->cfg.insecure_credentials, who, what,
+				err);
 	return rc ? rc
 		  : sitecache_credentials(
 			fe->site_cache, fe->cfg.site_cache_insecure_credentials,

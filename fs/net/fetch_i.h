@@ -137,7 +137,7 @@ struct call {
 struct fetch_engine {
 	struct fetch_config cfg;
 	char *ca_file, *user_agent;
-	char *no_proxy; /* fetch_trust_no_proxy */
+	char *no_proxy;	  /* fetch_trust_no_proxy */
 	char *site_cache; /* "http://cache:8080[/prefix]", no trailing '/' */
 	CURLM *multi;
 	pthread_t thread;

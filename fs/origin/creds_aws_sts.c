@@ -176,9 +176,9 @@ int aws_sts_setup(struct prov *p, const char *region, const char *session,
 	/* A web identity token, or a request signed with the source's
 	 * keys, goes there. */
 	snprintf(what, sizeof(what), "%.500s: STS endpoint%s", p->desc,
-		 !url				      ? ""
+		 !url				   ? ""
 		 : aws_env("AWS_ENDPOINT_URL_STS") ? " (AWS_ENDPOINT_URL_STS)"
-						      : " (AWS_ENDPOINT_URL)");
+						   : " (AWS_ENDPOINT_URL)");
 	rc = fetch_credential_url(p->sts_url, FETCH_CRED_TOKEN, what, err);
 	if (rc)
 		return rc;

@@ -1068,12 +1068,11 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 		c->metadata_url = strdupf("http://%s" METADATA_PATH, h);
 		snprintf(c->desc, sizeof(c->desc), "metadata server %.400s", h);
 		return c->metadata_url
-			   ? fetch_credential_url(c->metadata_url,
-						  FETCH_CRED_METADATA,
-						  mhost && *mhost
-						      ? "GCE_METADATA_HOST"
-						      : c->desc,
-						  err)
+			   ? fetch_credential_url(
+				 c->metadata_url, FETCH_CRED_METADATA,
+				 mhost && *mhost ? "GCE_METADATA_HOST"
+						 : c->desc,
+				 err)
 			   : -ENOMEM;
 	}
 	if (o->emulator) {
