@@ -126,9 +126,9 @@ static int parse(const char *url, const char *what, char *scheme, char *host,
 	} else {
 		snprintf(scheme, 8, "%s", s);
 		snprintf(host, cap, "%s", h);
+		/* "[fe80::1%eth0]": no address we trust */
 		if (has_part(u, CURLUPART_ZONEID))
-			*host =
-			    '\0'; /* "[fe80::1%eth0]": no address we trust */
+			*host = '\0';
 		rc = 0;
 	}
 	curl_free(s);
