@@ -192,7 +192,7 @@ END_TEST
 
 /* Azure's authority gets the federated assertion, IMDS's answer opens
  * every account: neither over plain http to another host; and GCP's
- * token_url the same. */
+ * token_url and AWS STS the same. */
 START_TEST(token_endpoints_http_refused)
 {
 	const char *host = tap_other_address();
@@ -200,6 +200,7 @@ START_TEST(token_endpoints_http_refused)
 	struct azure_creds *az = NULL;
 	struct gcp_creds_options go = {0};
 	struct gcp_creds *gc = NULL;
+	struct aws_chain *ac = NULL;
 	char u[256], p[PATH_MAX], sp[PATH_MAX], text[PATH_MAX + 512];
 	char *err = NULL;
 	struct tap t;
@@ -262,6 +263,16 @@ START_TEST(token_endpoints_http_refused)
 		      marked ? "the tap read it" : "connected");
 	ck_assert_msg(rc == -EINVAL, "%d %s", rc, err ? err : "accepted");
 	ck_assert_msg(strstr(err, "token_url"), "%s", err);
+	free(err);
+	err = NULL;
+	/* STS: curl reads "http:/HOST" too, which has no "://" to sign. */
+	fxc_write_text(at("web-token", p, sizeof(p)), "web-token\n");
+	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", p, 1);
+	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/web", 1);
+	setenv("AWS_ENDPOINT_URL_STS", "http:/127.0.0.1:1/", 1);
+	ck_assert_int_eq(aws_chain_open(NULL, "us-east-1", fe, &ac, &err),
+			 -EINVAL);
+	ck_assert_msg(strstr(err, "expected http[s]://HOST"), "%s", err);
 	free(err);
 	tap_stop(&t);
 }

@@ -182,9 +182,11 @@ int aws_sts_setup(struct prov *p, const char *region, const char *session,
 	rc = fetch_credential_url(p->sts_url, FETCH_CRED_TOKEN, what, err);
 	if (rc)
 		return rc;
-	auth = strstr(p->sts_url, "://") + 3;
+	/* curl also reads "http:/host"; the Host we sign needs "://". */
+	auth = strstr(p->sts_url, "://");
+	auth = auth ? auth + 3 : p->sts_url;
 	path = auth + strcspn(auth, "/?#");
-	if (*path && *path != '/') {
+	if (auth == p->sts_url || (*path && *path != '/')) {
 		err_set(err, "%s: STS endpoint %s: expected http[s]://HOST[/]",
 			p->desc, p->sts_url);
 		return -EINVAL;
