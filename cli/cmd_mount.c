@@ -47,6 +47,7 @@ enum {
 	OPT_INSECURE,
 	OPT_SITE_CACHE,
 	OPT_SITE_CACHE_INSECURE_CREDENTIALS,
+	OPT_INSECURE_CREDENTIALS,
 	OPT_NO_HEDGE,
 	OPT_ENDPOINT,
 	OPT_REGION,
@@ -94,6 +95,7 @@ static const struct option mount_longopts[] = {
     {"site-cache", required_argument, NULL, OPT_SITE_CACHE},
     {"site-cache-insecure-credentials", no_argument, NULL,
      OPT_SITE_CACHE_INSECURE_CREDENTIALS},
+    {"insecure-credentials", no_argument, NULL, OPT_INSECURE_CREDENTIALS},
     {"no-hedge", no_argument, NULL, OPT_NO_HEDGE},
     {"endpoint", required_argument, NULL, OPT_ENDPOINT},
     {"region", required_argument, NULL, OPT_REGION},
@@ -216,6 +218,11 @@ static void mount_usage(FILE *out)
 	    "(refused without)\n"
 	    "  --endpoint URL        S3, GCS or Azure Blob endpoint (Azurite:\n"
 	    "                        http://127.0.0.1:10000/ACCOUNT)\n"
+	    "  --insecure-credentials\n"
+	    "                        let credentials go in clear to an "
+	    "http:// endpoint\n"
+	    "                        that is not this machine (refused "
+	    "without)\n"
 	    "  --region REGION       S3 region\n"
 	    "  --no-sign             S3: anonymous requests\n"
 	    "  --path-style          S3: path-style addressing\n"
@@ -666,6 +673,9 @@ static int parse_options(int argc, char **argv, struct mount_opts *o)
 		}
 		case OPT_SITE_CACHE_INSECURE_CREDENTIALS:
 			o->cfg.fetch.site_cache_insecure_credentials = true;
+			break;
+		case OPT_INSECURE_CREDENTIALS:
+			o->cfg.fetch.insecure_credentials = true;
 			break;
 		case OPT_NO_HEDGE:
 			o->cfg.fetch.hedge = false;

@@ -918,7 +918,8 @@ START_TEST(credentials_not_in_clear)
 	struct fetch_engine *own;
 	char *err = NULL;
 
-	ck_assert_int_eq(fetch_credentials(NULL, "gs://b/", "tokens", &err), 0);
+	ck_assert_int_eq(
+	    fetch_credentials(NULL, "https://o", "gs://b/", "tokens", &err), 0);
 	for (unsigned i = 0; i < ARRAY_SIZE(caches); i++) {
 		for (int optin = 0; optin < 2; optin++) {
 			const bool refused =
@@ -928,9 +929,10 @@ START_TEST(credentials_not_in_clear)
 			cfg.site_cache = caches[i];
 			cfg.site_cache_insecure_credentials = optin;
 			ck_assert_int_eq(fetch_engine_new(&cfg, &own), 0);
-			ck_assert_int_eq(
-			    fetch_credentials(own, "gs://b/", "tokens", &err),
-			    refused ? -EPERM : 0);
+			ck_assert_int_eq(fetch_credentials(own, "https://o",
+							   "gs://b/", "tokens",
+							   &err),
+					 refused ? -EPERM : 0);
 			fetch_engine_free(own);
 			ck_assert(!err == !refused);
 			if (!err)

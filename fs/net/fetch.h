@@ -83,12 +83,19 @@ struct fetch_config {
 	 * and POSTs (token exchanges, metadata servers) go to the origin
 	 * directly: they are per node, small, and must not be cached.
 	 * Plain forward proxies are libcurl's own: http_proxy, https_proxy
-	 * and no_proxy in the environment apply to every request.
+	 * and no_proxy in the environment apply to every request, except
+	 * those to this machine and the metadata services' link-local
+	 * addresses (fetch_credential_url's plain http ones), which never
+	 * go through a proxy: it would read their tokens in clear.
 	 */
 	const char *site_cache;
 	/* Let credentials go to a plain-http:// site cache all the same
 	 * (--site-cache-insecure-credentials): see fetch_credentials. */
 	bool site_cache_insecure_credentials;
+	/* Let credentials go to a plain-http:// origin that is not this
+	 * machine all the same (--insecure-credentials): see
+	 * fetch_credentials. */
+	bool insecure_credentials;
 };
 
 /* Checks a --site-cache URL: http:// or https://, a host, no query.
@@ -104,16 +111,44 @@ void fetch_config_default(struct fetch_config *cfg);
 void fetch_no_redirect(struct fetch_engine *fe);
 
 /*
- * A source whose reads will carry credentials (what: "GCS bearer tokens")
- * says so when it opens, before its first request: through a plain
- * http:// site cache they would cross the network in clear, and anyone on
- * the way (or the cache's log) could use them.  That is refused unless the
- * configuration opts in (site_cache_insecure_credentials).  who names the
- * source in the message.  A NULL engine (a spec checked alone) passes.
- * @return 0, or -EPERM with *err saying why and how to fix it.
+ * A source whose requests will carry credentials (what: "GCS bearer
+ * tokens") says so when it opens, before its first request, with the
+ * origin they go to ("http[s]://HOST[:PORT]").  Over plain http they would
+ * cross the network in clear, and anyone on the way (or a cache's log)
+ * could use them: an http:// origin other than this machine (127.0.0.0/8,
+ * ::1, localhost) is refused unless the configuration opts in
+ * (insecure_credentials), and so is a plain http:// site cache
+ * (site_cache_insecure_credentials).  who names the source in the
+ * message.  A NULL engine (a spec checked alone) passes.
+ * @return 0, or -EPERM (-EINVAL for an origin with a user name) with *err
+ * saying why and how to fix it.
  */
-int fetch_credentials(const struct fetch_engine *fe, const char *who,
-		      const char *what, char **err) WHARF_CHECK;
+int fetch_credentials(const struct fetch_engine *fe, const char *origin,
+		      const char *who, const char *what,
+		      char **err) WHARF_CHECK;
+
+/* Where fetch_credential_url lets plain http go. */
+enum fetch_cred_url {
+	FETCH_CRED_TOKEN,    /* token endpoints (STS, OAuth, Entra): only
+			      * this machine (stand-ins, a local proxy) */
+	FETCH_CRED_METADATA, /* metadata services: also their documented
+			      * link-local addresses */
+};
+
+/*
+ * Checks a URL that a credential, token or assertion goes to, or that
+ * credentials come from (what: the variable or field that gave it, for the
+ * message), as libcurl will read it (curl_url), never by its prefix: an
+ * http:// or https:// URL with a host and no user name or password; plain
+ * http only to an IP literal of this machine (127.0.0.0/8, ::1), to
+ * "localhost" and "*.localhost" where libcurl resolves them to loopback
+ * itself (7.85.0 on),
+ * and with FETCH_CRED_METADATA to 169.254.169.254, 169.254.170.2,
+ * 169.254.170.23, fd00:ec2::254 or fd00:ec2::23 (addresses compared as
+ * addresses).  @return 0, or -EINVAL with *err naming the fix.
+ */
+int fetch_credential_url(const char *url, enum fetch_cred_url where,
+			 const char *what, char **err) WHARF_CHECK;
 /* Whether reads go through a site cache (--site-cache). */
 bool fetch_site_cached(const struct fetch_engine *fe);
 

@@ -218,6 +218,7 @@ int fetch_easy_setup(struct fetch_engine *fe, struct leg *l)
 	SET(CURLOPT_SSL_VERIFYPEER, fe->cfg.insecure ? 0L : 1L);
 	SET(CURLOPT_SSL_VERIFYHOST, fe->cfg.insecure ? 0L : 2L);
 	SET(CURLOPT_USERAGENT, fe->user_agent);
+	SET(CURLOPT_NOPROXY, fe->no_proxy);
 	if (fe->ca_file)
 		SET(CURLOPT_CAINFO, fe->ca_file);
 	if (req->head)

@@ -46,13 +46,19 @@ void fetch_no_redirect(struct fetch_engine *fe)
 		fe->no_redirect = true;
 }
 
-int fetch_credentials(const struct fetch_engine *fe, const char *who,
-		      const char *what, char **err)
+int fetch_credentials(const struct fetch_engine *fe, const char *origin,
+		      const char *who, const char *what, char **err)
 {
-	return fe ? sitecache_credentials(
+	int rc;
+
+	if (!fe)
+		return 0;
+	rc = fetch_trust_origin(origin, fe->cfg.insecure_credentials, who, what,
+				err);
+	return rc ? rc
+		  : sitecache_credentials(
 			fe->site_cache, fe->cfg.site_cache_insecure_credentials,
-			who, what, err)
-		  : 0;
+			who, what, err);
 }
 
 bool fetch_site_cached(const struct fetch_engine *fe)
@@ -851,6 +857,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->user_agent = fe->cfg.user_agent ? strdup(fe->cfg.user_agent)
 					    : strdup("wharf/" PACKAGE_VERSION);
 	fe->ca_file = fe->cfg.ca_file ? strdup(fe->cfg.ca_file) : NULL;
+	fe->no_proxy = fetch_trust_no_proxy();
 	rc = sitecache_base(fe->cfg.site_cache, &fe->site_cache);
 	if (rc)
 		goto fail;
@@ -859,7 +866,7 @@ int fetch_engine_new(const struct fetch_config *cfg, struct fetch_engine **out)
 	fe->cfg.site_cache = fe->site_cache;
 	fe->multi = curl_multi_init();
 	if (!fe->user_agent || (cfg && cfg->ca_file && !fe->ca_file) ||
-	    !fe->multi) {
+	    !fe->no_proxy || !fe->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -903,6 +910,7 @@ fail:
 		curl_multi_cleanup(fe->multi);
 	free(fe->user_agent);
 	free(fe->ca_file);
+	free(fe->no_proxy);
 	free(fe->site_cache);
 	free(fe);
 	return rc;
@@ -929,6 +937,7 @@ void fetch_engine_free(struct fetch_engine *fe)
 	close(fe->cancel_pipe[1]);
 	free(fe->user_agent);
 	free(fe->ca_file);
+	free(fe->no_proxy);
 	free(fe->site_cache);
 	free(fe);
 }

@@ -14,6 +14,7 @@
  *   fetch_outage.c an origin that stopped answering: its state, its lines
  *   fetch_header.c the response header parser (fetch_header_line)
  *   sitecache.c    routing shareable requests through a site cache
+ *   fetch_trust.c  where credentials may go: credential URLs, origins
  *
  * The engine thread owns everything below that says "engine thread only";
  * the other files' functions run on it unless they say otherwise.
@@ -26,6 +27,20 @@
 #include "conc.h"
 #include "fetch.h"
 #include "sitecache.h"
+
+/* Whether a source's credentials may go to origin (fetch_credentials,
+ * fetch.h, says when).  @return 0, or -EPERM (-EINVAL) with *err. */
+int fetch_trust_origin(const char *origin, bool insecure_ok, const char *who,
+		       const char *what, char **err) WHARF_CHECK;
+
+/*
+ * What no request goes through a forward proxy for (CURLOPT_NOPROXY): the
+ * environment's no_proxy (or NO_PROXY), and this machine and the metadata
+ * addresses, which fetch_credential_url lets plain http reach: a proxy
+ * would read their tokens in clear (and could not reach this machine's
+ * loopback anyway).  @return a malloc'd list, or NULL when out of memory.
+ */
+char *fetch_trust_no_proxy(void);
 
 #define POOL_MAX 64 /* idle easy handles kept for reuse */
 /* Hosts with a controller of their own; any further ones share the last
@@ -133,6 +148,7 @@ struct call {
 struct fetch_engine {
 	struct fetch_config cfg;
 	char *ca_file, *user_agent;
+	char *no_proxy;	  /* fetch_trust_no_proxy */
 	char *site_cache; /* "http://cache:8080[/prefix]", no trailing '/' */
 	CURLM *multi;
 	pthread_t thread;

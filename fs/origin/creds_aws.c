@@ -470,7 +470,7 @@ static int role_prov(struct prov *p, struct profile *pr, const char *region,
 		if (!p->src)
 			return -ENOMEM;
 		return ecs ? aws_container_setup(p->src, err)
-			   : aws_imds_setup(p->src);
+			   : aws_imds_setup(p->src, err);
 	}
 	err_set(err,
 		"%s: role_arn needs source_profile, web_identity_token_file "
@@ -657,7 +657,7 @@ static int find(const char *profile, const char *region,
 	if ((!imds_off || strcasecmp(imds_off, "true")) &&
 	    (aws_env("AWS_EC2_METADATA_SERVICE_ENDPOINT") || aws_on_ec2())) {
 		p = prov_new(P_IMDS, fe);
-		rc = p ? aws_imds_setup(p) : -ENOMEM;
+		rc = p ? aws_imds_setup(p, err) : -ENOMEM;
 		goto out;
 	}
 	nothing_found(err);

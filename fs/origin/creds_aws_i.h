@@ -67,8 +67,10 @@ int aws_assume_role(struct prov *p, const struct aws_keys *src,
 /* p as the container endpoint (AWS_CONTAINER_CREDENTIALS_*).  @return 0
  * or -errno (*err): -ENOENT when neither URI is set. */
 int aws_container_setup(struct prov *p, char **err);
-/* p as IMDSv2 (AWS_EC2_METADATA_SERVICE_ENDPOINT, else the default). */
-int aws_imds_setup(struct prov *p);
+/* p as IMDSv2 (AWS_EC2_METADATA_SERVICE_ENDPOINT, else the default).
+ * @return 0 or -errno (*err): -EINVAL for a URL fetch_credential_url
+ * refuses. */
+int aws_imds_setup(struct prov *p, char **err);
 /* Whether the firmware says this is an EC2 machine. */
 bool aws_on_ec2(void);
 /* Keys from the container endpoint, and from IMDSv2. */

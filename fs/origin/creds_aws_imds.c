@@ -16,28 +16,11 @@
 
 #include <openssl/crypto.h>
 
-/* Plain http only to the link-local addresses ECS and EKS use, or this
- * machine: the token would cross a network in clear otherwise. */
-static bool container_host_ok(const char *url)
-{
-	static const char *const ok[] = {
-	    "http://127.",	     "http://localhost:",
-	    "http://localhost/",     "http://169.254.170.2",
-	    "http://169.254.170.23", "http://[::1]",
-	    "http://[fd00:ec2::23]"};
-
-	if (!strncasecmp(url, "https://", 8))
-		return true;
-	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
-		if (!strncasecmp(url, ok[i], strlen(ok[i])))
-			return true;
-	return false;
-}
-
 int aws_container_setup(struct prov *p, char **err)
 {
 	const char *rel = aws_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 	const char *full = aws_env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	int rc;
 
 	if (!rel && !full) {
 		err_set(err, "credential_source EcsContainer: neither "
@@ -53,14 +36,11 @@ int aws_container_setup(struct prov *p, char **err)
 	snprintf(p->desc, sizeof(p->desc), "container credentials endpoint %s",
 		 p->url);
 	url_scrub(p->desc, strlen(p->desc));
-	if (!container_host_ok(p->url)) {
-		err_set(err,
-			"%s: plain http is only for 127.0.0.1, localhost, "
-			"169.254.170.2 and 169.254.170.23 (the token would "
-			"cross the network in clear); use https",
-			p->desc);
-		return -EINVAL;
-	}
+	/* The authorization token goes there: plain http only to this
+	 * machine or the link-local addresses ECS and EKS use. */
+	rc = fetch_credential_url(p->url, FETCH_CRED_METADATA, p->desc, err);
+	if (rc)
+		return rc;
 	if (aws_env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))
 		p->auth_file = path_absolute(
 		    aws_env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
@@ -80,7 +60,7 @@ int aws_container_setup(struct prov *p, char **err)
 	return 0;
 }
 
-int aws_imds_setup(struct prov *p)
+int aws_imds_setup(struct prov *p, char **err)
 {
 	const char *e = aws_env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 	size_t n;
@@ -92,7 +72,10 @@ int aws_imds_setup(struct prov *p)
 	while (n && p->url[n - 1] == '/')
 		p->url[--n] = '\0';
 	snprintf(p->desc, sizeof(p->desc), "IMDSv2 at %s", p->url);
-	return 0;
+	url_scrub(p->desc, strlen(p->desc));
+	/* The keys it answers sign every request: plain http only to this
+	 * machine or IMDS's link-local addresses. */
+	return fetch_credential_url(p->url, FETCH_CRED_METADATA, p->desc, err);
 }
 
 /* Off EC2 the metadata address answers nothing and each try waits for

@@ -160,6 +160,8 @@ int aws_sts_setup(struct prov *p, const char *region, const char *session,
 {
 	const char *url = aws_env("AWS_ENDPOINT_URL_STS");
 	const char *auth, *path;
+	char what[600];
+	int rc;
 
 	if (!url)
 		url = aws_env("AWS_ENDPOINT_URL");
@@ -171,16 +173,20 @@ int aws_sts_setup(struct prov *p, const char *region, const char *session,
 			 : strdupf("wharf-%lld", (long long)time(NULL));
 	if (!p->sts_url || !p->region || !p->session)
 		return -ENOMEM;
+	/* A web identity token, or a request signed with the source's
+	 * keys, goes there. */
+	snprintf(what, sizeof(what), "%.500s: STS endpoint%s", p->desc,
+		 !url				   ? ""
+		 : aws_env("AWS_ENDPOINT_URL_STS") ? " (AWS_ENDPOINT_URL_STS)"
+						   : " (AWS_ENDPOINT_URL)");
+	rc = fetch_credential_url(p->sts_url, FETCH_CRED_TOKEN, what, err);
+	if (rc)
+		return rc;
+	/* curl also reads "http:/host"; the Host we sign needs "://". */
 	auth = strstr(p->sts_url, "://");
-	if (!auth || (strncasecmp(p->sts_url, "http://", 7) &&
-		      strncasecmp(p->sts_url, "https://", 8))) {
-		err_set(err, "%s: STS endpoint %s is not an http(s) URL",
-			p->desc, p->sts_url);
-		return -EINVAL;
-	}
-	auth += 3;
+	auth = auth ? auth + 3 : p->sts_url;
 	path = auth + strcspn(auth, "/?#");
-	if (*path && *path != '/') {
+	if (auth == p->sts_url || (*path && *path != '/')) {
 		err_set(err, "%s: STS endpoint %s: expected http[s]://HOST[/]",
 			p->desc, p->sts_url);
 		return -EINVAL;

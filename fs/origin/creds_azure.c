@@ -297,6 +297,29 @@ static char *with_slash(const char *url)
 	return strdupf("%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/");
 }
 
+/*
+ * The federated assertion goes to the authority, and the token that comes
+ * back (from it or from IMDS) opens every account the identity reaches:
+ * the authority over https only, IMDS also at its link-local address;
+ * plain http to this machine stays for stand-ins (fetch_credential_url).
+ */
+static int check_token_url(const struct azure_creds *c,
+			   const struct azure_creds_options *o,
+			   const char *imds, char **err)
+{
+	char what[200];
+
+	snprintf(what, sizeof(what), "az://%.64s: %s", o->account,
+		 c->from == FROM_IMDS
+		     ? (imds ? "AZURE_POD_IDENTITY_AUTHORITY_HOST" : "IMDS")
+		 : env("AZURE_AUTHORITY_HOST") ? "AZURE_AUTHORITY_HOST"
+					       : "the token endpoint");
+	return fetch_credential_url(c->token_url,
+				    c->from == FROM_IMDS ? FETCH_CRED_METADATA
+							 : FETCH_CRED_TOKEN,
+				    what, err);
+}
+
 static int pick_bearer(struct azure_creds *c,
 		       const struct azure_creds_options *o, char **err)
 {
@@ -383,7 +406,7 @@ static int pick_bearer(struct azure_creds *c,
 	    (c->from == FROM_WORKLOAD && (!c->client_id || !c->token_file)))
 		return -ENOMEM;
 	c->kind = AZ_BEARER;
-	return 0;
+	return check_token_url(c, o, imds, err);
 }
 
 static int pick(struct azure_creds *c, const struct azure_creds_options *o,

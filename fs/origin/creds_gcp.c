@@ -40,6 +40,7 @@
 #define DEFAULT_COMMAND_TIMEOUT_S 30
 #define DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"
 #define DEFAULT_STS_URL "https://sts.googleapis.com/v1/token"
+#define METADATA_ADDRESS "169.254.169.254"
 #define METADATA_PATH                                                          \
 	"/computeMetadata/v1/instance/service-accounts/default/token"
 #define SCOPE "https://www.googleapis.com/auth/devstorage.read_only"
@@ -643,6 +644,11 @@ const char *gcp_creds_describe(const struct gcp_creds *c)
 	return c->desc;
 }
 
+bool gcp_creds_anonymous(const struct gcp_creds *c)
+{
+	return c->kind == K_ANON;
+}
+
 /* ---- finding the credentials ---- */
 
 static int dup_field(struct json *s, char **dst, size_t cap)
@@ -661,14 +667,14 @@ static int dup_field(struct json *s, char **dst, size_t cap)
 	return 0;
 }
 
-/* A URL a token or subject token may go to: https, or plain http to this
- * machine (stand-ins, a local metadata proxy). */
-static bool external_url_ok(const char *u)
+/* fetch_credential_url for the field `field` of key file path. */
+static int url_check(const char *url, enum fetch_cred_url where,
+		     const char *path, const char *field, char **err)
 {
-	return !strncasecmp(u, "https://", 8) ||
-	       !strncasecmp(u, "http://127.0.0.1", 16) ||
-	       !strncasecmp(u, "http://localhost", 16) ||
-	       !strncasecmp(u, "http://[::1]", 12);
+	char what[600];
+
+	snprintf(what, sizeof(what), "%.500s: %s", path, field);
+	return fetch_credential_url(url, where, what, err);
 }
 
 /* credential_source's "headers": {"Name": "value", ...}. */
@@ -804,16 +810,17 @@ static int load_external(struct gcp_creds *c, const char *text, size_t len,
 		free(e->file);
 		e->file = abs;
 	}
-	if (!external_url_ok(e->token_url) ||
-	    (e->url && !external_url_ok(e->url)) ||
-	    (e->impersonation_url && !external_url_ok(e->impersonation_url))) {
-		err_set(err,
-			"%s: token_url, credential_source.url and "
-			"service_account_impersonation_url must be https "
-			"(or http to this machine): tokens go there",
-			path);
-		return -EINVAL;
-	}
+	/* Tokens go to each: the subject token's URL is a metadata
+	 * service's (Azure's IMDS, say), the others token endpoints. */
+	rc = url_check(e->token_url, FETCH_CRED_TOKEN, path, "token_url", err);
+	if (!rc && e->url)
+		rc = url_check(e->url, FETCH_CRED_METADATA, path,
+			       "credential_source.url", err);
+	if (!rc && e->impersonation_url)
+		rc = url_check(e->impersonation_url, FETCH_CRED_TOKEN, path,
+			       "service_account_impersonation_url", err);
+	if (rc)
+		return rc;
 	snprintf(c->desc, sizeof(c->desc),
 		 "workload identity federation (subject token %s %.200s%s, "
 		 "key file %.200s)",
@@ -884,6 +891,13 @@ static int load_key_file(struct gcp_creds *c, const char *path, char **err)
 	if (!c->token_uri) {
 		rc = -ENOMEM;
 		goto out;
+	}
+	/* A signed assertion or a refresh token goes to token_uri. */
+	if (strcmp(type, "external_account")) {
+		rc = url_check(c->token_uri, FETCH_CRED_TOKEN, path,
+			       "token_uri", err);
+		if (rc)
+			goto out;
 	}
 	rc = -EINVAL;
 	if (!strcmp(type, "service_account")) {
@@ -1044,13 +1058,22 @@ static int pick(struct gcp_creds *c, const struct gcp_creds_options *o,
 		return load_key_file(c, wk, err);
 	}
 	if ((mhost && *mhost) || on_gce()) {
-		const char *h =
-		    mhost && *mhost ? mhost : "metadata.google.internal";
+		/* The server's address, not metadata.google.internal: plain
+		 * http goes only to an address known to be the metadata
+		 * server's (fetch_credential_url), and no DNS answer can
+		 * send it elsewhere (as Google's Go library does). */
+		const char *h = mhost && *mhost ? mhost : METADATA_ADDRESS;
 
 		c->kind = K_METADATA;
 		c->metadata_url = strdupf("http://%s" METADATA_PATH, h);
 		snprintf(c->desc, sizeof(c->desc), "metadata server %.400s", h);
-		return 0;
+		return c->metadata_url
+			   ? fetch_credential_url(
+				 c->metadata_url, FETCH_CRED_METADATA,
+				 mhost && *mhost ? "GCE_METADATA_HOST"
+						 : c->desc,
+				 err)
+			   : -ENOMEM;
 	}
 	if (o->emulator) {
 		snprintf(c->desc, sizeof(c->desc),

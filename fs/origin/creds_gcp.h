@@ -16,8 +16,9 @@
  *      text or a JSON member) at its token_url (STS token exchange), then,
  *      when it names one, for a service account's token at its
  *      service_account_impersonation_url,
- *   5. the GCE metadata server (GCE_METADATA_HOST, or metadata.google.internal
- *      when the machine says it is a Google Compute Engine VM),
+ *   5. the GCE metadata server (GCE_METADATA_HOST, or its address
+ *      169.254.169.254 when the machine says it is a Google Compute Engine
+ *      VM),
  *   6. none: anonymous when asked (--anonymous) or when talking to an
  *      emulator (STORAGE_EMULATOR_HOST), an error otherwise.
  * Tokens are renewed ahead of expiry by creds_renew, on its thread: no
@@ -77,6 +78,9 @@ bool gcp_creds_refused(struct gcp_creds *c, unsigned serial);
 /* Where the token comes from, for logs: "token file /x", "service account
  * a@b", "anonymous"...; never the token. */
 const char *gcp_creds_describe(const struct gcp_creds *c);
+/* Whether requests go without credentials (an emulator with none
+ * configured, or --anonymous). */
+bool gcp_creds_anonymous(const struct gcp_creds *c);
 
 /*
  * The parsers of what the sources above hand back, declared for their fuzz

@@ -905,7 +905,7 @@ static int source_azure_open(const char *spec, const struct source_options *opt,
 		goto fail;
 	}
 	if (!opt->anonymous) {
-		rc = fetch_credentials(fe, shown,
+		rc = fetch_credentials(fe, a->origin, shown,
 				       "a SAS, a Shared Key signature or a "
 				       "bearer token (none with --anonymous)",
 				       err);

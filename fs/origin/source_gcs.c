@@ -36,6 +36,7 @@
  */
 
 #define DEFAULT_ENDPOINT "https://storage.googleapis.com"
+#define BEARER_WHAT "bearer tokens (none with --anonymous)"
 #define PAGE_CAP (32u << 20) /* bytes of one listing page or metadata */
 #define PAGE_TOKEN_MAX 4096
 #define NAME_MAX_GCS 1024 /* GCS object names are at most 1024 bytes */
@@ -757,9 +758,11 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 		rc = -ENAMETOOLONG;
 		goto fail;
 	}
+	/* An emulator's origin is judged once it is known whether it gets
+	 * credentials: without any configured, it gets none. */
 	if (!opt->anonymous) {
-		rc = fetch_credentials(
-		    fe, spec, "bearer tokens (none with --anonymous)", err);
+		rc = fetch_credentials(fe, co.emulator ? NULL : endpoint, spec,
+				       BEARER_WHAT, err);
 		if (rc)
 			goto fail;
 	}
@@ -772,6 +775,8 @@ static int source_gcs_open(const char *spec, const struct source_options *opt,
 	co.token_timeout = opt->token_timeout;
 	co.anonymous = opt->anonymous;
 	rc = gcp_creds_new(&co, fe, &gs->creds, err);
+	if (!rc && co.emulator && !gcp_creds_anonymous(gs->creds))
+		rc = fetch_credentials(fe, endpoint, spec, BEARER_WHAT, err);
 	if (rc)
 		goto fail;
 	/* The prefix must list: a wrong bucket, endpoint or credential

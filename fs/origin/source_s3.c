@@ -848,8 +848,9 @@ static int source_s3_open(const char *spec, const struct source_options *opt,
 		goto fail;
 	s->sign = !opt->no_sign;
 	if (s->sign) {
-		rc = fetch_credentials(
-		    fe, spec, "signed headers (and any session token)", err);
+		rc = fetch_credentials(fe, s->origin, spec,
+				       "signed headers (and any session token)",
+				       err);
 		if (rc)
 			goto fail;
 	}

@@ -175,6 +175,19 @@ fuzz_azure_creds_SOURCES = fuzz/azure-creds.c $(fuzz_common)
 fuzz_azure_creds_LDADD = $(FUZZ_FS_LIBS)
 fuzz_azure_creds_LDFLAGS = $(FUZZ_LDFLAGS)
 endif
+# Where credentials may go: URLs as libcurl reads them.
+if ENABLE_FS
+fuzz_targets += credential-url
+check_PROGRAMS += fuzz-replay-credential-url
+TESTS += fuzz-replay-credential-url
+fuzz_bins += fuzz/credential-url
+fuzz_replay_credential_url_SOURCES = fuzz/credential-url.c fuzz/replay.c \
+	$(fuzz_common)
+fuzz_replay_credential_url_LDADD = $(FUZZ_FS_LIBS)
+fuzz_credential_url_SOURCES = fuzz/credential-url.c $(fuzz_common)
+fuzz_credential_url_LDADD = $(FUZZ_FS_LIBS)
+fuzz_credential_url_LDFLAGS = $(FUZZ_LDFLAGS)
+endif
 if ENABLE_FUZZING
 noinst_PROGRAMS = $(fuzz_bins)
 endif
