@@ -158,8 +158,9 @@ out:
 char *dir_open_to_others(const char *path)
 {
 	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
-			  : strdup(".");
+	char *dir =
+	    slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+		  : strdup(".");
 	char *why = NULL;
 	struct stat st;
 
@@ -169,14 +170,14 @@ char *dir_open_to_others(const char *path)
 	}
 	/* The sticky bit: others may add names, but not replace ours. */
 	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-		why = strdupf("%s (mode %04o) is writable by %s without the "
-			      "sticky bit",
-			      dir, (unsigned)(st.st_mode & 07777),
-			      st.st_mode & S_IWOTH ? "every user"
-						   : "its group");
+		why =
+		    strdupf("%s (mode %04o) is writable by %s without the "
+			    "sticky bit",
+			    dir, (unsigned)(st.st_mode & 07777),
+			    st.st_mode & S_IWOTH ? "every user" : "its group");
 	else if (st.st_uid != geteuid() && st.st_uid != 0)
-		why = strdupf("%s belongs to user %u", dir,
-			      (unsigned)st.st_uid);
+		why =
+		    strdupf("%s belongs to user %u", dir, (unsigned)st.st_uid);
 	free(dir);
 	return why;
 }

@@ -100,8 +100,10 @@ int log_file_open(const char *path, char **err)
 		err_set(err, "log file %s: %s", path, strerror(-rc));
 	} else if (!S_ISREG(st.st_mode)) {
 		rc = -EINVAL;
-		err_set(err, "log file %s is not a regular file: give a file's "
-			     "path", path);
+		err_set(err,
+			"log file %s is not a regular file: give a file's "
+			"path",
+			path);
 	} else if (st.st_uid != geteuid()) {
 		rc = -EPERM;
 		err_set(err,
@@ -183,8 +185,7 @@ bool log_syslog_present(void)
 
 /* A line of the log file, with time and pid, in line (cap bytes).
  * @return its length. */
-static int format_line(char *line, size_t cap, const char *tag,
-		       const char *msg)
+static int format_line(char *line, size_t cap, const char *tag, const char *msg)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -195,8 +196,8 @@ static int format_line(char *line, size_t cap, const char *tag,
 			 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ wharf[%d]: %s: "
 			 "%s\n",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			 tm.tm_hour, tm.tm_min, tm.tm_sec,
-			 ts.tv_nsec / 1000000, (int)getpid(), tag, msg);
+			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+			 (int)getpid(), tag, msg);
 	if (n >= (int)cap) {
 		n = (int)cap - 1;
 		line[n - 1] = '\n';

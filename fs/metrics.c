@@ -91,12 +91,11 @@ static void remove_leftovers(const struct metrics_writer *mw)
 	const char *slash = strrchr(mw->tmp_template, '/');
 	const char *prefix = slash + 1; /* ".NAME." */
 	const size_t plen = strlen(prefix) - 6;
-	char *dir = strndup(mw->tmp_template,
-			    slash == mw->tmp_template
-				? 1
-				: (size_t)(slash - mw->tmp_template));
-	const int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-			    : -1;
+	char *dir = strndup(
+	    mw->tmp_template,
+	    slash == mw->tmp_template ? 1 : (size_t)(slash - mw->tmp_template));
+	const int dfd =
+	    dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	struct dirent *de;
 	struct stat st;
@@ -186,10 +185,9 @@ int metrics_writer_start(const struct stats_sources *s, const char *path,
 	mw->path = strdup(path);
 	/* In the target's directory, so that rename never crosses a
 	 * filesystem. */
-	mw->tmp_template =
-	    slash ? strdupf("%.*s/.%s.XXXXXX", (int)(slash - path), path,
-			    slash + 1)
-		  : strdupf("./.%s.XXXXXX", path);
+	mw->tmp_template = slash ? strdupf("%.*s/.%s.XXXXXX",
+					   (int)(slash - path), path, slash + 1)
+				 : strdupf("./.%s.XXXXXX", path);
 	pthread_mutex_init(&mw->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -175,7 +175,7 @@ struct mount_state {
 	int log_fd;   /* the log file once detached (or now), or -1 */
 	char log_path[PATH_MAX]; /* its path, when it is the default one */
 	struct metrics_writer *metrics; /* --metrics-file's, or NULL */
-	bool marked; /* the cache dir's run mark is ours (runmark.h) */
+	bool marked;	 /* the cache dir's run mark is ours (runmark.h) */
 	int hup_pipe[2]; /* SIGHUP's handler to hup_main */
 	pthread_t hup_thread;
 	bool hup_running;
@@ -366,7 +366,9 @@ static void on_hup(int sig)
 
 static const char *signal_name(int sig)
 {
-	return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
+	return sig == SIGTERM  ? "SIGTERM"
+	       : sig == SIGINT ? "SIGINT"
+			       : "a signal";
 }
 
 /* The log file the mount writes, or NULL (stderr or syslog). */
@@ -656,8 +658,8 @@ static int log_open_default(struct mount_state *m)
  * is said and cleared, and this mount's is set. */
 static void mark_run(struct mount_state *m)
 {
-	m->marked = !runmark_take(m->o->cache_dir, m->mountpoint,
-				  m->o->metrics_file);
+	m->marked =
+	    !runmark_take(m->o->cache_dir, m->mountpoint, m->o->metrics_file);
 }
 
 /* Starts the --metrics-file writer, if asked for.
@@ -672,8 +674,7 @@ static int metrics_plan(struct mount_state *m)
 	rc = metrics_writer_start(&m->ctx.stats, m->o->metrics_file,
 				  m->o->metrics_interval_ms, &m->metrics, &err);
 	if (rc)
-		say_error("%s (--metrics-file)",
-			err ? err : strerror(-rc));
+		say_error("%s (--metrics-file)", err ? err : strerror(-rc));
 	free(err);
 	return rc ? -1 : 0;
 }
@@ -784,8 +785,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 		goto out;
 	if (snprintf(m.mountpoint, sizeof(m.mountpoint), "%s",
 		     o->mountpoint) >= (int)sizeof(m.mountpoint)) {
-		say_error("%s: %s", o->mountpoint,
-			strerror(ENAMETOOLONG));
+		say_error("%s: %s", o->mountpoint, strerror(ENAMETOOLONG));
 		goto out;
 	}
 	if (check_mountpoint(m.mountpoint) || mount_open(&m) ||
@@ -808,8 +808,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 	m.handlers = true;
 	stop_signals_catch(&m);
 	if (fuse_session_mount(m.se, m.mountpoint)) {
-		say_error("cannot mount on %s (see above)",
-			m.mountpoint);
+		say_error("cannot mount on %s (see above)", m.mountpoint);
 		goto out;
 	}
 	m.mounted = true;
@@ -851,8 +850,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 
 	rc = pthread_create(&m.waiter, NULL, mount_ready, &m);
 	if (rc) {
-		say_error("cannot start a thread: %s",
-			strerror(rc));
+		say_error("cannot start a thread: %s", strerror(rc));
 		goto out;
 	}
 	m.waiting = true;

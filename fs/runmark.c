@@ -24,7 +24,8 @@ static char *field(const char *text, const char *key)
 {
 	const size_t klen = strlen(key);
 
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+	for (const char *p = text; p && *p;
+	     p = strchr(p, '\n'), p = p ? p + 1 : p)
 		if (!strncmp(p, key, klen) && p[klen] == ' ') {
 			const char *v = p + klen + 1;
 
@@ -39,8 +40,7 @@ static void remove_stale_metrics(const char *path)
 {
 	struct stat st;
 
-	if (lstat(path, &st) || !S_ISREG(st.st_mode) ||
-	    st.st_uid != geteuid())
+	if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
 		return;
 	if (unlink(path))
 		log_warn("cannot remove %s, the metrics file of that mount: "
@@ -88,21 +88,25 @@ int runmark_take(const char *cache_dir, const char *mountpoint,
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	/* One path a line: a name with a newline is left out. */
-	mark = strdupf("pid %d\nstarted %s\nmountpoint %s\n%s%s%s", (int)getpid(),
-		       when, strchr(mountpoint, '\n') ? "?" : mountpoint,
-		       metrics_file && !strchr(metrics_file, '\n') ? "metrics "
-								    : "",
-		       metrics_file && !strchr(metrics_file, '\n') ? metrics_file
-								    : "",
-		       metrics_file && !strchr(metrics_file, '\n') ? "\n" : "");
+	mark = strdupf(
+	    "pid %d\nstarted %s\nmountpoint %s\n%s%s%s", (int)getpid(), when,
+	    strchr(mountpoint, '\n') ? "?" : mountpoint,
+	    metrics_file && !strchr(metrics_file, '\n') ? "metrics " : "",
+	    metrics_file && !strchr(metrics_file, '\n') ? metrics_file : "",
+	    metrics_file && !strchr(metrics_file, '\n') ? "\n" : "");
 	fd = mark ? open(path,
 			 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 			 0600)
 		  : -1;
-	if (!mark)
+	if (!mark) {
 		rc = -ENOMEM;
-	else if (fd < 0 || write(fd, mark, strlen(mark)) != (ssize_t)strlen(mark))
-		rc = errno ? -errno : -EIO;
+	} else if (fd < 0) {
+		rc = -errno;
+	} else {
+		errno = 0; /* a short write sets none */
+		if (write(fd, mark, strlen(mark)) != (ssize_t)strlen(mark))
+			rc = errno ? -errno : -ENOSPC;
+	}
 	if (fd >= 0 && close(fd) && !rc)
 		rc = -errno;
 	if (rc)

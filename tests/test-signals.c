@@ -290,9 +290,8 @@ START_TEST(test_sighup_reopens_log)
 		      "no reopened log after SIGHUP (the daemon %s)",
 		      fx_process_gone(m.pid) ? "is gone" : "is up");
 	ck_assert(!fx_process_gone(m.pid));
-	ck_assert_int_eq(check_file(m.dir, sized_files[0].name,
-				    sized_files[0].size),
-			 0);
+	ck_assert_int_eq(
+	    check_file(m.dir, sized_files[0].name, sized_files[0].size), 0);
 	/* Twice: the second reopen is of the file the first made. */
 	ck_assert_int_eq(kill(m.pid, SIGHUP), 0);
 	ck_assert(wait_in_file(log, "SIGHUP: reopened the log file", 2));
@@ -321,8 +320,7 @@ END_TEST
 START_TEST(test_unclean_end_said)
 {
 	char log[PATH_MAX], prom[PATH_MAX], url[256];
-	const char *first[] = {"--log-file", log, "--metrics-file", prom,
-			       NULL};
+	const char *first[] = {"--log-file", log, "--metrics-file", prom, NULL};
 	const char *then[] = {"--log-file", log, NULL};
 	char *cache = fx_tmpdir("mount-unclean");
 	struct fx_mount m;
@@ -337,9 +335,9 @@ START_TEST(test_unclean_end_said)
 	kill(m.pid, SIGKILL);
 	waitpid(m.pid, NULL, 0);
 	m.pid = -1;
-	ck_assert_int_eq(fx_sh("'%s' umount '%s' >>'%s' 2>&1", fx_wharf_bin(),
-			       m.dir, m.log),
-			 0);
+	ck_assert_int_eq(
+	    fx_sh("'%s' umount '%s' >>'%s' 2>&1", fx_wharf_bin(), m.dir, m.log),
+	    0);
 	ck_assert_int_eq(stat(prom, &st), 0); /* nobody removed it */
 	ck_assert_int_eq(count_in_file(log, "ended uncleanly"), 0);
 
@@ -359,8 +357,8 @@ START_TEST(test_unclean_end_said)
 }
 END_TEST
 
-static bool refused_in_time(const char *tag, const char *args,
-			    const char *dir, const char *expect);
+static bool refused_in_time(const char *tag, const char *args, const char *dir,
+			    const char *expect);
 
 /* A start-up warning (here: the cache's filesystem smaller than
  * --cache-size) and a start-up error (a mountpoint that is not empty)
@@ -392,8 +390,8 @@ END_TEST
 /* `wharf mount -f ARGS DIR` fails, saying expect (in WORK/TAG).  A mount
  * that comes up instead is ended after 15 s (timeout's SIGTERM), not
  * waited for. */
-static bool refused_in_time(const char *tag, const char *args,
-			    const char *dir, const char *expect)
+static bool refused_in_time(const char *tag, const char *args, const char *dir,
+			    const char *expect)
 {
 	char path[PATH_MAX];
 	int rc;
@@ -435,33 +433,33 @@ START_TEST(test_log_file_planted)
 		 cache, log, url);
 
 	ck_assert_int_eq(symlink(victim, log), 0);
-	ck_assert_msg(refused_in_time("logtrap-link", args, m.dir,
-				    "is a symbolic link"),
-		      "a log file that is a link was not refused");
+	ck_assert_msg(
+	    refused_in_time("logtrap-link", args, m.dir, "is a symbolic link"),
+	    "a log file that is a link was not refused");
 	ck_assert_int_eq(unlink(log), 0);
 	ck_assert_int_eq(link(victim, log), 0);
-	ck_assert(refused_in_time("logtrap-hard", args, m.dir,
-				"has 2 hard links"));
+	ck_assert(
+	    refused_in_time("logtrap-hard", args, m.dir, "has 2 hard links"));
 	ck_assert_int_eq(unlink(log), 0);
 	ck_assert_int_eq(mkfifo(log, 0600), 0);
 	ck_assert(refused_in_time("logtrap-fifo", args, m.dir,
-				"is not a regular file"));
+				  "is not a regular file"));
 	ck_assert_int_eq(unlink(log), 0);
 	f = fopen(log, "w");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_int_eq(chown(log, 65534, 65534), 0);
 	ck_assert(refused_in_time("logtrap-owner", args, m.dir,
-				"belongs to user 65534"));
+				  "belongs to user 65534"));
 	ck_assert_int_eq(stat(victim, &st), 0);
 	ck_assert_int_eq(st.st_size, 0);
 
 	/* A file of our own there: mounted, with the warning. */
 	ck_assert_int_eq(unlink(log), 0);
-	ck_assert_int_eq(mount_start(&m, url, cache,
-				     (const char *const[]){"--log-file", log,
-							   NULL}),
-			 0);
+	ck_assert_int_eq(
+	    mount_start(&m, url, cache,
+			(const char *const[]){"--log-file", log, NULL}),
+	    0);
 	ck_assert_int_eq(fx_mount_stop(&m), 0);
 	ck_assert_int_ge(count_in_file(log, "(mode 0777) is writable by every "
 					    "user without the sticky bit"),

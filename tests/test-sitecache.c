@@ -744,9 +744,9 @@ START_TEST(signed_query_keeps_snapshot)
 	snprintf(log, sizeof(log), "%s/origin.log", work);
 	snprintf(script, sizeof(script), "%s/tests/snapshot-origin.py",
 		 src ? src : "..");
-	pid = fx_spawn_server((char *const[]){"/usr/bin/python3", script, port,
-					      NULL},
-			      log, p, 10000);
+	pid = fx_spawn_server(
+	    (char *const[]){"/usr/bin/python3", script, port, NULL}, log, p,
+	    10000);
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(fx_site_cache_start(&sc, origins, SLICE, NULL), 0);
 	for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
