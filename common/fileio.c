@@ -1,5 +1,6 @@
 /* fileio: paths and files: a path made absolute, a whole file read with a
- * cap, a file opened without following links (see fileio.h). */
+ * cap, a file opened without following links, a directory others may
+ * write (see fileio.h). */
 #include "config.h"
 
 #include "fileio.h"
@@ -152,4 +153,31 @@ out:
 		close(dfd);
 	free(copy);
 	return rc ? rc : fd;
+}
+
+char *dir_open_to_others(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir =
+	    slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+		  : strdup(".");
+	char *why = NULL;
+	struct stat st;
+
+	if (!dir || stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		free(dir);
+		return NULL;
+	}
+	/* The sticky bit: others may add names, but not replace ours. */
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		why =
+		    strdupf("%s (mode %04o) is writable by %s without the "
+			    "sticky bit",
+			    dir, (unsigned)(st.st_mode & 07777),
+			    st.st_mode & S_IWOTH ? "every user" : "its group");
+	else if (st.st_uid != geteuid() && st.st_uid != 0)
+		why =
+		    strdupf("%s belongs to user %u", dir, (unsigned)st.st_uid);
+	free(dir);
+	return why;
 }

@@ -1,7 +1,8 @@
 #ifndef WHARF_FILEIO_H
 #define WHARF_FILEIO_H
 /* fileio: paths and files: a path made absolute, a whole file read with a
- * cap, a file opened without following links. */
+ * cap, a file opened without following links, a directory others may
+ * write. */
 #include <stddef.h>
 
 #include "compiler.h"
@@ -27,5 +28,16 @@ int read_file_capped(const char *path, size_t cap, char **text, size_t *len,
  * regular file (-ENOTDIR: not a directory, for O_DIRECTORY); else -errno.
  */
 int open_nofollow(const char *path, int flags) WHARF_CHECK;
+
+/*
+ * Whether another user may add, replace or remove names in the directory
+ * of path (a file's path): one writable by its group or by every user
+ * without the sticky bit, or owned by another user than this process's
+ * (root aside).  There a file written as root can be swapped or planted.
+ * @return NULL (not so, or unknown), or a malloc'd phrase naming the
+ * directory and why ("DIR (mode 0777) is writable by every user without
+ * the sticky bit"), for a warning.
+ */
+char *dir_open_to_others(const char *path);
 
 #endif

@@ -2,10 +2,11 @@
 #define WHARF_COMMON_LOG_H
 /*
  * log: every message of the mount, the loader and the CLI goes through
- * wlog().  It goes to stderr, to a file once log_to_fd() is called, to syslog
- * once log_to_syslog() is called (a daemonized mount), or to a function the
- * program installs (the loader's wharf_log_set_func).  Messages name the object: URL, range, chunk, sample,
- * what the origin said.
+ * wlog().  It goes to stderr, to a file once log_to_fd() is called (and
+ * stderr too while log_echo_stderr is on), to syslog once log_to_syslog()
+ * is called (a daemonized mount), or to a function the program installs
+ * (the loader's wharf_log_set_func).  Messages name the object: URL,
+ * range, chunk, sample, what the origin said.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,12 +19,33 @@
 
 void log_set_level(enum wharf_log_level level);
 void log_to_syslog(const char *ident);
-/* A log file opened for appending (0640, created if need be): its fd, or
- * -errno (-EINVAL: not a regular file).  Nothing goes there until
- * log_to_fd(). */
-int log_file_open(const char *path);
-/* From now on every message is a line in fd, with time and pid. */
+/*
+ * A log file opened for appending (0640, created if need be), as root
+ * may open it in a directory others write: a link is not followed, and
+ * the file must be a regular file of this process's user with one link
+ * (a hard link planted there would make it another file).  @return its
+ * fd, or -errno with *err saying why and what to do (caller frees).
+ * Nothing goes there until log_to_fd().
+ */
+int log_file_open(const char *path, char **err) WHARF_CHECK;
+/* From now on every message is a line in fd, with time and pid, after
+ * the lines log_keep_early kept. */
 void log_to_fd(int fd);
+/* path opened again as log_file_open does and put in place of the log
+ * file's fd, under the same number (logrotate has renamed the old file).
+ * @return 0, or -errno with *err set; the old file stays in use. */
+int log_reopen(const char *path, char **err) WHARF_CHECK;
+/* While on, the lines that go to the log file go to stderr too (a
+ * terminal still watches start-up). */
+void log_echo_stderr(bool on);
+/* Until log_to_fd(), warnings and errors (the first few) are kept as
+ * well as said, and written to the file when it opens: start-up says
+ * some before the file's place is known. */
+void log_keep_early(void);
+/* A line in the log file alone, or kept for it (log_keep_early): for a
+ * message the caller has put on stderr its own way. */
+void log_file_only(enum wharf_log_level level, const char *fmt, ...)
+    WHARF_PRINTF(2, 3);
 /* Whether a syslog daemon listens on /dev/log (most containers: no). */
 bool log_syslog_present(void);
 /* "error", "warn", "info", "debug" (also "warning"): 0 and *out, or

@@ -29,6 +29,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,9 @@
 #include "units.h"
 #include "text.h"
 #include "child.h"
+#include "fileio.h"
 #include "log.h"
+#include "runmark.h"
 
 void mount_config_default(struct mount_config *c)
 {
@@ -71,6 +74,22 @@ void mount_config_default(struct mount_config *c)
 	fetch_config_default(&c->fetch);
 }
 
+/* A start-up error: one line on the terminal, as ever, and in the log
+ * file (or kept for it), where an operator looks later. */
+static void say_error(const char *fmt, ...) WHARF_PRINTF(1, 2);
+
+static void say_error(const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "wharf mount: %s\n", msg);
+	log_file_only(WHARF_LOG_ERROR, "%s", msg);
+}
+
 /* DIR must be an empty directory.  @return 0 or -1 after a message. */
 static int check_mountpoint(const char *dir)
 {
@@ -79,16 +98,16 @@ static int check_mountpoint(const char *dir)
 	DIR *d;
 
 	if (stat(dir, &st)) {
-		fprintf(stderr, "wharf mount: %s: %s\n", dir, strerror(errno));
+		say_error("%s: %s", dir, strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "wharf mount: %s is not a directory\n", dir);
+		say_error("%s is not a directory", dir);
 		return -1;
 	}
 	d = opendir(dir);
 	if (!d) {
-		fprintf(stderr, "wharf mount: %s: %s\n", dir, strerror(errno));
+		say_error("%s: %s", dir, strerror(errno));
 		return -1;
 	}
 	while ((de = readdir(d)))
@@ -96,10 +115,9 @@ static int check_mountpoint(const char *dir)
 			break;
 	closedir(d);
 	if (de) {
-		fprintf(stderr,
-			"wharf mount: %s is not empty (is something mounted "
-			"there already?)\n",
-			dir);
+		say_error("%s is not empty (is something mounted there "
+			  "already?)",
+			  dir);
 		return -1;
 	}
 	return 0;
@@ -157,6 +175,10 @@ struct mount_state {
 	int log_fd;   /* the log file once detached (or now), or -1 */
 	char log_path[PATH_MAX]; /* its path, when it is the default one */
 	struct metrics_writer *metrics; /* --metrics-file's, or NULL */
+	bool marked;	 /* the cache dir's run mark is ours (runmark.h) */
+	int hup_pipe[2]; /* SIGHUP's handler to hup_main */
+	pthread_t hup_thread;
+	bool hup_running;
 };
 
 /* Opens everything a mount needs, up to the FUSE session (not mounted).
@@ -198,10 +220,7 @@ static int mount_open(struct mount_state *m)
 
 	rc = fetch_engine_new(&o->fetch, &m->fe);
 	if (rc) {
-		fprintf(stderr,
-			"wharf mount: cannot start the fetch engine: "
-			"%s\n",
-			strerror(-rc));
+		say_error("cannot start the fetch engine: %s", strerror(-rc));
 		return -1;
 	}
 	/* Comes up from the listing snapshot when the origin cannot be
@@ -294,7 +313,7 @@ static int mount_open(struct mount_state *m)
 	}
 	return 0;
 fail:
-	fprintf(stderr, "wharf mount: %s\n", err ? err : strerror(-rc));
+	say_error("%s", err ? err : strerror(-rc));
 	free(err);
 	free(fsname);
 	free(mopts);
@@ -302,28 +321,37 @@ fail:
 }
 
 /*
- * SIGHUP, SIGINT and SIGTERM: libfuse's handler ends the session loop,
- * and ours, around it, cancels the fetches in flight, ends a
- * --token-command that runs (its process group), and stops the packs
- * being made or checked.  The loop joins its threads before it returns,
- * so a read waiting on an origin that trickles, or on a token command,
- * would otherwise keep the daemon up for as long as they take; and the
- * packer copies at idle priority, which on busy CPUs is slow.
+ * SIGINT and SIGTERM: libfuse's handler ends the session loop, and ours,
+ * around it, records which signal it was (for the log), cancels the
+ * fetches in flight, ends a --token-command that runs (its process
+ * group), and stops the packs being made or checked.  The loop joins its
+ * threads before it returns, so a read waiting on an origin that
+ * trickles, or on a token command, would otherwise keep the daemon up for
+ * as long as they take; and the packer copies at idle priority, which on
+ * busy CPUs is slow.
+ *
+ * SIGHUP reopens the log file (logrotate's postrotate habit) and the
+ * mount goes on: the handler only writes a byte to a pipe, and a thread
+ * of ours does the reopen, which may allocate and log.
  */
-static const int stop_signals[] = {SIGHUP, SIGINT, SIGTERM};
+static const int stop_signals[] = {SIGINT, SIGTERM};
 #define N_STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
 static struct sigaction fuse_stop_action[N_STOP_SIGNALS];
 static bool stop_caught[N_STOP_SIGNALS];
 static volatile sig_atomic_t stop_cancel_fd = -1;
-static volatile sig_atomic_t stop_by_signal; /* offline_stop hurries */
+static volatile sig_atomic_t stop_by_signal; /* the first one's number */
 static struct store *stop_store;
+static struct sigaction hup_before; /* libfuse's, given back at the end */
+static bool hup_caught;
+static volatile sig_atomic_t hup_fd = -1; /* the pipe's write end */
 
 static void on_stop_signal(int sig)
 {
 	const int saved = errno;
 	struct store *const st = stop_store;
 
-	stop_by_signal = 1;
+	if (!stop_by_signal)
+		stop_by_signal = sig;
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
 		if (stop_signals[i] == sig)
 			fuse_stop_action[i].sa_handler(sig);
@@ -335,22 +363,121 @@ static void on_stop_signal(int sig)
 	errno = saved;
 }
 
+static void on_hup(int sig)
+{
+	const int saved = errno;
+
+	(void)sig;
+	if (hup_fd >= 0)
+		(void)!write(hup_fd, "h", 1);
+	errno = saved;
+}
+
+static const char *signal_name(int sig)
+{
+	return sig == SIGTERM  ? "SIGTERM"
+	       : sig == SIGINT ? "SIGINT"
+			       : "a signal";
+}
+
+/* The log file the mount writes, or NULL (stderr or syslog). */
+static const char *log_path_of(const struct mount_state *m)
+{
+	if (m->log_fd < 0)
+		return NULL;
+	return m->o->log_file ? m->o->log_file : m->log_path;
+}
+
+/* The thread that SIGHUP wakes, until the pipe says 'q' or closes. */
+static void *hup_main(void *arg)
+{
+	const struct mount_state *m = arg;
+	const char *path = log_path_of(m);
+	/* Read before the waiter starts: it lets go of ready_fd. */
+	const char *const instead = m->ready_fd < 0 ? "stderr" : "syslog";
+
+	for (;;) {
+		char c, *err = NULL;
+		const ssize_t n = read(m->hup_pipe[0], &c, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || c == 'q')
+			break;
+		if (!path) {
+			log_info("SIGHUP: no log file to reopen (the mount "
+				 "logs to %s); it goes on",
+				 instead);
+		} else if (log_reopen(path, &err)) {
+			log_error("SIGHUP: cannot reopen the log: %s; lines go "
+				  "on to the file open before",
+				  err);
+		} else {
+			log_info("SIGHUP: reopened the log file %s; the mount "
+				 "goes on",
+				 path);
+		}
+		free(err);
+	}
+	return NULL;
+}
+
+/* Starts the SIGHUP thread and its pipe.  @return 0 or -errno. */
+static int hup_start(struct mount_state *m)
+{
+	int rc;
+
+	if (pipe2(m->hup_pipe, O_CLOEXEC))
+		return -errno;
+	/* A handler never blocks: a full pipe already has a reopen due. */
+	if (fcntl(m->hup_pipe[1], F_SETFL, O_NONBLOCK)) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = -pthread_create(&m->hup_thread, NULL, hup_main, m);
+	if (rc)
+		goto fail;
+	m->hup_running = true;
+	return 0;
+fail:
+	close(m->hup_pipe[0]);
+	close(m->hup_pipe[1]);
+	m->hup_pipe[0] = m->hup_pipe[1] = -1;
+	return rc;
+}
+
+/* After stop_signals_release: no handler writes to the pipe. */
+static void hup_stop(struct mount_state *m)
+{
+	if (!m->hup_running)
+		return;
+	while (write(m->hup_pipe[1], "q", 1) < 0 && errno == EAGAIN)
+		usleep(1000);
+	pthread_join(m->hup_thread, NULL);
+	close(m->hup_pipe[0]);
+	close(m->hup_pipe[1]);
+	m->hup_running = false;
+}
+
 /*
- * After fuse_set_signal_handlers; a signal it left alone (SIGHUP under
- * nohup is ignored) stays alone.  The signals are then unblocked: a
- * launcher may have blocked them (the mask is inherited), and one sent
- * during start-up, pending until now, is taken here.
+ * After fuse_set_signal_handlers; a stop signal it left alone (one
+ * ignored from the start) stays alone.  SIGHUP is always ours: it no
+ * longer stops anything.  The signals are then unblocked: a launcher may
+ * have blocked them (the mask is inherited), and one sent during
+ * start-up, pending until now, is taken here.
  */
-static void stop_signals_catch(struct fetch_engine *fe, struct store *st)
+static void stop_signals_catch(struct mount_state *m)
 {
 	struct sigaction sa = {.sa_handler = on_stop_signal};
+	struct sigaction hup = {.sa_handler = on_hup, .sa_flags = SA_RESTART};
 	sigset_t caught;
 
 	/* No SA_RESTART, as libfuse: the loop's wait must end with EINTR. */
 	sigemptyset(&sa.sa_mask);
+	sigemptyset(&hup.sa_mask);
 	sigemptyset(&caught);
-	stop_cancel_fd = fe ? fetch_engine_cancel_fd(fe) : -1;
-	stop_store = st;
+	stop_cancel_fd = m->fe ? fetch_engine_cancel_fd(m->fe) : -1;
+	stop_store = m->st;
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
 		struct sigaction *fa = &fuse_stop_action[i];
 
@@ -362,6 +489,12 @@ static void stop_signals_catch(struct fetch_engine *fe, struct store *st)
 		if (stop_caught[i])
 			sigaddset(&caught, stop_signals[i]);
 	}
+	if (m->hup_running) {
+		hup_fd = m->hup_pipe[1];
+		hup_caught = !sigaction(SIGHUP, &hup, &hup_before);
+		if (hup_caught)
+			sigaddset(&caught, SIGHUP);
+	}
 	pthread_sigmask(SIG_UNBLOCK, &caught, NULL);
 }
 
@@ -371,6 +504,10 @@ static void stop_signals_release(void)
 	for (size_t i = 0; i < N_STOP_SIGNALS; i++)
 		if (stop_caught[i])
 			sigaction(stop_signals[i], &fuse_stop_action[i], NULL);
+	if (hup_caught)
+		sigaction(SIGHUP, &hup_before, NULL);
+	hup_caught = false;
+	hup_fd = -1;
 	stop_cancel_fd = -1;
 	stop_store = NULL;
 }
@@ -431,6 +568,7 @@ static void mount_close(struct mount_state *m)
 		stop_signals_release();
 		fuse_remove_signal_handlers(m->se);
 	}
+	hup_stop(m);
 	if (m->mounted)
 		unmount_aside(m);
 	pthread_mutex_lock(&m->se_mu);
@@ -445,8 +583,11 @@ static void mount_close(struct mount_state *m)
 	ops_cleanup(&m->ctx);
 	prefetch_free(m->pf);
 	if (m->src)
-		offline_stop(m->src, stop_by_signal);
+		offline_stop(m->src, stop_by_signal != 0);
 	tree_free(m->tree);
+	/* A clean end, while the cache dir is still ours. */
+	if (m->marked)
+		runmark_clear(m->o->cache_dir);
 	store_close(m->st); /* first: it may call into the memory cache */
 	chunks_free(m->cc);
 	source_close(m->src);
@@ -457,37 +598,77 @@ static void mount_close(struct mount_state *m)
 	log_limits_flush();
 }
 
+/* The warning for a file written as root in a directory others write. */
+static void warn_open_dir(const char *path, const char *option)
+{
+	char *why = dir_open_to_others(path);
+
+	if (why)
+		log_warn("%s %s: %s: another user can replace or remove the "
+			 "file; make the directory writable by its owner alone "
+			 "(chmod go-w) or give it the sticky bit (chmod +t)",
+			 option, path, why);
+	free(why);
+}
+
 /*
- * Opens the log file where one is wanted: --log-file, or for a mount that
- * detaches with no syslog to take its lines (most containers), the cache
- * directory's wharf.log, so that errors a reader meets leave a trace.  A
+ * --log-file, opened first of all, so that every start-up warning and
+ * error reaches it (the terminal too, while one watches).
+ * @return 0, or -1 after a line on stderr.
+ */
+static int log_open_asked(struct mount_state *m)
+{
+	char *err = NULL;
+
+	if (!m->o->log_file)
+		return 0;
+	m->log_fd = log_file_open(m->o->log_file, &err);
+	if (m->log_fd < 0) {
+		fprintf(stderr, "wharf mount: %s (--log-file)\n",
+			err ? err : strerror(-m->log_fd));
+		free(err);
+		return -1;
+	}
+	log_echo_stderr(true);
+	log_to_fd(m->log_fd);
+	warn_open_dir(m->o->log_file, "--log-file");
+	return 0;
+}
+
+/*
+ * A mount that detaches with no syslog to take its lines (most
+ * containers) and no --log-file logs to the cache directory's wharf.log,
+ * so that errors a reader meets leave a trace; opened once the directory
+ * is ours, with the warnings said before it (log_keep_early).  A
  * foreground mount without --log-file keeps stderr.
  * @return 0, or -1 after a line on stderr.
  */
-static int log_plan(struct mount_state *m)
+static int log_open_default(struct mount_state *m)
 {
-	const struct mount_config *o = m->o;
-	const char *path = o->log_file;
+	char *err = NULL;
 
-	m->log_fd = -1;
-	if (!path) {
-		if (m->ready_fd < 0 || log_syslog_present())
-			return 0;
-		snprintf(m->log_path, sizeof(m->log_path), "%s/wharf.log",
-			 o->cache_dir);
-		path = m->log_path;
-	}
-	m->log_fd = log_file_open(path);
+	if (m->o->log_file || m->ready_fd < 0 || log_syslog_present())
+		return 0;
+	snprintf(m->log_path, sizeof(m->log_path), "%s/wharf.log",
+		 m->o->cache_dir);
+	m->log_fd = log_file_open(m->log_path, &err);
 	if (m->log_fd < 0) {
-		fprintf(stderr, "wharf mount: log file %s: %s%s\n", path,
-			m->log_fd == -EINVAL ? "not a regular file"
-					     : strerror(-m->log_fd),
-			o->log_file ? "" : " (give --log-file FILE)");
+		fprintf(stderr, "wharf mount: %s (give --log-file FILE)\n",
+			err ? err : strerror(-m->log_fd));
+		free(err);
 		return -1;
 	}
-	if (m->ready_fd < 0)
-		log_to_fd(m->log_fd);
+	log_echo_stderr(true);
+	log_to_fd(m->log_fd);
 	return 0;
+}
+
+/* The cache dir's run mark: what an unclean end of the last mount left
+ * is said and cleared, and this mount's is set. */
+static void mark_run(struct mount_state *m)
+{
+	m->marked =
+	    !runmark_take(m->o->cache_dir, m->mountpoint, m->o->metrics_file);
 }
 
 /* Starts the --metrics-file writer, if asked for.
@@ -502,8 +683,7 @@ static int metrics_plan(struct mount_state *m)
 	rc = metrics_writer_start(&m->ctx.stats, m->o->metrics_file,
 				  m->o->metrics_interval_ms, &m->metrics, &err);
 	if (rc)
-		fprintf(stderr, "wharf mount: %s (--metrics-file)\n",
-			err ? err : strerror(-rc));
+		say_error("%s (--metrics-file)", err ? err : strerror(-rc));
 	free(err);
 	return rc ? -1 : 0;
 }
@@ -513,9 +693,8 @@ static void detach(struct mount_state *m)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-	if (m->log_fd >= 0)
-		log_to_fd(m->log_fd);
-	else
+	log_echo_stderr(false);
+	if (m->log_fd < 0)
 		log_to_syslog("wharf");
 	if (fd >= 0) {
 		dup2(fd, STDIN_FILENO);
@@ -585,6 +764,8 @@ static void *mount_ready(void *arg)
 		tell_parent(m, 0);
 		detach(m);
 	}
+	/* Up: from now on the log file alone, as before. */
+	log_echo_stderr(false);
 	log_info("mounted %s on %s (cache %s%s%s)", m->src->id, m->mountpoint,
 		 m->o->cache_dir,
 		 m->o->fetch.site_cache ? "; chunk reads through the site cache "
@@ -602,29 +783,41 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 				.args = FUSE_ARGS_INIT(0, NULL),
 				.ready_fd = ready_fd,
 				.log_fd = -1,
+				.hup_pipe = {-1, -1},
 				.se_mu = PTHREAD_MUTEX_INITIALIZER};
 	struct fuse_loop_config *lc = NULL;
 	int rc, status = 1;
 
 	assert(o->mountpoint[0] == '/' && o->cache_dir[0] == '/');
+	log_keep_early();
+	if (log_open_asked(&m))
+		goto out;
 	if (snprintf(m.mountpoint, sizeof(m.mountpoint), "%s",
 		     o->mountpoint) >= (int)sizeof(m.mountpoint)) {
-		fprintf(stderr, "wharf mount: %s: %s\n", o->mountpoint,
-			strerror(ENAMETOOLONG));
+		say_error("%s: %s", o->mountpoint, strerror(ENAMETOOLONG));
 		goto out;
 	}
-	if (check_mountpoint(m.mountpoint) || mount_open(&m) || log_plan(&m) ||
-	    metrics_plan(&m))
+	if (check_mountpoint(m.mountpoint) || mount_open(&m) ||
+	    log_open_default(&m))
 		goto out;
+	/* Before the metrics writer: the last mount's file may be at the
+	 * same path. */
+	mark_run(&m);
+	if (metrics_plan(&m))
+		goto out;
+	rc = hup_start(&m);
+	if (rc) {
+		say_error("cannot start a thread: %s", strerror(-rc));
+		goto out;
+	}
 	if (fuse_set_signal_handlers(m.se)) {
-		fprintf(stderr, "wharf mount: cannot set signal handlers\n");
+		say_error("cannot set signal handlers");
 		goto out;
 	}
 	m.handlers = true;
-	stop_signals_catch(m.fe, m.st);
+	stop_signals_catch(&m);
 	if (fuse_session_mount(m.se, m.mountpoint)) {
-		fprintf(stderr, "wharf mount: cannot mount on %s (see above)\n",
-			m.mountpoint);
+		say_error("cannot mount on %s (see above)", m.mountpoint);
 		goto out;
 	}
 	m.mounted = true;
@@ -652,7 +845,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 		    o->cache_dir, strerror(-rc));
 	lc = fuse_loop_cfg_create();
 	if (!lc) {
-		fprintf(stderr, "wharf mount: out of memory\n");
+		say_error("out of memory");
 		goto out;
 	}
 	/* A thread per channel keeps requests from queuing on one fd; the
@@ -666,8 +859,7 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 
 	rc = pthread_create(&m.waiter, NULL, mount_ready, &m);
 	if (rc) {
-		fprintf(stderr, "wharf mount: cannot start a thread: %s\n",
-			strerror(rc));
+		say_error("cannot start a thread: %s", strerror(rc));
 		goto out;
 	}
 	m.waiting = true;
@@ -681,7 +873,11 @@ int mount_serve(const struct mount_config *o, int ready_fd)
 			  strerror(-rc));
 	else
 		status = 0;
-	log_info("unmounting %s", m.mountpoint);
+	if (stop_by_signal)
+		log_info("%s: unmounting %s", signal_name(stop_by_signal),
+			 m.mountpoint);
+	else
+		log_info("unmounting %s", m.mountpoint);
 out:
 	if (lc)
 		fuse_loop_cfg_destroy(lc);

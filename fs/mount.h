@@ -75,12 +75,12 @@ struct mount_config {
 void mount_config_default(struct mount_config *c);
 
 /*
- * Mounts and serves until unmounted or stopped by SIGHUP, SIGINT or
- * SIGTERM: in the foreground process (ready_fd -1), or in the child of a
- * daemonizing one, which writes one byte to ready_fd (0: mounted, 1:
- * failed) and then detaches from the terminal.  Failures before the mount
- * is up are one line on stderr, "wharf mount: …".  @return the exit
- * status (0 or 1).
+ * Mounts and serves until unmounted or stopped by SIGINT or SIGTERM
+ * (SIGHUP reopens the log file): in the foreground process (ready_fd -1),
+ * or in the child of a daemonizing one, which writes one byte to ready_fd
+ * (0: mounted, 1: failed) and then detaches from the terminal.  Failures
+ * before the mount is up are one line on stderr, "wharf mount: …", and in
+ * the log file.  @return the exit status (0 or 1).
  */
 int mount_serve(const struct mount_config *c, int ready_fd);
 

@@ -3,7 +3,8 @@
  * and --metrics-file in Prometheus' text format, parsed by Debian's
  * python3-prometheus-client and compared number by number with
  * DIR/.wharf/stats (tests/metrics-check.py); the file replaced whole while
- * it is read in a loop, and removed at unmount; `wharf stats DIR`'s lines,
+ * it is read in a loop, and removed at unmount; links planted beside it
+ * lead nowhere; `wharf stats DIR`'s lines,
  * and those it shares with `wharf cache stats` (cli/stats_fmt.c) made of
  * stats written here.
  */
@@ -203,6 +204,78 @@ START_TEST(test_metrics_file_refused)
 			       "2>/dev/null",
 			       fx_wharf_bin(), url, m.dir),
 			 0);
+}
+END_TEST
+
+/* path's bytes are text, exactly. */
+static bool file_is(const char *path, const char *text)
+{
+	size_t len = 0;
+	char *got = fx_read_file(path, &len);
+	const bool same = got && len == strlen(text) && !memcmp(got, text, len);
+
+	free(got);
+	return same;
+}
+
+/*
+ * --metrics-file in a directory another user can write (node_exporter's
+ * textfile directory often is): links planted there under the names an
+ * old writer used (NAME.tmp) and under our temporary files' pattern lead
+ * nowhere: the files they point at are untouched, the metrics file is a
+ * file of its own, a leftover temporary file of a killed writer is
+ * removed, and the directory gets a warning that names it.
+ */
+START_TEST(test_metrics_planted_links)
+{
+	static const char victim_text[] = "root's own file\n";
+	char dir[PATH_MAX], prom[PATH_MAX + 16], victim[PATH_MAX + 16];
+	char link[PATH_MAX + 32], leftover[PATH_MAX + 32];
+	struct fx_mount m;
+	struct stat st;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/textfile", work_dir);
+	ck_assert_int_eq(fx_mkdirs(dir), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	snprintf(prom, sizeof(prom), "%s/wharf.prom", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", work_dir);
+	f = fopen(victim, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(victim_text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(link, sizeof(link), "%s.tmp", prom);
+	ck_assert_int_eq(symlink(victim, link), 0);
+	snprintf(link, sizeof(link), "%s/.wharf.prom.zzzzzz", dir);
+	ck_assert_int_eq(symlink(victim, link), 0);
+	snprintf(leftover, sizeof(leftover), "%s/.wharf.prom.AbC123", dir);
+	f = fopen(leftover, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fclose(f), 0);
+
+	fx_mount_init(&m, work_dir, "planted");
+	ck_assert_int_eq(fx_mount_start(&m, url, NULL,
+					(const char *const[]){
+					    "--metrics-file", prom,
+					    "--metrics-interval", "1", NULL}),
+			 0);
+	ck_assert_int_eq(wait_rewrites(prom, 2), 0);
+	ck_assert_msg(file_is(victim, victim_text),
+		      "the file a planted link points at was written");
+	ck_assert_int_eq(lstat(prom, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0644);
+	ck_assert_msg(!exists(leftover), "a killed writer's %s is still there",
+		      leftover);
+	ck_assert_int_eq(lstat(link, &st), 0); /* a link is not ours */
+	ck_assert_int_eq(
+	    fx_sh("grep -q 'metrics-file %s: %s (mode 0777) is writable by "
+		  "every user without the sticky bit.*chmod go-w' '%s'",
+		  prom, dir, m.log),
+	    0);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert(!exists(prom));
+	ck_assert(file_is(victim, victim_text));
 }
 END_TEST
 
@@ -412,6 +485,7 @@ int main(void)
 	fx_tcase_add(tc, test_label_escaping, why);
 	fx_tcase_add(tc, test_metrics_agree_with_stats, why);
 	fx_tcase_add(tc, test_metrics_file_refused, why);
+	fx_tcase_add(tc, test_metrics_planted_links, why);
 	fx_tcase_add(tc, test_stats_lines, why);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("lines");

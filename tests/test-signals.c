@@ -1,7 +1,11 @@
 /*
  * A mount's daemon ended by a signal: kill -9 during a cold read leaves
  * no bad chunk, SIGTERM cancels a slow read and exits 0, SIGTERM at any
- * moment of start-up neither crashes nor leaves a mount behind.  (Ending
+ * moment of start-up neither crashes nor leaves a mount behind.  Logs
+ * and signals: SIGHUP reopens a rotated log and the mount stays, the
+ * signal that ended a mount is named, the next mount after a kill -9 says
+ * so and removes the dead mount's metrics file, start-up warnings reach
+ * --log-file, and a log file planted by another user is refused.  (Ending
  * in bounded time after a huge walk or during a pack: test-shutdown.)
  */
 #include "config.h"
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -251,6 +256,220 @@ START_TEST(test_sigterm_during_startup)
 }
 END_TEST
 
+/* Waits (up to 20 s) until path holds s n times.  @return whether it did. */
+static bool wait_in_file(const char *path, const char *s, int n)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (count_in_file(path, s) >= n)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/*
+ * logrotate's way: the log renamed, then SIGHUP.  The mount stays up and
+ * serves, the new file (created by the mount) gets the next lines, the
+ * old one none of them; SIGTERM then ends it, named in the log.
+ */
+START_TEST(test_sighup_reopens_log)
+{
+	char log[PATH_MAX], rotated[PATH_MAX + 8];
+	const char *extra[] = {"--log-file", log, NULL};
+	struct fx_mount m;
+	char *cache;
+	int status;
+
+	snprintf(log, sizeof(log), "%s/hup.log", work_dir);
+	snprintf(rotated, sizeof(rotated), "%s.1", log);
+	cache = own_mount_start(&m, "hup", extra);
+	ck_assert(wait_in_file(log, "mounted ", 1));
+	ck_assert_int_eq(rename(log, rotated), 0);
+	ck_assert_int_eq(kill(m.pid, SIGHUP), 0);
+	ck_assert_msg(wait_in_file(log, "SIGHUP: reopened the log file", 1),
+		      "no reopened log after SIGHUP (the daemon %s)",
+		      fx_process_gone(m.pid) ? "is gone" : "is up");
+	ck_assert(!fx_process_gone(m.pid));
+	ck_assert_int_eq(
+	    check_file(m.dir, sized_files[0].name, sized_files[0].size), 0);
+	/* Twice: the second reopen is of the file the first made. */
+	ck_assert_int_eq(kill(m.pid, SIGHUP), 0);
+	ck_assert(wait_in_file(log, "SIGHUP: reopened the log file", 2));
+	ck_assert_int_eq(kill(m.pid, SIGTERM), 0);
+	status = fx_wait_exit(m.pid, 60000);
+	if (status == -1)
+		fx_stop(m.pid, 1000);
+	m.pid = -1;
+	ck_assert_msg(status == 0, "the daemon ended with status %#x", status);
+	ck_assert_int_eq(count_in_file(log, "SIGTERM: unmounting"), 1);
+	ck_assert_int_eq(count_in_file(rotated, "SIGHUP"), 0);
+	ck_assert_int_eq(count_in_file(rotated, "unmounting"), 0);
+	ck_assert_int_eq(count_in_file(rotated, "mounted "), 1);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
+/*
+ * kill -9 leaves the cache's run mark and the metrics file; the next
+ * mount of that cache says the last one ended uncleanly and removes that
+ * file, which would show a dead mount as alive.  A clean end leaves no
+ * mark: the mount after it says nothing.
+ */
+START_TEST(test_unclean_end_said)
+{
+	char log[PATH_MAX], prom[PATH_MAX], url[256];
+	const char *first[] = {"--log-file", log, "--metrics-file", prom, NULL};
+	const char *then[] = {"--log-file", log, NULL};
+	char *cache = fx_tmpdir("mount-unclean");
+	struct fx_mount m;
+	struct stat st;
+
+	snprintf(log, sizeof(log), "%s/unclean.log", work_dir);
+	snprintf(prom, sizeof(prom), "%s/unclean.prom", work_dir);
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	fx_mount_init(&m, work_dir, "unclean");
+	ck_assert_int_eq(mount_start(&m, url, cache, first), 0);
+	ck_assert_int_eq(stat(prom, &st), 0);
+	kill(m.pid, SIGKILL);
+	waitpid(m.pid, NULL, 0);
+	m.pid = -1;
+	ck_assert_int_eq(
+	    fx_sh("'%s' umount '%s' >>'%s' 2>&1", fx_wharf_bin(), m.dir, m.log),
+	    0);
+	ck_assert_int_eq(stat(prom, &st), 0); /* nobody removed it */
+	ck_assert_int_eq(count_in_file(log, "ended uncleanly"), 0);
+
+	ck_assert_int_eq(mount_start(&m, url, cache, then), 0);
+	ck_assert_int_eq(count_in_file(log, "ended uncleanly"), 1);
+	ck_assert_int_eq(count_in_file(log, "removed "), 1);
+	ck_assert_msg(stat(prom, &st) && errno == ENOENT,
+		      "the killed mount's %s is still there", prom);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+
+	ck_assert_int_eq(mount_start(&m, url, cache, then), 0);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_int_eq(count_in_file(log, "ended uncleanly"), 1);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
+static bool refused_in_time(const char *tag, const char *args, const char *dir,
+			    const char *expect);
+
+/* A start-up warning (here: the cache's filesystem smaller than
+ * --cache-size) and a start-up error (a mountpoint that is not empty)
+ * are in --log-file, not only on the terminal. */
+START_TEST(test_startup_lines_logged)
+{
+	char log[PATH_MAX], args[2 * PATH_MAX + 64], busy[PATH_MAX + 8];
+	const char *extra[] = {"--log-file", log, "--cache-size", "1000T",
+			       NULL};
+	struct fx_mount m;
+	char *cache;
+
+	snprintf(log, sizeof(log), "%s/startup.log", work_dir);
+	cache = own_mount_start(&m, "startwarn", extra);
+	ck_assert_int_eq(count_in_file(m.log, "cannot hold --cache-size"), 1);
+	ck_assert_int_eq(count_in_file(log, "cannot hold --cache-size"), 1);
+	own_mount_end(&m, cache);
+
+	snprintf(busy, sizeof(busy), "%s/busy", work_dir);
+	ck_assert_int_eq(fx_mkdirs(busy), 0);
+	ck_assert_int_eq(fx_sh("touch '%s/x'", busy), 0);
+	snprintf(args, sizeof(args), "--log-file '%s' '%s/json/'", log,
+		 ng.base);
+	ck_assert(refused_in_time("startup-busy", args, busy, "is not empty"));
+	ck_assert_int_eq(count_in_file(log, "is not empty"), 1);
+}
+END_TEST
+
+/* `wharf mount -f ARGS DIR` fails, saying expect (in WORK/TAG).  A mount
+ * that comes up instead is ended after 15 s (timeout's SIGTERM), not
+ * waited for. */
+static bool refused_in_time(const char *tag, const char *args, const char *dir,
+			    const char *expect)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", work_dir, tag);
+	rc = fx_sh("timeout 15 '%s' mount -f --retries 0 %s '%s' >'%s' 2>&1",
+		   fx_wharf_bin(), args, dir, path);
+	if (rc == 124)
+		fprintf(stderr, "%s: mounted, not refused\n", tag);
+	return rc != 0 && rc != 124 && count_in_file(path, expect) > 0;
+}
+
+/*
+ * --log-file where another user could have laid a trap (root appends to
+ * it): a link to a file of root's, a hard link to one, a file of another
+ * user, a FIFO.  Each is refused, naming the fix, and the file it leads
+ * to is untouched.  A directory others write gets a warning.
+ */
+START_TEST(test_log_file_planted)
+{
+	char dir[PATH_MAX], victim[PATH_MAX + 16], log[PATH_MAX + 16];
+	char args[3 * PATH_MAX], url[256];
+	struct fx_mount m;
+	char *cache = fx_tmpdir("mount-logtrap");
+	struct stat st;
+	FILE *f;
+
+	snprintf(url, sizeof(url), "%s/json/", ng.base);
+	snprintf(dir, sizeof(dir), "%s/logs", work_dir);
+	ck_assert_int_eq(fx_mkdirs(dir), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	snprintf(victim, sizeof(victim), "%s/victim", work_dir);
+	f = fopen(victim, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(log, sizeof(log), "%s/log", dir);
+	fx_mount_init(&m, work_dir, "logtrap");
+	snprintf(args, sizeof(args), "--cache-dir '%s' --log-file '%s' '%s'",
+		 cache, log, url);
+
+	ck_assert_int_eq(symlink(victim, log), 0);
+	ck_assert_msg(
+	    refused_in_time("logtrap-link", args, m.dir, "is a symbolic link"),
+	    "a log file that is a link was not refused");
+	ck_assert_int_eq(unlink(log), 0);
+	ck_assert_int_eq(link(victim, log), 0);
+	ck_assert(
+	    refused_in_time("logtrap-hard", args, m.dir, "has 2 hard links"));
+	ck_assert_int_eq(unlink(log), 0);
+	ck_assert_int_eq(mkfifo(log, 0600), 0);
+	ck_assert(refused_in_time("logtrap-fifo", args, m.dir,
+				  "is not a regular file"));
+	ck_assert_int_eq(unlink(log), 0);
+	f = fopen(log, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chown(log, 65534, 65534), 0);
+	ck_assert(refused_in_time("logtrap-owner", args, m.dir,
+				  "belongs to user 65534"));
+	ck_assert_int_eq(stat(victim, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+
+	/* A file of our own there: mounted, with the warning. */
+	ck_assert_int_eq(unlink(log), 0);
+	ck_assert_int_eq(
+	    mount_start(&m, url, cache,
+			(const char *const[]){"--log-file", log, NULL}),
+	    0);
+	ck_assert_int_eq(fx_mount_stop(&m), 0);
+	ck_assert_int_ge(count_in_file(log, "(mode 0777) is writable by every "
+					    "user without the sticky bit"),
+			 1);
+	rmdir(m.dir);
+	fx_rmtree(cache);
+	free(cache);
+}
+END_TEST
+
 static Suite *signals_suite(void)
 {
 	Suite *s = suite_create("signals");
@@ -260,6 +479,10 @@ static Suite *signals_suite(void)
 	fx_tcase_add(tc, test_kill_during_cold_read, why);
 	fx_tcase_add(tc, test_sigterm_during_slow_read, why);
 	fx_tcase_add(tc, test_sigterm_during_startup, why);
+	fx_tcase_add(tc, test_sighup_reopens_log, why);
+	fx_tcase_add(tc, test_unclean_end_said, why);
+	fx_tcase_add(tc, test_startup_lines_logged, why);
+	fx_tcase_add(tc, test_log_file_planted, why);
 	suite_add_tcase(s, tc);
 	return s;
 }

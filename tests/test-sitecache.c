@@ -6,8 +6,9 @@
  * prefetch --rank/--world` splits a warm-up between them without overlap.
  * In front of a real nginx origin with two virtual hosts, the same config
  * never mixes versions of a replaced file, keeps nothing for a forged
- * version and refuses a Host other than the origin's.  The signed cases
- * (S3, GCS) are in test-s3.c and test-gcs.c.
+ * version and refuses a Host other than the origin's; a signed query
+ * keeps its snapshot= (and the like) in the key, never its credentials.
+ * The signed cases (S3, GCS) are in test-s3.c and test-gcs.c.
  */
 #include "config.h"
 
@@ -666,6 +667,105 @@ START_TEST(foreign_host_refused)
 }
 END_TEST
 
+/* ---- The key: a signed query's credentials are left out, its other
+ * parameters kept (tests/snapshot-origin.py, an Azure-like origin whose
+ * answers all carry one ETag). */
+
+/* GET of path?query through the cache, as a mount sends it (ranged, with
+ * the origin's version), into WORK/got; the body's first bytes in head
+ * and the cache's X-Wharf-Cache in status.  @return 0 or -1. */
+static int key_get(const char *origin, const char *query, char *head,
+		   size_t head_cap, char *status, size_t status_cap)
+{
+	char out[PATH_MAX], hdrs[PATH_MAX], *text, *hit;
+	size_t len;
+
+	snprintf(out, sizeof(out), "%s/got", work);
+	snprintf(hdrs, sizeof(hdrs), "%s/headers", work);
+	if (fx_sh("curl -sf -o '%s' -D '%s' -H 'X-Wharf-Origin: %s' "
+		  "-H 'Host: %s' -H 'X-Wharf-Version: etag \"0x8DCSAME\"' "
+		  "-r 0-99999 '%s/c/blob?%s'",
+		  out, hdrs, origin, origin + strlen("http://"), sc.base,
+		  query))
+		return -1;
+	text = fx_read_file(out, &len);
+	if (!text)
+		return -1;
+	snprintf(head, head_cap, "%.*s", (int)strcspn(text, ";"), text);
+	free(text);
+	text = fx_read_file(hdrs, &len);
+	hit = text ? strstr(text, "X-Wharf-Cache: ") : NULL;
+	snprintf(status, status_cap, "%.*s",
+		 hit ? (int)strcspn(hit + 15, "\r\n") : 0, hit ? hit + 15 : "");
+	free(text);
+	return 0;
+}
+
+/*
+ * Two snapshots of one blob, its block list and the blob itself, each
+ * asked with a SAS (sig= and the rest) and the same version: each gives
+ * its own bytes, and the same one asked again with another node's SAS is
+ * a hit (the credentials are not in the key).
+ */
+START_TEST(signed_query_keeps_snapshot)
+{
+	static const struct {
+		const char *query, *expect;
+	} asks[] = {
+	    {"snapshot=2026-01-01T00:00:00.0000000Z&sv=2022-11-02&sr=b&sp=r&"
+	     "se=2030-01-01&sig=AAAA",
+	     "snapshot=2026-01-01T00:00:00.0000000Z"},
+	    {"snapshot=2026-02-01T00:00:00.0000000Z&sv=2022-11-02&sr=b&sp=r&"
+	     "se=2030-01-01&sig=BBBB",
+	     "snapshot=2026-02-01T00:00:00.0000000Z"},
+	    {"sv=2022-11-02&comp=blocklist&sr=b&sp=r&sig=CCCC",
+	     "comp=blocklist"},
+	    {"sv=2022-11-02&sr=b&sp=r&se=2030-01-01&sig=DDDD", "base"},
+	    {"versionid=2026-03-01T00:00:00.0000000Z&sv=2022-11-02&sig=EEEE",
+	     "versionid=2026-03-01T00:00:00.0000000Z"},
+	    /* Another node's SAS for the second snapshot: shared. */
+	    {"snapshot=2026-02-01T00:00:00.0000000Z&sv=2022-11-02&sr=b&sp=r&"
+	     "se=2031-05-05&sig=ZZZZ",
+	     "snapshot=2026-02-01T00:00:00.0000000Z"},
+	};
+	char origin[64], port[16], log[PATH_MAX], script[PATH_MAX];
+	char head[128], status[32];
+	const char *src = getenv("WHARF_SRCDIR");
+	const char *origins[2] = {origin, NULL};
+	pid_t pid;
+	int p;
+
+	if (access("/usr/bin/python3", X_OK))
+		fx_skip("no /usr/bin/python3 for tests/snapshot-origin.py");
+	work = fx_tmpdir("sitekey");
+	p = fx_free_port();
+	snprintf(port, sizeof(port), "%d", p);
+	snprintf(origin, sizeof(origin), "http://127.0.0.1:%d", p);
+	snprintf(log, sizeof(log), "%s/origin.log", work);
+	snprintf(script, sizeof(script), "%s/tests/snapshot-origin.py",
+		 src ? src : "..");
+	pid = fx_spawn_server(
+	    (char *const[]){"/usr/bin/python3", script, port, NULL}, log, p,
+	    10000);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(fx_site_cache_start(&sc, origins, SLICE, NULL), 0);
+	for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		ck_assert_int_eq(key_get(origin, asks[i].query, head,
+					 sizeof(head), status, sizeof(status)),
+				 0);
+		ck_assert_msg(!strcmp(head, asks[i].expect),
+			      "?%s through the cache gave the bytes of %s "
+			      "(cache: %s)",
+			      asks[i].query, head, status);
+		ck_assert_str_eq(status, i == 5 ? "HIT" : "MISS");
+	}
+	fx_stop(pid, 5000);
+	fx_nginx_stop(&sc);
+	fx_rmtree(work);
+	free(work);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sitecache");
@@ -699,6 +799,7 @@ int main(void)
 	ADD(https_origin, why_tls);
 #undef ADD
 	tcase_add_test(unit, version_header_sent);
+	fx_tcase_add(why ? left : unit, signed_query_keeps_snapshot, why);
 #define ADD(t, why) fx_tcase_add((why) ? left : vers, t, why)
 	ADD(replaced_object_never_mixed, why_mount);
 	ADD(forged_version_keeps_nothing, why_mount);

@@ -481,7 +481,8 @@ static void recheck_later(struct store *st)
 
 /* The first time the filesystem holds less than the cache wants: one
  * warning that names it and says what to do.  Later lowerings are
- * counted, and logged at the info level. */
+ * counted, and logged at the warn level too (rate-limited): a full disk
+ * is what an operator filters for. */
 static void say_full(struct store *st, const struct statvfs *sv, uint64_t cap)
 {
 	struct mountinfo_entry mi = {0};
@@ -490,7 +491,7 @@ static void say_full(struct store *st, const struct statvfs *sv, uint64_t cap)
 
 	format_size(cap, keep, sizeof(keep));
 	if (__atomic_exchange_n(&st->full_said, true, __ATOMIC_RELAXED)) {
-		log_limited_at(WHARF_LOG_INFO,
+		log_limited_at(WHARF_LOG_WARN,
 			       "%s: the disk is full: the cache now keeps at "
 			       "most %s",
 			       st->dir, keep);
