@@ -125,6 +125,7 @@ has wharf /usr/bin/wharf
 has wharf /sbin/mount.fuse.wharf /usr/bin/wharf
 has wharf /usr/share/man/man1/wharf.1.gz
 has wharf /usr/share/man/man8/mount.fuse.wharf.8.gz ../man1/wharf.1.gz
+has wharf /etc/logrotate.d/wharf
 # The units and site-cache configurations wharf(1) points to.
 for f in mnt-imagenet.mount mnt-imagenet.automount nginx-wharf.conf \
 	squid-wharf.conf squid-wharf-storeid; do
