@@ -203,6 +203,11 @@ int wharf_index_build_tar(const char *const *shards, size_t n,
 	char *err = NULL;
 	int rc;
 
+	if ((!shards && n) || !out)
+		return error_set(-EINVAL, strdupf("wharf_index_build_tar: NULL "
+						  "%s",
+						  out ? "shards" : "out"));
+
 	/* A caller built against a shorter struct keeps the defaults of the
 	 * fields it lacks. */
 	wharf_tar_options_init(&o);

@@ -73,6 +73,12 @@ extern "C" {
 
 /* WHARF_VERSION_NUMBER of the library actually linked. */
 unsigned wharf_version_number(void);
+#define WHARF_VERSION_STRING "0.1.0" /* MAJOR.MINOR.PATCH, as below */
+
+/* The version of the library actually linked, "MAJOR.MINOR.PATCH"
+ * (static storage; compare with WHARF_VERSION_STRING, what the caller
+ * was built against). */
+const char *wharf_version(void);
 
 /* Returned by wharf_loader_next() when the epoch has no more batches. */
 #define WHARF_END 1
@@ -466,7 +472,9 @@ struct wharf_options {
 	int32_t world;	      /* -1: $WORLD_SIZE, else $SLURM_NTASKS, else 1 */
 	uint32_t skip_bad;    /* 1: leave bad samples out, count them */
 	uint32_t persistent;  /* 1 (default): workers live across epochs */
-	uint32_t timeout_ms;  /* 0: none; else a batch later than this fails */
+	uint32_t timeout_ms;  /* a batch later than this fails, naming the
+			       * worker (pid) and sample it is stuck on
+			       * (60000); 0: wait forever */
 	/* Slots beyond num_workers * prefetch, for batches the caller keeps
 	 * while it takes the next ones (0; at most 1024).  A caller that holds
 	 * no more than this many batches never takes a slot from the workers'
@@ -530,7 +538,25 @@ struct wharf_options {
 	 * out.  The sampler keeps 24 bytes per shard, nothing per sample. */
 	uint32_t shard_window;
 	uint32_t reserved3;
+	/* Signals (0, the default): a signal that arrives while
+	 * wharf_loader_next waits runs its handler, and the wait goes on, so
+	 * a trainer's timers (a profiler's SIGALRM, SLURM's signals) never
+	 * end an epoch.  1: next returns -EINTR instead, for a caller whose
+	 * handler only sets a flag that its own loop must see (Python's ^C);
+	 * it calls next again to go on. */
+	uint32_t interruptible;
+	/* What wharf_loader_next does when called again after it returned
+	 * WHARF_END: WHARF_EPOCH_AUTO (0, the default) starts the next epoch,
+	 * as each pass of a Python loader is the next epoch;
+	 * WHARF_EPOCH_EXPLICIT fails with -EINVAL ("call
+	 * wharf_loader_set_epoch") until wharf_loader_set_epoch or
+	 * wharf_loader_state_restore says which epoch comes next. */
+	uint32_t epoch_end;
 };
+
+/* wharf_options.epoch_end */
+#define WHARF_EPOCH_AUTO 0
+#define WHARF_EPOCH_EXPLICIT 1
 
 /* Fills *opt with the defaults above and sets opt->size.  Always call it (or
  * use wharf_options_default()) before setting fields. */
