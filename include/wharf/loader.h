@@ -28,6 +28,7 @@
  *           use the batch (a read-only view into the ring)
  *           wharf_loader_release(loader, batch)
  *         wharf_loader_next() == WHARF_END: the epoch is done
+ *         (called again, next starts the next epoch: epoch_end)
  *     wharf_loader_close(loader)
  *   wharf_index_close(index)                after every loader on it closed
  */
@@ -41,10 +42,16 @@
  *
  * Threads: a loader is used by one thread at a time.  Distinct loaders are
  * independent.  An index may be shared by several loaders and threads.
- * Workers die with the thread that started them (Linux's parent-death
- * signal follows the forking thread): open a loader, and call
- * wharf_loader_set_epoch when it restarts workers, on a thread that
- * outlives the loader's use.
+ * Workers die with the process that opened the loader, not with the
+ * thread: a loader opened on a thread that exits keeps its workers.
+ * Workers are forked: what a callback may do in one is in libwharf(3),
+ * FORK RULES (no thread of the caller's, an OpenMP pool or CUDA, survives
+ * the fork).
+ *
+ * NULL and closed handles: a NULL argument fails with -EINVAL and its name
+ * in the message (getters that cannot fail return 0 or NULL and set the
+ * message); a closed loader fails every call with -EBADF ("this loader
+ * was closed").
  *
  * Processes: a loader belongs to the process that opened it.  A child
  * forked afterwards (a DataLoader worker, multiprocessing) that calls it
@@ -584,18 +591,25 @@ int wharf_loader_open(const wharf_index *idx, const struct wharf_options *opt,
 /*
  * The next batch of the current epoch.  Blocks until it is ready (in_order:
  * the next in sampler order; else whichever is ready first).  The caller may
- * hold several batches; each holds a slot until released.
+ * hold several batches; each holds a slot until released.  Signals that
+ * arrive while it waits run their handlers and it waits on (unless the
+ * options' interruptible is set).  Called again after WHARF_END, it starts
+ * the next epoch (epoch_end = WHARF_EPOCH_AUTO, the default) or fails with
+ * -EINVAL until wharf_loader_set_epoch() (WHARF_EPOCH_EXPLICIT).
  * @return 0 and *batch set; WHARF_END and *batch NULL when the epoch has no
  *         more batches; a negative errno on failure, with
  *         wharf_loader_error() naming the worker, sample, path and cause:
- *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT,
- *         -ENOBUFS (every slot is held by the caller: release some),
- *         -EINTR (a signal arrived while waiting, so that its handler can
- *         run: call again), -EPERM (called in a process forked after the
- *         open: nothing is taken from the opener), or the transform's
- *         code.  After a failure other than -ENOBUFS, -EINTR and
- *         -EPERM the loader only accepts wharf_loader_close() (and the
- *         read-only getters).
+ *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT
+ *         (a worker stuck past timeout_ms: its number, pid and sample),
+ *         -EMSGSIZE (a sample larger than what its slot has left: raise
+ *         slot_bytes), -ENOBUFS (every slot is held by the caller:
+ *         release some), -EINTR (interruptible only: a signal arrived
+ *         while waiting; call again), -EPERM (called in a process forked
+ *         after the open: nothing is taken from the opener), -EBADF (a
+ *         closed loader), -EINVAL (NULL), or the transform's code.  After
+ *         a failure other than -ENOBUFS, -EINTR, -EINVAL and -EPERM the
+ *         loader only accepts wharf_loader_close() (and the read-only
+ *         getters).
  */
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **batch);
 
@@ -681,7 +695,9 @@ struct wharf_state {
 	uint32_t flags;
 };
 
-/* @return 0 and *st filled. */
+/* Fills *st up to st->size bytes (0: the whole struct; set it with
+ * sizeof), and sets st->size to the bytes filled.
+ * @return 0, or -EINVAL for NULL, -EBADF for a closed loader. */
 int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st);
 
 /*
@@ -720,7 +736,9 @@ const char *wharf_loader_error(const wharf_loader *l);
  * Stops the workers (closes their task channels, then SIGKILL after 200 ms
  * for one still busy), reaps them and unmaps the ring:
  * every batch view becomes invalid.  Nothing is left in /dev/shm.  NULL is a
- * no-op.  In a process forked from the one that opened the loader it only
+ * no-op, and so is a second close.  The handle's own small struct is kept
+ * (poisoned), so that a call on it after the close fails with -EBADF
+ * rather than reading freed memory.  In a process forked from the one that opened the loader it only
  * unmaps and frees that process's copy: the workers, the ring and the
  * batches stay the opener's.
  */
