@@ -724,8 +724,7 @@ static void *watch_caller(void *arg)
 __attribute__((noreturn)) static void
 worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 	    pid_t parent, bool main_thread, struct fill_ctx *ctx,
-	    wharf_worker_init_fn init, void *user,
-	    const struct inherited *inh)
+	    wharf_worker_init_fn init, void *user, const struct inherited *inh)
 {
 	/* Signals first: the caller handles ^C and stops us; a dead caller
 	 * must not leave us blocked in a write. */

@@ -72,16 +72,15 @@ static uint64_t read_epoch(wharf_loader *l)
 		}
 		ck_assert_int_eq(wharf_loader_release(l, b), 0);
 	}
-	ck_assert_msg(rc == WHARF_END, "next: %d (%s)", rc,
-		      wharf_last_error());
+	ck_assert_msg(rc == WHARF_END, "next: %d (%s)", rc, wharf_last_error());
 	for (uint32_t id = 0; id < NREC; id++)
 		ck_assert_msg(seen[id] == 1, "sample %u missing", id);
 	return epoch;
 }
 
 /* A slow transform, so that the caller waits in next most of the time. */
-static int slow_copy(void *user, uint64_t sample, const void *in,
-		     uint64_t len, void *out, uint64_t cap, uint64_t *out_len)
+static int slow_copy(void *user, uint64_t sample, const void *in, uint64_t len,
+		     void *out, uint64_t cap, uint64_t *out_len)
 {
 	(void)user;
 	(void)sample;

@@ -738,9 +738,9 @@ const char *wharf_loader_error(const wharf_loader *l);
  * every batch view becomes invalid.  Nothing is left in /dev/shm.  NULL is a
  * no-op, and so is a second close.  The handle's own small struct is kept
  * (poisoned), so that a call on it after the close fails with -EBADF
- * rather than reading freed memory.  In a process forked from the one that opened the loader it only
- * unmaps and frees that process's copy: the workers, the ring and the
- * batches stay the opener's.
+ * rather than reading freed memory.  In a process forked from the one that
+ * opened the loader it only unmaps and frees that process's copy: the workers,
+ * the ring and the batches stay the opener's.
  */
 void wharf_loader_close(wharf_loader *l);
 
