@@ -630,7 +630,7 @@ _open_loaders = weakref.WeakSet()  # the _Holder of each open loader
 
 @atexit.register
 def _close_all():
-    # Workers die with the interpreter anyway (PR_SET_PDEATHSIG); stopping
+    # Workers die with the interpreter anyway (they watch it); stopping
     # them here also reaps them.  The rings stay mapped until the process
     # ends: a later exit handler may still read a batch.
     for h in list(_open_loaders):
