@@ -42,6 +42,11 @@ struct tar_build {
 
 void wharf_tar_options_init(struct wharf_tar_options *o)
 {
+	if (!o) {
+		(void)error_set(-EINVAL, strdupf("wharf_tar_options_init: "
+						 "NULL options"));
+		return;
+	}
 	memset(o, 0, sizeof(*o));
 	o->size = sizeof(*o);
 }

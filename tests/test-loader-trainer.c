@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <wharf/decode.h>
 #include <wharf/loader.h>
 
 #include "fixture.h"
@@ -241,6 +242,21 @@ START_TEST(closed_loader_and_null_refused)
 			 -EINVAL);
 	ck_assert_int_eq(wharf_index_builder_new(rec_idx, NULL, NULL), -EINVAL);
 	ck_assert_int_eq(wharf_index_builder_finish(NULL), -EINVAL);
+	ck_assert_int_eq(wharf_index_builder_add(NULL, shard, 0, 1, -1),
+			 -EINVAL);
+	ck_assert_int_eq(wharf_index_build_tar(NULL, 1, NULL, rec_idx),
+			 -EINVAL);
+	wharf_tar_options_init(NULL);
+	ck_assert_msg(strstr(wharf_last_error(), "NULL options"), "message: %s",
+		      wharf_last_error());
+	wharf_options_init(NULL);
+	ck_assert_msg(strstr(wharf_last_error(), "wharf_options_init: NULL"),
+		      "message: %s", wharf_last_error());
+	ck_assert_int_eq(wharf_decoder_new("u8", NULL), -EINVAL);
+	ck_assert_int_eq(wharf_decoder_apply(NULL, &o), -EINVAL);
+	ck_assert_msg(strstr(wharf_last_error(), "NULL decoder"), "message: %s",
+		      wharf_last_error());
+	ck_assert_uint_eq(wharf_decoder_sample_bytes(NULL), 0);
 	uint32_t r, w;
 	ck_assert_int_eq(wharf_rank_world(0, 1, NULL, &w), -EINVAL);
 	ck_assert_int_eq(wharf_rank_world(0, 1, &r, &w), 0);
