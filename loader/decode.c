@@ -506,6 +506,9 @@ int wharf_decoder_new(const char *spec, wharf_decoder **out)
 	size_t name_len;
 	int rc;
 
+	if (!out)
+		return error_set(-EINVAL, strdupf("wharf_decoder_new: NULL out "
+						  "pointer"));
 	*out = NULL;
 	if (!spec)
 		spec = "raw";
@@ -569,6 +572,10 @@ out:
 
 int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 {
+	if (!d || !opt)
+		return error_set(-EINVAL,
+				 strdupf("wharf_decoder_apply: NULL %s",
+					 d ? "options" : "decoder"));
 	if (opt->size < offsetof(struct wharf_options, user) + sizeof(void *))
 		return error_set(-EINVAL,
 				 strdupf("wharf_decoder_apply: options of "
@@ -634,12 +641,12 @@ int wharf_decoder_apply(wharf_decoder *d, struct wharf_options *opt)
 
 uint64_t wharf_decoder_sample_bytes(const wharf_decoder *d)
 {
-	return d->out_bytes;
+	return d ? d->out_bytes : 0;
 }
 
 uint64_t wharf_decoder_input_bytes(const wharf_decoder *d)
 {
-	return d->in_bytes;
+	return d ? d->in_bytes : 0;
 }
 
 void wharf_decoder_free(wharf_decoder *d)

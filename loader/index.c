@@ -365,10 +365,19 @@ int index_field_want(const struct index *idx, const char *list, bool **want,
 
 /* ---- public accessors ---- */
 
+/* -EINVAL for a NULL argument of `call`, with a message naming it. */
+static int refuse_null(const char *call, const char *what)
+{
+	return error_set(-EINVAL, strdupf("%s: NULL %s", call, what));
+}
+
 int wharf_index_open(const char *path, uint32_t flags, wharf_index **out)
 {
 	struct index *idx;
 	char *err = NULL;
+	if (!path || !out)
+		return refuse_null("wharf_index_open",
+				   path ? "out pointer" : "path");
 	int rc = index_open(path, flags, &idx, &err);
 	if (rc)
 		return error_set(rc, err);
@@ -381,24 +390,34 @@ void wharf_index_close(wharf_index *idx)
 	index_close((struct index *)(void *)idx);
 }
 
+/* The getters that cannot return an error return 0 (NULL) for a NULL
+ * index, with the message in wharf_last_error(). */
 uint64_t wharf_index_count(const wharf_index *idx)
 {
+	if (!idx)
+		return (void)refuse_null("wharf_index_count", "index"), 0;
 	return index_from_public(idx)->count;
 }
 
 uint64_t wharf_index_num_files(const wharf_index *idx)
 {
+	if (!idx)
+		return (void)refuse_null("wharf_index_num_files", "index"), 0;
 	return index_from_public(idx)->nfiles;
 }
 
 uint32_t wharf_index_num_labels(const wharf_index *idx)
 {
+	if (!idx)
+		return (void)refuse_null("wharf_index_num_labels", "index"), 0;
 	return index_from_public(idx)->num_labels;
 }
 
 int wharf_index_sample(const wharf_index *w, uint64_t i,
 		       struct wharf_sample *out)
 {
+	if (!w || !out)
+		return refuse_null("wharf_index_sample", w ? "out" : "index");
 	const struct index *idx = index_from_public(w);
 	if (i >= idx->count)
 		return error_set(-ERANGE,
@@ -414,6 +433,8 @@ int wharf_index_sample(const wharf_index *w, uint64_t i,
 
 uint32_t wharf_index_num_fields(const wharf_index *w, uint64_t i)
 {
+	if (!w)
+		return (void)refuse_null("wharf_index_num_fields", "index"), 0;
 	const struct index *idx = index_from_public(w);
 	uint64_t first, end;
 	if (i >= idx->count || index_fields(idx, i, &first, &end))
@@ -424,6 +445,8 @@ uint32_t wharf_index_num_fields(const wharf_index *w, uint64_t i)
 int wharf_index_field(const wharf_index *w, uint64_t i, uint32_t k,
 		      struct wharf_field *out)
 {
+	if (!w || !out)
+		return refuse_null("wharf_index_field", w ? "out" : "index");
 	const struct index *idx = index_from_public(w);
 	uint64_t first, end;
 	if (i >= idx->count || index_fields(idx, i, &first, &end) ||
@@ -446,12 +469,18 @@ int wharf_index_field(const wharf_index *w, uint64_t i, uint32_t k,
 
 const char *wharf_index_field_name(const wharf_index *w, uint32_t k)
 {
+	if (!w)
+		return (void)refuse_null("wharf_index_field_name", "index"),
+		       NULL;
 	const struct index *idx = index_from_public(w);
 	return k < idx->nnames ? idx->names[k] : NULL;
 }
 
 const char *wharf_index_class_name(const wharf_index *w, uint32_t label)
 {
+	if (!w)
+		return (void)refuse_null("wharf_index_class_name", "index"),
+		       NULL;
 	const struct index *idx = index_from_public(w);
 	if (!idx->classes || label >= idx->num_labels)
 		return NULL;
@@ -460,6 +489,8 @@ const char *wharf_index_class_name(const wharf_index *w, uint32_t label)
 
 int wharf_index_path(const wharf_index *w, uint32_t file, char *buf, size_t len)
 {
+	if (!w || (!buf && len))
+		return refuse_null("wharf_index_path", w ? "buffer" : "index");
 	int rc = index_full_path(index_from_public(w), file, buf, len);
 	if (rc < 0)
 		return error_set(rc,
@@ -469,6 +500,8 @@ int wharf_index_path(const wharf_index *w, uint32_t file, char *buf, size_t len)
 
 int wharf_index_info(const wharf_index *w, struct wharf_index_info *info)
 {
+	if (!w || !info)
+		return refuse_null("wharf_index_info", w ? "info" : "index");
 	const struct index *idx = index_from_public(w);
 	struct wharf_index_info i = {
 	    .size = sizeof(i),
@@ -494,6 +527,8 @@ int wharf_index_info(const wharf_index *w, struct wharf_index_info *info)
 int wharf_index_verify(const wharf_index *w)
 {
 	char *err = NULL;
+	if (!w)
+		return refuse_null("wharf_index_verify", "index");
 	int rc = index_verify(index_from_public(w), &err);
 	return rc ? error_set(rc, err) : 0;
 }

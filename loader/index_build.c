@@ -158,6 +158,10 @@ static int cmp_str(const void *a, const void *b)
 
 int wharf_index_build_dir(const char *dir, const char *out)
 {
+	if (!dir || !out)
+		return error_set(-EINVAL, strdupf("wharf_index_build_dir: "
+						  "NULL %s",
+						  dir ? "out" : "dir"));
 	struct pathset ps = {0};
 	struct writer w;
 	char *err = NULL, *root = NULL;
@@ -439,6 +443,10 @@ static bool looks_offset(const char *path)
 
 int wharf_index_build_list(const char *list, int stat_files, const char *out)
 {
+	if (!list || !out)
+		return error_set(-EINVAL, strdupf("wharf_index_build_list: "
+						  "NULL %s",
+						  list ? "out" : "list"));
 	struct writer w;
 	char *err = NULL, *root = NULL, *line = NULL;
 	size_t cap = 0;
@@ -565,6 +573,10 @@ out:
 int wharf_index_build_records(uint64_t record, const char *const *files,
 			      size_t nfiles, const char *out)
 {
+	if ((!files && nfiles) || !out)
+		return error_set(-EINVAL, strdupf("wharf_index_build_records: "
+						  "NULL %s",
+						  out ? "files" : "out"));
 	struct writer w;
 	char *err = NULL;
 	char cwd[PATH_MAX];
@@ -625,6 +637,9 @@ struct wharf_index_builder {
 int wharf_index_builder_new(const char *out, const char *root,
 			    wharf_index_builder **b)
 {
+	if (!b)
+		return error_set(-EINVAL, strdupf("wharf_index_builder_new: "
+						  "NULL builder pointer"));
 	char *err = NULL;
 	*b = NULL;
 	if (!out || !*out)
@@ -681,6 +696,9 @@ static int builder_spent(const struct wharf_index_builder *b)
 int wharf_index_builder_add(wharf_index_builder *b, const char *path,
 			    uint64_t offset, uint64_t length, int32_t label)
 {
+	if (!b)
+		return error_set(-EINVAL, strdupf("wharf_index_builder_add: "
+						  "NULL builder"));
 	if (b->rc || b->done)
 		return builder_spent(b);
 	if (!path || !*path)
@@ -711,6 +729,9 @@ int wharf_index_builder_add(wharf_index_builder *b, const char *path,
 int wharf_index_builder_field(wharf_index_builder *b, const char *ext,
 			      uint64_t offset, uint64_t length)
 {
+	if (!b)
+		return error_set(-EINVAL, strdupf("wharf_index_builder_field: "
+						  "NULL builder"));
 	struct writer *w = &b->w;
 	if (b->rc || b->done)
 		return builder_spent(b);
@@ -750,6 +771,9 @@ int wharf_index_builder_field(wharf_index_builder *b, const char *ext,
 
 int wharf_index_builder_finish(wharf_index_builder *b)
 {
+	if (!b)
+		return error_set(-EINVAL, strdupf("wharf_index_builder_finish: "
+						  "NULL builder"));
 	if (b->rc || b->done)
 		return builder_spent(b);
 	b->done = true;

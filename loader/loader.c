@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,15 @@ unsigned wharf_version_number(void)
 	return WHARF_VERSION_NUMBER;
 }
 
+#define WHARF_STR_(x) #x
+#define WHARF_STR(x) WHARF_STR_(x)
+
+const char *wharf_version(void)
+{
+	return WHARF_STR(WHARF_VERSION_MAJOR) "." WHARF_STR(
+	    WHARF_VERSION_MINOR) "." WHARF_STR(WHARF_VERSION_PATCH);
+}
+
 void wharf_log_set_func(wharf_log_func fn, void *arg)
 {
 	log_set_func(fn, arg);
@@ -42,6 +52,17 @@ void wharf_log_set_func(wharf_log_func fn, void *arg)
 
 int loader_check_owner(const struct wharf_loader *l)
 {
+	if (!l)
+		return error_set(-EINVAL, strdupf("no loader (NULL): open one "
+						  "with wharf_loader_open"));
+	if (l->magic == LOADER_CLOSED)
+		return error_set(-EBADF,
+				 strdupf("this loader was closed "
+					 "(wharf_loader_close): open a new one"));
+	if (l->magic != LOADER_MAGIC)
+		return error_set(-EINVAL,
+				 strdupf("not a loader that wharf_loader_open "
+					 "handed out"));
 	if (getpid() == l->owner)
 		return 0;
 	/* A forked child that took batches would take its parent's: the
@@ -87,6 +108,11 @@ static int fail_worker_gone(struct wharf_loader *l, char *msg)
 
 void wharf_options_init(struct wharf_options *o)
 {
+	if (!o) {
+		(void)error_set(-EINVAL, strdupf("wharf_options_init: NULL "
+						 "options"));
+		return;
+	}
 	memset(o, 0, sizeof(*o));
 	o->size = sizeof(*o);
 	o->batch_size = 32;
@@ -97,6 +123,9 @@ void wharf_options_init(struct wharf_options *o)
 	o->rank = -1;
 	o->world = -1;
 	o->persistent = 1;
+	/* A stuck worker (stopped, blocked on a dead mount) is named within
+	 * a minute rather than hang the trainer for good. */
+	o->timeout_ms = 60000;
 	o->shard_window = WHARF_SHARD_WINDOW_DEFAULT;
 }
 
@@ -393,6 +422,7 @@ static int fail_timed_out(struct wharf_loader *l)
 			bs = (int)k;
 	}
 	uint32_t wi = 0, now = UINT32_MAX;
+	const pid_t pid0 = l->workers.n ? l->workers.w[0].pid : -1;
 	if (bs >= 0) {
 		wi = l->slots[bs].worker;
 		now = workers_current(&l->workers, wi);
@@ -405,11 +435,13 @@ static int fail_timed_out(struct wharf_loader *l)
 	if (now != UINT32_MAX)
 		bs = (int)now;
 	char *wh = bs >= 0 ? where(l, (uint32_t)bs) : strdupf("a batch");
+	const pid_t pid = wi < l->workers.n ? l->workers.w[wi].pid : pid0;
 	int rc = loader_fail(
 	    l, -ETIMEDOUT,
-	    strdupf("timed out after %u ms waiting for worker %u, "
-		    "reading %s%s",
-		    l->opt.timeout_ms, wi, wh,
+	    strdupf("timed out after %u ms waiting for worker %u (pid %d), "
+		    "reading %s%s (stopped, or blocked in a read or the "
+		    "transform; raise timeout_ms if it is only slow)",
+		    l->opt.timeout_ms, wi, (int)pid, wh,
 		    bs >= 0 && l->slots[bs].stale ? " (an earlier epoch's)"
 						  : ""));
 	free(wh);
@@ -475,11 +507,33 @@ static int deliver(struct wharf_loader *l, uint32_t s,
 	return 0;
 }
 
+static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
+		   uint64_t done);
+static void loader_teardown(struct wharf_loader *l);
+
+/* next after WHARF_END: the next epoch, or a refusal that says what to
+ * call; never a silent WHARF_END again. */
+static int next_epoch(struct wharf_loader *l)
+{
+	if (l->opt.epoch_end == WHARF_EPOCH_EXPLICIT)
+		return error_set(
+		    -EINVAL,
+		    strdupf("epoch %llu has ended (wharf_loader_next returned "
+			    "WHARF_END): call wharf_loader_set_epoch(loader, "
+			    "%llu) to start the next one",
+			    (unsigned long long)l->epoch,
+			    (unsigned long long)l->epoch + 1));
+	return restart(l, l->epoch + 1, 0, 0);
+}
+
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 {
 	uint64_t t0 = now_ns();
 	int rc = 0;
 
+	if (!out)
+		return error_set(-EINVAL, strdupf("wharf_loader_next: NULL "
+						  "batch pointer"));
 	*out = NULL;
 	rc = loader_check_owner(l);
 	if (rc)
@@ -488,8 +542,14 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		error_note(l->error);
 		return l->fail_rc;
 	}
+	if (l->ended) {
+		rc = next_epoch(l);
+		if (rc)
+			return rc;
+	}
 	for (;;) {
 		if (l->low >= l->sampler.nbatches) {
+			l->ended = true;
 			rc = WHARF_END;
 			break;
 		}
@@ -524,6 +584,8 @@ int wharf_loader_next(wharf_loader *l, const struct wharf_batch **out)
 		uint32_t w = 0, slot = UINT32_MAX;
 		char *err = NULL;
 		rc = workers_wait(&l->workers, timeout, &w, &slot, &err);
+		if (rc == -EINTR && !l->opt.interruptible)
+			continue; /* the handler has run; the timeout holds */
 		if (rc == -EINTR) {
 			/* Not a failure: the loader goes on at the next call. */
 			error_note("interrupted by a signal while waiting for "
@@ -628,6 +690,7 @@ static int restart(struct wharf_loader *l, uint64_t epoch, uint64_t low,
 			return loader_fail(l, rc, err);
 	}
 	l->epoch = epoch;
+	l->ended = false;
 	sampler_epoch_keys(&l->sampler, epoch, &l->ekeys);
 	l->low = low;
 	l->done = done;
@@ -652,20 +715,25 @@ int wharf_loader_set_epoch(wharf_loader *l, uint64_t epoch)
 	int rc = loader_check_owner(l);
 	if (rc)
 		return rc;
-	if (!l->failed && epoch == l->epoch && l->low == 0 && l->done == 0)
+	if (!l->failed && epoch == l->epoch && l->low == 0 && l->done == 0) {
+		l->ended = false; /* an empty epoch, chosen again */
 		return 0;
+	}
 	return restart(l, epoch, 0, 0);
 }
 
 uint64_t wharf_loader_num_batches(const wharf_loader *l)
 {
-	return l->sampler.nbatches;
+	return loader_check_owner(l) ? 0 : l->sampler.nbatches;
 }
 
 int wharf_rank_world(int32_t rank, int32_t world, uint32_t *out_rank,
 		     uint32_t *out_world)
 {
 	char *err = NULL;
+	if (!out_rank || !out_world)
+		return error_set(-EINVAL, strdupf("wharf_rank_world: NULL out "
+						  "pointer"));
 	int rc = sampler_rank_world(rank, world, out_rank, out_world, &err);
 
 	return rc ? error_set(rc, err) : 0;
@@ -673,12 +741,12 @@ int wharf_rank_world(int32_t rank, int32_t world, uint32_t *out_rank,
 
 uint32_t wharf_loader_rank(const wharf_loader *l)
 {
-	return l->sampler.rank;
+	return loader_check_owner(l) ? 0 : l->sampler.rank;
 }
 
 uint32_t wharf_loader_world(const wharf_loader *l)
 {
-	return l->sampler.world;
+	return loader_check_owner(l) ? 0 : l->sampler.world;
 }
 
 static uint32_t state_flags(const wharf_loader *l)
@@ -698,18 +766,25 @@ int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st)
 	int rc = loader_check_owner(l);
 	if (rc)
 		return rc;
-	memset(st, 0, sizeof(*st));
-	st->size = sizeof(*st);
-	st->version = 1;
-	st->seed = l->opt.seed;
-	st->epoch = l->epoch;
-	st->position = l->low;
-	st->done_mask = l->done >> 1;
-	st->num_samples = l->sampler.n; /* the index may be closed */
-	st->batch_size = l->opt.batch_size;
-	st->rank = l->sampler.rank;
-	st->world = l->sampler.world;
-	st->flags = state_flags(l);
+	if (!st)
+		return error_set(-EINVAL, strdupf("state_save: NULL state"));
+	struct wharf_state s = {
+	    .size = sizeof(s),
+	    .version = 1,
+	    .seed = l->opt.seed,
+	    .epoch = l->epoch,
+	    .position = l->low,
+	    .done_mask = l->done >> 1,
+	    .num_samples = l->sampler.n, /* the index may be closed */
+	    .batch_size = l->opt.batch_size,
+	    .rank = l->sampler.rank,
+	    .world = l->sampler.world,
+	    .flags = state_flags(l),
+	};
+	/* A caller's smaller struct gets what fits (0: the whole). */
+	size_t n = st->size && st->size < sizeof(s) ? st->size : sizeof(s);
+	memcpy(st, &s, n);
+	st->size = (uint32_t)n;
 	return 0;
 }
 
@@ -719,6 +794,8 @@ int wharf_loader_state_restore(wharf_loader *l, const struct wharf_state *st)
 	int rc = loader_check_owner(l);
 	if (rc)
 		return rc;
+	if (!st)
+		return error_set(-EINVAL, strdupf("state_restore: NULL state"));
 	if (st->size < sizeof(*st) || st->version != 1)
 		bad = "size/version";
 	else if (st->seed != l->opt.seed)
@@ -747,6 +824,8 @@ int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st)
 	int rc = loader_check_owner(l);
 	if (rc)
 		return rc;
+	if (!st)
+		return error_set(-EINVAL, strdupf("stats: NULL stats"));
 	struct wharf_stats s = l->stats;
 	s.size = sizeof(s);
 	s.num_workers = nworkers(l);
@@ -765,7 +844,7 @@ int wharf_loader_stats(const wharf_loader *l, struct wharf_stats *st)
 
 uint64_t wharf_loader_worker_busy_ns(const wharf_loader *l, uint32_t worker)
 {
-	if (worker >= l->ring.nstats)
+	if (loader_check_owner(l) || worker >= l->ring.nstats)
 		return 0;
 	return __atomic_load_n(&ring_stats(&l->ring, worker)->busy_ns,
 			       __ATOMIC_RELAXED);
@@ -773,6 +852,10 @@ uint64_t wharf_loader_worker_busy_ns(const wharf_loader *l, uint32_t worker)
 
 const char *wharf_loader_error(const wharf_loader *l)
 {
+	/* Readable in a forked child too: only the handle is checked. */
+	if (!l || l->magic != LOADER_MAGIC)
+		return l && l->magic == LOADER_CLOSED ? "the loader was closed"
+						       : "no loader";
 	return l->error ? l->error : "";
 }
 
@@ -853,6 +936,7 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return error_set(-ENOMEM, NULL);
+	l->magic = LOADER_MAGIC;
 	l->owner = getpid();
 	l->idx = index_from_public(widx);
 	wharf_options_init(&l->opt);
@@ -979,14 +1063,14 @@ int wharf_loader_open(const wharf_index *widx, const struct wharf_options *opt,
 	*out = l;
 	return 0;
 fail:
-	wharf_loader_close(l);
+	loader_teardown(l);
+	free(l);
 	return error_set(rc, err);
 }
 
 void wharf_loader_stop(wharf_loader *l)
 {
-	if (!l || (l->failed && l->fail_rc == -ESHUTDOWN) ||
-	    l->owner != getpid())
+	if (loader_check_owner(l) || (l->failed && l->fail_rc == -ESHUTDOWN))
 		return;
 	workers_stop(&l->workers);
 	/* Batches read ahead or in flight are nobody's now; held ones stay. */
@@ -1004,10 +1088,28 @@ void wharf_loader_stop(wharf_loader *l)
 				  "more batches (open a new one)"));
 }
 
+/* Closed loaders: never freed, so that a call on one reads a tombstone. */
+static pthread_mutex_t tombs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct wharf_loader *tombs;
+
 void wharf_loader_close(wharf_loader *l)
 {
-	if (!l)
-		return;
+	if (!l || l->magic != LOADER_MAGIC)
+		return; /* NULL, or closed already */
+	loader_teardown(l);
+	/* Poisoned, not freed: next, release or close again on this handle
+	 * is refused (-EBADF) instead of reading freed memory. */
+	memset(l, 0, sizeof(*l));
+	l->magic = LOADER_CLOSED;
+	pthread_mutex_lock(&tombs_mu);
+	l->tomb_next = tombs;
+	tombs = l;
+	pthread_mutex_unlock(&tombs_mu);
+}
+
+/* Frees what l holds, not l itself. */
+static void loader_teardown(struct wharf_loader *l)
+{
 	/* In a child forked after the open, the workers, the batches and the
 	 * CUDA side (whose runtime a child cannot use) are the opener's: this
 	 * process only lets go of its copies of the mappings and files. */
@@ -1030,5 +1132,4 @@ void wharf_loader_close(wharf_loader *l)
 	free(l->scratch_ids);
 	free((void *)l->fill.field_want);
 	free(l->error);
-	free(l);
 }

@@ -52,7 +52,18 @@ enum shuffle_mode {
  * slot can be refilled), or the loader closes. */
 typedef void (*loader_slot_hook)(void *ctx, uint32_t slot);
 
+/* wharf_loader.magic: an open loader, and one closed.  A closed loader's
+ * struct is kept (its insides freed, about a kilobyte) so that a call on
+ * it is refused with a message instead of reading freed memory. */
+#define LOADER_MAGIC 0x776c6472u  /* "wldr" */
+#define LOADER_CLOSED 0x636c7364u /* "clsd" */
+
 struct wharf_loader {
+	uint32_t magic; /* LOADER_MAGIC, LOADER_CLOSED once closed */
+	/* WHARF_END was returned and no epoch chosen since: the next call
+	 * to next starts the next epoch, or is refused (opt.epoch_end). */
+	bool ended;
+	struct wharf_loader *tomb_next; /* closed loaders, kept reachable */
 	const struct index *idx;
 	struct wharf_options opt;
 	enum shuffle_mode shuffle; /* opt.shuffle, checked and named */
@@ -108,8 +119,10 @@ void loader_set_release_hook(struct wharf_loader *l, loader_slot_hook fn,
 void loader_set_close_hook(struct wharf_loader *l, void (*fn)(void *ctx),
 			   void *ctx);
 
-/* 0 in the process that opened l; else -EPERM with the message that says
- * to open a loader in each process (in wharf_last_error()). */
+/* 0 for an open loader in the process that opened it; else -EINVAL (NULL,
+ * not a loader), -EBADF (closed) or -EPERM (another process, with the
+ * message that says to open a loader in each process), the message in
+ * wharf_last_error(). */
 int loader_check_owner(const struct wharf_loader *l)
     __attribute__((warn_unused_result));
 

@@ -42,6 +42,11 @@ struct tar_build {
 
 void wharf_tar_options_init(struct wharf_tar_options *o)
 {
+	if (!o) {
+		(void)error_set(-EINVAL, strdupf("wharf_tar_options_init: "
+						 "NULL options"));
+		return;
+	}
 	memset(o, 0, sizeof(*o));
 	o->size = sizeof(*o);
 }
@@ -202,6 +207,11 @@ int wharf_index_build_tar(const char *const *shards, size_t n,
 	struct tar_build t = {.fd = -1};
 	char *err = NULL;
 	int rc;
+
+	if ((!shards && n) || !out)
+		return error_set(-EINVAL, strdupf("wharf_index_build_tar: NULL "
+						  "%s",
+						  out ? "shards" : "out"));
 
 	/* A caller built against a shorter struct keeps the defaults of the
 	 * fields it lacks. */

@@ -430,9 +430,12 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 			return rc;
 		uint64_t out_cap = c->sample_size ? c->sample_size : cap;
 		if (out_cap > cap)
-			return fail(w, -ENOBUFS,
-				    "slot is full: raise "
-				    "slot_bytes");
+			return fail(w, -EMSGSIZE,
+				    "%llu bytes per sample, %llu left in the "
+				    "slot of %llu: raise slot_bytes",
+				    (unsigned long long)out_cap,
+				    (unsigned long long)cap,
+				    (unsigned long long)c->ring->data_cap);
 		uint64_t out_len = 0;
 		error_transform_clear();
 		error_seed_set(sampler_sample_seed(c->seed, h->epoch, id));
@@ -480,11 +483,13 @@ static int fill_some(struct fill_ctx *c, struct where *w, uint32_t s,
 		total += idx->length[nx];
 		run++;
 	}
+	/* Not -ENOBUFS, which next returns for "release some batches". */
 	if (total > cap)
-		return fail(w, -ENOBUFS,
-			    "%llu bytes, %llu left in the slot: raise "
-			    "slot_bytes",
-			    (unsigned long long)len, (unsigned long long)cap);
+		return fail(w, -EMSGSIZE,
+			    "%llu bytes, %llu left in the slot of %llu: "
+			    "raise slot_bytes",
+			    (unsigned long long)len, (unsigned long long)cap,
+			    (unsigned long long)c->ring->data_cap);
 	*nrun = run; /* also on failure: the caller retries a merged run */
 	rc = read_full(c, w, h, (unsigned)ent, data + pos, total, off);
 	if (rc)
@@ -697,10 +702,29 @@ struct inherited {
 	unsigned n;
 };
 
+/*
+ * The caller's death, seen as its end of the task channel closing: only
+ * the caller's process holds it, so the process going (not the thread
+ * that opened the loader, which is all PR_SET_PDEATHSIG watches) ends
+ * the worker, even in the middle of a long read or transform.  Closing
+ * the channel on purpose (workers_stop) ends it the same way.
+ */
+static void *watch_caller(void *arg)
+{
+	struct pollfd pf = {.fd = *(const int *)arg, .events = POLLRDHUP};
+
+	for (;;) {
+		const int n = poll(&pf, 1, -1);
+		if (n > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			_exit(0);
+	}
+	return NULL;
+}
+
 __attribute__((noreturn)) static void
 worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
-	    pid_t parent, struct fill_ctx *ctx, wharf_worker_init_fn init,
-	    void *user, const struct inherited *inh)
+	    pid_t parent, bool main_thread, struct fill_ctx *ctx,
+	    wharf_worker_init_fn init, void *user, const struct inherited *inh)
 {
 	/* Signals first: the caller handles ^C and stops us; a dead caller
 	 * must not leave us blocked in a write. */
@@ -717,9 +741,17 @@ worker_main(struct workers *ws, uint32_t i, int task_rd, int done_wr,
 	sigset_t all;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The parent-death signal follows the forking thread: armed only
+	 * when that is the main thread, whose end is the process's. */
+	if (main_thread)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(0); /* the caller died before prctl took effect */
+	static int watched_fd;
+	watched_fd = task_rd;
+	pthread_t watcher;
+	if (pthread_create(&watcher, NULL, watch_caller, &watched_fd) == 0)
+		pthread_detach(watcher);
 	/* The caller's ends of every pipe so far are not ours. */
 	for (uint32_t j = 0; j <= i; j++) {
 		close(ws->w[j].task_fd);
@@ -774,6 +806,7 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		return -ENOMEM;
 	ws->depth = depth;
 	pid_t parent = getpid();
+	const bool main_thread = gettid() == parent;
 	struct inherited inh;
 	for (uint32_t i = 0; i < n; i++) {
 		struct worker *w = &ws->w[i];
@@ -814,8 +847,8 @@ int workers_start(struct workers *ws, uint32_t n, uint32_t depth,
 		inh.n = own_snapshot(inh.fd);
 		pid_t pid = fork();
 		if (pid == 0)
-			worker_main(ws, i, tp[0], dp[1], parent, ctx, init,
-				    user, &inh);
+			worker_main(ws, i, tp[0], dp[1], parent, main_thread,
+				    ctx, init, user, &inh);
 		rc = pid < 0 ? -errno : 0;
 		close(tp[0]);
 		close(dp[1]);

@@ -4,9 +4,11 @@
  * Workers: forked, persistent processes that fill ring slots.  Each worker
  * has a task pipe (caller -> worker: which slot to fill) and a done pipe
  * (worker -> caller: slot filled; EOF when the worker dies).  A worker sets
- * up its signals first, asks to die with the caller (PR_SET_PDEATHSIG and a
- * getppid() check), closes the other workers' pipe ends, runs worker_init,
- * then serves tasks until told to exit or the pipe closes.
+ * up its signals first, dies with the caller's process (a thread that sees
+ * the task channel close, PR_SET_PDEATHSIG where the caller's main thread
+ * forked it, and a getppid() check), closes the other workers' pipe ends,
+ * runs worker_init, then serves tasks until told to exit or the pipe
+ * closes.
  *
  * workers_fill() is the reading code itself, also run in the caller when
  * there are no workers.

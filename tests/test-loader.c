@@ -142,7 +142,6 @@ START_TEST(in_order_equals_sequential)
 	}
 	ck_assert_int_eq(rc, WHARF_END);
 	ck_assert_uint_eq(pos, (uint64_t)NREC * REC);
-	ck_assert_int_eq(wharf_loader_next(l, &b), WHARF_END);
 	struct wharf_stats st = {.size = sizeof(st)};
 	ck_assert_int_eq(wharf_loader_stats(l, &st), 0);
 	ck_assert_uint_eq(st.batches, nb);
@@ -151,6 +150,11 @@ START_TEST(in_order_equals_sequential)
 	ck_assert_uint_eq(st.read_bytes, (uint64_t)NREC * REC);
 	/* Adjacent records of one file were merged: one pread per batch. */
 	ck_assert_uint_eq(st.preads, nb);
+	/* Called again after WHARF_END: epoch 1, from its first batch. */
+	ck_assert_int_eq(wharf_loader_next(l, &b), 0);
+	ck_assert_uint_eq(b->epoch, 1);
+	ck_assert_uint_eq(b->index, 0);
+	ck_assert_int_eq(wharf_loader_release(l, b), 0);
 	free(want);
 	wharf_loader_close(l);
 }
@@ -1159,8 +1163,9 @@ static int sleepy_fn(void *user, uint64_t sample, const void *in, uint64_t len,
 	return pass_through(in, len, out, out_len);
 }
 
-/* A signal during the wait returns -EINTR, so that the caller's handler
- * runs (Python's ^C); the next call goes on as if nothing happened. */
+/* Interruptible (as the Python package asks): a signal during the wait
+ * returns -EINTR, so that the caller's handler runs (Python's ^C); the
+ * next call goes on as if nothing happened. */
 START_TEST(signal_interrupts_wait)
 {
 	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
@@ -1173,6 +1178,7 @@ START_TEST(signal_interrupts_wait)
 	ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
 	opts(&o, 10, 1);
 	o.sample_fn = sleepy_fn;
+	o.interruptible = 1;
 	open_loader(recs, &o, &l);
 	ck_assert_int_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
 	ck_assert_int_eq(wharf_loader_next(l, &b), -EINTR);

@@ -28,6 +28,7 @@
  *           use the batch (a read-only view into the ring)
  *           wharf_loader_release(loader, batch)
  *         wharf_loader_next() == WHARF_END: the epoch is done
+ *         (called again, next starts the next epoch: epoch_end)
  *     wharf_loader_close(loader)
  *   wharf_index_close(index)                after every loader on it closed
  */
@@ -41,10 +42,16 @@
  *
  * Threads: a loader is used by one thread at a time.  Distinct loaders are
  * independent.  An index may be shared by several loaders and threads.
- * Workers die with the thread that started them (Linux's parent-death
- * signal follows the forking thread): open a loader, and call
- * wharf_loader_set_epoch when it restarts workers, on a thread that
- * outlives the loader's use.
+ * Workers die with the process that opened the loader, not with the
+ * thread: a loader opened on a thread that exits keeps its workers.
+ * Workers are forked: what a callback may do in one is in libwharf(3),
+ * FORK RULES (no thread of the caller's, an OpenMP pool or CUDA, survives
+ * the fork).
+ *
+ * NULL and closed handles: a NULL argument fails with -EINVAL and its name
+ * in the message (getters that cannot fail return 0 or NULL and set the
+ * message); a closed loader fails every call with -EBADF ("this loader
+ * was closed").
  *
  * Processes: a loader belongs to the process that opened it.  A child
  * forked afterwards (a DataLoader worker, multiprocessing) that calls it
@@ -73,6 +80,12 @@ extern "C" {
 
 /* WHARF_VERSION_NUMBER of the library actually linked. */
 unsigned wharf_version_number(void);
+#define WHARF_VERSION_STRING "0.1.0" /* MAJOR.MINOR.PATCH, as below */
+
+/* The version of the library actually linked, "MAJOR.MINOR.PATCH"
+ * (static storage; compare with WHARF_VERSION_STRING, what the caller
+ * was built against). */
+const char *wharf_version(void);
 
 /* Returned by wharf_loader_next() when the epoch has no more batches. */
 #define WHARF_END 1
@@ -466,7 +479,9 @@ struct wharf_options {
 	int32_t world;	      /* -1: $WORLD_SIZE, else $SLURM_NTASKS, else 1 */
 	uint32_t skip_bad;    /* 1: leave bad samples out, count them */
 	uint32_t persistent;  /* 1 (default): workers live across epochs */
-	uint32_t timeout_ms;  /* 0: none; else a batch later than this fails */
+	uint32_t timeout_ms;  /* a batch later than this fails, naming the
+			       * worker (pid) and sample it is stuck on
+			       * (60000); 0: wait forever */
 	/* Slots beyond num_workers * prefetch, for batches the caller keeps
 	 * while it takes the next ones (0; at most 1024).  A caller that holds
 	 * no more than this many batches never takes a slot from the workers'
@@ -530,7 +545,25 @@ struct wharf_options {
 	 * out.  The sampler keeps 24 bytes per shard, nothing per sample. */
 	uint32_t shard_window;
 	uint32_t reserved3;
+	/* Signals (0, the default): a signal that arrives while
+	 * wharf_loader_next waits runs its handler, and the wait goes on, so
+	 * a trainer's timers (a profiler's SIGALRM, SLURM's signals) never
+	 * end an epoch.  1: next returns -EINTR instead, for a caller whose
+	 * handler only sets a flag that its own loop must see (Python's ^C);
+	 * it calls next again to go on. */
+	uint32_t interruptible;
+	/* What wharf_loader_next does when called again after it returned
+	 * WHARF_END: WHARF_EPOCH_AUTO (0, the default) starts the next epoch,
+	 * as each pass of a Python loader is the next epoch;
+	 * WHARF_EPOCH_EXPLICIT fails with -EINVAL ("call
+	 * wharf_loader_set_epoch") until wharf_loader_set_epoch or
+	 * wharf_loader_state_restore says which epoch comes next. */
+	uint32_t epoch_end;
 };
+
+/* wharf_options.epoch_end */
+#define WHARF_EPOCH_AUTO 0
+#define WHARF_EPOCH_EXPLICIT 1
 
 /* Fills *opt with the defaults above and sets opt->size.  Always call it (or
  * use wharf_options_default()) before setting fields. */
@@ -558,18 +591,25 @@ int wharf_loader_open(const wharf_index *idx, const struct wharf_options *opt,
 /*
  * The next batch of the current epoch.  Blocks until it is ready (in_order:
  * the next in sampler order; else whichever is ready first).  The caller may
- * hold several batches; each holds a slot until released.
+ * hold several batches; each holds a slot until released.  Signals that
+ * arrive while it waits run their handlers and it waits on (unless the
+ * options' interruptible is set).  Called again after WHARF_END, it starts
+ * the next epoch (epoch_end = WHARF_EPOCH_AUTO, the default) or fails with
+ * -EINVAL until wharf_loader_set_epoch() (WHARF_EPOCH_EXPLICIT).
  * @return 0 and *batch set; WHARF_END and *batch NULL when the epoch has no
  *         more batches; a negative errno on failure, with
  *         wharf_loader_error() naming the worker, sample, path and cause:
- *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT,
- *         -ENOBUFS (every slot is held by the caller: release some),
- *         -EINTR (a signal arrived while waiting, so that its handler can
- *         run: call again), -EPERM (called in a process forked after the
- *         open: nothing is taken from the opener), or the transform's
- *         code.  After a failure other than -ENOBUFS, -EINTR and
- *         -EPERM the loader only accepts wharf_loader_close() (and the
- *         read-only getters).
+ *         -EIO (unreadable sample), -ECHILD (a worker died), -ETIMEDOUT
+ *         (a worker stuck past timeout_ms: its number, pid and sample),
+ *         -EMSGSIZE (a sample larger than what its slot has left: raise
+ *         slot_bytes), -ENOBUFS (every slot is held by the caller:
+ *         release some), -EINTR (interruptible only: a signal arrived
+ *         while waiting; call again), -EPERM (called in a process forked
+ *         after the open: nothing is taken from the opener), -EBADF (a
+ *         closed loader), -EINVAL (NULL), or the transform's code.  After
+ *         a failure other than -ENOBUFS, -EINTR, -EINVAL and -EPERM the
+ *         loader only accepts wharf_loader_close() (and the read-only
+ *         getters).
  */
 int wharf_loader_next(wharf_loader *l, const struct wharf_batch **batch);
 
@@ -655,7 +695,9 @@ struct wharf_state {
 	uint32_t flags;
 };
 
-/* @return 0 and *st filled. */
+/* Fills *st up to st->size bytes (0: the whole struct; set it with
+ * sizeof), and sets st->size to the bytes filled.
+ * @return 0, or -EINVAL for NULL, -EBADF for a closed loader. */
 int wharf_loader_state_save(const wharf_loader *l, struct wharf_state *st);
 
 /*
@@ -694,9 +736,11 @@ const char *wharf_loader_error(const wharf_loader *l);
  * Stops the workers (closes their task channels, then SIGKILL after 200 ms
  * for one still busy), reaps them and unmaps the ring:
  * every batch view becomes invalid.  Nothing is left in /dev/shm.  NULL is a
- * no-op.  In a process forked from the one that opened the loader it only
- * unmaps and frees that process's copy: the workers, the ring and the
- * batches stay the opener's.
+ * no-op, and so is a second close.  The handle's own small struct is kept
+ * (poisoned), so that a call on it after the close fails with -EBADF
+ * rather than reading freed memory.  In a process forked from the one that
+ * opened the loader it only unmaps and frees that process's copy: the workers,
+ * the ring and the batches stay the opener's.
  */
 void wharf_loader_close(wharf_loader *l);
 

@@ -630,7 +630,7 @@ _open_loaders = weakref.WeakSet()  # the _Holder of each open loader
 
 @atexit.register
 def _close_all():
-    # Workers die with the interpreter anyway (PR_SET_PDEATHSIG); stopping
+    # Workers die with the interpreter anyway (they watch it); stopping
     # them here also reaps them.  The rings stay mapped until the process
     # ends: a later exit handler may still read a batch.
     for h in list(_open_loaders):
@@ -902,6 +902,9 @@ class Loader:
         opt.world = -1 if world_size is None else int(world_size)
         opt.skip_bad = int(bool(skip_bad))
         opt.timeout_ms = 0 if not timeout else max(1, int(timeout * 1000))
+        # -EINTR back from a wait, so that ^C raises KeyboardInterrupt in
+        # next_batch's loop rather than only once the batch arrives.
+        opt.interruptible = 1
         opt.seed = int(extra.get("seed", seed)) & (2**64 - 1)
         if "persistent" in extra:
             opt.persistent = int(extra["persistent"])

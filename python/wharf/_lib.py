@@ -97,6 +97,8 @@ class Options(ctypes.Structure):
         ("reserved2", c_u32),
         ("shard_window", c_u32),
         ("reserved3", c_u32),
+        ("interruptible", c_u32),
+        ("epoch_end", c_u32),
     ]
 
 

@@ -89,6 +89,8 @@ int main(void)
 	FIELD("Options", wharf_options, reserved2);
 	FIELD("Options", wharf_options, shard_window);
 	FIELD("Options", wharf_options, reserved3);
+	FIELD("Options", wharf_options, interruptible);
+	FIELD("Options", wharf_options, epoch_end);
 
 	STRUCT("State", wharf_state);
 	FIELD("State", wharf_state, size);
