@@ -378,11 +378,12 @@ class loader
 		const wharf_batch *b = nullptr;
 		int rc;
 
+		wharf_loader *l = open_handle();
 		do
-			rc = wharf_loader_next(get(), &b);
+			rc = wharf_loader_next(l, &b);
 		while (rc == -EINTR);
 		if (rc < 0) {
-			const char *why = wharf_loader_error(get());
+			const char *why = wharf_loader_error(l);
 			if (!why || !*why)
 				why = wharf_last_error();
 			throw error(rc, detail::message("wharf_loader_next", rc,
@@ -395,29 +396,29 @@ class loader
 
 	void set_epoch(uint64_t epoch)
 	{
-		detail::check(wharf_loader_set_epoch(get(), epoch),
+		detail::check(wharf_loader_set_epoch(open_handle(), epoch),
 			      "wharf_loader_set_epoch");
 	}
 
 	/* Starts epoch e and yields its batches: for (batch &b : l.epoch(e)). */
 	epoch_range epoch(uint64_t e) { return epoch_range(this, e); }
 
-	uint64_t num_batches() const { return wharf_loader_num_batches(get()); }
-	uint32_t rank() const { return wharf_loader_rank(get()); }
-	uint32_t world() const { return wharf_loader_world(get()); }
+	uint64_t num_batches() const { return wharf_loader_num_batches(open_handle()); }
+	uint32_t rank() const { return wharf_loader_rank(open_handle()); }
+	uint32_t world() const { return wharf_loader_world(open_handle()); }
 
 	wharf_state state() const
 	{
 		wharf_state st;
 		std::memset(&st, 0, sizeof(st));
 		st.size = sizeof(st);
-		detail::check(wharf_loader_state_save(get(), &st),
+		detail::check(wharf_loader_state_save(open_handle(), &st),
 			      "wharf_loader_state_save");
 		return st;
 	}
 	void restore(const wharf_state &st)
 	{
-		detail::check(wharf_loader_state_restore(get(), &st),
+		detail::check(wharf_loader_state_restore(open_handle(), &st),
 			      "wharf_loader_state_restore");
 	}
 	wharf_stats stats() const
@@ -425,13 +426,17 @@ class loader
 		wharf_stats st;
 		std::memset(&st, 0, sizeof(st));
 		st.size = sizeof(st);
-		detail::check(wharf_loader_stats(get(), &st),
+		detail::check(wharf_loader_stats(open_handle(), &st),
 			      "wharf_loader_stats");
 		return st;
 	}
 
 	/* wharf_loader_stop(): workers gone, held batches still valid. */
-	void stop() noexcept { wharf_loader_stop(get()); }
+	void stop() noexcept
+	{
+		if (get())
+			wharf_loader_stop(get());
+	}
 
 	/* Closes now (the destructor's work): every batch's data go. */
 	void close() noexcept
@@ -443,6 +448,16 @@ class loader
 	}
 
       private:
+	/* The handle of a loader not closed or moved from, for the calls that
+	 * change it (a closed one is an error here, not a NULL in C). */
+	wharf_loader *open_handle() const
+	{
+		if (!get())
+			throw error(-EBADF, "wharf::loader: used after close() "
+					    "or after being moved from");
+		return get();
+	}
+
 	std::shared_ptr<detail::live_loader> live_;
 };
 

@@ -145,6 +145,13 @@ int main(int argc, char **argv)
 		expect(static_cast<bool>(late), "a batch to keep");
 		wharf::loader gone = std::move(loader);
 		gone.close();
+		try {
+			(void)gone.next();
+			expect(false, "next after close did not throw");
+		} catch (const wharf::error &err) {
+			expect(err.code() == -EBADF,
+			       std::string("next after close: ") + err.what());
+		}
 	}
 
 	/* Errors carry the library's message. */
