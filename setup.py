@@ -4,8 +4,9 @@ configure --disable-fs (no FUSE, curl or zstd) runs in a temporary
 directory; only include/, common/ and loader/ are made, and the library
 lands in the package as wharf/libwharf.so.0, the first place the package
 looks (python/wharf/_lib.py).  CUDA is left out unless WHARF_CUDA names the
-toolkit (WHARF_CUDA=/usr/local/cuda): a library built with it needs that
-CUDA runtime to load at all, and the package works without it.
+toolkit (WHARF_CUDA=/usr/local/cuda): a library built with it loads that
+CUDA runtime at its first CUDA call (dlopen), and the package works without
+it.
 """
 
 import os

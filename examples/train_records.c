@@ -8,7 +8,12 @@
  * temporary file first, so `make check` runs it end to end.  Records are
  * DIM + 1 floats; the loader reads them in shuffled batches with two forked
  * workers and hands each batch over without a copy.
+ *
+ * Plain C99 or C11 (-std=c11 hides mkdtemp without the POSIX macro below),
+ * and C++ too: tests/test-examples.sh builds it all three ways with -Werror.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,7 +130,8 @@ int main(int argc, char **argv)
 		rc = wharf_loader_set_epoch(l, epoch);
 		while (!rc && (rc = wharf_loader_next(l, &b)) == 0) {
 			/* Fixed-size records: one contiguous array of them. */
-			sum += step(w, b->data, b->count, 0.01f);
+			sum += step(w, (const float *)b->data, b->count,
+				    0.01f);
 			nb++;
 			rc = wharf_loader_release(l, b);
 		}
@@ -141,7 +147,9 @@ int main(int argc, char **argv)
 		printf("epoch %llu: %llu batches, mean squared error %.4f\n",
 		       (unsigned long long)epoch, (unsigned long long)nb, last);
 	}
-	struct wharf_stats st = {.size = sizeof(st)};
+	struct wharf_stats st;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
 	rc = wharf_loader_stats(l, &st);
 	if (!rc)
 		printf("%llu samples, data stall %.1f%% of the run\n",

@@ -126,8 +126,9 @@ int cuda_spin(void *stream, uint64_t ns)
 
 #else /* HAVE_CUDA */
 
-#include <cuda_runtime_api.h>
 #include <sys/mman.h>
+
+#include "cudart.h"
 
 enum buf_state { BUF_FREE, BUF_QUEUED, BUF_HELD };
 
@@ -330,7 +331,11 @@ int wharf_cuda_available(void)
 {
 	int n = 0;
 	int v = -1;
-	cudaError_t e = cudaGetDeviceCount(&n);
+	cudaError_t e;
+
+	if (cudart_load())
+		return 0;
+	e = cudaGetDeviceCount(&n);
 	/* Without any NVIDIA driver the runtime says "insufficient driver"
 	 * too; only then does cudaDriverGetVersion() give 0. */
 	if (e == cudaErrorInsufficientDriver &&
@@ -423,6 +428,8 @@ int wharf_loader_cuda_enable(wharf_loader *l,
 		memcpy(&o, opt, opt->size < sizeof(o) ? opt->size : sizeof(o));
 	o.size = sizeof(o);
 	rc = loader_check_owner(l);
+	if (!rc)
+		rc = cudart_load();
 	if (rc)
 		return rc;
 	if (l->cuda)
@@ -947,6 +954,9 @@ int cuda_spin(void *stream, uint64_t ns)
 	static cudaLibrary_t lib;
 	static cudaKernel_t kern;
 	cudaError_t e;
+	int rc = cudart_load();
+	if (rc)
+		return rc;
 	if (!kern) {
 		e = cudaLibraryLoadData(&lib, spin_ptx, NULL, NULL, 0, NULL,
 					NULL, 0);

@@ -6,7 +6,10 @@
 #      reads one epoch equal to the files;
 #  (b) make install to a prefix gives a wharf that runs (rpath) and a package
 #      that imports with the installed library; as root, an install into a
-#      directory of the system's library path runs ldconfig.
+#      directory of the system's library path runs ldconfig;
+#  (c) a small CMake project finds the installed package (find_package(wharf),
+#      wharf::wharf), builds against it and runs: from that prefix and from
+#      a make install DESTDIR=STAGE staging.
 # (a) builds libwharf once more (autoreconf for a git checkout, configure
 # --disable-fs): 30 to 60 s on two busy cores; (b) a few seconds.  The source
 # tree is copied for (a), since pip builds in the tree it is given, and
@@ -147,10 +150,11 @@ pre=$work/prefix
 inst() { # LOG [make variables...]: make install in loader, cli and python
 	local log=$1 d
 	shift
-	for d in loader cli python; do
+	for d in include cmake loader cli python; do
 		clean_env make -C "$build/$d" install prefix="$pre" \
 			exec_prefix="$pre" bindir="$pre/bin" sbindir="$pre/sbin" \
-			libdir="$pre/lib" pythondir_wharf="$pre/python" "$@" \
+			libdir="$pre/lib" includedir="$pre/include" \
+			pythondir_wharf="$pre/python" "$@" \
 			>>"$log" 2>&1 || return 1
 	done
 }
@@ -209,6 +213,93 @@ elif LISTED="$pre/lib" PATH="$work/fakebin:$PATH" \
 else
 	tail -5 "$work/install2.log"
 	bad "make install into a directory ldconfig lists did not run ldconfig"
+fi
+
+# (c) A CMake project against the prefix, and against a DESTDIR staging of
+# the configured prefix (found through CMAKE_PREFIX_PATH): it builds an
+# index of records and reads one epoch through wharf.hpp.
+mkdir "$work/cmake-src"
+cat >"$work/cmake-src/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.10)
+project(wharf_consumer CXX)
+find_package(wharf 0.1 REQUIRED)
+add_executable(consumer consumer.cpp)
+target_link_libraries(consumer PRIVATE wharf::wharf)
+CM
+cat >"$work/cmake-src/consumer.cpp" <<'CPP'
+#include <wharf/wharf.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+int main(int argc, char **argv)
+{
+	if (argc != 2)
+		return 2;
+	const std::string dir = argv[1];
+	{
+		std::ofstream out((dir + "/recs").c_str(), std::ios::binary);
+		for (uint64_t i = 0; i < 100; i++)
+			out.write(reinterpret_cast<const char *>(&i), sizeof(i));
+	}
+	wharf::index::build_records(8, std::vector<std::string>(1, dir + "/recs"),
+				    dir + "/recs.idx");
+	wharf::index idx(dir + "/recs.idx");
+	wharf::options opt;
+	opt.batch_size = 10;
+	opt.shm_dir = dir.c_str();
+	wharf::loader loader(idx, opt);
+	uint64_t sum = 0;
+	for (wharf::batch &b : loader.epoch(0))
+		for (uint64_t v : b.samples<uint64_t>())
+			sum += v;
+	std::printf("sum %llu\n", static_cast<unsigned long long>(sum));
+	return sum == 4950 ? 0 : 1;
+}
+CPP
+cmake_project() { # NAME PREFIX: configure, build and run the project
+	local bdir=$work/cmake-$1
+	mkdir -p "$bdir/run"
+	if ! command -v cmake >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
+		skip_part "the CMake project ($1): no cmake or c++ (apt-get install cmake g++)"
+	elif ! (clean_env cmake -S "$work/cmake-src" -B "$bdir" \
+		-DCMAKE_PREFIX_PATH="$2" && clean_env cmake --build "$bdir") \
+		>"$bdir.log" 2>&1; then
+		tail -20 "$bdir.log"
+		bad "a CMake project with find_package(wharf) against $2"
+	elif (cd "$work/elsewhere" && clean_env "$bdir/consumer" "$bdir/run") \
+		>"$bdir.out" 2>&1 && grep -q '^sum 4950$' "$bdir.out"; then
+		ok "a CMake project finds wharf::wharf in $2, links it and reads an epoch (no LD_LIBRARY_PATH)"
+	else
+		bad "the CMake project's program against $2: $(tail -5 "$bdir.out")"
+	fi
+}
+if [ -f "$pre/lib/cmake/wharf/wharfConfig.cmake" ]; then
+	cmake_project prefix "$pre"
+else
+	bad "make install put no $pre/lib/cmake/wharf/wharfConfig.cmake"
+fi
+stage=$work/stage
+for d in include cmake loader; do
+	clean_env make -C "$build/$d" install DESTDIR="$stage" \
+		>>"$work/stage.log" 2>&1 || bad "make install DESTDIR=$stage in $d: $(tail -3 "$work/stage.log")"
+done
+libdir=$(clean_env make -s -C "$build/cmake" -f Makefile -f - print-libdir <<'MK'
+print-libdir:
+	@echo $(libdir)
+MK
+)
+prefixdir=$(clean_env make -s -C "$build/cmake" -f Makefile -f - print-prefix <<'MK'
+print-prefix:
+	@echo $(prefix)
+MK
+)
+if [ -f "$stage$libdir/cmake/wharf/wharfConfig.cmake" ]; then
+	cmake_project stage "$stage$prefixdir"
+else
+	bad "make install DESTDIR=$stage put no $stage$libdir/cmake/wharf/wharfConfig.cmake"
 fi
 
 if [ "$fail" = 0 ] && [ -n "$skipped" ]; then

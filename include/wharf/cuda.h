@@ -88,10 +88,17 @@ void wharf_cuda_options_init(struct wharf_cuda_options *opt);
 
 /*
  * 1 when the library was built with CUDA and at least one device is visible;
- * 0 when there is none to use (no CUDA in the build, no NVIDIA driver, no
- * device); a negative errno (-EIO) when CUDA is there but broken, such as a
+ * 0 when there is none to use (no CUDA in the build, no CUDA runtime, no
+ * NVIDIA driver, no device); a negative errno (-EIO) when CUDA is there but broken, such as a
  * driver too old for the runtime libwharf was built with.  wharf_last_error()
  * says why, with the runtime's message and the fix.
+ *
+ * libwharf needs no CUDA library to load: the CUDA runtime of the toolkit
+ * it was built with (libcudart.so.MAJOR) is loaded at the first of these
+ * calls, the one a process has loaded already if any, else from the
+ * linker's path, else from that toolkit's directory.  Without it this call
+ * returns 0, and wharf_loader_cuda_enable() -ENOTSUP, naming the library
+ * to install.
  */
 int wharf_cuda_available(void);
 
@@ -99,7 +106,7 @@ int wharf_cuda_available(void);
  * Turns on device prefetch for l: registers the ring, creates the copy
  * stream, the events and `buffers` device buffers of one slot's data, labels
  * and offsets each.  Call it once, before the first batch.
- * @return 0; -ENOTSUP (built without CUDA); -ENODEV (no driver or no
+ * @return 0; -ENOTSUP (built without CUDA, or no CUDA runtime); -ENODEV (no driver or no
  *         device); -EEXIST (already enabled); -ENOMEM (device memory); -EIO
  *         (CUDA is broken, such as a driver too old, or another CUDA error:
  *         the message has the runtime's text and the fix).
