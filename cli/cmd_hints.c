@@ -1,6 +1,6 @@
 /*
  * `wharf hints DIR`: hands the hint lines on standard input to the mount on
- * DIR (wharf(1), "Hints").  The mount is read-only, so a shell cannot write
+ * DIR (wharf-hints(1)).  The mount is read-only, so a shell cannot write
  * them to DIR/.wharf/hints; this sends them through the ioctl that
  * include/wharf/hints.h describes, in calls of whole lines.
  */
@@ -27,7 +27,7 @@ static void usage(FILE *out)
 	      "of\n"
 	      "the file), PATH relative to DIR.  The mount fetches them "
 	      "ahead,\n"
-	      "in that order.  See wharf(1), \"Hints\".\n"
+	      "in that order.  See wharf-hints(1).\n"
 	      "  -h, --help    show this help\n",
 	      out);
 }

@@ -287,7 +287,7 @@ static void mount_usage(FILE *out)
 	    "--ca-file, --manifest, --token-file) are from the current "
 	    "directory, and\n"
 	    "a --token-command runs there, also after the mount detaches.  "
-	    "See wharf(1).\n",
+	    "See wharf-mount(1).\n",
 	    out);
 }
 
@@ -919,7 +919,7 @@ int cmd_mount_helper(int argc, char **argv)
 		fprintf(stderr, "Usage: mount.fuse.wharf SOURCE DIR "
 				"[-o OPTIONS]\n"
 				"mount(8) runs this for type fuse.wharf; see "
-				"wharf(1).\n");
+				"wharf-mount(1).\n");
 		return 2;
 	}
 	optind = 3;

@@ -65,7 +65,7 @@ static void usage(FILE *out)
 			commands[i].summary,
 			commands[i].run ? "" : " (not built)");
 	fprintf(out, "\n'wharf COMMAND --help' describes a command; "
-		     "man wharf(1) has everything.\n");
+		     "man wharf-COMMAND(1) is its page,\nwharf(1) the rest.\n");
 }
 
 int main(int argc, char **argv)

@@ -124,7 +124,10 @@ has() { # PACKAGE PATH [LINK-TARGET]
 has wharf /usr/bin/wharf
 has wharf /sbin/mount.fuse.wharf /usr/bin/wharf
 has wharf /usr/share/man/man1/wharf.1.gz
-has wharf /usr/share/man/man8/mount.fuse.wharf.8.gz ../man1/wharf.1.gz
+has wharf /usr/share/man/man8/mount.fuse.wharf.8.gz ../man1/wharf-mount.1.gz
+for c in mount cache prefetch hints stats index shm bench; do
+	has wharf "/usr/share/man/man1/wharf-$c.1.gz"
+done
 has wharf /etc/logrotate.d/wharf
 # The units and site-cache configurations wharf(1) points to.
 for f in mnt-imagenet.mount mnt-imagenet.automount nginx-wharf.conf \
@@ -235,11 +238,12 @@ else
 		"$url" "$mnt" -o "cache_dir=$work/cache"
 fi
 
-# man wharf, man libwharf: the pages as the packages hold them render.
+# man wharf, a command's page, man libwharf: the pages as the packages
+# hold them render.
 if ! command -v man >/dev/null 2>&1; then
 	skip_part "man: no man here (apt-get install man-db)"
 else
-	for page in 1:wharf 3:libwharf; do
+	for page in 1:wharf 1:wharf-mount 1:wharf-index 3:libwharf; do
 		if clean_env MANWIDTH=80 man -M "$root/usr/share/man" "${page%:*}" \
 			"${page#*:}" >"$work/man.out" 2>&1 &&
 			grep -q "^NAME" "$work/man.out" &&

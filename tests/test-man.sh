@@ -16,7 +16,7 @@ if ! command -v mandoc >/dev/null 2>&1; then
 	echo "SKIP: mandoc_lint: no mandoc (apt-get install mandoc)"
 	have_mandoc=0
 fi
-for page in "$src"/man/wharf.1 "$src"/man/libwharf.3; do
+for page in "$src"/man/*.1 "$src"/man/*.3; do
 	if [ $have_groff = 1 ]; then
 		out=$(LC_ALL=C.UTF-8 MANWIDTH=80 \
 			groff -man -ww -z -Tutf8 "$page" 2>&1)
