@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 }
 CPP
 cmake_project() { # NAME PREFIX: configure, build and run the project
-	local bdir=$work/cmake-$1
+	local bdir=$work/cmake-$1 rt=
 	mkdir -p "$bdir/run"
 	if ! command -v cmake >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
 		skip_part "the CMake project ($1): no cmake or c++ (apt-get install cmake g++)"
@@ -269,7 +269,11 @@ cmake_project() { # NAME PREFIX: configure, build and run the project
 		>"$bdir.log" 2>&1; then
 		tail -20 "$bdir.log"
 		bad "a CMake project with find_package(wharf) against $2"
-	elif (cd "$work/elsewhere" && clean_env "$bdir/consumer" "$bdir/run") \
+	elif rt=$(ldd "$bdir/consumer" | awk '/libasan/ {print $3}') &&
+		# An ASan build of libwharf needs its runtime loaded first.
+		(cd "$work/elsewhere" && clean_env \
+		${rt:+LD_PRELOAD="$rt" ASAN_OPTIONS=detect_leaks=0} \
+		"$bdir/consumer" "$bdir/run") \
 		>"$bdir.out" 2>&1 && grep -q '^sum 4950$' "$bdir.out"; then
 		ok "a CMake project finds wharf::wharf in $2, links it and reads an epoch (no LD_LIBRARY_PATH)"
 	else
