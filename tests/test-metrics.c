@@ -305,7 +305,9 @@ START_TEST(test_stats_lines)
 	ck_assert(out_has("rates averaged since the mount started"));
 	ck_assert(out_has("^  reads +[0-9.]+/s +[0-9.]+ [KMG]iB/s"));
 	ck_assert(out_has("^  memory +hit +[0-9.]+% of [0-9]+ lookups"));
-	ck_assert(out_has("^  disk +hit +0.0% of [0-9]+ loads"));
+	/* Not 0.0%: the packer, once a file is read whole, loads its
+	 * chunks from their files too (a CI run saw 18.2% of 11). */
+	ck_assert(out_has("^  disk +hit +[0-9.]+% of [0-9]+ loads"));
 	ck_assert(out_has("^  origin +[0-9.]+ req/s"));
 	ck_assert(out_has("^  first byte +p50 [0-9.]+ ms"));
 	ck_assert(out_has("^  host +http://127.0.0.1:[0-9]+: limit [0-9]+"));
